@@ -1,0 +1,266 @@
+/* The public communicator functions: argument checks, the aborted state, traffic
+ * counters, then the backend. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/comm.h"
+#include "backends/runtime/context_impl.h"
+
+const char *gaaw_comm_op_name(gaaw_comm_op_t op)
+{
+#define GAAW_COMM_OP_NAME_CASE(name, value, text) \
+  case value: return text;
+  switch ((int)op) { GAAW_COMM_OP_LIST(GAAW_COMM_OP_NAME_CASE) }
+#undef GAAW_COMM_OP_NAME_CASE
+  return "invalid";
+}
+
+static gaaw_status_t new_comm(gaaw_context_t ctx, const gaaw_comm_ops *ops, const char *name, gaaw_comm_t *out)
+{
+  gaaw_comm_t c = calloc(1, sizeof *c);
+  if (!c) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate a communicator");
+  c->ctx = ctx;
+  c->ops = ops;
+  strncpy(c->name, name ? name : "", sizeof c->name - 1);
+  *out = c;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_comm_create_world(gaaw_context_t ctx, const char *name, gaaw_comm_t *comm)
+{
+  GAAW_CHECK(new_comm(ctx, &gaaw_mpi_comm_ops, name, comm));
+  gaaw_status_t st = (*comm)->ops->create_world(*comm);
+  if (st != GAAW_SUCCESS) {
+    free(*comm);
+    *comm = NULL;
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_comm_split(gaaw_comm_t parent, int color, int key, const char *name, gaaw_comm_t *child)
+{
+  gaaw_context_t ctx = parent->ctx;
+  GAAW_CHECK(new_comm(ctx, parent->ops, name, child));
+  gaaw_status_t st = parent->ops->split(parent, color, key, *child);
+  if (st != GAAW_SUCCESS) {
+    free(*child);
+    *child = NULL;
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
+  return GAAW_SUCCESS;
+}
+
+void gaaw_comm_destroy(gaaw_comm_t *comm)
+{
+  if (!comm || !*comm) return;
+  if ((*comm)->ops->destroy) (*comm)->ops->destroy(*comm);
+  free(*comm);
+  *comm = NULL;
+}
+
+/* Common checks of every operation: a live communicator and well-formed tensors. */
+static gaaw_status_t check_comm(gaaw_comm_t comm)
+{
+  GAAW_ARG_NOT_NULL(NULL, comm);
+  gaaw_context_t ctx = comm->ctx;
+  if (comm->aborted)
+    GAAW_FAIL(ctx, GAAW_ERR_COMM, "communicator %s was aborted after an earlier failure; no further "
+              "communication is possible on it", comm->name);
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t check_tensor(gaaw_comm_t comm, const gaaw_tensor_t *t, const char *what)
+{
+  gaaw_context_t ctx = comm->ctx;
+  GAAW_ARG_CHECK(ctx, t != NULL, "%s tensor must not be NULL", what);
+  GAAW_ARG_CHECK(ctx, t->buf != NULL, "%s tensor has no buffer", what);
+  GAAW_ARG_CHECK(ctx, (unsigned)t->dtype < GAAW_DTYPE_COUNT, "%s tensor dtype %d is invalid", what, (int)t->dtype);
+  GAAW_ARG_CHECK(ctx, t->ndim >= 1 && t->ndim <= GAAW_MAX_DIMS, "%s tensor ndim %d is not in 1..%d", what, t->ndim,
+                 GAAW_MAX_DIMS);
+  size_t bytes;
+  GAAW_CHECK(gaaw_buffer_size(t->buf, &bytes));
+  uint64_t need = (uint64_t)gaaw_tensor_numel(t) * gaaw_dtype_size(t->dtype);
+  GAAW_ARG_CHECK(ctx, gaaw_tensor_numel(t) >= 0 && t->offset <= bytes && need <= bytes - t->offset,
+                 "%s tensor (%llu bytes at offset %zu) overruns its %zu-byte buffer", what,
+                 (unsigned long long)need, t->offset, bytes);
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t check_pair(gaaw_comm_t comm, const gaaw_tensor_t *send, const gaaw_tensor_t *recv,
+                                int64_t send_factor, int64_t recv_factor)
+{
+  gaaw_context_t ctx = comm->ctx;
+  GAAW_CHECK(check_tensor(comm, send, "send"));
+  GAAW_CHECK(check_tensor(comm, recv, "recv"));
+  GAAW_ARG_CHECK(ctx, send->dtype == recv->dtype, "send is %s but recv is %s", gaaw_dtype_name(send->dtype),
+                 gaaw_dtype_name(recv->dtype));
+  int64_t ns = gaaw_tensor_numel(send), nr = gaaw_tensor_numel(recv);
+  GAAW_ARG_CHECK(ctx, ns * recv_factor == nr * send_factor,
+                 "send has %lld elements and recv %lld; on a group of %d they must be in the ratio %lld:%lld",
+                 (long long)ns, (long long)nr, comm->size, (long long)send_factor, (long long)recv_factor);
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t check_reduce_op(gaaw_comm_t comm, gaaw_reduce_op_t op)
+{
+  GAAW_ARG_CHECK(comm->ctx, op == GAAW_SUM || op == GAAW_MAX, "op %d is not GAAW_SUM or GAAW_MAX", (int)op);
+  return GAAW_SUCCESS;
+}
+
+/* Runs a backend operation: counts it, and aborts the communicator on failure so
+ * that no rank waits on a group that is already broken. */
+static gaaw_status_t run(gaaw_comm_t comm, gaaw_comm_op_t op, uint64_t bytes, gaaw_status_t st)
+{
+  gaaw_context_t ctx = comm->ctx;
+  if (st != GAAW_SUCCESS) {
+    comm->aborted = 1;
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, gaaw_comm_op_name(op));
+  }
+  comm->calls[op]++;
+  comm->bytes[op] += bytes;
+  return GAAW_SUCCESS;
+}
+
+static uint64_t tensor_bytes(const gaaw_tensor_t *t)
+{
+  return (uint64_t)gaaw_tensor_numel(t) * gaaw_dtype_size(t->dtype);
+}
+
+#define GAAW_COMM_REQUIRE_OP(comm, opname)                                                          \
+  do {                                                                                              \
+    if (!(comm)->ops->opname)                                                                       \
+      GAAW_FAIL((comm)->ctx, GAAW_ERR_UNSUPPORTED, "the %s communicator backend has no %s", (comm)->ops->name, #opname); \
+  } while (0)
+
+gaaw_status_t gaaw_comm_allreduce(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
+                                  gaaw_reduce_op_t op)
+{
+  GAAW_CHECK_CTX(NULL, check_comm(comm));
+  gaaw_context_t ctx = comm->ctx;
+  GAAW_CHECK(check_pair(comm, send, recv, 1, 1));
+  GAAW_CHECK(check_reduce_op(comm, op));
+  GAAW_COMM_REQUIRE_OP(comm, allreduce);
+  return run(comm, GAAW_COMM_ALLREDUCE, 2 * tensor_bytes(recv), comm->ops->allreduce(comm, send, recv, op));
+}
+
+gaaw_status_t gaaw_comm_reduce_scatter(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
+                                       gaaw_reduce_op_t op)
+{
+  GAAW_CHECK_CTX(NULL, check_comm(comm));
+  gaaw_context_t ctx = comm->ctx;
+  GAAW_CHECK(check_pair(comm, send, recv, comm->size, 1));
+  GAAW_CHECK(check_reduce_op(comm, op));
+  GAAW_COMM_REQUIRE_OP(comm, reduce_scatter);
+  return run(comm, GAAW_COMM_REDUCE_SCATTER, tensor_bytes(send), comm->ops->reduce_scatter(comm, send, recv, op));
+}
+
+gaaw_status_t gaaw_comm_allgather(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv)
+{
+  GAAW_CHECK_CTX(NULL, check_comm(comm));
+  gaaw_context_t ctx = comm->ctx;
+  GAAW_CHECK(check_pair(comm, send, recv, 1, comm->size));
+  GAAW_COMM_REQUIRE_OP(comm, allgather);
+  return run(comm, GAAW_COMM_ALLGATHER, tensor_bytes(recv), comm->ops->allgather(comm, send, recv));
+}
+
+gaaw_status_t gaaw_comm_broadcast(gaaw_comm_t comm, gaaw_tensor_t *t, int root)
+{
+  GAAW_CHECK_CTX(NULL, check_comm(comm));
+  gaaw_context_t ctx = comm->ctx;
+  GAAW_CHECK(check_tensor(comm, t, "broadcast"));
+  GAAW_ARG_CHECK(ctx, root >= 0 && root < comm->size, "root %d is not a rank of communicator %s (size %d)", root,
+                 comm->name, comm->size);
+  GAAW_COMM_REQUIRE_OP(comm, broadcast);
+  return run(comm, GAAW_COMM_BROADCAST, tensor_bytes(t), comm->ops->broadcast(comm, t, root));
+}
+
+static gaaw_status_t check_peer(gaaw_comm_t comm, int peer, int tag)
+{
+  gaaw_context_t ctx = comm->ctx;
+  GAAW_ARG_CHECK(ctx, peer >= 0 && peer < comm->size && peer != comm->rank,
+                 "peer %d is not another rank of communicator %s (size %d, this rank %d)", peer, comm->name,
+                 comm->size, comm->rank);
+  GAAW_ARG_CHECK(ctx, tag >= 0 && tag <= 32767, "tag %d is not in 0..32767", tag);
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_comm_send(gaaw_comm_t comm, const gaaw_tensor_t *t, int peer, int tag)
+{
+  GAAW_CHECK_CTX(NULL, check_comm(comm));
+  gaaw_context_t ctx = comm->ctx;
+  GAAW_CHECK(check_tensor(comm, t, "send"));
+  GAAW_CHECK(check_peer(comm, peer, tag));
+  GAAW_COMM_REQUIRE_OP(comm, send);
+  return run(comm, GAAW_COMM_SEND, tensor_bytes(t), comm->ops->send(comm, t, peer, tag));
+}
+
+gaaw_status_t gaaw_comm_recv(gaaw_comm_t comm, gaaw_tensor_t *t, int peer, int tag)
+{
+  GAAW_CHECK_CTX(NULL, check_comm(comm));
+  gaaw_context_t ctx = comm->ctx;
+  GAAW_CHECK(check_tensor(comm, t, "recv"));
+  GAAW_CHECK(check_peer(comm, peer, tag));
+  GAAW_COMM_REQUIRE_OP(comm, recv);
+  return run(comm, GAAW_COMM_RECV, tensor_bytes(t), comm->ops->recv(comm, t, peer, tag));
+}
+
+gaaw_status_t gaaw_comm_alltoall(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv)
+{
+  GAAW_CHECK_CTX(NULL, check_comm(comm));
+  gaaw_context_t ctx = comm->ctx;
+  GAAW_CHECK(check_pair(comm, send, recv, 1, 1));
+  GAAW_ARG_CHECK(ctx, gaaw_tensor_numel(send) % comm->size == 0,
+                 "all-to-all tensors have %lld elements, not a multiple of the group size %d",
+                 (long long)gaaw_tensor_numel(send), comm->size);
+  GAAW_COMM_REQUIRE_OP(comm, alltoall);
+  return run(comm, GAAW_COMM_ALLTOALL, tensor_bytes(send), comm->ops->alltoall(comm, send, recv));
+}
+
+gaaw_status_t gaaw_comm_barrier(gaaw_comm_t comm)
+{
+  GAAW_CHECK_CTX(NULL, check_comm(comm));
+  GAAW_COMM_REQUIRE_OP(comm, barrier);
+  return run(comm, GAAW_COMM_BARRIER, 0, comm->ops->barrier(comm));
+}
+
+gaaw_status_t gaaw_comm_rank(gaaw_comm_t comm, int *rank)
+{
+  GAAW_ARG_NOT_NULL(NULL, comm);
+  GAAW_ARG_NOT_NULL(comm->ctx, rank);
+  *rank = comm->rank;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_comm_size(gaaw_comm_t comm, int *size)
+{
+  GAAW_ARG_NOT_NULL(NULL, comm);
+  GAAW_ARG_NOT_NULL(comm->ctx, size);
+  *size = comm->size;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_comm_backend(gaaw_comm_t comm, const char **name)
+{
+  GAAW_ARG_NOT_NULL(NULL, comm);
+  GAAW_ARG_NOT_NULL(comm->ctx, name);
+  *name = comm->ops->name;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_comm_stats(gaaw_comm_t comm, gaaw_comm_op_t op, uint64_t *calls, uint64_t *bytes)
+{
+  GAAW_ARG_NOT_NULL(NULL, comm);
+  GAAW_ARG_CHECK(comm->ctx, (unsigned)op < GAAW_COMM_OP_COUNT, "op %d is not a gaaw_comm_op_t", (int)op);
+  if (calls) *calls = comm->calls[op];
+  if (bytes) *bytes = comm->bytes[op];
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_comm_stats_reset(gaaw_comm_t comm)
+{
+  GAAW_ARG_NOT_NULL(NULL, comm);
+  memset(comm->calls, 0, sizeof comm->calls);
+  memset(comm->bytes, 0, sizeof comm->bytes);
+  return GAAW_SUCCESS;
+}

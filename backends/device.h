@@ -1,0 +1,94 @@
+/* The device layer: a device backend is a table of functions, registered by name.
+ * Code above backends/ never calls a backend directly: it calls the public kernel
+ * functions (backends/kernels.c), which check their arguments and dispatch here.
+ *
+ * Every kernel entry takes the context first and the already-checked tensors of its
+ * public function (include/gaaw/kernels.h). An operation a backend lacks is left NULL
+ * in its table; gaaw_device_register fills such entries with a stub that reports
+ * GAAW_ERR_UNSUPPORTED naming the operation and backend, so no entry is ever NULL
+ * when called. */
+#ifndef GAAW_BACKENDS_DEVICE_H
+#define GAAW_BACKENDS_DEVICE_H
+
+#include "gaaw/kernels.h"
+
+typedef const gaaw_tensor_t *gaaw_cten; /* an input tensor */
+typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
+
+/* X(name, (parameters)): the kernels, in the order of include/gaaw/kernels.h. */
+#define GAAW_DEVICE_KERNEL_LIST(X)                                                                 \
+  X(gemm, (gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, float alpha, gaaw_cten a,  \
+           gaaw_cten b, float beta, gaaw_ten c))                                                    \
+  X(gemm_batched, (gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, float alpha,       \
+                   gaaw_cten a, gaaw_cten b, float beta, gaaw_ten c))                               \
+  X(layernorm_forward, (gaaw_context_t ctx, gaaw_cten x, gaaw_cten w, gaaw_cten b, float eps,       \
+                        gaaw_ten y, gaaw_ten mean, gaaw_ten rstd))                                  \
+  X(layernorm_backward, (gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_cten w, gaaw_cten mean, \
+                         gaaw_cten rstd, gaaw_ten dx, gaaw_ten dw, gaaw_ten db))                    \
+  X(rmsnorm_forward, (gaaw_context_t ctx, gaaw_cten x, gaaw_cten w, float eps, gaaw_ten y,          \
+                      gaaw_ten rstd))                                                               \
+  X(rmsnorm_backward, (gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_cten w, gaaw_cten rstd,  \
+                       gaaw_ten dx, gaaw_ten dw))                                                   \
+  X(gelu_forward, (gaaw_context_t ctx, gaaw_cten x, gaaw_ten y))                                    \
+  X(gelu_backward, (gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_ten dx))                    \
+  X(swiglu_forward, (gaaw_context_t ctx, gaaw_cten x, gaaw_ten y))                                  \
+  X(swiglu_backward, (gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_ten dx))                  \
+  X(bias_add, (gaaw_context_t ctx, gaaw_ten y, gaaw_cten b))                                        \
+  X(bias_backward, (gaaw_context_t ctx, gaaw_cten dy, gaaw_ten db))                                 \
+  X(add, (gaaw_context_t ctx, gaaw_cten a, gaaw_cten b, gaaw_ten y))                                \
+  X(axpy, (gaaw_context_t ctx, float alpha, gaaw_cten x, gaaw_ten y))                               \
+  X(scale, (gaaw_context_t ctx, gaaw_ten x, float alpha))                                           \
+  X(causal_softmax_forward, (gaaw_context_t ctx, float scale, gaaw_cten x, gaaw_ten y))             \
+  X(causal_softmax_backward, (gaaw_context_t ctx, float scale, gaaw_cten y, gaaw_cten dy,           \
+                              gaaw_ten dx))                                                         \
+  X(attention_forward, (gaaw_context_t ctx, gaaw_cten q, gaaw_cten k, gaaw_cten v, gaaw_ten probs,  \
+                        gaaw_ten out))                                                              \
+  X(attention_backward, (gaaw_context_t ctx, gaaw_cten dout, gaaw_cten q, gaaw_cten k, gaaw_cten v, \
+                         gaaw_cten probs, gaaw_ten dprobs, gaaw_ten dq, gaaw_ten dk, gaaw_ten dv))  \
+  X(embedding_forward, (gaaw_context_t ctx, gaaw_cten tokens, gaaw_cten table, int64_t vocab_start, \
+                        gaaw_ten y))                                                                \
+  X(embedding_backward, (gaaw_context_t ctx, gaaw_cten tokens, gaaw_cten dy, int64_t vocab_start,   \
+                         gaaw_ten dtable))                                                          \
+  X(row_max, (gaaw_context_t ctx, gaaw_cten logits, gaaw_ten max))                                  \
+  X(row_sum_exp, (gaaw_context_t ctx, gaaw_cten logits, gaaw_cten max, gaaw_ten sumexp))            \
+  X(target_logit, (gaaw_context_t ctx, gaaw_cten logits, gaaw_cten targets, int64_t vocab_start,    \
+                   gaaw_ten target))                                                                \
+  X(cross_entropy_backward, (gaaw_context_t ctx, gaaw_cten logits, gaaw_cten max, gaaw_cten sumexp, \
+                             gaaw_cten targets, int64_t vocab_start, float dloss, gaaw_ten dlogits)) \
+  X(adamw_update, (gaaw_context_t ctx, gaaw_ten params, gaaw_cten grads, gaaw_ten master,           \
+                   gaaw_ten m, gaaw_ten v, const gaaw_adamw_args_t *args))                          \
+  X(cast, (gaaw_context_t ctx, gaaw_cten x, gaaw_ten y))                                            \
+  X(sum_squares, (gaaw_context_t ctx, gaaw_cten x, gaaw_ten out))                                   \
+  X(check_finite, (gaaw_context_t ctx, gaaw_cten x, gaaw_ten flag))                                 \
+  X(fill, (gaaw_context_t ctx, gaaw_ten x, float value))                                            \
+  X(synchronize, (gaaw_context_t ctx))
+
+#define GAAW_DEVICE_OP_FIELD(name, params) gaaw_status_t(*name) params;
+
+typedef struct gaaw_device_ops {
+  const char *name;
+  /* Devices this backend sees on this node (0: the backend cannot run here). */
+  gaaw_status_t (*device_count)(int *count);
+  /* Opens device `index` for ctx; the backend keeps its state in ctx->device_state. */
+  gaaw_status_t (*open)(gaaw_context_t ctx, int index);
+  void (*close)(gaaw_context_t ctx);
+  /* Raw device memory (the caching allocator sits above these). */
+  gaaw_status_t (*mem_alloc)(gaaw_context_t ctx, size_t bytes, void **handle);
+  void (*mem_free)(gaaw_context_t ctx, void *handle);
+  gaaw_status_t (*mem_write)(gaaw_context_t ctx, void *handle, size_t offset, const void *src, size_t bytes);
+  gaaw_status_t (*mem_read)(gaaw_context_t ctx, void *handle, size_t offset, void *dst, size_t bytes);
+  /* The host address of handle + offset, or NULL when device memory has none. */
+  void *(*host_ptr)(void *handle, size_t offset);
+  GAAW_DEVICE_KERNEL_LIST(GAAW_DEVICE_OP_FIELD)
+} gaaw_device_ops;
+
+/* Backends known to this build, in auto-selection order (cuda > opencl > host);
+ * count receives their number. */
+const gaaw_device_ops *const *gaaw_device_backends(int *count);
+/* The backend named name, or NULL. */
+const gaaw_device_ops *gaaw_device_backend(const char *name);
+
+/* The host backend's table (always built). */
+extern const gaaw_device_ops gaaw_host_device_ops;
+
+#endif

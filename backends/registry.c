@@ -1,0 +1,52 @@
+/* The device backends built into this library, in auto-selection order, with
+ * their missing operations filled by stubs that report GAAW_ERR_UNSUPPORTED. */
+#include <pthread.h>
+#include <string.h>
+
+#include "backends/runtime/context_impl.h"
+
+#define GAAW_UNSUPPORTED_STUB(op, params)                                                          \
+  static gaaw_status_t unsupported_##op params                                                     \
+  {                                                                                                \
+    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "the %s backend has no %s kernel", ctx->device->name, #op); \
+  }
+GAAW_DEVICE_KERNEL_LIST(GAAW_UNSUPPORTED_STUB)
+#undef GAAW_UNSUPPORTED_STUB
+
+/* Registered tables, as written by each backend (cuda > opencl > host). */
+static const gaaw_device_ops *const registered[] = {
+  &gaaw_host_device_ops,
+};
+enum { BACKEND_COUNT = sizeof registered / sizeof registered[0] };
+
+static gaaw_device_ops completed[BACKEND_COUNT];
+static const gaaw_device_ops *completed_ptrs[BACKEND_COUNT];
+static pthread_once_t completed_once = PTHREAD_ONCE_INIT;
+
+static void complete_tables(void)
+{
+  for (int i = 0; i < BACKEND_COUNT; i++) {
+    completed[i] = *registered[i];
+#define GAAW_FILL_STUB(op, params) \
+  if (!completed[i].op) completed[i].op = unsupported_##op;
+    GAAW_DEVICE_KERNEL_LIST(GAAW_FILL_STUB)
+#undef GAAW_FILL_STUB
+    completed_ptrs[i] = &completed[i];
+  }
+}
+
+const gaaw_device_ops *const *gaaw_device_backends(int *count)
+{
+  pthread_once(&completed_once, complete_tables);
+  if (count) *count = BACKEND_COUNT;
+  return completed_ptrs;
+}
+
+const gaaw_device_ops *gaaw_device_backend(const char *name)
+{
+  int n;
+  const gaaw_device_ops *const *all = gaaw_device_backends(&n);
+  for (int i = 0; name && i < n; i++)
+    if (strcmp(all[i]->name, name) == 0) return all[i];
+  return NULL;
+}

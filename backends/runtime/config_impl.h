@@ -1,0 +1,20 @@
+/* Internal view of the config object, for the library's own readers. */
+#ifndef GAAW_RUNTIME_CONFIG_IMPL_H
+#define GAAW_RUNTIME_CONFIG_IMPL_H
+
+#include "gaaw/config.h"
+
+typedef enum { GAAW_SOURCE_DEFAULT = 0, GAAW_SOURCE_ENV = 1, GAAW_SOURCE_SET = 2 } gaaw_config_source;
+
+typedef struct {
+  int64_t i;
+  double d;
+  int b;
+  char s[256];
+  gaaw_config_source source;
+} gaaw_config_value;
+
+/* A new config with src's values (defaults and environment when src is NULL). */
+gaaw_status_t gaaw_config_copy(gaaw_config_t src, gaaw_config_t *dst);
+
+#endif

@@ -1,0 +1,260 @@
+/* The runtime part of a context: MPI world, options, logger, device backend and
+ * allocator. gaaw_init (parallel/init.c) adds the topology on top. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backends/runtime/config_impl.h"
+#include "backends/runtime/context_impl.h"
+#include "backends/runtime/log.h"
+#include "backends/runtime/runtime.h"
+
+const char *gaaw_version(void)
+{
+  return GAAW_VERSION_STRING;
+}
+
+int gaaw_version_number(void)
+{
+  return GAAW_VERSION_NUMBER;
+}
+
+int64_t gaaw_ctx_int(gaaw_context_t ctx, const char *key)
+{
+  int64_t v = 0;
+  gaaw_config_get_int(ctx->config, key, &v);
+  return v;
+}
+
+double gaaw_ctx_double(gaaw_context_t ctx, const char *key)
+{
+  double v = 0;
+  gaaw_config_get_double(ctx->config, key, &v);
+  return v;
+}
+
+const char *gaaw_ctx_string(gaaw_context_t ctx, const char *key)
+{
+  const char *v = "";
+  gaaw_config_describe(ctx->config, key, &v, NULL);
+  return v;
+}
+
+int gaaw_ctx_bool(gaaw_context_t ctx, const char *key)
+{
+  int v = 0;
+  gaaw_config_get_bool(ctx->config, key, &v);
+  return v;
+}
+
+gaaw_status_t gaaw_mpi_status(gaaw_context_t ctx, int mpi_err, const char *file, int line, const char *func,
+                              const char *call)
+{
+  char text[MPI_MAX_ERROR_STRING] = "";
+  int len = 0;
+  MPI_Error_string(mpi_err, text, &len);
+  return gaaw_error_raise(ctx, GAAW_ERR_COMM, file, line, func, "%s failed: %s", call, text);
+}
+
+gaaw_status_t gaaw_world_agree(gaaw_context_t ctx, gaaw_status_t local)
+{
+  /* The lowest status wins (errors are negative). Non-blocking, so that a rank that
+   * never arrives gives a timeout here instead of a hang. */
+  int in = local, out = 0;
+  MPI_Request req;
+  GAAW_MPI_CHECK(ctx, MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_MIN, ctx->world, &req));
+  GAAW_CHECK(gaaw_mpi_wait(ctx, &req, "agreement on the status of every rank"));
+  if (out != GAAW_SUCCESS && local == GAAW_SUCCESS)
+    GAAW_FAIL(ctx, out, "another rank failed (%s); see its log", gaaw_status_name(out));
+  return out == GAAW_SUCCESS ? GAAW_SUCCESS : local;
+}
+
+gaaw_status_t gaaw_mpi_wait(gaaw_context_t ctx, MPI_Request *req, const char *what)
+{
+  double timeout = ctx->comm_timeout;
+  double start = MPI_Wtime();
+  int done = 0;
+  for (unsigned spins = 0;; spins++) {
+    int err = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (err != MPI_SUCCESS) return gaaw_mpi_status(ctx, err, __FILE__, __LINE__, __func__, "MPI_Test");
+    if (done) return GAAW_SUCCESS;
+    if ((spins & 255) == 255) {
+      if (timeout > 0 && MPI_Wtime() - start > timeout) {
+        MPI_Cancel(req); /* may not cancel a collective; the request is abandoned */
+        GAAW_FAIL(ctx, GAAW_ERR_TIMEOUT, "%s did not complete within comm_timeout = %g s", what, timeout);
+      }
+      struct timespec pause = {0, 20000}; /* let oversubscribed peers run */
+      nanosleep(&pause, NULL);
+    }
+  }
+}
+
+gaaw_status_t gaaw_world_agree_values(gaaw_context_t ctx, const char *what, const int64_t *values, int n)
+{
+  enum { MAX_VALUES = 16 };
+  GAAW_ARG_CHECK(ctx, n >= 1 && n <= MAX_VALUES, "n must be in 1..%d, got %d", MAX_VALUES, n);
+  /* max(v) and max(-v) in one reduction: all equal when max(v) == -max(-v). */
+  int64_t in[2 * MAX_VALUES], out[2 * MAX_VALUES];
+  for (int i = 0; i < n; i++) {
+    in[i] = values[i];
+    in[n + i] = -values[i];
+  }
+  MPI_Request req;
+  GAAW_MPI_CHECK(ctx, MPI_Iallreduce(in, out, 2 * n, MPI_INT64_T, MPI_MAX, ctx->world, &req));
+  GAAW_CHECK(gaaw_mpi_wait(ctx, &req, "agreement on the configuration"));
+  for (int i = 0; i < n; i++)
+    if (out[i] != -out[n + i])
+      GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "ranks disagree on %s: value %d is %lld on this rank (rank %d) but "
+                "ranges over %lld..%lld across ranks", what, i, (long long)values[i], ctx->rank,
+                (long long)-out[n + i], (long long)out[i]);
+  return GAAW_SUCCESS;
+}
+
+/* Node-local rank and size, from the ranks that share memory with this one. */
+static gaaw_status_t find_local_rank(gaaw_context_t ctx)
+{
+  MPI_Comm node;
+  GAAW_MPI_CHECK(ctx, MPI_Comm_split_type(ctx->world, MPI_COMM_TYPE_SHARED, ctx->rank, MPI_INFO_NULL, &node));
+  MPI_Comm_rank(node, &ctx->local_rank);
+  MPI_Comm_size(node, &ctx->local_size);
+  MPI_Comm_free(&node);
+  return GAAW_SUCCESS;
+}
+
+/* Picks the device backend named by the option `backend` (auto: the first in the
+ * list cuda > opencl > host that sees a device) and opens a device on it. */
+static gaaw_status_t open_device(gaaw_context_t ctx)
+{
+  const char *want = gaaw_ctx_string(ctx, "backend");
+  int n_backends = 0;
+  const gaaw_device_ops *const *all = gaaw_device_backends(&n_backends);
+  const gaaw_device_ops *chosen = NULL;
+  int count = 0;
+  if (strcmp(want, "auto") == 0) {
+    for (int i = 0; i < n_backends && !chosen; i++)
+      if (all[i]->device_count(&count) == GAAW_SUCCESS && count > 0) chosen = all[i];
+    if (!chosen) GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "no device backend sees a device (not even host)");
+  } else {
+    chosen = gaaw_device_backend(want);
+    if (!chosen) {
+      char names[128] = "";
+      for (int i = 0; i < n_backends; i++) {
+        strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
+        strncat(names, all[i]->name, sizeof names - strlen(names) - 1);
+      }
+      GAAW_FAIL(ctx, strcmp(want, "host") && strcmp(want, "opencl") && strcmp(want, "cuda") ? GAAW_ERR_INVALID_ARG
+                                                                                            : GAAW_ERR_UNSUPPORTED,
+                "backend '%s' is not built into this gaaw (built: %s)", want, names);
+    }
+    GAAW_CHECK(chosen->device_count(&count));
+    if (count < 1) GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "backend '%s' finds no device on this node", want);
+  }
+  int64_t index = gaaw_ctx_int(ctx, "device");
+  if (index < 0) index = ctx->local_rank % count;
+  GAAW_ARG_CHECK(ctx, index < count, "device %lld does not exist: the %s backend sees %d device(s)",
+                 (long long)index, chosen->name, count);
+  ctx->device = chosen;
+  ctx->device_index = (int)index;
+  GAAW_CHECK(chosen->open(ctx, (int)index));
+  gaaw_log(GAAW_LOG_INFO, "device backend %s, device %d of %d", chosen->name, (int)index, count);
+  return GAAW_SUCCESS;
+}
+
+/* Everything of gaaw_runtime_open that can fail after the context exists. */
+static gaaw_status_t setup(gaaw_context_t ctx, MPI_Comm comm, gaaw_config_t cfg)
+{
+  GAAW_CHECK(gaaw_config_copy(cfg, &ctx->config));
+  GAAW_MPI_CHECK(ctx, MPI_Comm_dup(comm, &ctx->world));
+  MPI_Comm_set_errhandler(ctx->world, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(ctx->world, &ctx->rank);
+  MPI_Comm_size(ctx->world, &ctx->size);
+  int level = gaaw_log_level_parse(gaaw_ctx_string(ctx, "log"));
+  GAAW_ARG_CHECK(ctx, level >= 0, "option log must be none, error, warn, info, debug or trace, got '%s'",
+                 gaaw_ctx_string(ctx, "log"));
+  GAAW_CHECK(gaaw_log_configure(level, gaaw_ctx_string(ctx, "log_file"), ctx->rank));
+  ctx->comm_timeout = gaaw_ctx_double(ctx, "comm_timeout");
+  GAAW_ARG_CHECK(ctx, ctx->comm_timeout >= 0, "option comm_timeout must be >= 0 seconds, got %g",
+                 ctx->comm_timeout);
+  ctx->allocator.cache_enabled = gaaw_ctx_bool(ctx, "allocator_cache");
+  GAAW_CHECK(find_local_rank(ctx));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_runtime_open(MPI_Comm comm, gaaw_config_t cfg, int header_version, gaaw_context_t *out)
+{
+  GAAW_ARG_NOT_NULL(NULL, out);
+  *out = NULL;
+  if (header_version != GAAW_VERSION_NUMBER)
+    GAAW_FAIL(NULL, GAAW_ERR_VERSION, "the program was compiled against gaaw.h version %d but linked with "
+              "libgaaw version %d; rebuild it against the installed headers", header_version, GAAW_VERSION_NUMBER);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized)
+    GAAW_FAIL(NULL, GAAW_ERR_STATE, "MPI is %s: call MPI_Init before gaaw_init and MPI_Finalize after "
+              "gaaw_finalize", finalized ? "already finalized" : "not initialized");
+  GAAW_ARG_CHECK(NULL, comm != MPI_COMM_NULL, "comm is MPI_COMM_NULL");
+  gaaw_context_t ctx = calloc(1, sizeof *ctx);
+  if (!ctx) GAAW_FAIL(NULL, GAAW_ERR_NO_MEMORY, "cannot allocate a context (%zu bytes)", sizeof *ctx);
+  ctx->world = MPI_COMM_NULL;
+  ctx->comm_timeout = 300;
+  gaaw_status_t st = setup(ctx, comm, cfg);
+  if (ctx->world != MPI_COMM_NULL) {
+    /* From here on every rank fails together, so no rank waits for a dead peer. */
+    if (st == GAAW_SUCCESS) st = open_device(ctx);
+    st = gaaw_world_agree(ctx, st);
+  }
+  if (st != GAAW_SUCCESS) {
+    /* Hand the report to the thread record: the caller gets no context to ask. */
+    gaaw_error_record *thread = gaaw_error_record_of(NULL);
+    *thread = ctx->error;
+    gaaw_runtime_close(ctx);
+    return gaaw_error_trace(NULL, st, __FILE__, __LINE__, __func__);
+  }
+  *out = ctx;
+  return GAAW_SUCCESS;
+}
+
+void gaaw_runtime_close(gaaw_context_t ctx)
+{
+  if (!ctx) return;
+  if (ctx->device) {
+    gaaw_allocator_release_cached(ctx);
+    ctx->device->close(ctx);
+  }
+  if (ctx->world != MPI_COMM_NULL) MPI_Comm_free(&ctx->world);
+  gaaw_config_destroy(&ctx->config);
+  free(ctx);
+}
+
+gaaw_status_t gaaw_world_rank(gaaw_context_t ctx, int *rank)
+{
+  GAAW_ARG_NOT_NULL(ctx, ctx);
+  GAAW_ARG_NOT_NULL(ctx, rank);
+  *rank = ctx->rank;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_world_size(gaaw_context_t ctx, int *size)
+{
+  GAAW_ARG_NOT_NULL(ctx, ctx);
+  GAAW_ARG_NOT_NULL(ctx, size);
+  *size = ctx->size;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_backend_name(gaaw_context_t ctx, const char **name)
+{
+  GAAW_ARG_NOT_NULL(ctx, ctx);
+  GAAW_ARG_NOT_NULL(ctx, name);
+  *name = ctx->device->name;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_context_config(gaaw_context_t ctx, gaaw_config_t *cfg)
+{
+  GAAW_ARG_NOT_NULL(ctx, ctx);
+  GAAW_ARG_NOT_NULL(ctx, cfg);
+  *cfg = ctx->config;
+  return GAAW_SUCCESS;
+}

@@ -1,0 +1,39 @@
+/* The context's insides, shared by the library's modules (never by users). */
+#ifndef GAAW_RUNTIME_CONTEXT_IMPL_H
+#define GAAW_RUNTIME_CONTEXT_IMPL_H
+
+#include <mpi.h>
+
+#include "backends/device.h"
+#include "backends/runtime/allocator.h"
+#include "backends/runtime/error.h"
+#include "gaaw/topology.h"
+
+typedef struct {
+  int dp, pp, tp;
+  int dp_rank, pp_rank, tp_rank;
+  int order[3]; /* dimension indices (0 tp, 1 dp, 2 pp), fastest-varying first */
+  gaaw_comm_t comms[GAAW_GROUP_COUNT];
+} gaaw_topology;
+
+struct gaaw_context_s {
+  gaaw_error_record error;
+  gaaw_config_t config;
+  MPI_Comm world;           /* our duplicate of the comm given to gaaw_init */
+  int rank, size;           /* in world */
+  int local_rank, local_size; /* on this node */
+  const gaaw_device_ops *device;
+  void *device_state;       /* owned by the device backend */
+  int device_index;
+  gaaw_allocator allocator;
+  gaaw_topology topo;
+  double comm_timeout;      /* seconds, 0 = none */
+};
+
+/* Reads an option of the context's config that must exist (a bug otherwise). */
+int64_t gaaw_ctx_int(gaaw_context_t ctx, const char *key);
+double gaaw_ctx_double(gaaw_context_t ctx, const char *key);
+const char *gaaw_ctx_string(gaaw_context_t ctx, const char *key);
+int gaaw_ctx_bool(gaaw_context_t ctx, const char *key);
+
+#endif

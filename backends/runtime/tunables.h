@@ -1,0 +1,27 @@
+/* Every gaaw option, declared once: name, type, default (as text), help.
+ * The environment variable is GAAW_ followed by the name in capitals. Add new
+ * tunables at the end of the group they belong to. */
+#ifndef GAAW_RUNTIME_TUNABLES_H
+#define GAAW_RUNTIME_TUNABLES_H
+
+#define GAAW_TUNABLE_LIST(X)                                                                      \
+  /* runtime */                                                                                   \
+  X(log, STRING, "warn", "log level: none, error, warn, info, debug or trace (stderr)")          \
+  X(log_file, STRING, "", "append the log to this file instead of stderr")                        \
+  /* device */                                                                                    \
+  X(backend, STRING, "auto", "device backend: auto (cuda > opencl > host), host, opencl or cuda") \
+  X(device, INT, "-1", "device index on the node; -1 = node-local rank modulo the device count") \
+  X(threads, INT, "0", "OpenMP threads for host kernels; 0 = the OpenMP default")                \
+  X(allocator_cache, BOOL, "yes", "keep freed device memory for reuse instead of releasing it")  \
+  /* topology */                                                                                  \
+  X(tp, INT, "1", "tensor-parallel size")                                                         \
+  X(pp, INT, "1", "pipeline-parallel size")                                                       \
+  X(dp, INT, "0", "data-parallel size; 0 = world size / (tp * pp)")                              \
+  X(rank_order, STRING, "tp-dp-pp",                                                               \
+    "order of the rank grid, fastest-varying first (Megatron-LM's default tp-dp-pp)")             \
+  /* communication */                                                                             \
+  X(comm_timeout, DOUBLE, "300",                                                                  \
+    "seconds a collective or send/recv waits for its peers before failing with "                 \
+    "GAAW_ERR_TIMEOUT and aborting the communicator; 0 = wait forever")
+
+#endif

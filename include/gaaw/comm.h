@@ -1,0 +1,79 @@
+/* gaaw communicators: collectives and point-to-point on tensors, over one group of
+ * ranks (get one from gaaw_topology_comm). Implemented by a communicator backend
+ * (MPI on host buffers; NCCL among CUDA ranks). Every call has a deadline (tunable
+ * comm_timeout, GAAW_COMM_TIMEOUT, seconds; 0 = none): when a peer does not take part
+ * in time the call returns GAAW_ERR_TIMEOUT instead of hanging, and the communicator
+ * is aborted (every later call on it fails with GAAW_ERR_COMM).
+ *
+ * Every collective is collective over the communicator's group: all members call it
+ * in the same order with the same counts, dtype, op and root. */
+#ifndef GAAW_COMM_H
+#define GAAW_COMM_H
+
+#include <stdint.h>
+#include "gaaw/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gaaw_comm_s *gaaw_comm_t;
+
+typedef enum { GAAW_SUM = 0, GAAW_MAX = 1 } gaaw_reduce_op_t;
+
+/* Operations, for the traffic counters. */
+#define GAAW_COMM_OP_LIST(X)          \
+  X(GAAW_COMM_ALLREDUCE, 0, "allreduce")          \
+  X(GAAW_COMM_REDUCE_SCATTER, 1, "reduce_scatter") \
+  X(GAAW_COMM_ALLGATHER, 2, "allgather")          \
+  X(GAAW_COMM_BROADCAST, 3, "broadcast")          \
+  X(GAAW_COMM_SEND, 4, "send")                    \
+  X(GAAW_COMM_RECV, 5, "recv")                    \
+  X(GAAW_COMM_ALLTOALL, 6, "alltoall")            \
+  X(GAAW_COMM_BARRIER, 7, "barrier")
+#define GAAW_COMM_OP_ENTRY(name, value, text) name = value,
+typedef enum { GAAW_COMM_OP_LIST(GAAW_COMM_OP_ENTRY) } gaaw_comm_op_t;
+#undef GAAW_COMM_OP_ENTRY
+#define GAAW_COMM_OP_COUNT 8
+
+/* recv = reduction over the group of send (numel n each). send == recv (same buffer
+ * and offset) is in place. Sum for f32/bf16/f16/i32 (16-bit types reduced in f32),
+ * max likewise. */
+gaaw_status_t gaaw_comm_allreduce(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
+                                  gaaw_reduce_op_t op);
+/* send: n * size elements; recv: n. Member r gets the reduction of block r. */
+gaaw_status_t gaaw_comm_reduce_scatter(gaaw_comm_t comm, const gaaw_tensor_t *send,
+                                       gaaw_tensor_t *recv, gaaw_reduce_op_t op);
+/* send: n elements; recv: n * size, block r from member r. */
+gaaw_status_t gaaw_comm_allgather(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv);
+/* t on root is copied to t on every member. */
+gaaw_status_t gaaw_comm_broadcast(gaaw_comm_t comm, gaaw_tensor_t *t, int root);
+/* Point-to-point; peer is a rank in this communicator, tag >= 0. Not collective:
+ * the matching recv/send must be posted by peer. */
+gaaw_status_t gaaw_comm_send(gaaw_comm_t comm, const gaaw_tensor_t *t, int peer, int tag);
+gaaw_status_t gaaw_comm_recv(gaaw_comm_t comm, gaaw_tensor_t *t, int peer, int tag);
+/* send and recv: n * size elements; block j of send goes to member j, block i of recv
+ * comes from member i. */
+gaaw_status_t gaaw_comm_alltoall(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv);
+gaaw_status_t gaaw_comm_barrier(gaaw_comm_t comm);
+
+/* This rank's index in the group and the group's size. Not collective. */
+gaaw_status_t gaaw_comm_rank(gaaw_comm_t comm, int *rank);
+gaaw_status_t gaaw_comm_size(gaaw_comm_t comm, int *size);
+/* Name of the communicator backend ("mpi", "nccl"). Not collective. */
+gaaw_status_t gaaw_comm_backend(gaaw_comm_t comm, const char **name);
+
+/* Traffic counters of this rank on this communicator since creation or the last
+ * reset: calls and bytes of the op. Bytes count the logical volume of the tensor
+ * the collective is about (DESIGN.md section 10): an all-reduce of n elements counts
+ * as the reduce-scatter plus all-gather it equals (2 n), a reduce-scatter or
+ * all-gather the full n * size tensor, a broadcast, send or recv its tensor, an
+ * all-to-all its send tensor. Not collective. */
+gaaw_status_t gaaw_comm_stats(gaaw_comm_t comm, gaaw_comm_op_t op, uint64_t *calls, uint64_t *bytes);
+gaaw_status_t gaaw_comm_stats_reset(gaaw_comm_t comm);
+const char *gaaw_comm_op_name(gaaw_comm_op_t op);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,150 @@
+/* gaaw kernels: the device operations every backend offers, on tensor views.
+ * Float tensors may be f32, bf16 or f16 (16-bit types are computed in f32); the
+ * statistics that forward passes save for backward (mean, rstd, row max, sum of exp)
+ * are always f32; token ids, targets and flags are i32. Tensors are contiguous and
+ * row-major; shapes are checked against each other (GAAW_ERR_INVALID_ARG names the
+ * tensor and the shapes).
+ *
+ * Gradients accumulate: every backward adds (+=) into dx, dw and db, so residual
+ * streams, shared parameters and microbatches need no special case. Zero them with
+ * gaaw_fill first where a fresh gradient is wanted.
+ *
+ * Kernels are queued on the context's compute stream (the host backend runs them at
+ * once) and are not collective. */
+#ifndef GAAW_KERNELS_H
+#define GAAW_KERNELS_H
+
+#include "gaaw/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { GAAW_OP_N = 0, GAAW_OP_T = 1 } gaaw_transpose_t;
+
+/* c = alpha op(a) op(b) + beta c.
+ * a: (m, k), or (k, m) with GAAW_OP_T   b: (k, n), or (n, k) with GAAW_OP_T   c: (m, n) */
+gaaw_status_t gaaw_gemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, float alpha,
+                        const gaaw_tensor_t *a, const gaaw_tensor_t *b, float beta, gaaw_tensor_t *c);
+/* The same for each of B independent matrices.
+ * a: (B, m, k) or (B, k, m)   b: (B, k, n) or (B, n, k)   c: (B, m, n) */
+gaaw_status_t gaaw_gemm_batched(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb,
+                                float alpha, const gaaw_tensor_t *a, const gaaw_tensor_t *b,
+                                float beta, gaaw_tensor_t *c);
+
+/* y = (x - mean) * rstd * w + b over the last dimension.
+ * x, y: (N, C)   w, b: (C)   mean, rstd: (N) f32, saved for backward */
+gaaw_status_t gaaw_layernorm_forward(gaaw_context_t ctx, const gaaw_tensor_t *x, const gaaw_tensor_t *w,
+                                     const gaaw_tensor_t *b, float eps, gaaw_tensor_t *y,
+                                     gaaw_tensor_t *mean, gaaw_tensor_t *rstd);
+/* dx += d/dx, dw += sum_n dy * xhat, db += sum_n dy. */
+gaaw_status_t gaaw_layernorm_backward(gaaw_context_t ctx, const gaaw_tensor_t *dy, const gaaw_tensor_t *x,
+                                      const gaaw_tensor_t *w, const gaaw_tensor_t *mean,
+                                      const gaaw_tensor_t *rstd, gaaw_tensor_t *dx, gaaw_tensor_t *dw,
+                                      gaaw_tensor_t *db);
+/* y = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps).
+ * x, y: (N, C)   w: (C)   rstd: (N) f32 */
+gaaw_status_t gaaw_rmsnorm_forward(gaaw_context_t ctx, const gaaw_tensor_t *x, const gaaw_tensor_t *w,
+                                   float eps, gaaw_tensor_t *y, gaaw_tensor_t *rstd);
+gaaw_status_t gaaw_rmsnorm_backward(gaaw_context_t ctx, const gaaw_tensor_t *dy, const gaaw_tensor_t *x,
+                                    const gaaw_tensor_t *w, const gaaw_tensor_t *rstd,
+                                    gaaw_tensor_t *dx, gaaw_tensor_t *dw);
+
+/* GELU, tanh approximation: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+ * x, y, dy, dx: same numel */
+gaaw_status_t gaaw_gelu_forward(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *y);
+gaaw_status_t gaaw_gelu_backward(gaaw_context_t ctx, const gaaw_tensor_t *dy, const gaaw_tensor_t *x,
+                                 gaaw_tensor_t *dx);
+/* SwiGLU: y = silu(x[:, :H]) * x[:, H:].   x, dx: (N, 2H)   y, dy: (N, H) */
+gaaw_status_t gaaw_swiglu_forward(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *y);
+gaaw_status_t gaaw_swiglu_backward(gaaw_context_t ctx, const gaaw_tensor_t *dy, const gaaw_tensor_t *x,
+                                   gaaw_tensor_t *dx);
+
+/* y += b, broadcast over rows.   y: (N, C)   b: (C) */
+gaaw_status_t gaaw_bias_add(gaaw_context_t ctx, gaaw_tensor_t *y, const gaaw_tensor_t *b);
+/* db += sum_n dy.   dy: (N, C)   db: (C) */
+gaaw_status_t gaaw_bias_backward(gaaw_context_t ctx, const gaaw_tensor_t *dy, gaaw_tensor_t *db);
+/* y = a + b (residual add); y may be a or b.   a, b, y: same numel */
+gaaw_status_t gaaw_add(gaaw_context_t ctx, const gaaw_tensor_t *a, const gaaw_tensor_t *b, gaaw_tensor_t *y);
+/* y += alpha x.   x, y: same numel */
+gaaw_status_t gaaw_axpy(gaaw_context_t ctx, float alpha, const gaaw_tensor_t *x, gaaw_tensor_t *y);
+/* x *= alpha, in place. */
+gaaw_status_t gaaw_scale(gaaw_context_t ctx, gaaw_tensor_t *x, float alpha);
+
+/* Causal softmax of scaled scores: row t of each (T, T) matrix sees columns 0..t,
+ * y[t][j] = exp(scale x[t][j] - max) / sum for j <= t, 0 for j > t.
+ * x, y: (B, T, T) */
+gaaw_status_t gaaw_causal_softmax_forward(gaaw_context_t ctx, float scale, const gaaw_tensor_t *x,
+                                          gaaw_tensor_t *y);
+/* dx += scale * y * (dy - sum_j dy y). */
+gaaw_status_t gaaw_causal_softmax_backward(gaaw_context_t ctx, float scale, const gaaw_tensor_t *y,
+                                           const gaaw_tensor_t *dy, gaaw_tensor_t *dx);
+/* Causal attention, scaled by 1 / sqrt(D): out = softmax(q k^T / sqrt(D)) v.
+ * q, k, v, out: (BH, T, D)   probs: (BH, T, T), saved for backward */
+gaaw_status_t gaaw_attention_forward(gaaw_context_t ctx, const gaaw_tensor_t *q, const gaaw_tensor_t *k,
+                                     const gaaw_tensor_t *v, gaaw_tensor_t *probs, gaaw_tensor_t *out);
+/* dq += .., dk += .., dv += ..  (dprobs: (BH, T, T) workspace, overwritten) */
+gaaw_status_t gaaw_attention_backward(gaaw_context_t ctx, const gaaw_tensor_t *dout, const gaaw_tensor_t *q,
+                                      const gaaw_tensor_t *k, const gaaw_tensor_t *v,
+                                      const gaaw_tensor_t *probs, gaaw_tensor_t *dprobs,
+                                      gaaw_tensor_t *dq, gaaw_tensor_t *dk, gaaw_tensor_t *dv);
+
+/* Embedding lookup for a vocabulary slice [vocab_start, vocab_start + V):
+ * y[n] = table[tokens[n] - vocab_start], zeros for tokens outside the slice.
+ * tokens: (N) i32   table: (V, C)   y: (N, C) */
+gaaw_status_t gaaw_embedding_forward(gaaw_context_t ctx, const gaaw_tensor_t *tokens,
+                                     const gaaw_tensor_t *table, int64_t vocab_start, gaaw_tensor_t *y);
+/* dtable[tokens[n] - vocab_start] += dy[n] for tokens inside the slice (deterministic
+ * order).   dy: (N, C)   dtable: (V, C) */
+gaaw_status_t gaaw_embedding_backward(gaaw_context_t ctx, const gaaw_tensor_t *tokens,
+                                      const gaaw_tensor_t *dy, int64_t vocab_start, gaaw_tensor_t *dtable);
+
+/* Cross-entropy pieces, so that a vocabulary split over ranks needs three all-reduces.
+ * logits: (N, V) for the slice [vocab_start, vocab_start + V)   max, sumexp, target: (N) f32
+ * targets: (N) i32; a negative target is ignored (its row gets no loss and no gradient). */
+gaaw_status_t gaaw_row_max(gaaw_context_t ctx, const gaaw_tensor_t *logits, gaaw_tensor_t *max);
+/* sumexp[n] = sum_v exp(logits[n][v] - max[n]) with the (global) max given. */
+gaaw_status_t gaaw_row_sum_exp(gaaw_context_t ctx, const gaaw_tensor_t *logits, const gaaw_tensor_t *max,
+                               gaaw_tensor_t *sumexp);
+/* target[n] = logits[n][targets[n] - vocab_start] inside the slice, 0 outside. */
+gaaw_status_t gaaw_target_logit(gaaw_context_t ctx, const gaaw_tensor_t *logits, const gaaw_tensor_t *targets,
+                                int64_t vocab_start, gaaw_tensor_t *target);
+/* dlogits[n][v] += dloss * (exp(logits[n][v] - max[n]) / sumexp[n] - [v is the target]),
+ * with (global) max and sumexp; dloss is the weight of each row's loss (e.g. 1/N). */
+gaaw_status_t gaaw_cross_entropy_backward(gaaw_context_t ctx, const gaaw_tensor_t *logits,
+                                          const gaaw_tensor_t *max, const gaaw_tensor_t *sumexp,
+                                          const gaaw_tensor_t *targets, int64_t vocab_start,
+                                          float dloss, gaaw_tensor_t *dlogits);
+
+/* AdamW on one shard (decoupled weight decay, bias correction with step >= 1):
+ *   g = grad * grad_scale;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+ *   p = p - lr (m / (1 - b1^step) / (sqrt(v / (1 - b2^step)) + eps) + wd p)
+ * on the f32 master weights when master is given, then params = cast(master);
+ * on params directly (which must then be f32) when master is NULL.
+ * params, grads: (n) any float dtype   master, m, v: (n) f32 */
+typedef struct {
+  float lr, beta1, beta2, eps, weight_decay;
+  float grad_scale; /* multiplies the gradient first (1 / loss scale, 1 / accumulation) */
+  int64_t step;     /* 1 for the first update */
+} gaaw_adamw_args_t;
+gaaw_status_t gaaw_adamw_update(gaaw_context_t ctx, gaaw_tensor_t *params, const gaaw_tensor_t *grads,
+                                gaaw_tensor_t *master, gaaw_tensor_t *m, gaaw_tensor_t *v,
+                                const gaaw_adamw_args_t *args);
+
+/* y = x converted to y's dtype (round to nearest even).   x, y: same numel */
+gaaw_status_t gaaw_cast(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *y);
+/* out[0] = sum of x^2, summed in a fixed order (bit-identical run to run).
+ * x: any float dtype   out: (1) f32 */
+gaaw_status_t gaaw_sum_squares(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *out);
+/* flag[0] = 1 if x holds an inf or nan; left unchanged otherwise, so several tensors
+ * can be checked into one flag.   flag: (1) i32 */
+gaaw_status_t gaaw_check_finite(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *flag);
+/* Every element of x = value (converted to x's dtype; i32 rounds toward zero). */
+gaaw_status_t gaaw_fill(gaaw_context_t ctx, gaaw_tensor_t *x, float value);
+/* Waits for every kernel queued on the context. */
+gaaw_status_t gaaw_synchronize(gaaw_context_t ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
