@@ -179,7 +179,7 @@ static gaaw_status_t find_typed(gaaw_config_t cfg, const char *key, gaaw_tunable
   static const char *const type_names[] = {"integer", "number", "string", "boolean"};
   GAAW_ARG_NOT_NULL(NULL, cfg);
   GAAW_CHECK_CTX(NULL, find(key, index));
-  GAAW_ARG_CHECK(NULL, tunables[*index].type == type, "option %s is a %s, not a %s", tunables[*index].name,
+  GAAW_ARG_CHECK(NULL, tunables[*index].type == type, "option %s is of type %s, not %s", tunables[*index].name,
                  type_names[tunables[*index].type], type_names[type]);
   return GAAW_SUCCESS;
 }

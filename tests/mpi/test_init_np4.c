@@ -1,0 +1,135 @@
+/* gaaw_init on 4 ranks: the dp x pp x tp grid and its groups, and configurations
+ * that cannot work failing on every rank together, without a hang. */
+#include <mpi.h>
+
+#include "test_util.h"
+
+static int world_rank;
+
+static gaaw_config_t host_config(const char *options)
+{
+  gaaw_config_t cfg;
+  require_ok(NULL, gaaw_config_create(&cfg));
+  require_ok(NULL, gaaw_config_set(cfg, "backend", "host"));
+  require_ok(NULL, gaaw_config_parse(cfg, options));
+  return cfg;
+}
+
+static void expect_group(gaaw_context_t ctx, gaaw_group_t g, int want_rank, int want_size)
+{
+  int rank = -1, size = -1;
+  expect_status_ctx(ctx, gaaw_topology_group_rank(ctx, g, &rank, &size), GAAW_SUCCESS);
+  expect_true(rank == want_rank && size == want_size, "rank %d: group %s has rank %d size %d, expected %d of %d",
+              world_rank, gaaw_group_name(g), rank, size, want_rank, want_size);
+  gaaw_comm_t comm;
+  expect_status_ctx(ctx, gaaw_topology_comm(ctx, g, &comm), GAAW_SUCCESS);
+  const char *backend = NULL;
+  expect_status_ctx(ctx, gaaw_comm_backend(comm, &backend), GAAW_SUCCESS);
+  expect_true(backend && strcmp(backend, "mpi") == 0, "host ranks communicate through MPI, not %s", backend);
+}
+
+/* Every rank must fail gaaw_init with `want` under options (some rank-specific). */
+static void expect_init_fails(gaaw_config_t cfg, gaaw_status_t want, const char *what)
+{
+  gaaw_context_t ctx = NULL;
+  double start = MPI_Wtime();
+  gaaw_status_t st = gaaw_init(MPI_COMM_WORLD, cfg, &ctx);
+  expect_true(st == want, "rank %d: %s: gaaw_init returned %s, expected %s (%s)", world_rank, what,
+              gaaw_status_name(st), gaaw_status_name(want), gaaw_last_error(NULL));
+  expect_true(ctx == NULL, "rank %d: %s: a context came back from a failed init", world_rank, what);
+  expect_true(MPI_Wtime() - start < 30, "%s took %.1f s", what, MPI_Wtime() - start);
+  if (ctx) gaaw_finalize(&ctx);
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  int world_size;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  if (world_size != 4) {
+    fprintf(stderr, "test_init_np4 needs 4 ranks, has %d\n", world_size);
+    MPI_Finalize();
+    return 1;
+  }
+
+  /* tp 2 x dp 2, Megatron order: rank = dp_rank * 2 + tp_rank */
+  gaaw_config_t cfg = host_config("tp=2");
+  gaaw_context_t ctx;
+  require_ok(NULL, gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
+  int dp, pp, tp, dp_rank, pp_rank, tp_rank, r;
+  gaaw_topology_sizes(ctx, &dp, &pp, &tp);
+  gaaw_topology_coords(ctx, &dp_rank, &pp_rank, &tp_rank);
+  expect_true(dp == 2 && pp == 1 && tp == 2, "sizes dp %d pp %d tp %d", dp, pp, tp);
+  expect_true(tp_rank == world_rank % 2 && dp_rank == world_rank / 2 && pp_rank == 0,
+              "rank %d has dp %d pp %d tp %d", world_rank, dp_rank, pp_rank, tp_rank);
+  expect_group(ctx, GAAW_GROUP_WORLD, world_rank, 4);
+  expect_group(ctx, GAAW_GROUP_TP, tp_rank, 2);
+  expect_group(ctx, GAAW_GROUP_DP, dp_rank, 2);
+  expect_group(ctx, GAAW_GROUP_PP, 0, 1);
+  expect_group(ctx, GAAW_GROUP_MP, tp_rank, 2);
+  for (int d = 0; d < 2; d++)
+    for (int t = 0; t < 2; t++) {
+      expect_status_ctx(ctx, gaaw_topology_rank_of(ctx, d, 0, t, &r), GAAW_SUCCESS);
+      expect_true(r == d * 2 + t, "rank_of(dp %d, tp %d) = %d", d, t, r);
+    }
+  int size;
+  gaaw_world_size(ctx, &size);
+  expect_true(size == 4, "world size %d", size);
+  gaaw_finalize(&ctx);
+  gaaw_config_destroy(&cfg);
+
+  /* pp 2 x tp 2 with dp given explicitly; model-parallel group = all 4 ranks */
+  cfg = host_config("tp=2 pp=2 dp=1");
+  require_ok(NULL, gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
+  gaaw_topology_coords(ctx, &dp_rank, &pp_rank, &tp_rank);
+  expect_true(tp_rank == world_rank % 2 && pp_rank == world_rank / 2 && dp_rank == 0, "pp layout: rank %d", world_rank);
+  expect_group(ctx, GAAW_GROUP_PP, pp_rank, 2);
+  expect_group(ctx, GAAW_GROUP_DP, 0, 1);
+  expect_group(ctx, GAAW_GROUP_MP, pp_rank * 2 + tp_rank, 4);
+  gaaw_finalize(&ctx);
+  gaaw_config_destroy(&cfg);
+
+  /* dp fastest: rank = tp_rank * 2 + dp_rank */
+  cfg = host_config("tp=2 rank_order=dp-tp-pp");
+  require_ok(NULL, gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
+  gaaw_topology_coords(ctx, &dp_rank, &pp_rank, &tp_rank);
+  expect_true(dp_rank == world_rank % 2 && tp_rank == world_rank / 2, "dp-tp-pp: rank %d has dp %d tp %d", world_rank,
+              dp_rank, tp_rank);
+  gaaw_finalize(&ctx);
+  gaaw_config_destroy(&cfg);
+
+  /* 4 ranks do not factor as tp 3: every rank says so */
+  cfg = host_config("tp=3");
+  expect_init_fails(cfg, GAAW_ERR_INVALID_ARG, "tp=3 on 4 ranks");
+  expect_true(strstr(gaaw_last_error(NULL), "world size 4 is not divisible by tp x pp = 3 x 1 = 3") != NULL,
+              "rank %d: %s", world_rank, gaaw_last_error(NULL));
+  gaaw_config_destroy(&cfg);
+
+  /* ranks that disagree on the layout all fail, naming the disagreement */
+  cfg = host_config(world_rank == 0 ? "tp=4" : "tp=2");
+  expect_init_fails(cfg, GAAW_ERR_INVALID_ARG, "tp differs across ranks");
+  expect_true(strstr(gaaw_last_error(NULL), "ranks disagree on dp, pp, tp") != NULL, "rank %d: %s", world_rank,
+              gaaw_last_error(NULL));
+  gaaw_config_destroy(&cfg);
+
+  /* one rank's local failure (a device that does not exist) fails every rank */
+  cfg = host_config(world_rank == 3 ? "device=7" : "");
+  expect_init_fails(cfg, GAAW_ERR_INVALID_ARG, "device=7 on rank 3");
+  if (world_rank != 3)
+    expect_true(strstr(gaaw_last_error(NULL), "another rank failed") != NULL, "rank %d: %s", world_rank,
+                gaaw_last_error(NULL));
+  gaaw_config_destroy(&cfg);
+
+  /* and the job goes on: a good init after the failures */
+  cfg = host_config("");
+  require_ok(NULL, gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
+  gaaw_finalize(&ctx);
+  gaaw_config_destroy(&cfg);
+
+  int failures = test_failures, total = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Finalize();
+  if (total && !failures) return 1; /* another rank failed */
+  return test_finish("test_init_np4");
+}
