@@ -27,20 +27,8 @@ static int test_checks = 0;
     }                                                                         \
   } while (0)
 
-/* A call that must return the given status (GAAW_SUCCESS for "must work"). */
-#define expect_status(call, want)                                                              \
-  do {                                                                                         \
-    gaaw_status_t test_st_ = (call);                                                           \
-    test_checks++;                                                                             \
-    if (test_st_ != (want)) {                                                                  \
-      test_failures++;                                                                         \
-      fprintf(stderr, "FAIL %s:%d: %s returned %s, expected %s\n  last error: %s\n", __FILE__, \
-              __LINE__, #call, gaaw_status_name(test_st_), gaaw_status_name(want),              \
-              gaaw_last_error(NULL));                                                          \
-    }                                                                                          \
-  } while (0)
-
-/* Same, reading the error report of ctx. */
+/* A call that must return the given status (GAAW_SUCCESS for "must work"); a
+ * failure prints the error report of ctx (NULL: the thread's, before a context). */
 #define expect_status_ctx(ctx, call, want)                                                     \
   do {                                                                                         \
     gaaw_status_t test_st_ = (call);                                                           \
@@ -52,6 +40,7 @@ static int test_checks = 0;
               gaaw_last_error(ctx));                                                           \
     }                                                                                          \
   } while (0)
+#define expect_status(call, want) expect_status_ctx(NULL, call, want)
 
 /* Stops the test at once when a setup call fails. */
 #define require_ok(ctx, call)                                                                  \
