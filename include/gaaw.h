@@ -11,5 +11,6 @@
 #include "gaaw/kernels.h"
 #include "gaaw/comm.h"
 #include "gaaw/topology.h"
+#include "gaaw/info.h"
 
 #endif
