@@ -88,12 +88,6 @@ gaaw_status_t gaaw_host_gemm_blocked(gaaw_context_t ctx, gaaw_transpose_t ta, ga
                                      int64_t n, int64_t k, float alpha, const float *a, const float *b,
                                      float beta, float *c);
 
-/* Causal softmax of (batch, T, T) f32 scores (y may be x). */
-void host_causal_softmax_forward_f32(int64_t batch, int64_t T, float scale, const float *x, float *y);
-/* dx (+)= scale y (dy - sum_j dy y); dx may be dy when accumulate is 0. */
-void host_causal_softmax_backward_f32(int64_t batch, int64_t T, float scale, const float *y, const float *dy,
-                                      float *dx, int accumulate);
-
 /* ---------------------------------------------------------------- the table entries */
 
 #define HOST_DECLARE(name, params) gaaw_status_t host_##name params;

@@ -7,7 +7,8 @@
 
 /* ---------------------------------------------------------------- f32 cores */
 
-void host_causal_softmax_forward_f32(int64_t batch, int64_t T, float scale, const float *x, float *y)
+/* Causal softmax of (batch, T, T) f32 scores (y may be x). */
+static void causal_softmax_forward_f32(int64_t batch, int64_t T, float scale, const float *x, float *y)
 {
   int64_t rows = batch * T;
 #pragma omp parallel for if (rows * T > HOST_PARALLEL_MIN) schedule(static)
@@ -28,8 +29,9 @@ void host_causal_softmax_forward_f32(int64_t batch, int64_t T, float scale, cons
   }
 }
 
-void host_causal_softmax_backward_f32(int64_t batch, int64_t T, float scale, const float *y, const float *dy,
-                                      float *dx, int accumulate)
+/* dx (+)= scale y (dy - sum_j dy y); dx may be dy when accumulate is 0. */
+static void causal_softmax_backward_f32(int64_t batch, int64_t T, float scale, const float *y, const float *dy,
+                                        float *dx, int accumulate)
 {
   int64_t rows = batch * T;
 #pragma omp parallel for if (rows * T > HOST_PARALLEL_MIN) schedule(static)
@@ -52,7 +54,7 @@ static gaaw_status_t attention_forward_f32(gaaw_context_t ctx, int64_t BH, int64
                                            const float *k, const float *v, float *probs, float *out)
 {
   GAAW_CHECK(gaaw_host_sgemm_batched(ctx, GAAW_OP_N, GAAW_OP_T, BH, T, T, D, 1.0f, q, k, 0.0f, probs));
-  host_causal_softmax_forward_f32(BH, T, 1.0f / sqrtf((float)D), probs, probs);
+  causal_softmax_forward_f32(BH, T, 1.0f / sqrtf((float)D), probs, probs);
   GAAW_CHECK(gaaw_host_sgemm_batched(ctx, GAAW_OP_N, GAAW_OP_N, BH, T, D, T, 1.0f, probs, v, 0.0f, out));
   return GAAW_SUCCESS;
 }
@@ -65,7 +67,7 @@ static gaaw_status_t attention_backward_f32(gaaw_context_t ctx, int64_t BH, int6
   GAAW_CHECK(gaaw_host_sgemm_batched(ctx, GAAW_OP_T, GAAW_OP_N, BH, T, D, T, 1.0f, probs, dout, 1.0f, dv));
   GAAW_CHECK(gaaw_host_sgemm_batched(ctx, GAAW_OP_N, GAAW_OP_T, BH, T, T, D, 1.0f, dout, v, 0.0f, dprobs));
   /* dscores (in dprobs) = scale probs (dprobs - rowsum(dprobs probs)) */
-  host_causal_softmax_backward_f32(BH, T, 1.0f / sqrtf((float)D), probs, dprobs, dprobs, 0);
+  causal_softmax_backward_f32(BH, T, 1.0f / sqrtf((float)D), probs, dprobs, dprobs, 0);
   /* dq += dscores k;  dk += dscores^T q */
   GAAW_CHECK(gaaw_host_sgemm_batched(ctx, GAAW_OP_N, GAAW_OP_N, BH, T, D, T, 1.0f, dprobs, k, 1.0f, dq));
   GAAW_CHECK(gaaw_host_sgemm_batched(ctx, GAAW_OP_T, GAAW_OP_N, BH, T, D, T, 1.0f, dprobs, q, 1.0f, dk));
@@ -89,7 +91,7 @@ gaaw_status_t host_causal_softmax_forward(gaaw_context_t ctx, float scale, gaaw_
   host_stage_init(&s, ctx);
   const float *px = host_in(&s, x);
   float *py = host_out(&s, y);
-  if (s.status == GAAW_SUCCESS) host_causal_softmax_forward_f32(batch, T, scale, px, py);
+  if (s.status == GAAW_SUCCESS) causal_softmax_forward_f32(batch, T, scale, px, py);
   return host_stage_end(&s);
 }
 
@@ -101,7 +103,7 @@ gaaw_status_t host_causal_softmax_backward(gaaw_context_t ctx, float scale, gaaw
   host_stage_init(&s, ctx);
   const float *py = host_in(&s, y), *pdy = host_in(&s, dy);
   float *pdx = host_inout(&s, dx);
-  if (s.status == GAAW_SUCCESS) host_causal_softmax_backward_f32(batch, T, scale, py, pdy, pdx, 1);
+  if (s.status == GAAW_SUCCESS) causal_softmax_backward_f32(batch, T, scale, py, pdy, pdx, 1);
   return host_stage_end(&s);
 }
 
