@@ -1,0 +1,42 @@
+/* AdamW on one shard, exactly the formula of include/gaaw/kernels.h. */
+#include <math.h>
+
+#include "backends/host/host.h"
+
+/* w: the weights updated (master, or params when there is none)
+ * out: where the updated weights are also written (params beside a master), or NULL */
+static void adamw_f32(int64_t n, float *w, const float *grad, float *m, float *v, float *out,
+                      const gaaw_adamw_args_t *a)
+{
+  /* Bias corrections once per call, in double: b^step underflows gracefully. */
+  float bc1 = (float)(1.0 - pow((double)a->beta1, (double)a->step));
+  float bc2 = (float)(1.0 - pow((double)a->beta2, (double)a->step));
+  float b1 = a->beta1, b2 = a->beta2, lr = a->lr, eps = a->eps, wd = a->weight_decay, gs = a->grad_scale;
+#pragma omp parallel for if (n > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t i = 0; i < n; i++) {
+    float g = grad[i] * gs;
+    float mi = b1 * m[i] + (1.0f - b1) * g;
+    float vi = b2 * v[i] + (1.0f - b2) * g * g;
+    float p = w[i];
+    p = p - lr * (mi / bc1 / (sqrtf(vi / bc2) + eps) + wd * p);
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = p;
+    if (out) out[i] = p;
+  }
+}
+
+gaaw_status_t host_adamw_update(gaaw_context_t ctx, gaaw_ten params, gaaw_cten grads, gaaw_ten master, gaaw_ten m,
+                                gaaw_ten v, const gaaw_adamw_args_t *args)
+{
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const float *pg = host_in(&s, grads);
+  float *pm = host_inout(&s, m), *pv = host_inout(&s, v);
+  /* With master weights, params only receive the cast of the update (host_stage_end
+   * rounds a 16-bit params to nearest even); without, params are f32 and updated. */
+  float *pw = master ? host_inout(&s, master) : host_inout(&s, params);
+  float *pout = master ? host_out(&s, params) : NULL;
+  if (s.status == GAAW_SUCCESS) adamw_f32(gaaw_tensor_numel(params), pw, pg, pm, pv, pout, args);
+  return host_stage_end(&s);
+}

@@ -1,0 +1,103 @@
+/* Elementwise kernels: bias add and its backward, residual add, axpy, scale. */
+#include <string.h>
+
+#include "backends/host/host.h"
+
+/* ---------------------------------------------------------------- f32 cores */
+
+/* y: (N, C) += b: (C) */
+static void bias_add_f32(int64_t N, int64_t C, float *y, const float *b)
+{
+#pragma omp parallel for if (N * C > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    float *yr = y + n * C;
+    for (int64_t c = 0; c < C; c++) yr[c] += b[c];
+  }
+}
+
+/* db: (C) += sum_n dy: (N, C), in fixed chunks of rows. */
+static void bias_backward_f32(int64_t N, int64_t C, const float *dy, float *db, float *partial /* chunks * C */)
+{
+  int64_t chunks = (N + HOST_CHUNK_ROWS - 1) / HOST_CHUNK_ROWS;
+#pragma omp parallel for if (N * C > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t k = 0; k < chunks; k++) {
+    float *kdb = partial + k * C;
+    memset(kdb, 0, (size_t)C * sizeof(float));
+    int64_t end = (k + 1) * HOST_CHUNK_ROWS < N ? (k + 1) * HOST_CHUNK_ROWS : N;
+    for (int64_t n = k * HOST_CHUNK_ROWS; n < end; n++)
+      for (int64_t c = 0; c < C; c++) kdb[c] += dy[n * C + c];
+  }
+  host_sum_chunks(partial, chunks, C, db, 1);
+}
+
+static void add_f32(int64_t n, const float *a, const float *b, float *y)
+{
+#pragma omp parallel for if (n > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+static void axpy_f32(int64_t n, float alpha, const float *x, float *y)
+{
+#pragma omp parallel for if (n > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t i = 0; i < n; i++) y[i] += alpha * x[i];
+}
+
+static void scale_f32(int64_t n, float alpha, float *x)
+{
+#pragma omp parallel for if (n > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t i = 0; i < n; i++) x[i] *= alpha;
+}
+
+/* ---------------------------------------------------------------- table entries */
+
+gaaw_status_t host_bias_add(gaaw_context_t ctx, gaaw_ten y, gaaw_cten b)
+{
+  host_stage s;
+  host_stage_init(&s, ctx);
+  float *py = host_inout(&s, y);
+  const float *pb = host_in(&s, b);
+  if (s.status == GAAW_SUCCESS) bias_add_f32(host_rows(y), host_cols(y), py, pb);
+  return host_stage_end(&s);
+}
+
+gaaw_status_t host_bias_backward(gaaw_context_t ctx, gaaw_cten dy, gaaw_ten db)
+{
+  int64_t N = host_rows(dy), C = host_cols(dy);
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const float *pdy = host_in(&s, dy);
+  float *pdb = host_inout(&s, db);
+  float *partial = host_scratch(&s, (N + HOST_CHUNK_ROWS - 1) / HOST_CHUNK_ROWS * C);
+  if (s.status == GAAW_SUCCESS) bias_backward_f32(N, C, pdy, pdb, partial);
+  return host_stage_end(&s);
+}
+
+gaaw_status_t host_add(gaaw_context_t ctx, gaaw_cten a, gaaw_cten b, gaaw_ten y)
+{
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const float *pa = host_in(&s, a), *pb = host_in(&s, b);
+  /* y may alias a or b: a 16-bit y is staged after a and b were read into copies. */
+  float *py = host_out(&s, y);
+  if (s.status == GAAW_SUCCESS) add_f32(gaaw_tensor_numel(y), pa, pb, py);
+  return host_stage_end(&s);
+}
+
+gaaw_status_t host_axpy(gaaw_context_t ctx, float alpha, gaaw_cten x, gaaw_ten y)
+{
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const float *px = host_in(&s, x);
+  float *py = host_inout(&s, y);
+  if (s.status == GAAW_SUCCESS) axpy_f32(gaaw_tensor_numel(y), alpha, px, py);
+  return host_stage_end(&s);
+}
+
+gaaw_status_t host_scale(gaaw_context_t ctx, gaaw_ten x, float alpha)
+{
+  host_stage s;
+  host_stage_init(&s, ctx);
+  float *px = host_inout(&s, x);
+  if (s.status == GAAW_SUCCESS) scale_f32(gaaw_tensor_numel(x), alpha, px);
+  return host_stage_end(&s);
+}

@@ -1,0 +1,176 @@
+/* GEMM on the host: CBLAS sgemm on the tensors' own memory for f32, a cache-blocked
+ * C GEMM without CBLAS, and bf16/f16 through f32 copies (host_stage). */
+#include <limits.h>
+#include <string.h>
+
+#include "config.h"
+#include "backends/host/host.h"
+#include "backends/runtime/context_impl.h"
+
+#ifdef GAAW_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+/* ---------------------------------------------------------------- blocked GEMM */
+
+/* Block sizes: a packed (MC x KC) slice of op(A) and (KC x NC) slice of op(B) fit
+ * in L2 together (16 + 64 KiB) and live on each thread's stack. */
+enum { MC = 32, KC = 128, NC = 128 };
+
+/* c rows [0, mb) x cols [0, nb) += apack (mb x kb) * bpack (kb x nb); c has row stride n. */
+static void block_kernel(int64_t mb, int64_t nb, int64_t kb, const float *apack, const float *bpack, float *c,
+                         int64_t n)
+{
+  int64_t i = 0;
+  for (; i + 4 <= mb; i += 4) { /* four rows of C share each row of B */
+    float *c0 = c + i * n, *c1 = c0 + n, *c2 = c1 + n, *c3 = c2 + n;
+    for (int64_t p = 0; p < kb; p++) {
+      const float *brow = bpack + p * NC;
+      float a0 = apack[i * KC + p], a1 = apack[(i + 1) * KC + p];
+      float a2 = apack[(i + 2) * KC + p], a3 = apack[(i + 3) * KC + p];
+      for (int64_t j = 0; j < nb; j++) {
+        float bj = brow[j];
+        c0[j] += a0 * bj;
+        c1[j] += a1 * bj;
+        c2[j] += a2 * bj;
+        c3[j] += a3 * bj;
+      }
+    }
+  }
+  for (; i < mb; i++) {
+    float *c0 = c + i * n;
+    for (int64_t p = 0; p < kb; p++) {
+      const float *brow = bpack + p * NC;
+      float a0 = apack[i * KC + p];
+      for (int64_t j = 0; j < nb; j++) c0[j] += a0 * brow[j];
+    }
+  }
+}
+
+gaaw_status_t gaaw_host_gemm_blocked(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m,
+                                     int64_t n, int64_t k, float alpha, const float *a, const float *b,
+                                     float beta, float *c)
+{
+  (void)ctx;
+  int64_t mblocks = (m + MC - 1) / MC;
+  /* Each element of c is summed in the order of p whatever the thread count. */
+#pragma omp parallel for if (m * n * k > 4 * HOST_PARALLEL_MIN && mblocks > 1) schedule(static)
+  for (int64_t ib = 0; ib < mblocks; ib++) {
+    float apack[MC * KC], bpack[KC * NC];
+    int64_t i0 = ib * MC, mb = m - i0 < MC ? m - i0 : MC;
+    for (int64_t i = i0; i < i0 + mb; i++) { /* c = beta c; beta == 0 ignores c (nan included) */
+      float *crow = c + i * n;
+      if (beta == 0.0f)
+        memset(crow, 0, (size_t)n * sizeof(float));
+      else if (beta != 1.0f)
+        for (int64_t j = 0; j < n; j++) crow[j] *= beta;
+    }
+    if (alpha == 0.0f) continue;
+    for (int64_t p0 = 0; p0 < k; p0 += KC) {
+      int64_t kb = k - p0 < KC ? k - p0 : KC;
+      for (int64_t i = 0; i < mb; i++) /* apack[i][p] = alpha op(A)[i0 + i][p0 + p] */
+        for (int64_t p = 0; p < kb; p++)
+          apack[i * KC + p] = alpha * (ta == GAAW_OP_N ? a[(i0 + i) * k + p0 + p] : a[(p0 + p) * m + i0 + i]);
+      for (int64_t j0 = 0; j0 < n; j0 += NC) {
+        int64_t nb = n - j0 < NC ? n - j0 : NC;
+        for (int64_t p = 0; p < kb; p++) { /* bpack[p][j] = op(B)[p0 + p][j0 + j] */
+          if (tb == GAAW_OP_N)
+            memcpy(bpack + p * NC, b + (p0 + p) * n + j0, (size_t)nb * sizeof(float));
+          else
+            for (int64_t j = 0; j < nb; j++) bpack[p * NC + j] = b[(j0 + j) * k + p0 + p];
+        }
+        block_kernel(mb, nb, kb, apack, bpack, c + i0 * n + j0, n);
+      }
+    }
+  }
+  return GAAW_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- dispatch on f32 pointers */
+
+/* sgemm for matrices whose sizes fit BLAS's int (checked by the callers). */
+static void sgemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m, int64_t n, int64_t k,
+                  float alpha, const float *a, const float *b, float beta, float *c)
+{
+  if (m == 0 || n == 0) return;
+#ifdef GAAW_HAVE_CBLAS
+  if (k > 0) {
+    /* Row-major leading dimensions: the stored row lengths (at least 1 for BLAS). */
+    int lda = (int)(ta == GAAW_OP_N ? k : m), ldb = (int)(tb == GAAW_OP_N ? n : k);
+    cblas_sgemm(CblasRowMajor, ta == GAAW_OP_N ? CblasNoTrans : CblasTrans,
+                tb == GAAW_OP_N ? CblasNoTrans : CblasTrans, (int)m, (int)n, (int)k, alpha, a, lda > 0 ? lda : 1,
+                b, ldb > 0 ? ldb : 1, beta, c, (int)n);
+    return;
+  }
+#endif
+  gaaw_host_gemm_blocked(ctx, ta, tb, m, n, k, alpha, a, b, beta, c);
+}
+
+static gaaw_status_t check_blas_sizes(gaaw_context_t ctx, int64_t m, int64_t n, int64_t k)
+{
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
+    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "GEMM sizes m=%lld n=%lld k=%lld exceed the BLAS int range", (long long)m,
+              (long long)n, (long long)k);
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_host_sgemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m, int64_t n,
+                              int64_t k, float alpha, const float *a, const float *b, float beta, float *c)
+{
+  GAAW_CHECK(check_blas_sizes(ctx, m, n, k));
+  sgemm(ctx, ta, tb, m, n, k, alpha, a, b, beta, c);
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_host_sgemm_batched(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t batch,
+                                      int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                                      const float *b, float beta, float *c)
+{
+  GAAW_CHECK(check_blas_sizes(ctx, m, n, k));
+  /* Small matrices: one per thread (OpenBLAS runs these single-threaded, below its
+   * multithreading threshold of 2^18 multiply-adds). Large ones: threads inside. */
+  int small = m * n * k < (1 << 18);
+#pragma omp parallel for if (small && batch > 1 && batch * m * n * k > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t i = 0; i < batch; i++)
+    sgemm(ctx, ta, tb, m, n, k, alpha, a + i * m * k, b + i * k * n, beta, c + i * m * n);
+  return GAAW_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- table entries */
+
+/* Batch count, rows and columns of a tensor seen as (batch, rows, cols). */
+static void matrix_dims(const gaaw_tensor_t *t, int64_t *batch, int64_t *rows, int64_t *cols)
+{
+  *cols = t->shape[t->ndim - 1];
+  *rows = t->ndim >= 2 ? t->shape[t->ndim - 2] : 1;
+  *batch = 1;
+  for (int i = 0; i < t->ndim - 2; i++) *batch *= t->shape[i];
+}
+
+gaaw_status_t host_gemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, float alpha, gaaw_cten a,
+                        gaaw_cten b, float beta, gaaw_ten c)
+{
+  int64_t m = host_rows(c), n = host_cols(c), k = ta == GAAW_OP_N ? host_cols(a) : host_rows(a);
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const float *pa = host_in(&s, a), *pb = host_in(&s, b);
+  float *pc = beta == 0.0f ? host_out(&s, c) : host_inout(&s, c);
+  if (s.status == GAAW_SUCCESS) s.status = gaaw_host_sgemm(ctx, ta, tb, m, n, k, alpha, pa, pb, beta, pc);
+  return host_stage_end(&s);
+}
+
+gaaw_status_t host_gemm_batched(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, float alpha,
+                                gaaw_cten a, gaaw_cten b, float beta, gaaw_ten c)
+{
+  int64_t batch, m, n, ar, ac;
+  matrix_dims(c, &batch, &m, &n);
+  matrix_dims(a, &batch, &ar, &ac);
+  int64_t k = ta == GAAW_OP_N ? ac : ar;
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const float *pa = host_in(&s, a), *pb = host_in(&s, b);
+  float *pc = beta == 0.0f ? host_out(&s, c) : host_inout(&s, c);
+  if (s.status == GAAW_SUCCESS)
+    s.status = gaaw_host_sgemm_batched(ctx, ta, tb, batch, m, n, k, alpha, pa, pb, beta, pc);
+  return host_stage_end(&s);
+}

@@ -1,0 +1,110 @@
+/* Cross-entropy pieces on a vocabulary slice: row max, sum of exp, target logit, and
+ * the gradient. Sums of exp are in f32: every term is in (0, 1], so there is no
+ * cancellation, and the vectorised sum keeps the rounding error near sqrt(V) ulp. */
+#include <math.h>
+
+#include "backends/host/host.h"
+
+/* The column of row n's target inside the slice, or -1 (outside, or ignored). */
+static inline int64_t target_column(const int32_t *targets, int64_t n, int64_t vocab_start, int64_t V)
+{
+  if (targets[n] < 0) return -1;
+  int64_t col = (int64_t)targets[n] - vocab_start;
+  return col >= 0 && col < V ? col : -1;
+}
+
+/* ---------------------------------------------------------------- f32 cores; logits: (N, V) */
+
+static void row_max_f32(int64_t N, int64_t V, const float *logits, float *max)
+{
+#pragma omp parallel for if (N * V > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float *l = logits + n * V;
+    float m = -INFINITY;
+    for (int64_t v = 0; v < V; v++) m = fmaxf(m, l[v]);
+    max[n] = m;
+  }
+}
+
+static void row_sum_exp_f32(int64_t N, int64_t V, const float *logits, const float *max, float *sumexp)
+{
+#pragma omp parallel for if (N * V > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float *l = logits + n * V;
+    float m = max[n], s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t v = 0; v < V; v++) s += expf(l[v] - m);
+    sumexp[n] = s;
+  }
+}
+
+static void target_logit_f32(int64_t N, int64_t V, const float *logits, const int32_t *targets, int64_t vocab_start,
+                             float *target)
+{
+  for (int64_t n = 0; n < N; n++) {
+    int64_t col = target_column(targets, n, vocab_start, V);
+    target[n] = col >= 0 ? logits[n * V + col] : 0.0f;
+  }
+}
+
+static void cross_entropy_backward_f32(int64_t N, int64_t V, const float *logits, const float *max,
+                                       const float *sumexp, const int32_t *targets, int64_t vocab_start, float dloss,
+                                       float *dlogits)
+{
+#pragma omp parallel for if (N * V > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    if (targets[n] < 0) continue; /* ignored row: no gradient */
+    const float *l = logits + n * V;
+    float *dl = dlogits + n * V, m = max[n], inv = 1.0f / sumexp[n];
+    for (int64_t v = 0; v < V; v++) dl[v] += dloss * expf(l[v] - m) * inv;
+    int64_t col = target_column(targets, n, vocab_start, V);
+    if (col >= 0) dl[col] -= dloss;
+  }
+}
+
+/* ---------------------------------------------------------------- table entries */
+
+gaaw_status_t host_row_max(gaaw_context_t ctx, gaaw_cten logits, gaaw_ten max)
+{
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const float *pl = host_in(&s, logits);
+  float *pm = host_out(&s, max);
+  if (s.status == GAAW_SUCCESS) row_max_f32(host_rows(logits), host_cols(logits), pl, pm);
+  return host_stage_end(&s);
+}
+
+gaaw_status_t host_row_sum_exp(gaaw_context_t ctx, gaaw_cten logits, gaaw_cten max, gaaw_ten sumexp)
+{
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const float *pl = host_in(&s, logits), *pm = host_in(&s, max);
+  float *ps = host_out(&s, sumexp);
+  if (s.status == GAAW_SUCCESS) row_sum_exp_f32(host_rows(logits), host_cols(logits), pl, pm, ps);
+  return host_stage_end(&s);
+}
+
+gaaw_status_t host_target_logit(gaaw_context_t ctx, gaaw_cten logits, gaaw_cten targets, int64_t vocab_start,
+                                gaaw_ten target)
+{
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const float *pl = host_in(&s, logits);
+  const int32_t *pt = host_raw(&s, targets);
+  float *pout = host_out(&s, target);
+  if (s.status == GAAW_SUCCESS) target_logit_f32(host_rows(logits), host_cols(logits), pl, pt, vocab_start, pout);
+  return host_stage_end(&s);
+}
+
+gaaw_status_t host_cross_entropy_backward(gaaw_context_t ctx, gaaw_cten logits, gaaw_cten max, gaaw_cten sumexp,
+                                          gaaw_cten targets, int64_t vocab_start, float dloss, gaaw_ten dlogits)
+{
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const float *pl = host_in(&s, logits), *pm = host_in(&s, max), *ps = host_in(&s, sumexp);
+  const int32_t *pt = host_raw(&s, targets);
+  float *pd = host_inout(&s, dlogits);
+  if (s.status == GAAW_SUCCESS)
+    cross_entropy_backward_f32(host_rows(logits), host_cols(logits), pl, pm, ps, pt, vocab_start, dloss, pd);
+  return host_stage_end(&s);
+}

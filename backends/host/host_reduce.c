@@ -1,0 +1,124 @@
+/* Whole-tensor utilities: cast, sum of squares, finite check, fill, synchronize. */
+#include <math.h>
+#include <string.h>
+
+#include "backends/host/host.h"
+#include "backends/runtime/half.h"
+
+/* Elements per chunk of the sum of squares: a constant, for a fixed summation order. */
+enum { SUMSQ_CHUNK = 4096 };
+
+gaaw_status_t host_cast(gaaw_context_t ctx, gaaw_cten x, gaaw_ten y)
+{
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const void *px = host_raw(&s, x);
+  void *py = host_raw(&s, y);
+  int64_t n = gaaw_tensor_numel(x);
+  if (s.status == GAAW_SUCCESS) {
+    if (x->dtype == y->dtype) {
+      if (px != py) memmove(py, px, (size_t)n * gaaw_dtype_size(x->dtype));
+    } else {
+      gaaw_dtype_t dx = x->dtype, dy = y->dtype;
+#pragma omp parallel for if (n > HOST_PARALLEL_MIN) schedule(static)
+      for (int64_t i = 0; i < n; i++) gaaw_store_f32(py, dy, i, gaaw_load_f32(px, dx, i));
+    }
+  }
+  return host_stage_end(&s);
+}
+
+/* Sum of x[i]^2 over [begin, end), in f32 (chunks are short). */
+static float chunk_sum_squares(const void *x, gaaw_dtype_t dtype, int64_t begin, int64_t end)
+{
+  float s = 0.0f;
+  if (dtype == GAAW_F32) {
+    const float *f = x;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = begin; i < end; i++) s += f[i] * f[i];
+  } else {
+    for (int64_t i = begin; i < end; i++) {
+      float v = gaaw_load_f32(x, dtype, i);
+      s += v * v;
+    }
+  }
+  return s;
+}
+
+gaaw_status_t host_sum_squares(gaaw_context_t ctx, gaaw_cten x, gaaw_ten out)
+{
+  int64_t n = gaaw_tensor_numel(x), chunks = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const void *px = host_raw(&s, x);
+  float *pout = host_out(&s, out);
+  float *partial = host_scratch(&s, chunks);
+  if (s.status == GAAW_SUCCESS) {
+    gaaw_dtype_t dtype = x->dtype;
+#pragma omp parallel for if (n > HOST_PARALLEL_MIN) schedule(static)
+    for (int64_t k = 0; k < chunks; k++)
+      partial[k] = chunk_sum_squares(px, dtype, k * SUMSQ_CHUNK, k + 1 < chunks ? (k + 1) * SUMSQ_CHUNK : n);
+    /* Chunk totals in double, in order: a gradient norm sums millions of elements. */
+    double total = 0.0;
+    for (int64_t k = 0; k < chunks; k++) total += partial[k];
+    pout[0] = (float)total;
+  }
+  return host_stage_end(&s);
+}
+
+gaaw_status_t host_check_finite(gaaw_context_t ctx, gaaw_cten x, gaaw_ten flag)
+{
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const void *px = host_raw(&s, x);
+  int32_t *pf = host_raw(&s, flag);
+  int64_t n = gaaw_tensor_numel(x);
+  if (s.status == GAAW_SUCCESS) {
+    int bad = 0;
+    if (x->dtype == GAAW_F32) {
+      const uint32_t *u = px; /* all-ones exponent: inf or nan */
+#pragma omp parallel for if (n > HOST_PARALLEL_MIN) reduction(| : bad) schedule(static)
+      for (int64_t i = 0; i < n; i++) bad |= (u[i] & 0x7f800000u) == 0x7f800000u;
+    } else {
+      const uint16_t *h = px;
+      uint16_t mask = x->dtype == GAAW_BF16 ? 0x7f80u : 0x7c00u;
+#pragma omp parallel for if (n > HOST_PARALLEL_MIN) reduction(| : bad) schedule(static)
+      for (int64_t i = 0; i < n; i++) bad |= (h[i] & mask) == mask;
+    }
+    if (bad) pf[0] = 1;
+  }
+  return host_stage_end(&s);
+}
+
+gaaw_status_t host_fill(gaaw_context_t ctx, gaaw_ten x, float value)
+{
+  host_stage s;
+  host_stage_init(&s, ctx);
+  void *px = host_raw(&s, x);
+  int64_t n = gaaw_tensor_numel(x);
+  if (s.status == GAAW_SUCCESS) {
+    if (gaaw_dtype_size(x->dtype) == 4) { /* f32 or i32: one 32-bit pattern */
+      uint32_t bits;
+      if (x->dtype == GAAW_I32) {
+        int32_t iv = (int32_t)value;
+        memcpy(&bits, &iv, 4);
+      } else {
+        bits = gaaw_f32_bits(value);
+      }
+      uint32_t *u = px;
+#pragma omp parallel for if (n > HOST_PARALLEL_MIN) schedule(static)
+      for (int64_t i = 0; i < n; i++) u[i] = bits;
+    } else {
+      uint16_t bits = x->dtype == GAAW_BF16 ? gaaw_f32_to_bf16(value) : gaaw_f32_to_f16(value);
+      uint16_t *h = px;
+#pragma omp parallel for if (n > HOST_PARALLEL_MIN) schedule(static)
+      for (int64_t i = 0; i < n; i++) h[i] = bits;
+    }
+  }
+  return host_stage_end(&s);
+}
+
+gaaw_status_t host_synchronize(gaaw_context_t ctx)
+{
+  (void)ctx; /* host kernels run synchronously */
+  return GAAW_SUCCESS;
+}

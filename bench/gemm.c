@@ -1,0 +1,103 @@
+/* bench/gemm: square f32 GEMM through gaaw_gemm (host backend) against cblas_sgemm
+ * called directly on the same host arrays, alternating, median of several repeats.
+ * One line per size:
+ *   bench=gemm n=N dtype=f32 backend=host threads=T openblas_coretype=X value=GFLOPS
+ *   unit=GFLOP/s peer=cblas_sgemm peer_value=GFLOPS ratio=gaaw/peer
+ * Run: mpiexec -n 1 bench/gemm (or bench/gemm as a singleton). */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "gaaw.h"
+
+#ifdef GAAW_HAVE_CBLAS
+#include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+  qsort(v, n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#define CHECK(call)                                                                                      \
+  do {                                                                                                   \
+    gaaw_status_t st_ = (call);                                                                          \
+    if (st_ != GAAW_SUCCESS) {                                                                           \
+      fprintf(stderr, "bench/gemm: %s failed: %s\n%s\n", #call, gaaw_status_name(st_), gaaw_last_error(ctx)); \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                                                      \
+    }                                                                                                    \
+  } while (0)
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  gaaw_config_t cfg;
+  gaaw_context_t ctx = NULL;
+  gaaw_config_create(&cfg);
+  gaaw_config_set(cfg, "backend", "host");
+  CHECK(gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
+  const char *coretype = getenv("OPENBLAS_CORETYPE");
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  const int sizes[] = {256, 512, 1024, 2048};
+  for (int si = 0; si < 4; si++) {
+    int64_t n = sizes[si];
+    int repeats = n >= 2048 ? 5 : n >= 1024 ? 9 : 15;
+    gaaw_tensor_t a, b, c;
+    CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 2, (int64_t[]){n, n}, GAAW_MEM_ACTIVATIONS, &a));
+    CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 2, (int64_t[]){n, n}, GAAW_MEM_ACTIVATIONS, &b));
+    CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 2, (int64_t[]){n, n}, GAAW_MEM_ACTIVATIONS, &c));
+    float *pa, *pb, *pc; /* the very same host arrays for the peer */
+    CHECK(gaaw_buffer_host_ptr(a.buf, (void **)&pa));
+    CHECK(gaaw_buffer_host_ptr(b.buf, (void **)&pb));
+    CHECK(gaaw_buffer_host_ptr(c.buf, (void **)&pc));
+    for (int64_t i = 0; i < n * n; i++) {
+      pa[i] = (float)((i * 7) % 13) / 13.0f - 0.5f;
+      pb[i] = (float)((i * 5) % 11) / 11.0f - 0.5f;
+      pc[i] = 0.0f;
+    }
+    double t_gaaw[16], t_peer[16];
+    for (int r = -1; r < repeats; r++) { /* r = -1: warm-up of both */
+      double t0 = MPI_Wtime();
+      CHECK(gaaw_gemm(ctx, GAAW_OP_N, GAAW_OP_N, 1.0f, &a, &b, 0.0f, &c));
+      double t1 = MPI_Wtime();
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, pa, (int)n, pb, (int)n,
+                  0.0f, pc, (int)n);
+      double t2 = MPI_Wtime();
+      if (r >= 0) t_gaaw[r] = t1 - t0, t_peer[r] = t2 - t1;
+    }
+    double flops = 2.0 * n * n * n;
+    double g = flops / median(t_gaaw, repeats) * 1e-9, p = flops / median(t_peer, repeats) * 1e-9;
+    printf("bench=gemm n=%lld dtype=f32 backend=host threads=%d openblas_coretype=%s repeats=%d value=%.1f "
+           "unit=GFLOP/s peer=cblas_sgemm peer_value=%.1f ratio=%.3f\n",
+           (long long)n, threads, coretype ? coretype : "unset", repeats, g, p, g / p);
+    fflush(stdout);
+    gaaw_buffer_free(ctx, &a.buf);
+    gaaw_buffer_free(ctx, &b.buf);
+    gaaw_buffer_free(ctx, &c.buf);
+  }
+  CHECK(gaaw_finalize(&ctx));
+  gaaw_config_destroy(&cfg);
+  MPI_Finalize();
+  return 0;
+}
+#else
+int main(void)
+{
+  printf("bench=gemm skipped: this build has no CBLAS (configure found none), so there is no peer to compare\n");
+  return 0;
+}
+#endif
