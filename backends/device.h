@@ -58,6 +58,7 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
   X(adamw_update, (gaaw_context_t ctx, gaaw_ten params, gaaw_cten grads, gaaw_ten master,           \
                    gaaw_ten m, gaaw_ten v, const gaaw_adamw_args_t *args))                          \
   X(cast, (gaaw_context_t ctx, gaaw_cten x, gaaw_ten y))                                            \
+  X(permute_0213, (gaaw_context_t ctx, gaaw_cten x, gaaw_ten y))                                   \
   X(sum_squares, (gaaw_context_t ctx, gaaw_cten x, gaaw_ten out))                                   \
   X(check_finite, (gaaw_context_t ctx, gaaw_cten x, gaaw_ten flag))                                 \
   X(fill, (gaaw_context_t ctx, gaaw_ten x, float value))                                            \

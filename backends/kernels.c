@@ -581,6 +581,18 @@ gaaw_status_t gaaw_cast(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_
   return GAAW_SUCCESS;
 }
 
+gaaw_status_t gaaw_permute_0213(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *y)
+{
+  GAAW_CHECK(check_ctx(ctx));
+  GAAW_CHECK(GROUP(MASK_ANY, 1, NT(x), NT(y)));
+  GAAW_ARG_CHECK(ctx, x->ndim == 4 && y->ndim == 4 && y->shape[0] == x->shape[0] && y->shape[1] == x->shape[2] &&
+                          y->shape[2] == x->shape[1] && y->shape[3] == x->shape[3],
+                 "permute_0213 maps x (A, B, C, D) to y (A, C, B, D); got x %s and y %s", shape_of(x).s,
+                 shape_of(y).s);
+  GAAW_CHECK(ctx->device->permute_0213(ctx, x, y));
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_sum_squares(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *out)
 {
   GAAW_CHECK(check_ctx(ctx));

@@ -133,6 +133,11 @@ gaaw_status_t gaaw_adamw_update(gaaw_context_t ctx, gaaw_tensor_t *params, const
 
 /* y = x converted to y's dtype (round to nearest even).   x, y: same numel */
 gaaw_status_t gaaw_cast(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *y);
+/* Swaps the two middle dimensions, moving whole rows of D elements:
+ * y[a][c][b][:] = x[a][b][c][:].   x: (A, B, C, D)   y: (A, C, B, D), any dtype (the same).
+ * Splits and merges attention heads ((B, T, H, D) <-> (B, H, T, D)) and interleaves
+ * column blocks gathered over ranks. Its own backward: permute dy with its shape. */
+gaaw_status_t gaaw_permute_0213(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *y);
 /* out[0] = sum of x^2, summed in a fixed order (bit-identical run to run).
  * x: any float dtype   out: (1) f32 */
 gaaw_status_t gaaw_sum_squares(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *out);
