@@ -11,6 +11,7 @@
 #include "gaaw/kernels.h"
 #include "gaaw/comm.h"
 #include "gaaw/topology.h"
+#include "gaaw/model.h"
 #include "gaaw/info.h"
 
 #endif

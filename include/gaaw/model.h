@@ -1,0 +1,107 @@
+/* gaaw models: a list of layers built from specs, whose parameters are registered
+ * with their global shape, name and tensor-parallel split, initialised by a
+ * counter-based RNG (the same logical weights under every layout), and stored as
+ * views into one flat buffer per (model, dtype) with a matching flat gradient
+ * buffer. Ready builders: a GPT (GPT-2 architecture, DESIGN.md section 6a) and an
+ * MLP for surrogate models.
+ *
+ * Tensor parallelism follows Megatron-LM: column-parallel then row-parallel linears,
+ * heads split over the tp group, vocabulary split over the tp group (padded to a
+ * multiple of tp; padding never enters the loss), and optionally sequence
+ * parallelism (activations outside attention and MLP split over the tp group by
+ * token). */
+#ifndef GAAW_MODEL_H
+#define GAAW_MODEL_H
+
+#include "gaaw/comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gaaw_model_s *gaaw_model_t;
+
+typedef enum { GAAW_NORM_LAYERNORM = 0, GAAW_NORM_RMSNORM = 1 } gaaw_norm_t;
+typedef enum { GAAW_ACT_GELU = 0, GAAW_ACT_SWIGLU = 1, GAAW_ACT_NONE = 2 } gaaw_activation_t;
+
+/* The GPT. Sizes must satisfy: heads % tp == 0, dim % heads == 0, ffn % tp == 0. */
+typedef struct {
+  int vocab;             /* token ids are 0..vocab-1 (256: bytes) */
+  int max_seq;           /* positions 0..max_seq-1 */
+  int layers, heads, dim;
+  int ffn;               /* MLP hidden size; 0 = 4 * dim */
+  gaaw_norm_t norm;
+  gaaw_activation_t activation; /* GELU (tanh) or SwiGLU */
+  int tied_embeddings;   /* LM head = token embedding (default 1) */
+  int sequence_parallel; /* default 0 */
+  uint64_t seed;         /* initialisation */
+} gaaw_gpt_config_t;
+
+/* GPT-2 small-ish defaults: vocab 256, max_seq 128, 4 layers, 4 heads, dim 256,
+ * ffn 4*dim, layernorm, GELU, tied, no sequence parallelism, seed 1337. */
+void gaaw_gpt_config_default(gaaw_gpt_config_t *cfg);
+
+/* Builds the GPT on this rank's share of the tp group. Collective over the tp group
+ * (sizes are checked to agree); every rank reports the same error for a config
+ * that does not fit. */
+gaaw_status_t gaaw_model_create_gpt(gaaw_context_t ctx, const gaaw_gpt_config_t *cfg, gaaw_model_t *model);
+
+/* An MLP for surrogates: sizes[0] inputs, hidden layers sizes[1..n-2] with the
+ * activation, sizes[n-1] outputs, mean-squared-error loss. Hidden sizes must be
+ * divisible by tp (column-parallel then row-parallel pairs). */
+#define GAAW_MLP_MAX_LAYERS 16
+typedef struct {
+  int nsizes;            /* 2..GAAW_MLP_MAX_LAYERS+1 */
+  int sizes[GAAW_MLP_MAX_LAYERS + 1];
+  gaaw_activation_t activation;
+  uint64_t seed;
+} gaaw_mlp_config_t;
+gaaw_status_t gaaw_model_create_mlp(gaaw_context_t ctx, const gaaw_mlp_config_t *cfg, gaaw_model_t *model);
+
+/* Frees the model; NULL is a no-op. Not collective. */
+gaaw_status_t gaaw_model_destroy(gaaw_model_t *model);
+
+/* One microbatch, in host memory, the same on every rank of the tp group.
+ * GPT: tokens and targets, (batch, seq) i32; a negative target is ignored.
+ * MLP: inputs (batch, sizes[0]) and outputs (batch, sizes[n-1]) f32. */
+typedef struct {
+  int batch, seq;
+  const int32_t *tokens, *targets;
+  const float *inputs, *outputs;
+} gaaw_batch_t;
+
+/* Forward pass and loss (mean over counted tokens or output elements), keeping
+ * the activations backward needs. Collective over the tp group. */
+gaaw_status_t gaaw_model_forward(gaaw_model_t model, const gaaw_batch_t *batch, float *loss);
+/* Backward pass of the last forward: every parameter gradient += d loss / d p
+ * (accumulates over microbatches). Collective over the tp group. */
+gaaw_status_t gaaw_model_backward(gaaw_model_t model);
+/* Both, as one training step's model part. Collective over the tp group. */
+gaaw_status_t gaaw_model_forward_backward(gaaw_model_t model, const gaaw_batch_t *batch, float *loss);
+/* Sets every gradient to zero. Not collective. */
+gaaw_status_t gaaw_model_zero_grad(gaaw_model_t model);
+
+/* The parameter registry: count, and each parameter's name and global shape
+ * (ndim 1 or 2). Not collective. */
+gaaw_status_t gaaw_model_param_count(gaaw_model_t model, int *count);
+gaaw_status_t gaaw_model_param_info(gaaw_model_t model, int index, const char **name, int *ndim,
+                                    int64_t shape[2]);
+/* A whole parameter (or its gradient) by name, in its global layout, f32,
+ * gathered over the tp group into values (every rank gets all of it).
+ * Collective over the tp group. */
+gaaw_status_t gaaw_model_get_param(gaaw_model_t model, const char *name, float *values);
+gaaw_status_t gaaw_model_get_grad(gaaw_model_t model, const char *name, float *values);
+/* Sets a whole parameter from its global layout; each rank keeps its slice.
+ * Not collective (every rank must pass the same values). */
+gaaw_status_t gaaw_model_set_param(gaaw_model_t model, const char *name, const float *values);
+/* The logits of the last GPT forward, (batch * seq, vocab) gathered over the tp
+ * group; they exist from gaaw_model_forward until gaaw_model_backward
+ * (GAAW_ERR_STATE otherwise). Collective over the tp group. */
+gaaw_status_t gaaw_model_get_logits(gaaw_model_t model, float *logits);
+/* Number of parameters of the whole (unsplit) model, and of this rank's slices. */
+gaaw_status_t gaaw_model_num_params(gaaw_model_t model, int64_t *global_count, int64_t *local_count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,391 @@
+/* The GPT (DESIGN.md section 6a): the builder, the embedding layer and the head
+ * (final norm, LM head, vocab-parallel cross-entropy). The blocks are in
+ * gpt_block.c.
+ * Shapes (P = tp, r = tp rank, N = B*T, Nl = N/P with sequence parallelism else N,
+ * Vl = padded vocab / P rows per rank, of which nv are real):
+ *   tokens, targets, positions: (N) i32   wte slice: (Vl, C)   wpe: (max_seq, C)
+ *   embedding out: (Nl, C)   logits: (N, nv)   max, sumexp, target: (N) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "parallel/linear.h"
+#include "parallel/model_impl.h"
+#include "parallel/norm.h"
+#include "parallel/tp.h"
+
+void gaaw_gpt_config_default(gaaw_gpt_config_t *cfg)
+{
+  if (!cfg) return;
+  cfg->vocab = 256;
+  cfg->max_seq = 128;
+  cfg->layers = 4;
+  cfg->heads = 4;
+  cfg->dim = 256;
+  cfg->ffn = 0;
+  cfg->norm = GAAW_NORM_LAYERNORM;
+  cfg->activation = GAAW_ACT_GELU;
+  cfg->tied_embeddings = 1;
+  cfg->sequence_parallel = 0;
+  cfg->seed = 1337;
+}
+
+static int sequence_parallel(gaaw_model_t m)
+{
+  return m->gpt.sequence_parallel && m->tp_size > 1;
+}
+
+static int64_t local_rows(gaaw_model_t m)
+{
+  return sequence_parallel(m) ? m->rows / m->tp_size : m->rows;
+}
+
+static int64_t vocab_start(gaaw_model_t m)
+{
+  return m->tp_rank * m->vocab_local;
+}
+
+/* ---------------------------------------------------------------- embedding */
+
+enum { E_WTE, E_WPE };
+
+static gaaw_status_t embedding_forward(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *unused, gaaw_tensor_t *y)
+{
+  gaaw_context_t ctx = m->ctx;
+  int64_t C = m->gpt.dim, N = m->rows, Nl = local_rows(m);
+  gaaw_scratch s = {0};
+  gaaw_tensor_t *full, *pe;
+  gaaw_tensor_t pos = gaaw_rows_view(&m->positions, sequence_parallel(m) ? m->tp_rank * Nl : 0, Nl);
+  /* this rank's vocabulary slice gives its tokens' rows, zeros for the others;
+   * summed over tp (reduce_from_tp), or reduce-scattered to Nl rows */
+  gaaw_status_t st = gaaw_act_alloc(m, GAAW_SHAPE(Nl, C), y);
+  if (st == GAAW_SUCCESS) st = gaaw_scratch_alloc(m, &s, 0, GAAW_SHAPE(N, C), &full);
+  if (st == GAAW_SUCCESS) st = gaaw_embedding_forward(ctx, &m->tokens, gaaw_layer_param(m, l, E_WTE), vocab_start(m), full);
+  if (st == GAAW_SUCCESS && sequence_parallel(m)) st = gaaw_tp_reduce_scatter_rows(m->tp, full, y);
+  if (st == GAAW_SUCCESS && !sequence_parallel(m)) st = gaaw_tp_allreduce(m->tp, full);
+  if (st == GAAW_SUCCESS && !sequence_parallel(m)) st = gaaw_cast(ctx, full, y);
+  if (st == GAAW_SUCCESS) st = gaaw_scratch_alloc(m, &s, 0, GAAW_SHAPE(Nl, C), &pe);
+  if (st == GAAW_SUCCESS) st = gaaw_embedding_forward(ctx, &pos, gaaw_layer_param(m, l, E_WPE), 0, pe);
+  if (st == GAAW_SUCCESS) st = gaaw_add(ctx, y, pe, y);
+  gaaw_scratch_free(m, &s);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t embedding_backward(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *dy, gaaw_tensor_t *dx)
+{
+  gaaw_context_t ctx = m->ctx;
+  int64_t C = m->gpt.dim, N = m->rows, Nl = local_rows(m);
+  gaaw_tensor_t pos = gaaw_rows_view(&m->positions, sequence_parallel(m) ? m->tp_rank * Nl : 0, Nl);
+  GAAW_CHECK(gaaw_embedding_backward(ctx, &pos, dy, 0, gaaw_layer_grad(m, l, E_WPE)));
+  if (!sequence_parallel(m)) {
+    GAAW_CHECK(gaaw_embedding_backward(ctx, &m->tokens, dy, vocab_start(m), gaaw_layer_grad(m, l, E_WTE)));
+    return GAAW_SUCCESS;
+  }
+  gaaw_scratch s = {0};
+  gaaw_tensor_t *full;
+  gaaw_status_t st = gaaw_scratch_alloc(m, &s, 0, GAAW_SHAPE(N, C), &full);
+  if (st == GAAW_SUCCESS) st = gaaw_tp_gather_rows(m->tp, dy, full);
+  if (st == GAAW_SUCCESS)
+    st = gaaw_embedding_backward(ctx, &m->tokens, full, vocab_start(m), gaaw_layer_grad(m, l, E_WTE));
+  gaaw_scratch_free(m, &s);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+const gaaw_layer_ops gaaw_gpt_embedding_ops = {"embedding", embedding_forward, embedding_backward};
+
+/* ---------------------------------------------------------------- head */
+
+enum { H_LNF_W, H_LNF_B, H_LM };
+enum { HS_H, HS_MEAN, HS_RSTD, HS_HG, HS_LOGITS, HS_MAX, HS_SUMEXP, HS_TARGET };
+
+/* The LM head rows of this rank that are real vocabulary (not padding). */
+static gaaw_tensor_t valid_rows(gaaw_model_t m, const gaaw_tensor_t *w)
+{
+  return gaaw_rows_view(w, 0, m->vocab_valid_local);
+}
+
+/* Mean over counted targets of log(sumexp) + max - target logit. */
+static gaaw_status_t reduce_loss(gaaw_model_t m, gaaw_layer *l)
+{
+  gaaw_context_t ctx = m->ctx;
+  int64_t N = m->rows;
+  float *host = malloc((size_t)N * 3 * sizeof *host);
+  int32_t *targets = malloc((size_t)N * sizeof *targets);
+  gaaw_status_t st = host && targets ? GAAW_SUCCESS
+                                     : gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                                        "cannot allocate the loss of %lld tokens", (long long)N);
+  for (int k = 0; k < 3 && st == GAAW_SUCCESS; k++) {
+    const gaaw_tensor_t *t = &l->saved[HS_MAX + k];
+    st = gaaw_buffer_read(ctx, t->buf, t->offset, host + k * N, (size_t)N * sizeof *host);
+  }
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, m->targets.buf, m->targets.offset, targets, (size_t)N * 4);
+  double sum = 0;
+  for (int64_t i = 0; st == GAAW_SUCCESS && i < N; i++)
+    if (targets[i] >= 0) sum += log((double)host[N + i]) + host[i] - host[2 * N + i];
+  m->loss = m->counted ? (float)(sum / (double)m->counted) : 0.0f;
+  free(host);
+  free(targets);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t head_forward_body(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *x)
+{
+  gaaw_context_t ctx = m->ctx;
+  int64_t C = m->gpt.dim, N = m->rows, Nl = local_rows(m);
+  gaaw_tensor_t *h, *mean = NULL, *rstd, *hg, *logits, *max, *sumexp, *target;
+  int layernorm = m->gpt.norm == GAAW_NORM_LAYERNORM;
+  GAAW_CHECK(gaaw_layer_alloc(m, l, HS_H, 0, GAAW_SHAPE(Nl, C), &h));
+  if (layernorm) GAAW_CHECK(gaaw_layer_alloc(m, l, HS_MEAN, 0, GAAW_SHAPE(Nl), &mean));
+  GAAW_CHECK(gaaw_layer_alloc(m, l, HS_RSTD, 0, GAAW_SHAPE(Nl), &rstd));
+  GAAW_CHECK(gaaw_norm_forward(ctx, m->gpt.norm, x, gaaw_layer_param(m, l, H_LNF_W),
+                               layernorm ? gaaw_layer_param(m, l, H_LNF_B) : NULL, h, mean, rstd));
+  hg = h;
+  if (sequence_parallel(m)) {
+    GAAW_CHECK(gaaw_layer_alloc(m, l, HS_HG, 0, GAAW_SHAPE(N, C), &hg));
+    GAAW_CHECK(gaaw_tp_gather_rows(m->tp, h, hg));
+  }
+  gaaw_tensor_t w = valid_rows(m, gaaw_layer_param(m, l, H_LM));
+  GAAW_CHECK(gaaw_layer_alloc(m, l, HS_LOGITS, 0, GAAW_SHAPE(N, m->vocab_valid_local), &logits));
+  GAAW_CHECK(gaaw_linear_forward(ctx, hg, &w, NULL, logits));
+  /* vocab-parallel cross-entropy: three all-reduces over tp */
+  GAAW_CHECK(gaaw_layer_alloc(m, l, HS_MAX, 0, GAAW_SHAPE(N), &max));
+  GAAW_CHECK(gaaw_layer_alloc(m, l, HS_SUMEXP, 0, GAAW_SHAPE(N), &sumexp));
+  GAAW_CHECK(gaaw_layer_alloc(m, l, HS_TARGET, 0, GAAW_SHAPE(N), &target));
+  GAAW_CHECK(gaaw_row_max(ctx, logits, max));
+  if (m->tp_size > 1) GAAW_CHECK(gaaw_comm_allreduce(m->tp, max, max, GAAW_MAX));
+  GAAW_CHECK(gaaw_row_sum_exp(ctx, logits, max, sumexp));
+  GAAW_CHECK(gaaw_tp_allreduce(m->tp, sumexp));
+  GAAW_CHECK(gaaw_target_logit(ctx, logits, &m->targets, vocab_start(m), target));
+  GAAW_CHECK(gaaw_tp_allreduce(m->tp, target));
+  GAAW_CHECK(reduce_loss(m, l));
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t head_forward(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *x, gaaw_tensor_t *y)
+{
+  (void)y; /* the loss is the output */
+  GAAW_CHECK_CTX(m->ctx, head_forward_body(m, l, x));
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t head_backward_body(gaaw_model_t m, gaaw_layer *l, gaaw_scratch *s, gaaw_tensor_t *dx)
+{
+  gaaw_context_t ctx = m->ctx;
+  int64_t C = m->gpt.dim, N = m->rows;
+  gaaw_tensor_t *sv = l->saved, *dlogits, *dhg, *dh;
+  const gaaw_tensor_t *hg = sequence_parallel(m) ? &sv[HS_HG] : &sv[HS_H];
+  float dloss = m->counted ? 1.0f / (float)m->counted : 0.0f;
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(N, m->vocab_valid_local), &dlogits));
+  GAAW_CHECK(gaaw_cross_entropy_backward(ctx, &sv[HS_LOGITS], &sv[HS_MAX], &sv[HS_SUMEXP], &m->targets,
+                                         vocab_start(m), dloss, dlogits));
+  gaaw_tensor_t w = valid_rows(m, gaaw_layer_param(m, l, H_LM)), dw = valid_rows(m, gaaw_layer_grad(m, l, H_LM));
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(N, C), &dhg));
+  GAAW_CHECK(gaaw_linear_backward(ctx, dlogits, hg, &w, dhg, &dw, NULL));
+  /* conjugate of copy_to_tp (or of gather_from_sequence) */
+  if (sequence_parallel(m)) {
+    GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(local_rows(m), C), &dh));
+    GAAW_CHECK(gaaw_tp_reduce_scatter_rows(m->tp, dhg, dh));
+  } else {
+    GAAW_CHECK(gaaw_tp_allreduce(m->tp, dhg));
+    dh = dhg;
+  }
+  int layernorm = m->gpt.norm == GAAW_NORM_LAYERNORM;
+  GAAW_CHECK(gaaw_norm_backward(ctx, m->gpt.norm, dh, gaaw_layer_input(m, l), gaaw_layer_param(m, l, H_LNF_W),
+                                &sv[HS_MEAN], &sv[HS_RSTD], dx, gaaw_layer_grad(m, l, H_LNF_W),
+                                layernorm ? gaaw_layer_grad(m, l, H_LNF_B) : NULL));
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t head_backward(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *unused, gaaw_tensor_t *dx)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_scratch s = {0};
+  gaaw_status_t st = gaaw_act_zeros(m, GAAW_SHAPE(local_rows(m), m->gpt.dim), dx);
+  if (st == GAAW_SUCCESS) st = head_backward_body(m, l, &s, dx);
+  gaaw_scratch_free(m, &s);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+const gaaw_layer_ops gaaw_gpt_head_ops = {"lm head and cross-entropy", head_forward, head_backward};
+
+/* ---------------------------------------------------------------- builder */
+
+static gaaw_status_t check_gpt_config(gaaw_context_t ctx, const gaaw_gpt_config_t *g, int tp)
+{
+  GAAW_ARG_CHECK(ctx, g->vocab >= 1, "vocab must be >= 1, got %d", g->vocab);
+  GAAW_ARG_CHECK(ctx, g->max_seq >= 1, "max_seq must be >= 1, got %d", g->max_seq);
+  GAAW_ARG_CHECK(ctx, g->layers >= 1, "layers must be >= 1, got %d", g->layers);
+  GAAW_ARG_CHECK(ctx, g->heads >= 1, "heads must be >= 1, got %d", g->heads);
+  GAAW_ARG_CHECK(ctx, g->dim >= 1, "dim must be >= 1, got %d", g->dim);
+  GAAW_ARG_CHECK(ctx, g->ffn >= 0, "ffn must be >= 0 (0 = 4 x dim), got %d", g->ffn);
+  GAAW_ARG_CHECK(ctx, g->dim % g->heads == 0, "dim (%d) must be divisible by heads (%d)", g->dim, g->heads);
+  GAAW_ARG_CHECK(ctx, g->heads % tp == 0, "heads (%d) must be divisible by tp (%d)", g->heads, tp);
+  int ffn = g->ffn ? g->ffn : 4 * g->dim;
+  GAAW_ARG_CHECK(ctx, ffn % tp == 0, "ffn (%d) must be divisible by tp (%d)", ffn, tp);
+  GAAW_ARG_CHECK(ctx, g->norm == GAAW_NORM_LAYERNORM || g->norm == GAAW_NORM_RMSNORM, "norm %d is not a gaaw_norm_t",
+                 (int)g->norm);
+  GAAW_ARG_CHECK(ctx, g->activation == GAAW_ACT_GELU || g->activation == GAAW_ACT_SWIGLU,
+                 "activation %d must be GAAW_ACT_GELU or GAAW_ACT_SWIGLU", (int)g->activation);
+  int64_t vl = ((int64_t)g->vocab + tp - 1) / tp;
+  GAAW_ARG_CHECK(ctx, g->vocab > (int64_t)(tp - 1) * vl,
+                 "vocab %d is too small for tp %d: padded to %lld rows per rank, the last rank would hold none",
+                 g->vocab, tp, (long long)vl);
+  return GAAW_SUCCESS;
+}
+
+/* Every rank of the tp group must build the same model. */
+static gaaw_status_t agree_over_tp(gaaw_model_t m, const gaaw_gpt_config_t *g)
+{
+  gaaw_context_t ctx = m->ctx;
+  if (m->tp_size == 1) return GAAW_SUCCESS;
+  int32_t v[12] = {g->vocab, g->max_seq, g->layers, g->heads, g->dim, g->ffn, (int32_t)g->norm,
+                   (int32_t)g->activation, g->tied_embeddings != 0, g->sequence_parallel != 0,
+                   (int32_t)(uint32_t)g->seed, (int32_t)(uint32_t)(g->seed >> 32)};
+  int32_t both[24];
+  for (int i = 0; i < 12; i++) both[i] = v[i], both[12 + i] = ~v[i]; /* max(~v) = ~min(v) */
+  gaaw_tensor_t t;
+  int64_t n = 24;
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_I32, 1, &n, GAAW_MEM_WORKSPACE, &t));
+  gaaw_status_t st = gaaw_buffer_write(ctx, t.buf, 0, both, sizeof both);
+  if (st == GAAW_SUCCESS) st = gaaw_comm_allreduce(m->tp, &t, &t, GAAW_MAX);
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, t.buf, 0, both, sizeof both);
+  gaaw_buffer_free(ctx, &t.buf);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  static const char *const names[12] = {"vocab", "max_seq", "layers", "heads", "dim", "ffn", "norm",
+                                        "activation", "tied_embeddings", "sequence_parallel", "seed", "seed"};
+  for (int i = 0; i < 12; i++)
+    GAAW_ARG_CHECK(ctx, both[i] == ~both[12 + i], "the ranks of the tp group disagree on the GPT's %s (this rank: %d)",
+                   names[i], v[i]);
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t add_norm(gaaw_model_t m, gaaw_layer *l, int slot_w, int slot_b, const char *prefix)
+{
+  char name[GAAW_PARAM_NAME_MAX];
+  int partial = sequence_parallel(m);
+  snprintf(name, sizeof name, "%s.weight", prefix);
+  GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param(m, l, slot_w, name, 1, m->gpt.dim, 0, -1, 1, GAAW_INIT_CONSTANT, 1.0f));
+  m->params.items[l->params[slot_w]].grad_is_partial = partial;
+  if (m->gpt.norm == GAAW_NORM_LAYERNORM) {
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param(m, l, slot_b, name, 1, m->gpt.dim, 0, -1, 1, GAAW_INIT_CONSTANT, 0.0f));
+    m->params.items[l->params[slot_b]].grad_is_partial = partial;
+  }
+  return GAAW_SUCCESS;
+}
+
+/* Parameters of block i, in the slots of gpt_block.c, with nanoGPT's names. */
+static gaaw_status_t add_block(gaaw_model_t m, gaaw_layer *l, int i)
+{
+  gaaw_context_t ctx = m->ctx;
+  const gaaw_gpt_config_t *g = &m->gpt;
+  int64_t C = g->dim, F = g->ffn, Fu = g->activation == GAAW_ACT_SWIGLU ? 2 * F : F;
+  int fu_blocks = g->activation == GAAW_ACT_SWIGLU ? 2 : 1;
+  float std = 0.02f, residual_std = 0.02f / sqrtf(2.0f * (float)g->layers);
+  char p[32], name[GAAW_PARAM_NAME_MAX];
+  snprintf(p, sizeof p, "h.%d", i);
+#define NAME(suffix) (snprintf(name, sizeof name, "%s.%s", p, suffix), name)
+  snprintf(name, sizeof name, "%s.ln_1", p);
+  GAAW_CHECK(add_norm(m, l, 0, 1, name));
+  GAAW_CHECK(gaaw_model_add_param(m, l, 2, NAME("attn.c_attn.weight"), 2, 3 * C, C, 0, 3, GAAW_INIT_NORMAL, std));
+  GAAW_CHECK(gaaw_model_add_param(m, l, 3, NAME("attn.c_attn.bias"), 1, 3 * C, 0, 0, 3, GAAW_INIT_CONSTANT, 0));
+  GAAW_CHECK(gaaw_model_add_param(m, l, 4, NAME("attn.c_proj.weight"), 2, C, C, 1, 1, GAAW_INIT_NORMAL, residual_std));
+  GAAW_CHECK(gaaw_model_add_param(m, l, 5, NAME("attn.c_proj.bias"), 1, C, 0, -1, 1, GAAW_INIT_CONSTANT, 0));
+  m->params.items[l->params[5]].grad_is_partial = sequence_parallel(m);
+  snprintf(name, sizeof name, "%s.ln_2", p);
+  GAAW_CHECK(add_norm(m, l, 6, 7, name));
+  GAAW_CHECK(gaaw_model_add_param(m, l, 8, NAME("mlp.c_fc.weight"), 2, Fu, C, 0, fu_blocks, GAAW_INIT_NORMAL, std));
+  GAAW_CHECK(gaaw_model_add_param(m, l, 9, NAME("mlp.c_fc.bias"), 1, Fu, 0, 0, fu_blocks, GAAW_INIT_CONSTANT, 0));
+  GAAW_CHECK(gaaw_model_add_param(m, l, 10, NAME("mlp.c_proj.weight"), 2, C, F, 1, 1, GAAW_INIT_NORMAL, residual_std));
+  GAAW_CHECK(gaaw_model_add_param(m, l, 11, NAME("mlp.c_proj.bias"), 1, C, 0, -1, 1, GAAW_INIT_CONSTANT, 0));
+  m->params.items[l->params[11]].grad_is_partial = sequence_parallel(m);
+#undef NAME
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t build_gpt(gaaw_model_t m)
+{
+  gaaw_context_t ctx = m->ctx;
+  const gaaw_gpt_config_t *g = &m->gpt;
+  gaaw_layer *l;
+  m->vocab_local = ((int64_t)g->vocab + m->tp_size - 1) / m->tp_size;
+  int64_t valid = g->vocab - m->tp_rank * m->vocab_local;
+  m->vocab_valid_local = valid < m->vocab_local ? valid : m->vocab_local;
+
+  GAAW_CHECK(gaaw_model_add_layer(m, &gaaw_gpt_embedding_ops, &l));
+  GAAW_CHECK(gaaw_model_add_param(m, l, E_WTE, "wte.weight", 2, g->vocab, g->dim, 0, 1, GAAW_INIT_NORMAL, 0.02f));
+  GAAW_CHECK(gaaw_model_add_param(m, l, E_WPE, "wpe.weight", 2, g->max_seq, g->dim, -1, 1, GAAW_INIT_NORMAL, 0.02f));
+  m->params.items[l->params[E_WPE]].grad_is_partial = sequence_parallel(m);
+  int wte = l->params[E_WTE];
+  for (int i = 0; i < g->layers; i++) {
+    GAAW_CHECK(gaaw_model_add_layer(m, &gaaw_gpt_block_ops, &l));
+    GAAW_CHECK(add_block(m, l, i));
+  }
+  GAAW_CHECK(gaaw_model_add_layer(m, &gaaw_gpt_head_ops, &l));
+  GAAW_CHECK(add_norm(m, l, H_LNF_W, H_LNF_B, "ln_f"));
+  if (g->tied_embeddings)
+    l->params[H_LM] = wte;
+  else
+    GAAW_CHECK(gaaw_model_add_param(m, l, H_LM, "lm_head.weight", 2, g->vocab, g->dim, 0, 1, GAAW_INIT_NORMAL, 0.02f));
+  GAAW_CHECK(gaaw_model_finish(m, g->seed));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_create_gpt(gaaw_context_t ctx, const gaaw_gpt_config_t *cfg, gaaw_model_t *model)
+{
+  GAAW_ARG_NOT_NULL(ctx, ctx);
+  GAAW_ARG_NOT_NULL(ctx, cfg);
+  GAAW_ARG_NOT_NULL(ctx, model);
+  *model = NULL;
+  gaaw_model_t m;
+  GAAW_CHECK(gaaw_model_begin(ctx, GAAW_MODEL_GPT, &m));
+  m->gpt = *cfg;
+  if (!m->gpt.ffn) m->gpt.ffn = 4 * cfg->dim;
+  /* agreement first: a rank whose config fails its checks still takes part */
+  gaaw_status_t st = agree_over_tp(m, cfg);
+  if (st == GAAW_SUCCESS) st = check_gpt_config(ctx, cfg, m->tp_size);
+  if (st == GAAW_SUCCESS) st = build_gpt(m);
+  if (st != GAAW_SUCCESS) {
+    gaaw_model_destroy(&m);
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
+  *model = m;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_get_logits(gaaw_model_t m, float *logits)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  gaaw_context_t ctx = m->ctx;
+  GAAW_ARG_NOT_NULL(ctx, logits);
+  GAAW_ARG_CHECK(ctx, m->kind == GAAW_MODEL_GPT, "only a GPT has logits");
+  if (!m->have_forward)
+    GAAW_FAIL(ctx, GAAW_ERR_STATE, "logits exist between gaaw_model_forward and gaaw_model_backward only");
+  const gaaw_tensor_t *mine = &m->layers[m->nlayers - 1].saved[HS_LOGITS];
+  int64_t N = m->rows, Vl = m->vocab_local, P = m->tp_size, V = m->gpt.vocab;
+  /* pad this rank's (N, nv) to (N, Vl) so that every rank sends the same size */
+  float *host = calloc((size_t)(P * N * Vl), sizeof *host), *row = host;
+  if (!host) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %lld logits", (long long)(P * N * Vl));
+  gaaw_status_t st = GAAW_SUCCESS;
+  for (int64_t n = 0; n < N && st == GAAW_SUCCESS; n++, row += Vl)
+    st = gaaw_buffer_read(ctx, mine->buf, mine->offset + (size_t)(n * m->vocab_valid_local) * sizeof(float), row,
+                          (size_t)m->vocab_valid_local * sizeof(float));
+  gaaw_tensor_t local = {0}, all = {0};
+  if (st == GAAW_SUCCESS) st = gaaw_tensor_alloc(ctx, GAAW_F32, 2, (int64_t[]){N, Vl}, GAAW_MEM_WORKSPACE, &local);
+  if (st == GAAW_SUCCESS) st = gaaw_tensor_alloc(ctx, GAAW_F32, 2, (int64_t[]){P * N, Vl}, GAAW_MEM_WORKSPACE, &all);
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_write(ctx, local.buf, 0, host, (size_t)(N * Vl) * sizeof(float));
+  if (st == GAAW_SUCCESS) st = gaaw_tp_gather_rows(m->tp, &local, &all);
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, all.buf, 0, host, (size_t)(P * N * Vl) * sizeof(float));
+  for (int64_t r = 0; st == GAAW_SUCCESS && r < P; r++)
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t j = 0; j < Vl && r * Vl + j < V; j++) logits[n * V + r * Vl + j] = host[(r * N + n) * Vl + j];
+  gaaw_buffer_free(ctx, &local.buf);
+  gaaw_buffer_free(ctx, &all.buf);
+  free(host);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}

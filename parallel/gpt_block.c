@@ -1,0 +1,276 @@
+/* The GPT transformer block on this rank (pre-norm, GPT-2):
+ *   x2  = x  + attn(norm_1(x))     heads split over tp: QKV column-parallel,
+ *                                  output projection row-parallel
+ *   out = x2 + mlp(norm_2(x2))     c_fc column-parallel, c_proj row-parallel
+ * Shapes (P = tp, N = B*T tokens, Nl = N/P with sequence parallelism else N,
+ * C = dim, Hl = heads/P, D = C/heads, Cl = C/P, Fl = ffn/P):
+ *   x, x2, out: (Nl, C)   qkv: (N, 3 Cl)   q, k, v: (B Hl, T, D)   att: (N, Cl)
+ *   u: (N, Fl) or (N, 2 Fl) for SwiGLU   a: (N, Fl) */
+#include "parallel/linear.h"
+#include "parallel/model_impl.h"
+#include "parallel/norm.h"
+#include "parallel/tp.h"
+
+/* parameter slots */
+enum { P_LN1_W, P_LN1_B, P_ATTN_W, P_ATTN_B, P_PROJ_W, P_PROJ_B, P_LN2_W, P_LN2_B, P_FC_W, P_FC_B, P_FC2_W, P_FC2_B };
+/* saved-for-backward slots */
+enum { S_H1, S_MEAN1, S_RSTD1, S_H1G, S_QKVP, S_PROBS, S_ATT, S_X2, S_H2, S_MEAN2, S_RSTD2, S_H2G, S_U, S_A };
+
+typedef struct {
+  int64_t B, T, N, Nl, C, Hl, D, Cl, Fl, Fu;
+  int sp;
+} block_dims;
+
+static block_dims dims_of(gaaw_model_t m)
+{
+  const gaaw_gpt_config_t *g = &m->gpt;
+  block_dims d;
+  d.B = m->batch;
+  d.T = m->seq;
+  d.N = d.B * d.T;
+  d.sp = g->sequence_parallel && m->tp_size > 1;
+  d.Nl = d.sp ? d.N / m->tp_size : d.N;
+  d.C = g->dim;
+  d.Hl = g->heads / m->tp_size;
+  d.D = g->dim / g->heads;
+  d.Cl = g->dim / m->tp_size;
+  d.Fl = g->ffn / m->tp_size;
+  d.Fu = g->activation == GAAW_ACT_SWIGLU ? 2 * d.Fl : d.Fl;
+  return d;
+}
+
+#define PARAM(k) gaaw_layer_param(m, l, (k))
+#define GRAD(k) gaaw_layer_grad(m, l, (k))
+#define NORM_BIAS(k) (m->gpt.norm == GAAW_NORM_LAYERNORM ? PARAM(k) : NULL)
+#define NORM_BIAS_GRAD(k) (m->gpt.norm == GAAW_NORM_LAYERNORM ? GRAD(k) : NULL)
+
+/* ---------------------------------------------------------------- shared pieces */
+
+/* Into the tensor-parallel region: h (Nl, C) -> hg (N, C). Without sequence
+ * parallelism the input is already whole (copy_to_tp: identity), and *hg = h. */
+static gaaw_status_t enter_tp(gaaw_model_t m, gaaw_layer *l, int slot, const block_dims *d, gaaw_tensor_t *h,
+                              gaaw_tensor_t **hg)
+{
+  gaaw_context_t ctx = m->ctx;
+  if (!d->sp) {
+    *hg = h;
+    return GAAW_SUCCESS;
+  }
+  GAAW_CHECK(gaaw_layer_alloc(m, l, slot, 0, GAAW_SHAPE(d->N, d->C), hg));
+  GAAW_CHECK(gaaw_tp_gather_rows(m->tp, h, *hg));
+  return GAAW_SUCCESS;
+}
+
+/* Out of it: partial sums y (N, C) -> the (Nl, C) result, plus the replicated bias. */
+static gaaw_status_t leave_tp(gaaw_model_t m, const block_dims *d, gaaw_scratch *s, gaaw_tensor_t *y,
+                              const gaaw_tensor_t *bias, gaaw_tensor_t **out)
+{
+  gaaw_context_t ctx = m->ctx;
+  if (d->sp) {
+    GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->Nl, d->C), out));
+    GAAW_CHECK(gaaw_tp_reduce_scatter_rows(m->tp, y, *out));
+  } else {
+    GAAW_CHECK(gaaw_tp_allreduce(m->tp, y));
+    *out = y;
+  }
+  GAAW_CHECK(gaaw_bias_add(ctx, *out, bias));
+  return GAAW_SUCCESS;
+}
+
+/* The conjugates in backward: d(out) (Nl, C) -> d(y) (N, C) ... */
+static gaaw_status_t enter_tp_backward(gaaw_model_t m, const block_dims *d, gaaw_scratch *s,
+                                       const gaaw_tensor_t *dout, const gaaw_tensor_t **dy)
+{
+  gaaw_context_t ctx = m->ctx;
+  if (!d->sp) {
+    *dy = dout;
+    return GAAW_SUCCESS;
+  }
+  gaaw_tensor_t *g;
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &g));
+  GAAW_CHECK(gaaw_tp_gather_rows(m->tp, dout, g));
+  *dy = g;
+  return GAAW_SUCCESS;
+}
+
+/* ... and d(hg) (N, C), partial over tp -> d(h) (Nl, C). */
+static gaaw_status_t leave_tp_backward(gaaw_model_t m, const block_dims *d, gaaw_scratch *s, gaaw_tensor_t *dhg,
+                                       gaaw_tensor_t **dh)
+{
+  gaaw_context_t ctx = m->ctx;
+  if (!d->sp) {
+    GAAW_CHECK(gaaw_tp_allreduce(m->tp, dhg));
+    *dh = dhg;
+    return GAAW_SUCCESS;
+  }
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->Nl, d->C), dh));
+  GAAW_CHECK(gaaw_tp_reduce_scatter_rows(m->tp, dhg, *dh));
+  return GAAW_SUCCESS;
+}
+
+/* A (B, X, Y, D) view of a contiguous tensor. */
+static gaaw_tensor_t as4(const gaaw_tensor_t *t, int64_t a, int64_t b, int64_t c, int64_t e)
+{
+  return gaaw_reshape(t, 4, (int64_t[]){a, b, c, e});
+}
+
+/* Slice `which` (0 q, 1 k, 2 v) of qkvp (3, B Hl, T, D) as (B Hl, T, D). */
+static gaaw_tensor_t qkv_part(const gaaw_tensor_t *qkvp, const block_dims *d, int which)
+{
+  gaaw_tensor_t v = gaaw_reshape(qkvp, 3, (int64_t[]){d->B * d->Hl, d->T, d->D});
+  v.offset += (size_t)(which * d->B * d->Hl * d->T * d->D) * sizeof(float);
+  return v;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+static gaaw_status_t attention_forward(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
+                                       const gaaw_tensor_t *x, gaaw_tensor_t **x2)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_tensor_t *h1, *mean1 = NULL, *rstd1, *h1g, *qkv, *heads, *qkvp, *probs, *o, *att, *proj, *y;
+  GAAW_CHECK(gaaw_layer_alloc(m, l, S_H1, 0, GAAW_SHAPE(d->Nl, d->C), &h1));
+  if (m->gpt.norm == GAAW_NORM_LAYERNORM) GAAW_CHECK(gaaw_layer_alloc(m, l, S_MEAN1, 0, GAAW_SHAPE(d->Nl), &mean1));
+  GAAW_CHECK(gaaw_layer_alloc(m, l, S_RSTD1, 0, GAAW_SHAPE(d->Nl), &rstd1));
+  GAAW_CHECK(gaaw_norm_forward(ctx, m->gpt.norm, x, PARAM(P_LN1_W), NORM_BIAS(P_LN1_B), h1, mean1, rstd1));
+  GAAW_CHECK(enter_tp(m, l, S_H1G, d, h1, &h1g));
+  /* qkv (N, 3 Cl) = (B, T, 3 Hl, D) -> (B, 3 Hl, T, D) -> (3, B, Hl T D) */
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, 3 * d->Cl), &qkv));
+  GAAW_CHECK(gaaw_linear_forward(ctx, h1g, PARAM(P_ATTN_W), PARAM(P_ATTN_B), qkv));
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B, 3 * d->Hl, d->T, d->D), &heads));
+  gaaw_tensor_t in = as4(qkv, d->B, d->T, 3 * d->Hl, d->D);
+  GAAW_CHECK(gaaw_permute_0213(ctx, &in, heads));
+  GAAW_CHECK(gaaw_layer_alloc(m, l, S_QKVP, 0, GAAW_SHAPE(1, 3, d->B, d->Hl * d->T * d->D), &qkvp));
+  in = as4(heads, 1, d->B, 3, d->Hl * d->T * d->D);
+  GAAW_CHECK(gaaw_permute_0213(ctx, &in, qkvp));
+  gaaw_tensor_t q = qkv_part(qkvp, d, 0), k = qkv_part(qkvp, d, 1), v = qkv_part(qkvp, d, 2);
+  GAAW_CHECK(gaaw_layer_alloc(m, l, S_PROBS, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &probs));
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->D), &o));
+  GAAW_CHECK(gaaw_attention_forward(ctx, &q, &k, &v, probs, o));
+  /* merge heads: (B, Hl, T, D) -> (B, T, Hl, D) = (N, Cl) */
+  GAAW_CHECK(gaaw_layer_alloc(m, l, S_ATT, 0, GAAW_SHAPE(d->N, d->Cl), &att));
+  in = as4(o, d->B, d->Hl, d->T, d->D);
+  gaaw_tensor_t out4 = as4(att, d->B, d->T, d->Hl, d->D);
+  GAAW_CHECK(gaaw_permute_0213(ctx, &in, &out4));
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &proj));
+  GAAW_CHECK(gaaw_linear_forward(ctx, att, PARAM(P_PROJ_W), NULL, proj));
+  GAAW_CHECK(leave_tp(m, d, s, proj, PARAM(P_PROJ_B), &y));
+  GAAW_CHECK(gaaw_layer_alloc(m, l, S_X2, 0, GAAW_SHAPE(d->Nl, d->C), x2));
+  GAAW_CHECK(gaaw_add(ctx, x, y, *x2));
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t mlp_forward(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
+                                 const gaaw_tensor_t *x2, gaaw_tensor_t *out)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_tensor_t *h2, *mean2 = NULL, *rstd2, *h2g, *u, *a, *z, *y;
+  GAAW_CHECK(gaaw_layer_alloc(m, l, S_H2, 0, GAAW_SHAPE(d->Nl, d->C), &h2));
+  if (m->gpt.norm == GAAW_NORM_LAYERNORM) GAAW_CHECK(gaaw_layer_alloc(m, l, S_MEAN2, 0, GAAW_SHAPE(d->Nl), &mean2));
+  GAAW_CHECK(gaaw_layer_alloc(m, l, S_RSTD2, 0, GAAW_SHAPE(d->Nl), &rstd2));
+  GAAW_CHECK(gaaw_norm_forward(ctx, m->gpt.norm, x2, PARAM(P_LN2_W), NORM_BIAS(P_LN2_B), h2, mean2, rstd2));
+  GAAW_CHECK(enter_tp(m, l, S_H2G, d, h2, &h2g));
+  GAAW_CHECK(gaaw_layer_alloc(m, l, S_U, 0, GAAW_SHAPE(d->N, d->Fu), &u));
+  GAAW_CHECK(gaaw_linear_forward(ctx, h2g, PARAM(P_FC_W), PARAM(P_FC_B), u));
+  GAAW_CHECK(gaaw_layer_alloc(m, l, S_A, 0, GAAW_SHAPE(d->N, d->Fl), &a));
+  GAAW_CHECK(m->gpt.activation == GAAW_ACT_SWIGLU ? gaaw_swiglu_forward(ctx, u, a) : gaaw_gelu_forward(ctx, u, a));
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &z));
+  GAAW_CHECK(gaaw_linear_forward(ctx, a, PARAM(P_FC2_W), NULL, z));
+  GAAW_CHECK(leave_tp(m, d, s, z, PARAM(P_FC2_B), &y));
+  GAAW_CHECK(gaaw_add(ctx, x2, y, out));
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t block_forward(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *x, gaaw_tensor_t *out)
+{
+  gaaw_context_t ctx = m->ctx;
+  block_dims d = dims_of(m);
+  gaaw_scratch s = {0};
+  gaaw_tensor_t *x2 = NULL;
+  gaaw_status_t st = gaaw_act_alloc(m, GAAW_SHAPE(d.Nl, d.C), out);
+  if (st == GAAW_SUCCESS) st = attention_forward(m, l, &d, &s, x, &x2);
+  if (st == GAAW_SUCCESS) st = mlp_forward(m, l, &d, &s, x2, out);
+  gaaw_scratch_free(m, &s);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- backward */
+
+/* dx2 += d(mlp branch)/dx2, given dout = d(out). */
+static gaaw_status_t mlp_backward(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
+                                  const gaaw_tensor_t *dout, gaaw_tensor_t *dx2)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_tensor_t *sv = l->saved, *da, *du, *dh2g, *dh2;
+  const gaaw_tensor_t *dz, *h2g = d->sp ? &sv[S_H2G] : &sv[S_H2];
+  GAAW_CHECK(gaaw_bias_backward(ctx, dout, GRAD(P_FC2_B)));
+  GAAW_CHECK(enter_tp_backward(m, d, s, dout, &dz));
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(d->N, d->Fl), &da));
+  GAAW_CHECK(gaaw_linear_backward(ctx, dz, &sv[S_A], PARAM(P_FC2_W), da, GRAD(P_FC2_W), NULL));
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(d->N, d->Fu), &du));
+  GAAW_CHECK(m->gpt.activation == GAAW_ACT_SWIGLU ? gaaw_swiglu_backward(ctx, da, &sv[S_U], du)
+                                                   : gaaw_gelu_backward(ctx, da, &sv[S_U], du));
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(d->N, d->C), &dh2g));
+  GAAW_CHECK(gaaw_linear_backward(ctx, du, h2g, PARAM(P_FC_W), dh2g, GRAD(P_FC_W), GRAD(P_FC_B)));
+  GAAW_CHECK(leave_tp_backward(m, d, s, dh2g, &dh2));
+  GAAW_CHECK(gaaw_norm_backward(ctx, m->gpt.norm, dh2, &sv[S_X2], PARAM(P_LN2_W), &sv[S_MEAN2], &sv[S_RSTD2], dx2,
+                                GRAD(P_LN2_W), NORM_BIAS_GRAD(P_LN2_B)));
+  return GAAW_SUCCESS;
+}
+
+/* dx += d(attention branch)/dx, given dx2 = d(x2). */
+static gaaw_status_t attention_backward(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
+                                        const gaaw_tensor_t *x, const gaaw_tensor_t *dx2, gaaw_tensor_t *dx)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_tensor_t *sv = l->saved, *datt, *dheads, *dqkvp, *dprobs, *tmp, *dqkv, *dh1g, *dh1;
+  const gaaw_tensor_t *dy, *h1g = d->sp ? &sv[S_H1G] : &sv[S_H1];
+  GAAW_CHECK(gaaw_bias_backward(ctx, dx2, GRAD(P_PROJ_B)));
+  GAAW_CHECK(enter_tp_backward(m, d, s, dx2, &dy));
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(d->N, d->Cl), &datt));
+  GAAW_CHECK(gaaw_linear_backward(ctx, dy, &sv[S_ATT], PARAM(P_PROJ_W), datt, GRAD(P_PROJ_W), NULL));
+  /* (B, T, Hl, D) -> (B, Hl, T, D) */
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B, d->Hl, d->T, d->D), &dheads));
+  gaaw_tensor_t in = as4(datt, d->B, d->T, d->Hl, d->D);
+  GAAW_CHECK(gaaw_permute_0213(ctx, &in, dheads));
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(1, 3, d->B, d->Hl * d->T * d->D), &dqkvp));
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &dprobs));
+  gaaw_tensor_t q = qkv_part(&sv[S_QKVP], d, 0), k = qkv_part(&sv[S_QKVP], d, 1), v = qkv_part(&sv[S_QKVP], d, 2);
+  gaaw_tensor_t dq = qkv_part(dqkvp, d, 0), dk = qkv_part(dqkvp, d, 1), dv = qkv_part(dqkvp, d, 2);
+  gaaw_tensor_t dout3 = gaaw_reshape(dheads, 3, (int64_t[]){d->B * d->Hl, d->T, d->D});
+  GAAW_CHECK(gaaw_attention_backward(ctx, &dout3, &q, &k, &v, &sv[S_PROBS], dprobs, &dq, &dk, &dv));
+  /* (3, B, Hl T D) -> (B, 3 Hl, T, D) -> (B, T, 3 Hl, D) = (N, 3 Cl) */
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(1, d->B, 3, d->Hl * d->T * d->D), &tmp));
+  GAAW_CHECK(gaaw_permute_0213(ctx, dqkvp, tmp));
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, 3 * d->Cl), &dqkv));
+  in = as4(tmp, d->B, 3 * d->Hl, d->T, d->D);
+  gaaw_tensor_t out4 = as4(dqkv, d->B, d->T, 3 * d->Hl, d->D);
+  GAAW_CHECK(gaaw_permute_0213(ctx, &in, &out4));
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(d->N, d->C), &dh1g));
+  GAAW_CHECK(gaaw_linear_backward(ctx, dqkv, h1g, PARAM(P_ATTN_W), dh1g, GRAD(P_ATTN_W), GRAD(P_ATTN_B)));
+  GAAW_CHECK(leave_tp_backward(m, d, s, dh1g, &dh1));
+  GAAW_CHECK(gaaw_norm_backward(ctx, m->gpt.norm, dh1, x, PARAM(P_LN1_W), &sv[S_MEAN1], &sv[S_RSTD1], dx,
+                                GRAD(P_LN1_W), NORM_BIAS_GRAD(P_LN1_B)));
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t block_backward(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *dout, gaaw_tensor_t *dx)
+{
+  gaaw_context_t ctx = m->ctx;
+  if (!dx) GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "a transformer block cannot be the first layer");
+  block_dims d = dims_of(m);
+  gaaw_scratch s = {0};
+  gaaw_tensor_t *dx2;
+  /* residuals: d(x2) = d(out) + .., d(x) = d(x2) + .. */
+  gaaw_status_t st = gaaw_scratch_alloc(m, &s, 0, GAAW_SHAPE(d.Nl, d.C), &dx2);
+  if (st == GAAW_SUCCESS) st = gaaw_cast(ctx, dout, dx2);
+  if (st == GAAW_SUCCESS) st = mlp_backward(m, l, &d, &s, dout, dx2);
+  if (st == GAAW_SUCCESS) st = gaaw_act_copy(m, dx2, dx);
+  if (st == GAAW_SUCCESS) st = attention_backward(m, l, &d, &s, gaaw_layer_input(m, l), dx2, dx);
+  gaaw_scratch_free(m, &s);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+const gaaw_layer_ops gaaw_gpt_block_ops = {"transformer block", block_forward, block_backward};

@@ -1,0 +1,429 @@
+/* The model object: layer list, activations, forward/backward driver and the
+ * parameter access of include/gaaw/model.h. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel/model_impl.h"
+#include "parallel/tp.h"
+
+/* ---------------------------------------------------------------- helpers */
+
+gaaw_status_t gaaw_act_alloc(gaaw_model_t m, int ndim, const int64_t *shape, gaaw_tensor_t *t)
+{
+  return gaaw_tensor_alloc(m->ctx, GAAW_F32, ndim, shape, GAAW_MEM_ACTIVATIONS, t);
+}
+
+gaaw_status_t gaaw_act_zeros(gaaw_model_t m, int ndim, const int64_t *shape, gaaw_tensor_t *t)
+{
+  gaaw_context_t ctx = m->ctx;
+  GAAW_CHECK(gaaw_act_alloc(m, ndim, shape, t));
+  GAAW_CHECK(gaaw_fill(ctx, t, 0.0f));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_act_copy(gaaw_model_t m, const gaaw_tensor_t *x, gaaw_tensor_t *t)
+{
+  gaaw_context_t ctx = m->ctx;
+  GAAW_CHECK(gaaw_act_alloc(m, x->ndim, x->shape, t));
+  GAAW_CHECK(gaaw_cast(ctx, x, t));
+  return GAAW_SUCCESS;
+}
+
+void gaaw_act_free(gaaw_model_t m, gaaw_tensor_t *t)
+{
+  if (t->buf) gaaw_buffer_free(m->ctx, &t->buf);
+}
+
+gaaw_status_t gaaw_layer_alloc(gaaw_model_t m, gaaw_layer *l, int slot, int zero, int ndim, const int64_t *shape,
+                               gaaw_tensor_t **t)
+{
+  gaaw_context_t ctx = m->ctx;
+  if (slot < 0 || slot >= GAAW_LAYER_MAX_SAVED)
+    GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "layer %d (%s): saved slot %d", l->index, l->ops->kind, slot);
+  gaaw_act_free(m, &l->saved[slot]);
+  if (slot >= l->nsaved) l->nsaved = slot + 1;
+  GAAW_CHECK(zero ? gaaw_act_zeros(m, ndim, shape, &l->saved[slot]) : gaaw_act_alloc(m, ndim, shape, &l->saved[slot]));
+  *t = &l->saved[slot];
+  return GAAW_SUCCESS;
+}
+
+const gaaw_tensor_t *gaaw_layer_input(gaaw_model_t m, const gaaw_layer *l)
+{
+  return &m->acts[l->index];
+}
+
+gaaw_status_t gaaw_scratch_alloc(gaaw_model_t m, gaaw_scratch *s, int zero, int ndim, const int64_t *shape,
+                                 gaaw_tensor_t **t)
+{
+  gaaw_context_t ctx = m->ctx;
+  if (s->n == GAAW_SCRATCH_MAX) GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "more than %d temporaries", GAAW_SCRATCH_MAX);
+  gaaw_tensor_t *x = &s->t[s->n];
+  GAAW_CHECK(zero ? gaaw_act_zeros(m, ndim, shape, x) : gaaw_act_alloc(m, ndim, shape, x));
+  s->n++;
+  *t = x;
+  return GAAW_SUCCESS;
+}
+
+void gaaw_scratch_free(gaaw_model_t m, gaaw_scratch *s)
+{
+  for (int i = 0; i < s->n; i++) gaaw_act_free(m, &s->t[i]);
+  s->n = 0;
+}
+
+void gaaw_layer_release(gaaw_model_t m, gaaw_layer *l)
+{
+  for (int i = 0; i < l->nsaved; i++) gaaw_act_free(m, &l->saved[i]);
+  l->nsaved = 0;
+}
+
+gaaw_tensor_t *gaaw_layer_param(gaaw_model_t m, gaaw_layer *l, int k)
+{
+  return &m->params.items[l->params[k]].value;
+}
+
+gaaw_tensor_t *gaaw_layer_grad(gaaw_model_t m, gaaw_layer *l, int k)
+{
+  return &m->params.items[l->params[k]].grad;
+}
+
+gaaw_tensor_t gaaw_rows_view(const gaaw_tensor_t *t, int64_t row0, int64_t rows)
+{
+  gaaw_tensor_t v = *t;
+  int64_t row_elems = gaaw_tensor_numel(t) / (t->shape[0] ? t->shape[0] : 1);
+  v.offset += (size_t)(row0 * row_elems) * gaaw_dtype_size(t->dtype);
+  v.shape[0] = rows;
+  return v;
+}
+
+gaaw_tensor_t gaaw_reshape(const gaaw_tensor_t *t, int ndim, const int64_t *shape)
+{
+  gaaw_tensor_t v = *t;
+  v.ndim = ndim;
+  for (int d = 0; d < GAAW_MAX_DIMS; d++) v.shape[d] = d < ndim ? shape[d] : 0;
+  return v;
+}
+
+/* ---------------------------------------------------------------- building */
+
+gaaw_status_t gaaw_model_begin(gaaw_context_t ctx, gaaw_model_kind kind, gaaw_model_t *model)
+{
+  gaaw_model_t m = calloc(1, sizeof *m);
+  if (!m) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate a model");
+  m->ctx = ctx;
+  m->kind = kind;
+  gaaw_status_t st = gaaw_topology_comm(ctx, GAAW_GROUP_TP, &m->tp);
+  if (st == GAAW_SUCCESS) st = gaaw_topology_group_rank(ctx, GAAW_GROUP_TP, &m->tp_rank, &m->tp_size);
+  if (st != GAAW_SUCCESS) {
+    free(m);
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
+  *model = m;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_add_layer(gaaw_model_t m, const gaaw_layer_ops *ops, gaaw_layer **layer)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_layer *grown = realloc(m->layers, (size_t)(m->nlayers + 1) * sizeof *grown);
+  if (!grown) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot grow the layer list");
+  m->layers = grown;
+  gaaw_layer *l = &m->layers[m->nlayers];
+  memset(l, 0, sizeof *l);
+  for (int k = 0; k < GAAW_LAYER_MAX_PARAMS; k++) l->params[k] = -1;
+  l->ops = ops;
+  l->index = m->nlayers++;
+  *layer = l;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_add_param(gaaw_model_t m, gaaw_layer *l, int k, const char *name, int ndim,
+                                   int64_t d0, int64_t d1, int split_axis, int fused_blocks,
+                                   gaaw_init_kind init, float init_value)
+{
+  gaaw_context_t ctx = m->ctx;
+  int64_t shape[2] = {d0, d1};
+  GAAW_CHECK(gaaw_params_add(ctx, &m->params, m->tp_size, name, ndim, shape, split_axis, fused_blocks, init,
+                             init_value, &l->params[k]));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_finish(gaaw_model_t m, uint64_t seed)
+{
+  gaaw_context_t ctx = m->ctx;
+  GAAW_CHECK(gaaw_params_allocate(ctx, &m->params, m->tp_rank, m->tp_size, seed));
+  m->acts = calloc((size_t)m->nlayers + 1, sizeof *m->acts);
+  if (!m->acts) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the activation list");
+  return GAAW_SUCCESS;
+}
+
+/* Frees the activations of the last forward. */
+static void drop_forward(gaaw_model_t m)
+{
+  if (!m->acts) return;
+  for (int i = 0; i < m->nlayers; i++) gaaw_layer_release(m, &m->layers[i]);
+  for (int i = 0; i <= m->nlayers; i++) gaaw_act_free(m, &m->acts[i]);
+  m->have_forward = 0;
+}
+
+static void free_batch(gaaw_model_t m)
+{
+  gaaw_tensor_t *ts[] = {&m->tokens, &m->targets, &m->positions, &m->inputs, &m->outputs};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) gaaw_act_free(m, ts[i]);
+}
+
+gaaw_status_t gaaw_model_destroy(gaaw_model_t *model)
+{
+  if (!model || !*model) return GAAW_SUCCESS;
+  gaaw_model_t m = *model;
+  drop_forward(m);
+  free_batch(m);
+  gaaw_params_free(m->ctx, &m->params);
+  free(m->layers);
+  free(m->acts);
+  free(m);
+  *model = NULL;
+  return GAAW_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- batches */
+
+/* Copies host data into a fresh device tensor of the given shape and dtype. */
+static gaaw_status_t upload(gaaw_model_t m, gaaw_dtype_t dtype, int64_t d0, int64_t d1, const void *host,
+                            gaaw_tensor_t *t)
+{
+  gaaw_context_t ctx = m->ctx;
+  int64_t shape[2] = {d0, d1};
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, dtype, d1 ? 2 : 1, shape, GAAW_MEM_ACTIVATIONS, t));
+  GAAW_CHECK(gaaw_buffer_write(ctx, t->buf, t->offset, host, (size_t)gaaw_tensor_numel(t) * gaaw_dtype_size(dtype)));
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t load_gpt_batch(gaaw_model_t m, const gaaw_batch_t *b)
+{
+  gaaw_context_t ctx = m->ctx;
+  const gaaw_gpt_config_t *g = &m->gpt;
+  GAAW_ARG_CHECK(ctx, b->tokens != NULL && b->targets != NULL, "a GPT batch needs tokens and targets");
+  GAAW_ARG_CHECK(ctx, b->seq >= 1 && b->seq <= g->max_seq, "sequence length %d is not in 1..%d (max_seq)", b->seq,
+                 g->max_seq);
+  int64_t n = (int64_t)b->batch * b->seq;
+  GAAW_ARG_CHECK(ctx, !g->sequence_parallel || n % m->tp_size == 0,
+                 "with sequence parallelism batch x seq = %lld tokens must divide by tp = %d", (long long)n,
+                 m->tp_size);
+  int32_t *pos = malloc((size_t)n * sizeof *pos);
+  if (!pos) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %lld positions", (long long)n);
+  int64_t counted = 0;
+  gaaw_status_t st = GAAW_SUCCESS;
+  for (int64_t i = 0; i < n && st == GAAW_SUCCESS; i++) {
+    pos[i] = (int32_t)(i % b->seq);
+    if (b->tokens[i] < 0 || b->tokens[i] >= g->vocab)
+      st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
+                            "token %lld is %d, outside the vocabulary 0..%d", (long long)i, b->tokens[i],
+                            g->vocab - 1);
+    else if (b->targets[i] >= g->vocab)
+      st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
+                            "target %lld is %d, outside the vocabulary 0..%d", (long long)i, b->targets[i],
+                            g->vocab - 1);
+    counted += b->targets[i] >= 0;
+  }
+  if (st == GAAW_SUCCESS) st = upload(m, GAAW_I32, n, 0, b->tokens, &m->tokens);
+  if (st == GAAW_SUCCESS) st = upload(m, GAAW_I32, n, 0, b->targets, &m->targets);
+  if (st == GAAW_SUCCESS) st = upload(m, GAAW_I32, n, 0, pos, &m->positions);
+  free(pos);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  m->rows = n;
+  m->counted = counted;
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t load_mlp_batch(gaaw_model_t m, const gaaw_batch_t *b)
+{
+  gaaw_context_t ctx = m->ctx;
+  GAAW_ARG_CHECK(ctx, b->inputs != NULL && b->outputs != NULL, "an MLP batch needs inputs and outputs");
+  const gaaw_mlp_config_t *c = &m->mlp;
+  GAAW_CHECK(upload(m, GAAW_F32, b->batch, c->sizes[0], b->inputs, &m->inputs));
+  GAAW_CHECK(upload(m, GAAW_F32, b->batch, c->sizes[c->nsizes - 1], b->outputs, &m->outputs));
+  m->rows = b->batch;
+  m->counted = (int64_t)b->batch * c->sizes[c->nsizes - 1];
+  return GAAW_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- forward, backward */
+
+gaaw_status_t gaaw_model_forward(gaaw_model_t m, const gaaw_batch_t *b, float *loss)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  gaaw_context_t ctx = m->ctx;
+  GAAW_ARG_NOT_NULL(ctx, b);
+  GAAW_ARG_CHECK(ctx, b->batch >= 1, "batch must be >= 1, got %d", b->batch);
+  drop_forward(m);
+  free_batch(m);
+  m->batch = b->batch;
+  m->seq = b->seq;
+  GAAW_CHECK(m->kind == GAAW_MODEL_GPT ? load_gpt_batch(m, b) : load_mlp_batch(m, b));
+  /* the first layer reads the batch itself; acts[0] stays empty */
+  for (int i = 0; i < m->nlayers; i++) {
+    gaaw_layer *l = &m->layers[i];
+    GAAW_CHECK(l->ops->forward(m, l, &m->acts[i], &m->acts[i + 1]));
+  }
+  m->have_forward = 1;
+  if (loss) *loss = m->loss;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_backward(gaaw_model_t m)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  gaaw_context_t ctx = m->ctx;
+  if (!m->have_forward) GAAW_FAIL(ctx, GAAW_ERR_STATE, "gaaw_model_backward needs a gaaw_model_forward first");
+  gaaw_tensor_t dy = {0};
+  for (int i = m->nlayers - 1; i >= 0; i--) {
+    gaaw_layer *l = &m->layers[i];
+    gaaw_tensor_t dx = {0};
+    gaaw_status_t st = l->ops->backward(m, l, &dy, i > 0 ? &dx : NULL);
+    gaaw_act_free(m, &dy);
+    gaaw_layer_release(m, l);
+    gaaw_act_free(m, &m->acts[i + 1]);
+    if (st != GAAW_SUCCESS) {
+      gaaw_act_free(m, &dx);
+      drop_forward(m);
+      return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+    }
+    dy = dx;
+  }
+  drop_forward(m);
+  /* replicated parameters that saw only this rank's tokens: sum over tp */
+  for (int k = 0; k < m->params.count; k++)
+    if (m->params.items[k].grad_is_partial) GAAW_CHECK(gaaw_tp_allreduce(m->tp, &m->params.items[k].grad));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_forward_backward(gaaw_model_t m, const gaaw_batch_t *b, float *loss)
+{
+  GAAW_CHECK_CTX(m ? m->ctx : NULL, gaaw_model_forward(m, b, loss));
+  GAAW_CHECK_CTX(m->ctx, gaaw_model_backward(m));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_zero_grad(gaaw_model_t m)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  gaaw_context_t ctx = m->ctx;
+  gaaw_tensor_t all;
+  int64_t n = m->params.numel > 0 ? m->params.numel : 1;
+  GAAW_CHECK(gaaw_tensor_view(m->params.grads, 0, GAAW_F32, 1, &n, &all));
+  GAAW_CHECK(gaaw_fill(ctx, &all, 0.0f));
+  return GAAW_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- parameters */
+
+gaaw_status_t gaaw_model_param_count(gaaw_model_t m, int *count)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  GAAW_ARG_NOT_NULL(m->ctx, count);
+  *count = m->params.count;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_param_info(gaaw_model_t m, int index, const char **name, int *ndim, int64_t shape[2])
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  gaaw_context_t ctx = m->ctx;
+  GAAW_ARG_CHECK(ctx, index >= 0 && index < m->params.count, "parameter index %d is not in 0..%d", index,
+                 m->params.count - 1);
+  const gaaw_param *p = &m->params.items[index];
+  if (name) *name = p->name;
+  if (ndim) *ndim = p->ndim;
+  if (shape) {
+    shape[0] = p->shape[0];
+    shape[1] = p->ndim == 2 ? p->shape[1] : 1;
+  }
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_num_params(gaaw_model_t m, int64_t *global_count, int64_t *local_count)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  int64_t global = 0, local = 0;
+  for (int k = 0; k < m->params.count; k++) {
+    const gaaw_param *p = &m->params.items[k];
+    global += p->shape[0] * (p->ndim == 2 ? p->shape[1] : 1);
+    local += p->local_numel;
+  }
+  if (global_count) *global_count = global;
+  if (local_count) *local_count = local;
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t find_param(gaaw_model_t m, const char *name, gaaw_param **p)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  gaaw_context_t ctx = m->ctx;
+  GAAW_ARG_NOT_NULL(ctx, name);
+  int k = gaaw_params_find(&m->params, name);
+  if (k < 0) GAAW_FAIL(ctx, GAAW_ERR_NOT_FOUND, "the model has no parameter named '%s'", name);
+  *p = &m->params.items[k];
+  return GAAW_SUCCESS;
+}
+
+/* Gathers slice t of parameter p from every tp rank into its global layout. */
+static gaaw_status_t gather_global(gaaw_model_t m, const gaaw_param *p, const gaaw_tensor_t *t, float *values)
+{
+  gaaw_context_t ctx = m->ctx;
+  int64_t n = p->local_numel, all_n = n * m->tp_size;
+  gaaw_tensor_t all, flat = gaaw_reshape(t, 1, &n);
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &all_n, GAAW_MEM_WORKSPACE, &all));
+  gaaw_status_t st = gaaw_tp_gather_rows(m->tp, &flat, &all);
+  float *host = st == GAAW_SUCCESS ? malloc((size_t)all_n * sizeof *host) : NULL;
+  if (st == GAAW_SUCCESS && !host) st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                                         "cannot allocate %lld floats", (long long)all_n);
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, all.buf, 0, host, (size_t)all_n * sizeof *host);
+  if (st == GAAW_SUCCESS)
+    for (int r = 0; r < m->tp_size; r++)
+      for (int64_t i = 0; i < n; i++) {
+        int64_t g = gaaw_param_global_index(p, r, m->tp_size, i);
+        if (g >= 0) values[g] = host[r * n + i];
+      }
+  free(host);
+  gaaw_buffer_free(ctx, &all.buf);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_get_param(gaaw_model_t m, const char *name, float *values)
+{
+  gaaw_param *p;
+  GAAW_CHECK_CTX(m ? m->ctx : NULL, find_param(m, name, &p));
+  GAAW_ARG_NOT_NULL(m->ctx, values);
+  GAAW_CHECK_CTX(m->ctx, gather_global(m, p, &p->value, values));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_get_grad(gaaw_model_t m, const char *name, float *values)
+{
+  gaaw_param *p;
+  GAAW_CHECK_CTX(m ? m->ctx : NULL, find_param(m, name, &p));
+  GAAW_ARG_NOT_NULL(m->ctx, values);
+  GAAW_CHECK_CTX(m->ctx, gather_global(m, p, &p->grad, values));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_set_param(gaaw_model_t m, const char *name, const float *values)
+{
+  gaaw_param *p;
+  GAAW_CHECK_CTX(m ? m->ctx : NULL, find_param(m, name, &p));
+  gaaw_context_t ctx = m->ctx;
+  GAAW_ARG_NOT_NULL(ctx, values);
+  float *slice = malloc((size_t)p->local_numel * sizeof *slice);
+  if (!slice) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %lld floats", (long long)p->local_numel);
+  for (int64_t i = 0; i < p->local_numel; i++) {
+    int64_t g = gaaw_param_global_index(p, m->tp_rank, m->tp_size, i);
+    slice[i] = g >= 0 ? values[g] : 0.0f;
+  }
+  gaaw_status_t st = gaaw_buffer_write(ctx, p->value.buf, p->value.offset, slice,
+                                       (size_t)p->local_numel * sizeof *slice);
+  free(slice);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}

@@ -1,0 +1,112 @@
+/* Model internals: the layer interface, the model object, and helpers the layer
+ * files share. */
+#ifndef GAAW_PARALLEL_MODEL_IMPL_H
+#define GAAW_PARALLEL_MODEL_IMPL_H
+
+#include "backends/comm.h"
+#include "backends/runtime/context_impl.h"
+#include "gaaw/kernels.h"
+#include "gaaw/model.h"
+#include "parallel/params.h"
+
+typedef struct gaaw_layer gaaw_layer;
+
+/* A layer maps the activation stream x to y and back. forward allocates *y (and
+ * whatever it saves for backward); backward allocates *dx (unless the layer is the
+ * first, which gets dx == NULL), accumulates parameter gradients, and frees what
+ * forward saved. */
+typedef struct {
+  const char *kind;
+  gaaw_status_t (*forward)(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *x, gaaw_tensor_t *y);
+  gaaw_status_t (*backward)(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *dy, gaaw_tensor_t *dx);
+} gaaw_layer_ops;
+
+#define GAAW_LAYER_MAX_PARAMS 16
+#define GAAW_LAYER_MAX_SAVED 24
+
+struct gaaw_layer {
+  const gaaw_layer_ops *ops;
+  int index;                            /* position in the model, for names and messages */
+  int params[GAAW_LAYER_MAX_PARAMS];    /* indices into the model's parameter table */
+  int64_t in_features, out_features;    /* widths of x and y on this rank */
+  int column_parallel;                  /* linear layers: split outputs (1) or inputs (0) */
+  gaaw_activation_t activation;         /* linear layers: applied after */
+  gaaw_tensor_t saved[GAAW_LAYER_MAX_SAVED];
+  int nsaved;
+};
+
+typedef enum { GAAW_MODEL_GPT = 0, GAAW_MODEL_MLP = 1 } gaaw_model_kind;
+
+struct gaaw_model_s {
+  gaaw_context_t ctx;
+  gaaw_comm_t tp;
+  int tp_size, tp_rank;
+  gaaw_model_kind kind;
+  gaaw_gpt_config_t gpt;
+  gaaw_mlp_config_t mlp;
+  int64_t vocab_local;         /* padded vocabulary rows per rank */
+  int64_t vocab_valid_local;   /* of which real (not padding) */
+  gaaw_param_table params;
+  gaaw_layer *layers;
+  int nlayers;
+  /* the current microbatch on the device */
+  int batch, seq;
+  int64_t rows;                /* batch * seq (GPT) or batch (MLP) */
+  int64_t counted;             /* targets that count in the loss */
+  gaaw_tensor_t tokens, targets, positions; /* (rows) i32 */
+  gaaw_tensor_t inputs, outputs;            /* MLP, f32 */
+  gaaw_tensor_t *acts;         /* acts[i]: input of layer i; acts[nlayers]: output */
+  int have_forward;            /* activations of a forward are held */
+  float loss;
+};
+
+/* Layer kinds. */
+extern const gaaw_layer_ops gaaw_gpt_embedding_ops, gaaw_gpt_block_ops, gaaw_gpt_head_ops;
+extern const gaaw_layer_ops gaaw_linear_ops, gaaw_mse_ops;
+
+/* An f32 activation tensor of the given shape (category activations). */
+gaaw_status_t gaaw_act_alloc(gaaw_model_t m, int ndim, const int64_t *shape, gaaw_tensor_t *t);
+/* The same, zero-filled (for gradients that kernels accumulate into). */
+gaaw_status_t gaaw_act_zeros(gaaw_model_t m, int ndim, const int64_t *shape, gaaw_tensor_t *t);
+/* A tensor with the same shape as x, holding a copy of x. */
+gaaw_status_t gaaw_act_copy(gaaw_model_t m, const gaaw_tensor_t *x, gaaw_tensor_t *t);
+void gaaw_act_free(gaaw_model_t m, gaaw_tensor_t *t);
+/* Allocates saved slot `slot` of l (f32, zero-filled when zero) for backward; the
+ * layer owns it until gaaw_layer_release. */
+gaaw_status_t gaaw_layer_alloc(gaaw_model_t m, gaaw_layer *l, int slot, int zero, int ndim, const int64_t *shape,
+                               gaaw_tensor_t **t);
+/* The input activation of layer l during its forward and backward. */
+const gaaw_tensor_t *gaaw_layer_input(gaaw_model_t m, const gaaw_layer *l);
+
+/* Temporaries of one forward or backward call, freed together (also on failure). */
+#define GAAW_SCRATCH_MAX 24
+typedef struct {
+  gaaw_tensor_t t[GAAW_SCRATCH_MAX];
+  int n;
+} gaaw_scratch;
+gaaw_status_t gaaw_scratch_alloc(gaaw_model_t m, gaaw_scratch *s, int zero, int ndim, const int64_t *shape,
+                                 gaaw_tensor_t **t);
+void gaaw_scratch_free(gaaw_model_t m, gaaw_scratch *s);
+#define GAAW_SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+/* Frees everything the layer saved. */
+void gaaw_layer_release(gaaw_model_t m, gaaw_layer *l);
+/* The view of parameter slot k of layer l (value or gradient). */
+gaaw_tensor_t *gaaw_layer_param(gaaw_model_t m, gaaw_layer *l, int k);
+gaaw_tensor_t *gaaw_layer_grad(gaaw_model_t m, gaaw_layer *l, int k);
+/* A view of rows [row0, row0 + rows) of a 2-D tensor. */
+gaaw_tensor_t gaaw_rows_view(const gaaw_tensor_t *t, int64_t row0, int64_t rows);
+/* A view of the same memory with another shape (same element count). */
+gaaw_tensor_t gaaw_reshape(const gaaw_tensor_t *t, int ndim, const int64_t *shape);
+
+/* Creates an empty model over the tp group; builders add parameters and layers. */
+gaaw_status_t gaaw_model_begin(gaaw_context_t ctx, gaaw_model_kind kind, gaaw_model_t *model);
+/* Appends a layer; returns it. */
+gaaw_status_t gaaw_model_add_layer(gaaw_model_t m, const gaaw_layer_ops *ops, gaaw_layer **layer);
+/* Declares a parameter for slot k of layer l. */
+gaaw_status_t gaaw_model_add_param(gaaw_model_t m, gaaw_layer *l, int k, const char *name, int ndim,
+                                   int64_t d0, int64_t d1, int split_axis, int fused_blocks,
+                                   gaaw_init_kind init, float init_value);
+/* Allocates and initialises the parameters (after all layers are added). */
+gaaw_status_t gaaw_model_finish(gaaw_model_t m, uint64_t seed);
+
+#endif

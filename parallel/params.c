@@ -1,0 +1,129 @@
+/* Parameter registry, flat buffers, slicing and counter-based initialisation. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/runtime/context_impl.h"
+#include "parallel/params.h"
+#include "parallel/rng.h"
+
+gaaw_status_t gaaw_params_add(gaaw_context_t ctx, gaaw_param_table *table, int tp_size, const char *name,
+                              int ndim, const int64_t *shape, int split_axis, int fused_blocks,
+                              gaaw_init_kind init, float init_value, int *index)
+{
+  GAAW_ARG_CHECK(ctx, strlen(name) < GAAW_PARAM_NAME_MAX, "parameter name '%s' is too long", name);
+  GAAW_ARG_CHECK(ctx, gaaw_params_find(table, name) < 0, "parameter '%s' declared twice", name);
+  GAAW_ARG_CHECK(ctx, ndim == 1 || ndim == 2, "parameter %s: ndim %d", name, ndim);
+  GAAW_ARG_CHECK(ctx, split_axis >= -1 && split_axis < ndim, "parameter %s: split axis %d", name, split_axis);
+  if (table->count == table->capacity) {
+    int cap = table->capacity ? 2 * table->capacity : 64;
+    gaaw_param *grown = realloc(table->items, (size_t)cap * sizeof *grown);
+    if (!grown) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot grow the parameter table to %d entries", cap);
+    table->items = grown;
+    table->capacity = cap;
+  }
+  gaaw_param *p = &table->items[table->count];
+  memset(p, 0, sizeof *p);
+  strcpy(p->name, name);
+  p->ndim = ndim;
+  p->split_axis = split_axis;
+  p->fused_blocks = fused_blocks > 0 ? fused_blocks : 1;
+  p->init = init;
+  p->init_value = init_value;
+  p->local_numel = 1;
+  for (int d = 0; d < ndim; d++) {
+    GAAW_ARG_CHECK(ctx, shape[d] > 0, "parameter %s: extent %lld on axis %d", name, (long long)shape[d], d);
+    p->shape[d] = shape[d];
+    p->local_shape[d] = shape[d];
+    if (d == split_axis) {
+      int64_t unit = (int64_t)p->fused_blocks * tp_size;
+      GAAW_ARG_CHECK(ctx, p->fused_blocks == 1 || shape[d] % p->fused_blocks == 0,
+                     "parameter %s: %lld rows do not split into %d fused blocks", name, (long long)shape[d],
+                     p->fused_blocks);
+      p->padded_extent = (shape[d] + unit - 1) / unit * unit;
+      /* fused blocks are split one by one, so no block may need padding */
+      GAAW_ARG_CHECK(ctx, p->fused_blocks == 1 || p->padded_extent == shape[d],
+                     "parameter %s: each of its %d fused blocks (%lld rows) must divide by tp = %d", name,
+                     p->fused_blocks, (long long)(shape[d] / p->fused_blocks), tp_size);
+      p->local_shape[d] = p->padded_extent / tp_size;
+    }
+    p->local_numel *= p->local_shape[d];
+  }
+  p->offset = table->numel;
+  /* keep every parameter 16-element aligned (64 bytes in f32) */
+  table->numel += (p->local_numel + 15) / 16 * 16;
+  *index = table->count++;
+  return GAAW_SUCCESS;
+}
+
+int gaaw_params_find(const gaaw_param_table *table, const char *name)
+{
+  for (int i = 0; i < table->count; i++)
+    if (strcmp(table->items[i].name, name) == 0) return i;
+  return -1;
+}
+
+int64_t gaaw_param_global_index(const gaaw_param *p, int tp_rank, int tp_size, int64_t i)
+{
+  int64_t coord[2] = {0, 0};
+  if (p->ndim == 2) {
+    coord[0] = i / p->local_shape[1];
+    coord[1] = i % p->local_shape[1];
+  } else {
+    coord[0] = i;
+  }
+  if (p->split_axis >= 0) {
+    int a = p->split_axis;
+    /* local index along the split axis -> (block, position in this rank's chunk) */
+    int64_t chunk = p->padded_extent / p->fused_blocks / tp_size;
+    int64_t block = coord[a] / chunk, j = coord[a] % chunk;
+    coord[a] = block * (p->padded_extent / p->fused_blocks) + (int64_t)tp_rank * chunk + j;
+    if (coord[a] >= p->shape[a]) return -1; /* vocabulary padding */
+  }
+  return p->ndim == 2 ? coord[0] * p->shape[1] + coord[1] : coord[0];
+}
+
+gaaw_status_t gaaw_params_allocate(gaaw_context_t ctx, gaaw_param_table *table, int tp_rank, int tp_size,
+                                   uint64_t seed)
+{
+  size_t bytes = (size_t)(table->numel > 0 ? table->numel : 1) * sizeof(float);
+  GAAW_CHECK(gaaw_buffer_alloc(ctx, bytes, GAAW_MEM_PARAMS, &table->values));
+  GAAW_CHECK(gaaw_buffer_alloc(ctx, bytes, GAAW_MEM_GRADS, &table->grads));
+  float *host = malloc(bytes);
+  if (!host) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %zu bytes to initialise parameters", bytes);
+  memset(host, 0, bytes);
+  for (int k = 0; k < table->count; k++) {
+    gaaw_param *p = &table->items[k];
+    uint64_t stream = gaaw_rng_stream(seed, p->name);
+    for (int64_t i = 0; i < p->local_numel; i++) {
+      int64_t g = gaaw_param_global_index(p, tp_rank, tp_size, i);
+      float v = 0;
+      if (g >= 0) v = p->init == GAAW_INIT_NORMAL ? (float)(p->init_value * gaaw_rng_normal(stream, (uint64_t)g))
+                                                  : p->init_value;
+      host[p->offset + i] = v;
+    }
+    gaaw_status_t st = gaaw_tensor_view(table->values, (size_t)p->offset * 4, GAAW_F32, p->ndim, p->local_shape,
+                                        &p->value);
+    if (st == GAAW_SUCCESS)
+      st = gaaw_tensor_view(table->grads, (size_t)p->offset * 4, GAAW_F32, p->ndim, p->local_shape, &p->grad);
+    if (st != GAAW_SUCCESS) {
+      free(host);
+      return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+    }
+  }
+  gaaw_status_t st = gaaw_buffer_write(ctx, table->values, 0, host, bytes);
+  if (st == GAAW_SUCCESS) {
+    memset(host, 0, bytes);
+    st = gaaw_buffer_write(ctx, table->grads, 0, host, bytes);
+  }
+  free(host);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+void gaaw_params_free(gaaw_context_t ctx, gaaw_param_table *table)
+{
+  gaaw_buffer_free(ctx, &table->values);
+  gaaw_buffer_free(ctx, &table->grads);
+  free(table->items);
+  memset(table, 0, sizeof *table);
+}

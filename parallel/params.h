@@ -1,0 +1,55 @@
+/* The parameter registry of a model: each parameter's name, global shape and
+ * tensor-parallel split, its slice on this rank, and its views into the model's
+ * flat parameter and gradient buffers. */
+#ifndef GAAW_PARALLEL_PARAMS_H
+#define GAAW_PARALLEL_PARAMS_H
+
+#include "gaaw/model.h"
+
+#define GAAW_PARAM_NAME_MAX 64
+
+typedef enum { GAAW_INIT_NORMAL = 0, GAAW_INIT_CONSTANT = 1 } gaaw_init_kind;
+
+typedef struct {
+  char name[GAAW_PARAM_NAME_MAX];
+  int ndim;                /* 1 or 2 */
+  int64_t shape[2];        /* global, as stored in checkpoints: [out, in] for linears */
+  int split_axis;          /* -1: replicated on every tp rank; 0 or 1: split over tp */
+  int fused_blocks;        /* the split axis holds this many blocks, each split over tp
+                              (3 for the fused q,k,v weight); 1 otherwise */
+  int64_t padded_extent;   /* split axis extent rounded up to fused_blocks * tp (vocab padding) */
+  int64_t local_shape[2];  /* this rank's slice (padded) */
+  int64_t local_numel;
+  int64_t offset;          /* elements from the start of the flat buffers */
+  gaaw_init_kind init;
+  float init_value;        /* normal: the std; constant: the value */
+  int grad_is_partial;     /* replicated, but each tp rank sees only its tokens (sequence
+                              parallelism): the gradient is all-reduced over tp */
+  gaaw_tensor_t value;     /* view of the slice in the parameter buffer, local_shape */
+  gaaw_tensor_t grad;      /* view in the gradient buffer */
+} gaaw_param;
+
+typedef struct {
+  gaaw_param *items;
+  int count, capacity;
+  int64_t numel;           /* local elements of all parameters (the flat buffer size) */
+  gaaw_buffer_t values, grads;
+} gaaw_param_table;
+
+/* Declares a parameter; returns its index. Views are set by gaaw_params_allocate. */
+gaaw_status_t gaaw_params_add(gaaw_context_t ctx, gaaw_param_table *table, int tp_size, const char *name,
+                              int ndim, const int64_t *shape, int split_axis, int fused_blocks,
+                              gaaw_init_kind init, float init_value, int *index);
+/* Allocates the flat buffers (f32), sets every view, initialises the values from
+ * (seed, name, global index) and zeroes the gradients. */
+gaaw_status_t gaaw_params_allocate(gaaw_context_t ctx, gaaw_param_table *table, int tp_rank, int tp_size,
+                                   uint64_t seed);
+void gaaw_params_free(gaaw_context_t ctx, gaaw_param_table *table);
+/* Index of the parameter called name, or -1. */
+int gaaw_params_find(const gaaw_param_table *table, const char *name);
+
+/* Global element index (flattened over the global shape) of local element i of p
+ * on tp rank r, or -1 for a padding element. */
+int64_t gaaw_param_global_index(const gaaw_param *p, int tp_rank, int tp_size, int64_t i);
+
+#endif

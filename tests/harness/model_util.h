@@ -1,0 +1,66 @@
+/* Helpers for model tests: batches, whole-model gradient/parameter snapshots, and a
+ * comparison scaled by the tensor's largest value. */
+#ifndef GAAW_TEST_MODEL_UTIL_H
+#define GAAW_TEST_MODEL_UTIL_H
+
+#include "tests/harness/test_util.h"
+
+/* max_i |got_i - want_i| <= tol * max_i |want_i| (or <= tol when want is all zeros). */
+static inline void expect_close_scaled_at(const float *got, const float *want, long n, double tol, const char *what,
+                                          const char *file, int line)
+{
+  double scale = 0, worst = 0;
+  long where = 0;
+  for (long i = 0; i < n; i++)
+    if (fabs(want[i]) > scale) scale = fabs(want[i]);
+  if (scale == 0) scale = 1;
+  for (long i = 0; i < n; i++) {
+    double err = fabs((double)got[i] - want[i]) / scale;
+    if (!(err <= worst)) worst = err, where = i;
+  }
+  test_checks++;
+  if (!(worst <= tol)) {
+    test_failures++;
+    fprintf(stderr, "FAIL %s:%d: %s: element %ld is %.9g, expected %.9g (error %.3g of the largest |value| %.3g > %.3g)\n",
+            file, line, what, where, got[where], want[where], worst, scale, tol);
+  }
+}
+#define expect_close_scaled(got, want, n, tol, what) \
+  expect_close_scaled_at((got), (want), (n), (tol), (what), __FILE__, __LINE__)
+
+/* Random tokens and next-token targets in 0..vocab-1; every 7th target ignored (-1). */
+static inline void model_random_batch(int batch, int seq, int vocab, uint64_t seed, int32_t *tokens, int32_t *targets)
+{
+  for (long i = 0; i < (long)batch * seq; i++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    tokens[i] = (int32_t)((seed >> 33) % (uint64_t)vocab);
+  }
+  for (long i = 0; i < (long)batch * seq; i++)
+    targets[i] = i % 7 == 3 ? -1 : tokens[(i + 1) % ((long)batch * seq)];
+}
+
+/* Every parameter's (get = 0) value or (get = 1) gradient, concatenated in
+ * registry order; *n receives the total. Collective over tp. */
+static inline float *model_snapshot(gaaw_model_t model, int grads, long *n)
+{
+  int count;
+  require_ok(NULL, gaaw_model_param_count(model, &count));
+  long total = 0;
+  for (int i = 0; i < count; i++) {
+    int64_t shape[2];
+    gaaw_model_param_info(model, i, NULL, NULL, shape);
+    total += (long)(shape[0] * shape[1]);
+  }
+  float *all = malloc(sizeof(float) * (size_t)(total + 1)), *p = all;
+  for (int i = 0; i < count; i++) {
+    const char *name;
+    int64_t shape[2];
+    gaaw_model_param_info(model, i, &name, NULL, shape);
+    require_ok(NULL, grads ? gaaw_model_get_grad(model, name, p) : gaaw_model_get_param(model, name, p));
+    p += shape[0] * shape[1];
+  }
+  *n = total;
+  return all;
+}
+
+#endif

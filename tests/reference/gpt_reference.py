@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""The reference GPT of DESIGN.md section 6a in PyTorch, for gaaw's parity tests.
+
+Usage: gpt_reference.py IN OUT
+
+IN and OUT are "tensor files": a sequence of records, each
+    u32 name length, name (utf-8), u32 dtype (0 f32, 3 i32), u32 ndim, ndim x i64 shape, data
+IN holds "config" (i32: vocab, max_seq, layers, heads, dim, ffn, norm (0 layernorm, 1 rmsnorm),
+activation (0 gelu-tanh, 1 swiglu), tied, batch, seq, adam_steps), "tokens", "targets"
+(i32, (batch, seq), negative = ignored), "adam" (f32: lr, beta1, beta2, eps, weight_decay)
+and every parameter by its nanoGPT name. OUT holds "loss", "logits" (batch*seq, vocab),
+"grad.NAME" for every parameter, and, when adam_steps > 0, "param.NAME" after that many
+AdamW steps on the same batch. Exits 77 when PyTorch is missing."""
+import math
+import struct
+import sys
+
+try:
+    import torch
+except ImportError:
+    sys.exit(77)
+
+DTYPES = {0: torch.float32, 3: torch.int32}
+
+
+def read_tensors(path):
+    out = {}
+    with open(path, "rb") as f:
+        data = f.read()
+    pos = 0
+    while pos < len(data):
+        (n,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        name = data[pos:pos + n].decode()
+        pos += n
+        dtype, ndim = struct.unpack_from("<II", data, pos)
+        pos += 8
+        shape = struct.unpack_from("<%dq" % ndim, data, pos)
+        pos += 8 * ndim
+        count = math.prod(shape)
+        fmt = "<%d%s" % (count, "f" if dtype == 0 else "i")
+        values = struct.unpack_from(fmt, data, pos)
+        pos += 4 * count
+        out[name] = torch.tensor(values, dtype=DTYPES[dtype]).reshape(shape)
+    return out
+
+
+def write_tensors(path, tensors):
+    with open(path, "wb") as f:
+        for name, t in tensors.items():
+            t = t.detach().contiguous()
+            is_int = t.dtype == torch.int32
+            raw = name.encode()
+            f.write(struct.pack("<I", len(raw)) + raw)
+            f.write(struct.pack("<II", 3 if is_int else 0, t.dim()))
+            f.write(struct.pack("<%dq" % t.dim(), *t.shape))
+            f.write(t.numpy().astype("<i4" if is_int else "<f4").tobytes())
+
+
+def norm(x, p, prefix, kind):
+    if kind == 0:
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), p[prefix + ".weight"],
+                                              p[prefix + ".bias"], eps=1e-5)
+    rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
+    return x * rstd * p[prefix + ".weight"]
+
+
+def forward(p, cfg, tokens):
+    vocab, _, layers, heads, dim, ffn, norm_kind, act, tied = cfg[:9]
+    B, T = tokens.shape
+    x = p["wte.weight"][tokens.long()] + p["wpe.weight"][:T]
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    for i in range(layers):
+        h = f"h.{i}"
+        a = norm(x, p, h + ".ln_1", norm_kind)
+        qkv = a @ p[h + ".attn.c_attn.weight"].T + p[h + ".attn.c_attn.bias"]
+        q, k, v = qkv.split(dim, dim=-1)
+        q, k, v = (t.view(B, T, heads, dim // heads).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(dim // heads)
+        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, dim)
+        x = x + y @ p[h + ".attn.c_proj.weight"].T + p[h + ".attn.c_proj.bias"]
+        m = norm(x, p, h + ".ln_2", norm_kind)
+        u = m @ p[h + ".mlp.c_fc.weight"].T + p[h + ".mlp.c_fc.bias"]
+        if act == 0:
+            u = torch.nn.functional.gelu(u, approximate="tanh")
+        else:
+            gate, up = u.split(ffn, dim=-1)
+            u = torch.nn.functional.silu(gate) * up
+        x = x + u @ p[h + ".mlp.c_proj.weight"].T + p[h + ".mlp.c_proj.bias"]
+    x = norm(x, p, "ln_f", norm_kind)
+    head = p["wte.weight"] if tied else p["lm_head.weight"]
+    return (x @ head.T).reshape(B * T, vocab)
+
+
+def main():
+    src = read_tensors(sys.argv[1])
+    cfg = [int(v) for v in src.pop("config").tolist()]
+    tokens, targets, adam = src.pop("tokens"), src.pop("targets"), src.pop("adam").tolist()
+    adam_steps = cfg[11]
+    torch.set_default_dtype(torch.float32)
+    params = {n: t.clone().requires_grad_(True) for n, t in src.items()}
+    logits = forward(params, cfg, tokens)
+    loss = torch.nn.functional.cross_entropy(logits, targets.reshape(-1).long(), ignore_index=-1)
+    loss.backward()
+    out = {"loss": loss.detach().reshape(1), "logits": logits.detach()}
+    for n, t in params.items():
+        out["grad." + n] = t.grad.detach().clone()
+    if adam_steps > 0:
+        lr, b1, b2, eps, wd = adam
+        opt = torch.optim.AdamW(list(params.values()), lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)
+        for step in range(adam_steps):
+            if step > 0:
+                opt.zero_grad()
+                logits = forward(params, cfg, tokens)
+                torch.nn.functional.cross_entropy(logits, targets.reshape(-1).long(),
+                                                  ignore_index=-1).backward()
+            opt.step()
+        for n, t in params.items():
+            out["param." + n] = t.detach().clone()
+    write_tensors(sys.argv[2], out)
+
+
+if __name__ == "__main__":
+    main()
