@@ -61,10 +61,25 @@ gaaw_status_t gaaw_mpi_ring_reduce_scatter(gaaw_comm_t comm, const void *src, vo
  * and the others are filled in. Collective over comm. */
 gaaw_status_t gaaw_mpi_ring_allgather(gaaw_comm_t comm, void *buf, int64_t total, gaaw_dtype_t dtype);
 
+/* A message of the ring travels as up to GAAW_MPI_MAX_SEGMENTS segments of about
+ * GAAW_MPI_SEGMENT_BYTES, so that the receiver reduces one while the next arrive.
+ * Both sides derive the split from the element count alone. */
+#define GAAW_MPI_MAX_SEGMENTS 8
+#define GAAW_MPI_SEGMENT_BYTES ((int64_t)1 << 20)
+static inline int gaaw_mpi_segments(int64_t count, gaaw_dtype_t dtype)
+{
+  int64_t s = count * (int64_t)gaaw_dtype_size(dtype) / GAAW_MPI_SEGMENT_BYTES;
+  return s < 1 ? 1 : s > GAAW_MPI_MAX_SEGMENTS ? GAAW_MPI_MAX_SEGMENTS : (int)s;
+}
+/* Called with each received segment: elements [offset, offset + count) of rbuf. */
+typedef void (*gaaw_mpi_segment_fn)(void *arg, int64_t offset, int64_t count);
+
 /* Sends scount elements to dst and receives rcount from src at once, on the ring
- * communicator. Not collective (dst and src must make the matching call). */
+ * communicator, calling on_segment (may be NULL) as each received segment lands.
+ * Not collective (dst and src must make the matching call). */
 gaaw_status_t gaaw_mpi_exchange(gaaw_comm_t comm, const void *sbuf, int64_t scount, int dst, void *rbuf,
-                                int64_t rcount, int src, gaaw_dtype_t dtype, const char *what);
+                                int64_t rcount, int src, gaaw_dtype_t dtype, gaaw_mpi_segment_fn on_segment,
+                                void *arg, const char *what);
 
 /* The ops of the table (mpi_collectives.c, mpi_p2p.c). */
 gaaw_status_t gaaw_mpi_allreduce(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,

@@ -14,6 +14,23 @@ static inline int wrap_rank(int a, int p)
   return ((a % p) + p) % p;
 }
 
+/* What a received segment of a reduce-scatter step is combined with. */
+typedef struct {
+  gaaw_dtype_t dtype;
+  gaaw_reduce_op_t op;
+  size_t es;
+  const char *mine; /* this rank's contribution to the block */
+  char *in;         /* the received partial */
+  char *dst;        /* where the combination goes (in, or the output at the last step) */
+} combine_args;
+
+static void combine_segment(void *arg, int64_t off, int64_t cnt)
+{
+  combine_args *c = arg;
+  size_t at = (size_t)off * c->es;
+  gaaw_mpi_reduce(c->dtype, c->op, c->dst + at, c->mine + at, c->in + at, cnt);
+}
+
 gaaw_status_t gaaw_mpi_ring_reduce_scatter(gaaw_comm_t comm, const void *src, void *out, int64_t total,
                                            gaaw_dtype_t dtype, gaaw_reduce_op_t op)
 {
@@ -40,11 +57,9 @@ gaaw_status_t gaaw_mpi_ring_reduce_scatter(gaaw_comm_t comm, const void *src, vo
     gaaw_mpi_block(total, p, send_block, &off, &send_count);
     const void *sbuf = k == 0 ? s + (size_t)off * es : slot[(k - 1) & 1];
     gaaw_mpi_block(total, p, recv_block, &recv_off, &recv_count);
-    char *rbuf = slot[k & 1];
-    GAAW_CHECK(gaaw_mpi_exchange(comm, sbuf, send_count, right, rbuf, recv_count, left, dtype,
+    combine_args c = {dtype, op, es, s + (size_t)recv_off * es, slot[k & 1], k == p - 2 ? out : slot[k & 1]};
+    GAAW_CHECK(gaaw_mpi_exchange(comm, sbuf, send_count, right, c.in, recv_count, left, dtype, combine_segment, &c,
                                  "ring reduce-scatter step"));
-    const void *mine = s + (size_t)recv_off * es;
-    gaaw_mpi_reduce(dtype, op, k == p - 2 ? out : rbuf, mine, rbuf, recv_count);
   }
   return GAAW_SUCCESS;
 }
@@ -62,7 +77,7 @@ gaaw_status_t gaaw_mpi_ring_allgather(gaaw_comm_t comm, void *buf, int64_t total
     gaaw_mpi_block(total, p, wrap_rank(r - k, p), &soff, &scount);
     gaaw_mpi_block(total, p, wrap_rank(r - k - 1, p), &roff, &rcount);
     GAAW_CHECK(gaaw_mpi_exchange(comm, b + (size_t)soff * es, scount, right, b + (size_t)roff * es, rcount, left,
-                                 dtype, "ring all-gather step"));
+                                 dtype, NULL, NULL, "ring all-gather step"));
   }
   return GAAW_SUCCESS;
 }
