@@ -109,12 +109,14 @@ static gaaw_status_t check_reduce_op(gaaw_comm_t comm, gaaw_reduce_op_t op)
 }
 
 /* Runs a backend operation: counts it, and aborts the communicator on failure so
- * that no rank waits on a group that is already broken. */
+ * that no rank waits on a group that is already broken. Arguments a backend
+ * rejects (invalid, or memory it cannot address) are refused before any traffic,
+ * so they leave the communicator usable. */
 static gaaw_status_t run(gaaw_comm_t comm, gaaw_comm_op_t op, uint64_t bytes, gaaw_status_t st)
 {
   gaaw_context_t ctx = comm->ctx;
   if (st != GAAW_SUCCESS) {
-    comm->aborted = 1;
+    if (st != GAAW_ERR_INVALID_ARG && st != GAAW_ERR_UNSUPPORTED) comm->aborted = 1;
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, gaaw_comm_op_name(op));
   }
   comm->calls[op]++;

@@ -1,5 +1,6 @@
 /* The runtime part of a context: MPI world, options, logger, device backend and
  * allocator. gaaw_init (parallel/init.c) adds the topology on top. */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -69,24 +70,44 @@ gaaw_status_t gaaw_world_agree(gaaw_context_t ctx, gaaw_status_t local)
   return out == GAAW_SUCCESS ? GAAW_SUCCESS : local;
 }
 
-gaaw_status_t gaaw_mpi_wait(gaaw_context_t ctx, MPI_Request *req, const char *what)
+gaaw_status_t gaaw_mpi_waitall(gaaw_context_t ctx, int n, MPI_Request *reqs, const char *what)
 {
   double timeout = ctx->comm_timeout;
   double start = MPI_Wtime();
-  int done = 0;
-  for (unsigned spins = 0;; spins++) {
-    int err = MPI_Test(req, &done, MPI_STATUS_IGNORE);
-    if (err != MPI_SUCCESS) return gaaw_mpi_status(ctx, err, __FILE__, __LINE__, __func__, "MPI_Test");
-    if (done) return GAAW_SUCCESS;
-    if ((spins & 255) == 255) {
-      if (timeout > 0 && MPI_Wtime() - start > timeout) {
-        MPI_Cancel(req); /* may not cancel a collective; the request is abandoned */
-        GAAW_FAIL(ctx, GAAW_ERR_TIMEOUT, "%s did not complete within comm_timeout = %g s", what, timeout);
-      }
-      struct timespec pause = {0, 20000}; /* let oversubscribed peers run */
+  for (unsigned spins = 1;; spins++) {
+    /* MPI_Test sets each finished request to MPI_REQUEST_NULL, so on a timeout only
+     * the unfinished ones are left. */
+    int active = 0;
+    for (int i = 0; i < n; i++) {
+      if (reqs[i] == MPI_REQUEST_NULL) continue;
+      int done = 0, err = MPI_Test(&reqs[i], &done, MPI_STATUS_IGNORE);
+      if (err != MPI_SUCCESS) return gaaw_mpi_status(ctx, err, __FILE__, __LINE__, __func__, "MPI_Test");
+      active += !done;
+    }
+    if (!active) return GAAW_SUCCESS;
+    if (spins % 16) continue;
+    /* Every 16 polls, give the core away: with more ranks than cores (4 on 2 here)
+     * the peer we wait for may need it, and sched_yield costs nothing when no one
+     * else is runnable. Sleeping instead would stall MPI's large transfers, which
+     * progress inside MPI_Test; only a wait that has already lasted 0.1 s (a slow
+     * peer) sleeps, to stop burning a core. Collectives cannot be cancelled
+     * (MPI_Cancel on one is erroneous): on a timeout the requests still active are
+     * left to the caller. */
+    double waited = MPI_Wtime() - start;
+    if (timeout > 0 && waited > timeout)
+      GAAW_FAIL(ctx, GAAW_ERR_TIMEOUT, "%s did not complete within comm_timeout = %g s", what, timeout);
+    if (waited < 0.1) {
+      sched_yield();
+    } else {
+      struct timespec pause = {0, 50000};
       nanosleep(&pause, NULL);
     }
   }
+}
+
+gaaw_status_t gaaw_mpi_wait(gaaw_context_t ctx, MPI_Request *req, const char *what)
+{
+  return gaaw_mpi_waitall(ctx, 1, req, what);
 }
 
 gaaw_status_t gaaw_world_agree_values(gaaw_context_t ctx, const char *what, const int64_t *values, int n)

@@ -20,8 +20,12 @@ gaaw_status_t gaaw_world_agree(gaaw_context_t ctx, gaaw_status_t local);
  * what and the range seen. Collective over world, with the deadline. */
 gaaw_status_t gaaw_world_agree_values(gaaw_context_t ctx, const char *what, const int64_t *values, int n);
 
-/* Waits for an MPI request until the comm_timeout deadline (GAAW_ERR_TIMEOUT after). */
+/* Waits for an MPI request until the comm_timeout deadline (GAAW_ERR_TIMEOUT after,
+ * naming what). On timeout the request stays active and is the caller's: it may
+ * cancel a point-to-point one; a collective one can only be abandoned. */
 gaaw_status_t gaaw_mpi_wait(gaaw_context_t ctx, MPI_Request *req, const char *what);
+/* The same for n requests at once (entries already MPI_REQUEST_NULL are done). */
+gaaw_status_t gaaw_mpi_waitall(gaaw_context_t ctx, int n, MPI_Request *reqs, const char *what);
 
 /* Translates an MPI error code into GAAW_ERR_COMM with MPI's own text. */
 gaaw_status_t gaaw_mpi_status(gaaw_context_t ctx, int mpi_err, const char *file, int line, const char *func,

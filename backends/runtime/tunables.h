@@ -22,6 +22,9 @@
   /* communication */                                                                             \
   X(comm_timeout, DOUBLE, "300",                                                                  \
     "seconds a collective or send/recv waits for its peers before failing with "                 \
-    "GAAW_ERR_TIMEOUT and aborting the communicator; 0 = wait forever")
+    "GAAW_ERR_TIMEOUT and aborting the communicator; 0 = wait forever")                          \
+  X(allreduce_ring_bytes, INT, "16384",                                                           \
+    "MPI all-reduces of at least this many bytes run gaaw's ring (reduce-scatter + all-gather "  \
+    "over reused buffers); smaller f32/i32 ones use MPI_Iallreduce")
 
 #endif

@@ -1,0 +1,100 @@
+/* Point-to-point on the MPI backend: the user's send and recv, and the paired
+ * exchange that the ring collectives are made of. */
+#include "backends/mpi/mpi_impl.h"
+
+/* Cancels and frees the point-to-point requests still active (after a failure). */
+static void drop_p2p(int n, MPI_Request *reqs)
+{
+  for (int i = 0; i < n; i++)
+    if (reqs[i] != MPI_REQUEST_NULL) {
+      MPI_Cancel(&reqs[i]);
+      MPI_Request_free(&reqs[i]);
+    }
+}
+
+/* Waits for point-to-point requests; on failure cancels and frees those still
+ * active, so nothing waits on them later (a transfer already under way may still
+ * complete into its buffer: the communicator is aborted and keeps its scratch). */
+static gaaw_status_t wait_p2p(gaaw_comm_t comm, int n, MPI_Request *reqs, const char *what)
+{
+  gaaw_context_t ctx = comm->ctx;
+  gaaw_status_t st = gaaw_mpi_waitall(ctx, n, reqs, what);
+  if (st != GAAW_SUCCESS) {
+    drop_p2p(n, reqs);
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_mpi_exchange(gaaw_comm_t comm, const void *sbuf, int64_t scount, int dst, void *rbuf,
+                                int64_t rcount, int src, gaaw_dtype_t dtype, gaaw_mpi_segment_fn on_segment,
+                                void *arg, const char *what)
+{
+  gaaw_context_t ctx = comm->ctx;
+  MPI_Comm mc = gaaw_mpi_impl_of(comm)->ring;
+  MPI_Datatype type = gaaw_mpi_type(dtype);
+  const size_t es = gaaw_dtype_size(dtype);
+  int ns = gaaw_mpi_segments(scount, dtype), nr = gaaw_mpi_segments(rcount, dtype), c;
+  GAAW_CHECK(gaaw_mpi_count(comm, scount, &c)); /* so every segment fits too */
+  GAAW_CHECK(gaaw_mpi_count(comm, rcount, &c));
+  MPI_Request reqs[2 * GAAW_MPI_MAX_SEGMENTS]; /* receives, then sends */
+  for (int i = 0; i < 2 * GAAW_MPI_MAX_SEGMENTS; i++) reqs[i] = MPI_REQUEST_NULL;
+  int err = MPI_SUCCESS;
+  const char *call = "MPI_Irecv";
+  for (int j = 0; j < nr && err == MPI_SUCCESS; j++) {
+    int64_t off, cnt;
+    gaaw_mpi_block(rcount, nr, j, &off, &cnt);
+    err = MPI_Irecv((char *)rbuf + (size_t)off * es, (int)cnt, type, src, j, mc, &reqs[j]);
+  }
+  for (int j = 0; j < ns && err == MPI_SUCCESS; j++) {
+    int64_t off, cnt;
+    gaaw_mpi_block(scount, ns, j, &off, &cnt);
+    call = "MPI_Isend";
+    err = MPI_Isend((const char *)sbuf + (size_t)off * es, (int)cnt, type, dst, j, mc, &reqs[GAAW_MPI_MAX_SEGMENTS + j]);
+  }
+  if (err != MPI_SUCCESS) {
+    drop_p2p(2 * GAAW_MPI_MAX_SEGMENTS, reqs);
+    return gaaw_mpi_status(ctx, err, __FILE__, __LINE__, __func__, call);
+  }
+  /* Segment j is handed on while the later ones are still arriving. */
+  for (int j = 0; j < nr; j++) {
+    gaaw_status_t st = gaaw_mpi_wait(ctx, &reqs[j], what);
+    if (st != GAAW_SUCCESS) {
+      drop_p2p(2 * GAAW_MPI_MAX_SEGMENTS, reqs);
+      return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+    }
+    if (on_segment) {
+      int64_t off, cnt;
+      gaaw_mpi_block(rcount, nr, j, &off, &cnt);
+      on_segment(arg, off, cnt);
+    }
+  }
+  GAAW_CHECK(wait_p2p(comm, ns, reqs + GAAW_MPI_MAX_SEGMENTS, what));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_mpi_send(gaaw_comm_t comm, const gaaw_tensor_t *t, int peer, int tag)
+{
+  gaaw_context_t ctx = comm->ctx;
+  void *p;
+  int count;
+  GAAW_CHECK(gaaw_mpi_host_addr(comm, t, "send", &p));
+  GAAW_CHECK(gaaw_mpi_count(comm, gaaw_tensor_numel(t), &count));
+  MPI_Request req;
+  GAAW_MPI_CHECK(ctx, MPI_Isend(p, count, gaaw_mpi_type(t->dtype), peer, tag, gaaw_mpi_impl_of(comm)->comm, &req));
+  GAAW_CHECK(wait_p2p(comm, 1, &req, "send"));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_mpi_recv(gaaw_comm_t comm, gaaw_tensor_t *t, int peer, int tag)
+{
+  gaaw_context_t ctx = comm->ctx;
+  void *p;
+  int count;
+  GAAW_CHECK(gaaw_mpi_host_addr(comm, t, "recv", &p));
+  GAAW_CHECK(gaaw_mpi_count(comm, gaaw_tensor_numel(t), &count));
+  MPI_Request req;
+  GAAW_MPI_CHECK(ctx, MPI_Irecv(p, count, gaaw_mpi_type(t->dtype), peer, tag, gaaw_mpi_impl_of(comm)->comm, &req));
+  GAAW_CHECK(wait_p2p(comm, 1, &req, "recv"));
+  return GAAW_SUCCESS;
+}

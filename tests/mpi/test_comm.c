@@ -1,0 +1,441 @@
+/* The MPI communicator backend against naive references, on the world, tp and dp
+ * groups (tp = 2 when the world has 4 ranks): every operation x dtype (f32, bf16,
+ * f16, i32) x op (sum, max), in place and out of place, sizes 1, a prime, one not
+ * divisible by the group, and a large one (ring path). Data are small integers, so
+ * sums are exact in every dtype and the expected values are exact. Also: the same
+ * call twice gives bit-identical results, identical on every rank; traffic
+ * counters follow include/gaaw/comm.h; bad input gives GAAW_ERR_INVALID_ARG.
+ * Built twice, as test_comm_np2 and test_comm_np4. */
+#include <mpi.h>
+#include <stdint.h>
+
+#include "backends/runtime/half.h"
+#include "tests/harness/test_util.h"
+
+static const gaaw_dtype_t dtypes[] = {GAAW_F32, GAAW_BF16, GAAW_F16, GAAW_I32};
+static const gaaw_reduce_op_t ops[] = {GAAW_SUM, GAAW_MAX};
+#define N_LARGE (4 * 1024 * 1024 + 3)
+
+/* Member q's element i: an integer in -5..5, so a sum over 4 ranks stays exact. */
+static int val(int q, int64_t i)
+{
+  return (int)((i * 7 + q * 13) % 11) - 5;
+}
+
+static float reference(gaaw_reduce_op_t op, int size, int64_t i)
+{
+  int acc = val(0, i);
+  for (int q = 1; q < size; q++) acc = op == GAAW_SUM ? acc + val(q, i) : (val(q, i) > acc ? val(q, i) : acc);
+  return (float)acc;
+}
+
+typedef struct {
+  gaaw_context_t ctx;
+  gaaw_comm_t comm;
+  const char *name;
+  int rank, size;
+} group;
+
+static group open_group(gaaw_context_t ctx, gaaw_group_t g)
+{
+  group gr = {ctx, NULL, gaaw_group_name(g), 0, 0};
+  require_ok(ctx, gaaw_topology_comm(ctx, g, &gr.comm));
+  require_ok(ctx, gaaw_comm_rank(gr.comm, &gr.rank));
+  require_ok(ctx, gaaw_comm_size(gr.comm, &gr.size));
+  return gr;
+}
+
+static gaaw_tensor_t make(gaaw_context_t ctx, gaaw_dtype_t dtype, int64_t n)
+{
+  gaaw_tensor_t t;
+  int64_t shape[1] = {n};
+  require_ok(ctx, gaaw_tensor_alloc(ctx, dtype, 1, shape, GAAW_MEM_WORKSPACE, &t));
+  return t;
+}
+
+/* A 1-d view of n elements at element offset `at` of t's buffer. */
+static gaaw_tensor_t view(gaaw_context_t ctx, const gaaw_tensor_t *t, int64_t at, int64_t n)
+{
+  gaaw_tensor_t v;
+  int64_t shape[1] = {n};
+  require_ok(ctx, gaaw_tensor_view(t->buf, t->offset + (size_t)at * gaaw_dtype_size(t->dtype), t->dtype, 1, shape, &v));
+  return v;
+}
+
+static void *host(const gaaw_tensor_t *t)
+{
+  void *p;
+  require_ok(NULL, gaaw_buffer_host_ptr(t->buf, &p));
+  return (char *)p + t->offset;
+}
+
+static void put(const gaaw_tensor_t *t, int64_t i, float v)
+{
+  gaaw_store_f32(host(t), t->dtype, i, v);
+}
+
+static float get(const gaaw_tensor_t *t, int64_t i)
+{
+  return gaaw_load_f32(host(t), t->dtype, i);
+}
+
+static void drop(gaaw_context_t ctx, gaaw_tensor_t *t)
+{
+  require_ok(ctx, gaaw_buffer_free(ctx, &t->buf));
+}
+
+/* Element i of t must be want(i) exactly; reports the first difference and the count. */
+#define expect_elements(t, n, want_expr, ...)                                                        \
+  do {                                                                                               \
+    int64_t bad_ = 0, first_ = -1;                                                                   \
+    float got_ = 0, exp_ = 0;                                                                        \
+    for (int64_t i = 0; i < (n); i++) {                                                              \
+      float w_ = (want_expr), g_ = get((t), i);                                                      \
+      if (g_ != w_) {                                                                                \
+        if (first_ < 0) first_ = i, got_ = g_, exp_ = w_;                                            \
+        bad_++;                                                                                      \
+      }                                                                                              \
+    }                                                                                                \
+    expect_true(bad_ == 0, __VA_ARGS__);                                                             \
+    if (bad_) fprintf(stderr, "  element %lld is %g, expected %g; %lld of %lld wrong\n", (long long)first_, \
+                      got_, exp_, (long long)bad_, (long long)(n));                                  \
+  } while (0)
+
+static void check_allreduce(group *g, gaaw_dtype_t dtype, gaaw_reduce_op_t op, int64_t n, int in_place)
+{
+  gaaw_tensor_t send = make(g->ctx, dtype, n), recv = in_place ? send : make(g->ctx, dtype, n);
+  for (int64_t i = 0; i < n; i++) put(&send, i, (float)val(g->rank, i));
+  if (!in_place)
+    for (int64_t i = 0; i < n; i++) put(&recv, i, 99.0f);
+  expect_status_ctx(g->ctx, gaaw_comm_allreduce(g->comm, &send, &recv, op), GAAW_SUCCESS);
+  const char *how = in_place ? "in place" : "out of place";
+  expect_elements(&recv, n, reference(op, g->size, i), "allreduce %s %s n=%lld %s on %s", gaaw_dtype_name(dtype),
+                  op == GAAW_SUM ? "sum" : "max", (long long)n, how, g->name);
+  if (!in_place) {
+    expect_elements(&send, n, (float)val(g->rank, i), "allreduce changed its send tensor (%s n=%lld on %s)",
+                    gaaw_dtype_name(dtype), (long long)n, g->name);
+    drop(g->ctx, &recv);
+  }
+  drop(g->ctx, &send);
+}
+
+static void test_allreduce(group *g, int large)
+{
+  const int64_t sizes[] = {1, 13, 1001, 20011, N_LARGE};
+  int n_sizes = large ? 5 : 4;
+  for (int d = 0; d < 4; d++)
+    for (int o = 0; o < 2; o++)
+      for (int s = 0; s < n_sizes; s++)
+        for (int in_place = 0; in_place < 2; in_place++) check_allreduce(g, dtypes[d], ops[o], sizes[s], in_place);
+}
+
+/* send: (size, n) on every member; member r gets the reduction of block r. */
+static void test_reduce_scatter(group *g)
+{
+  const int64_t sizes[] = {1, 13, 1001, 65537};
+  for (int d = 0; d < 4; d++)
+    for (int o = 0; o < 2; o++)
+      for (int s = 0; s < 4; s++)
+        for (int in_place = 0; in_place < 2; in_place++) {
+          int64_t n = sizes[s], total = n * g->size;
+          gaaw_tensor_t send = make(g->ctx, dtypes[d], total);
+          gaaw_tensor_t recv = in_place ? view(g->ctx, &send, g->rank * n, n) : make(g->ctx, dtypes[d], n);
+          for (int64_t i = 0; i < total; i++) put(&send, i, (float)val(g->rank, i));
+          expect_status_ctx(g->ctx, gaaw_comm_reduce_scatter(g->comm, &send, &recv, ops[o]), GAAW_SUCCESS);
+          expect_elements(&recv, n, reference(ops[o], g->size, g->rank * n + i),
+                          "reduce_scatter %s %s n=%lld %s on %s", gaaw_dtype_name(dtypes[d]),
+                          o ? "max" : "sum", (long long)n, in_place ? "in place" : "out of place", g->name);
+          if (!in_place) drop(g->ctx, &recv);
+          drop(g->ctx, &send);
+        }
+}
+
+/* send: n; recv: (size, n), block q from member q. */
+static void test_allgather(group *g)
+{
+  const int64_t sizes[] = {1, 13, 1001, 65537};
+  for (int d = 0; d < 4; d++)
+    for (int s = 0; s < 4; s++)
+      for (int in_place = 0; in_place < 2; in_place++) {
+        int64_t n = sizes[s], total = n * g->size;
+        gaaw_tensor_t recv = make(g->ctx, dtypes[d], total);
+        gaaw_tensor_t send = in_place ? view(g->ctx, &recv, g->rank * n, n) : make(g->ctx, dtypes[d], n);
+        if (!in_place)
+          for (int64_t i = 0; i < total; i++) put(&recv, i, 99.0f);
+        for (int64_t i = 0; i < n; i++) put(&send, i, (float)val(g->rank, i));
+        expect_status_ctx(g->ctx, gaaw_comm_allgather(g->comm, &send, &recv), GAAW_SUCCESS);
+        expect_elements(&recv, total, (float)val((int)(i / n), i % n), "allgather %s n=%lld %s on %s",
+                        gaaw_dtype_name(dtypes[d]), (long long)n, in_place ? "in place" : "out of place", g->name);
+        if (!in_place) drop(g->ctx, &send);
+        drop(g->ctx, &recv);
+      }
+}
+
+static void test_broadcast(group *g)
+{
+  for (int d = 0; d < 4; d++)
+    for (int root = 0; root < g->size; root++) {
+      int64_t n = 1001;
+      gaaw_tensor_t t = make(g->ctx, dtypes[d], n);
+      for (int64_t i = 0; i < n; i++) put(&t, i, (float)val(g->rank, i));
+      expect_status_ctx(g->ctx, gaaw_comm_broadcast(g->comm, &t, root), GAAW_SUCCESS);
+      expect_elements(&t, n, (float)val(root, i), "broadcast %s from root %d on %s", gaaw_dtype_name(dtypes[d]), root,
+                      g->name);
+      drop(g->ctx, &t);
+    }
+}
+
+/* Each member sends to the next and receives from the previous (even members send
+ * first, so the blocking calls cannot wait on each other in a cycle). */
+static void test_send_recv(group *g)
+{
+  if (g->size < 2) return;
+  int next = (g->rank + 1) % g->size, prev = (g->rank + g->size - 1) % g->size;
+  for (int d = 0; d < 4; d++) {
+    int64_t n = 70001; /* large enough for MPI's rendezvous protocol */
+    gaaw_tensor_t out = make(g->ctx, dtypes[d], n), in = make(g->ctx, dtypes[d], n);
+    for (int64_t i = 0; i < n; i++) put(&out, i, (float)val(g->rank, i)), put(&in, i, 99.0f);
+    for (int phase = 0; phase < 2; phase++) {
+      if ((g->rank % 2 == 0) == (phase == 0))
+        expect_status_ctx(g->ctx, gaaw_comm_send(g->comm, &out, next, 7 + d), GAAW_SUCCESS);
+      else
+        expect_status_ctx(g->ctx, gaaw_comm_recv(g->comm, &in, prev, 7 + d), GAAW_SUCCESS);
+    }
+    expect_elements(&in, n, (float)val(prev, i), "recv %s from %d on %s", gaaw_dtype_name(dtypes[d]), prev, g->name);
+    drop(g->ctx, &out);
+    drop(g->ctx, &in);
+  }
+}
+
+/* Member q's block j (m elements) goes to member j: values val(q * 31 + j, k). */
+static void test_alltoall(group *g)
+{
+  for (int d = 0; d < 4; d++)
+    for (int m = 1; m <= 7; m += 6)
+      for (int in_place = 0; in_place < 2; in_place++) {
+        int64_t n = m * g->size;
+        gaaw_tensor_t send = make(g->ctx, dtypes[d], n), recv = in_place ? send : make(g->ctx, dtypes[d], n);
+        for (int64_t i = 0; i < n; i++) put(&send, i, (float)val(g->rank * 31 + (int)(i / m), i % m));
+        expect_status_ctx(g->ctx, gaaw_comm_alltoall(g->comm, &send, &recv), GAAW_SUCCESS);
+        expect_elements(&recv, n, (float)val((int)(i / m) * 31 + g->rank, i % m), "alltoall %s m=%d %s on %s",
+                        gaaw_dtype_name(dtypes[d]), m, in_place ? "in place" : "out of place", g->name);
+        if (!in_place) drop(g->ctx, &recv);
+        drop(g->ctx, &send);
+      }
+}
+
+/* One call of each operation after a reset; bytes as documented in gaaw/comm.h. */
+static void test_stats(group *g)
+{
+  gaaw_context_t ctx = g->ctx;
+  int64_t n = 12;
+  uint64_t calls, bytes;
+  gaaw_tensor_t a = make(ctx, GAAW_BF16, n), big = make(ctx, GAAW_BF16, n * g->size);
+  for (int64_t i = 0; i < n * g->size; i++) put(&big, i, 1.0f);
+  for (int64_t i = 0; i < n; i++) put(&a, i, 1.0f);
+  require_ok(ctx, gaaw_comm_stats_reset(g->comm));
+  require_ok(ctx, gaaw_comm_allreduce(g->comm, &a, &a, GAAW_SUM));
+  require_ok(ctx, gaaw_comm_reduce_scatter(g->comm, &big, &a, GAAW_SUM));
+  require_ok(ctx, gaaw_comm_allgather(g->comm, &a, &big));
+  require_ok(ctx, gaaw_comm_broadcast(g->comm, &a, 0));
+  require_ok(ctx, gaaw_comm_alltoall(g->comm, &big, &big));
+  require_ok(ctx, gaaw_comm_barrier(g->comm));
+  require_ok(ctx, gaaw_comm_barrier(g->comm));
+  const struct { gaaw_comm_op_t op; uint64_t calls, bytes; } want[] = {
+    {GAAW_COMM_ALLREDUCE, 1, 2 * n * 2},                     /* reduce-scatter + all-gather of n */
+    {GAAW_COMM_REDUCE_SCATTER, 1, (uint64_t)(n * g->size * 2)}, /* the full send tensor */
+    {GAAW_COMM_ALLGATHER, 1, (uint64_t)(n * g->size * 2)},      /* the full recv tensor */
+    {GAAW_COMM_BROADCAST, 1, n * 2},
+    {GAAW_COMM_SEND, 0, 0},
+    {GAAW_COMM_RECV, 0, 0},
+    {GAAW_COMM_ALLTOALL, 1, (uint64_t)(n * g->size * 2)},
+    {GAAW_COMM_BARRIER, 2, 0},
+  };
+  for (int k = 0; k < 8; k++) {
+    require_ok(ctx, gaaw_comm_stats(g->comm, want[k].op, &calls, &bytes));
+    expect_true(calls == want[k].calls && bytes == want[k].bytes, "%s on %s: %llu calls, %llu bytes; expected %llu, %llu",
+                gaaw_comm_op_name(want[k].op), g->name, (unsigned long long)calls, (unsigned long long)bytes,
+                (unsigned long long)want[k].calls, (unsigned long long)want[k].bytes);
+  }
+  if (g->size > 1) {
+    int next = (g->rank + 1) % g->size, prev = (g->rank + g->size - 1) % g->size;
+    require_ok(ctx, gaaw_comm_stats_reset(g->comm));
+    if (g->rank % 2 == 0) {
+      require_ok(ctx, gaaw_comm_send(g->comm, &a, next, 1));
+      require_ok(ctx, gaaw_comm_recv(g->comm, &a, prev, 1));
+    } else {
+      require_ok(ctx, gaaw_comm_recv(g->comm, &a, prev, 1));
+      require_ok(ctx, gaaw_comm_send(g->comm, &a, next, 1));
+    }
+    for (gaaw_comm_op_t op = GAAW_COMM_SEND; op <= GAAW_COMM_RECV; op++) {
+      require_ok(ctx, gaaw_comm_stats(g->comm, op, &calls, &bytes));
+      expect_true(calls == 1 && bytes == (uint64_t)n * 2, "%s on %s: %llu calls, %llu bytes; expected 1, %lld",
+                  gaaw_comm_op_name(op), g->name, (unsigned long long)calls, (unsigned long long)bytes,
+                  (long long)n * 2);
+    }
+    require_ok(ctx, gaaw_comm_stats(g->comm, GAAW_COMM_ALLREDUCE, &calls, NULL));
+    expect_true(calls == 0, "allreduce calls after a reset and only send/recv: %llu", (unsigned long long)calls);
+  }
+  drop(ctx, &a);
+  drop(ctx, &big);
+}
+
+/* A bit-exact hash of a tensor's bytes. */
+static uint64_t hash_of(const gaaw_tensor_t *t)
+{
+  const unsigned char *p = host(t);
+  size_t bytes = (size_t)gaaw_tensor_numel(t) * gaaw_dtype_size(t->dtype);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < bytes; i++) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+/* Non-integer data, where the order of the additions shows in the result: the same
+ * all-reduce twice is bit-identical, and every member of the group has the same
+ * bits (compared through a plain MPI reduction over world, so only on world). */
+static void test_deterministic(group *g)
+{
+  const int64_t sizes[] = {1001, 300007};
+  for (int d = 0; d < 3; d++)
+    for (int s = 0; s < 2; s++) {
+      int64_t n = sizes[s];
+      gaaw_tensor_t send = make(g->ctx, dtypes[d], n), r1 = make(g->ctx, dtypes[d], n), r2 = make(g->ctx, dtypes[d], n);
+      for (int64_t i = 0; i < n; i++)
+        put(&send, i, (float)((i * 2654435761u + (uint64_t)g->rank * 40503u) % 100003) / 977.0f - 51.3f);
+      require_ok(g->ctx, gaaw_comm_allreduce(g->comm, &send, &r1, GAAW_SUM));
+      require_ok(g->ctx, gaaw_comm_allreduce(g->comm, &send, &r2, GAAW_SUM));
+      uint64_t h1 = hash_of(&r1), h2 = hash_of(&r2);
+      expect_true(h1 == h2, "allreduce %s n=%lld on %s is not bit-identical run to run", gaaw_dtype_name(dtypes[d]),
+                  (long long)n, g->name);
+      if (strcmp(g->name, "world") == 0) {
+        uint64_t lo, hi;
+        MPI_Allreduce(&h1, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Allreduce(&h1, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+        expect_true(lo == hi, "allreduce %s n=%lld on world differs between ranks", gaaw_dtype_name(dtypes[d]),
+                    (long long)n);
+      }
+      drop(g->ctx, &send);
+      drop(g->ctx, &r1);
+      drop(g->ctx, &r2);
+    }
+}
+
+/* Wrong arguments name the problem and leave the communicator usable. */
+static void test_bad_input(group *g)
+{
+  gaaw_context_t ctx = g->ctx;
+  gaaw_comm_t c = g->comm;
+  const int E = GAAW_ERR_INVALID_ARG;
+  int64_t n = 8 * g->size;
+  gaaw_tensor_t a = make(ctx, GAAW_F32, n), b = make(ctx, GAAW_F32, n), h = make(ctx, GAAW_BF16, n);
+  gaaw_tensor_t shortt = view(ctx, &b, 0, n - 1), part = view(ctx, &a, 1, n - 1), head = view(ctx, &a, 0, n - 1);
+  gaaw_tensor_t one = view(ctx, &b, 0, 8);
+  for (int64_t i = 0; i < n; i++) put(&a, i, 1.0f), put(&b, i, 1.0f);
+  expect_status(gaaw_comm_allreduce(NULL, &a, &b, GAAW_SUM), E);
+  expect_status_ctx(ctx, gaaw_comm_allreduce(c, NULL, &b, GAAW_SUM), E);
+  expect_status_ctx(ctx, gaaw_comm_allreduce(c, &a, NULL, GAAW_SUM), E);
+  expect_status_ctx(ctx, gaaw_comm_allreduce(c, &a, &h, GAAW_SUM), E);      /* dtype mismatch */
+  expect_status_ctx(ctx, gaaw_comm_allreduce(c, &a, &shortt, GAAW_SUM), E); /* sizes differ */
+  expect_status_ctx(ctx, gaaw_comm_allreduce(c, &a, &b, (gaaw_reduce_op_t)7), E);
+  expect_status_ctx(ctx, gaaw_comm_allreduce(c, &head, &part, GAAW_SUM), E); /* overlap, not in place */
+  gaaw_tensor_t broken = a;
+  broken.dtype = (gaaw_dtype_t)9;
+  expect_status_ctx(ctx, gaaw_comm_allreduce(c, &broken, &broken, GAAW_SUM), E);
+  broken = a;
+  broken.offset = 4; /* n elements no longer fit in the buffer */
+  expect_status_ctx(ctx, gaaw_comm_allreduce(c, &broken, &broken, GAAW_SUM), E);
+  expect_status_ctx(ctx, gaaw_comm_reduce_scatter(c, &a, &b, GAAW_SUM), g->size == 1 ? GAAW_SUCCESS : E);
+  expect_status_ctx(ctx, gaaw_comm_reduce_scatter(c, &a, &one, (gaaw_reduce_op_t)-1), E);
+  expect_status_ctx(ctx, gaaw_comm_reduce_scatter(c, &h, &one, GAAW_SUM), E);
+  expect_status_ctx(ctx, gaaw_comm_allgather(c, &a, &b), g->size == 1 ? GAAW_SUCCESS : E);
+  expect_status_ctx(ctx, gaaw_comm_allgather(c, NULL, &b), E);
+  expect_status_ctx(ctx, gaaw_comm_broadcast(c, NULL, 0), E);
+  expect_status_ctx(ctx, gaaw_comm_broadcast(c, &a, -1), E);
+  expect_status_ctx(ctx, gaaw_comm_broadcast(c, &a, g->size), E);
+  expect_status_ctx(ctx, gaaw_comm_send(c, &a, g->rank, 0), E); /* to itself */
+  expect_status_ctx(ctx, gaaw_comm_send(c, &a, g->size, 0), E);
+  expect_status_ctx(ctx, gaaw_comm_send(c, &a, -1, 0), E);
+  expect_status_ctx(ctx, gaaw_comm_send(c, &a, (g->rank + 1) % g->size, -1), E);
+  expect_status_ctx(ctx, gaaw_comm_recv(c, &a, (g->rank + 1) % g->size, 40000), E);
+  expect_status_ctx(ctx, gaaw_comm_recv(c, NULL, 0, 0), E);
+  expect_status_ctx(ctx, gaaw_comm_alltoall(c, &a, &h), E);
+  expect_status_ctx(ctx, gaaw_comm_alltoall(c, &a, &shortt), E);
+  if (g->size > 1) expect_status_ctx(ctx, gaaw_comm_alltoall(c, &shortt, &shortt), E); /* not divisible */
+  expect_status(gaaw_comm_barrier(NULL), E);
+  expect_status_ctx(ctx, gaaw_comm_stats(c, (gaaw_comm_op_t)8, NULL, NULL), E);
+  expect_status(gaaw_comm_stats(NULL, GAAW_COMM_BARRIER, NULL, NULL), E);
+  expect_status(gaaw_comm_stats_reset(NULL), E);
+  expect_status_ctx(ctx, gaaw_comm_rank(c, NULL), E);
+  expect_status_ctx(ctx, gaaw_comm_size(c, NULL), E);
+  expect_status_ctx(ctx, gaaw_comm_backend(c, NULL), E);
+  const char *backend = NULL;
+  expect_status_ctx(ctx, gaaw_comm_backend(c, &backend), GAAW_SUCCESS);
+  expect_true(backend && strcmp(backend, "mpi") == 0, "backend of %s is %s, expected mpi", g->name,
+              backend ? backend : "NULL");
+  /* still usable */
+  expect_status_ctx(ctx, gaaw_comm_allreduce(c, &a, &b, GAAW_SUM), GAAW_SUCCESS);
+  expect_elements(&b, n, (float)g->size, "allreduce after bad input on %s", g->name);
+  drop(ctx, &a);
+  drop(ctx, &b);
+  drop(ctx, &h);
+}
+
+static gaaw_context_t open_ctx(gaaw_config_t *cfg, int size, const char *ring_bytes)
+{
+  gaaw_context_t ctx;
+  require_ok(NULL, gaaw_config_create(cfg));
+  require_ok(NULL, gaaw_config_set(*cfg, "backend", "host"));
+  if (size == 4) require_ok(NULL, gaaw_config_set(*cfg, "tp", "2"));
+  if (ring_bytes) require_ok(NULL, gaaw_config_set(*cfg, "allreduce_ring_bytes", ring_bytes));
+  require_ok(NULL, gaaw_init(MPI_COMM_WORLD, *cfg, &ctx));
+  return ctx;
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  int size;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  gaaw_config_t cfg;
+  gaaw_context_t ctx = open_ctx(&cfg, size, NULL);
+  group world = open_group(ctx, GAAW_GROUP_WORLD);
+  group parts[2] = {open_group(ctx, GAAW_GROUP_TP), open_group(ctx, GAAW_GROUP_DP)};
+  test_allreduce(&world, 1);
+  test_reduce_scatter(&world);
+  test_allgather(&world);
+  test_broadcast(&world);
+  test_send_recv(&world);
+  test_alltoall(&world);
+  test_stats(&world);
+  test_deterministic(&world);
+  test_bad_input(&world);
+  for (int k = 0; k < 2; k++) {
+    test_allreduce(&parts[k], 0);
+    test_reduce_scatter(&parts[k]);
+    test_allgather(&parts[k]);
+    test_broadcast(&parts[k]);
+    test_send_recv(&parts[k]);
+    test_stats(&parts[k]);
+    test_deterministic(&parts[k]);
+  }
+  require_ok(ctx, gaaw_finalize(&ctx));
+  require_ok(NULL, gaaw_config_destroy(&cfg));
+
+  /* Every all-reduce of at least one element per member through the ring. */
+  ctx = open_ctx(&cfg, size, "1");
+  world = open_group(ctx, GAAW_GROUP_WORLD);
+  group tp = open_group(ctx, GAAW_GROUP_TP);
+  test_allreduce(&world, 0);
+  test_allreduce(&tp, 0);
+  test_deterministic(&world);
+  require_ok(ctx, gaaw_finalize(&ctx));
+  require_ok(NULL, gaaw_config_destroy(&cfg));
+
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  char name[32];
+  snprintf(name, sizeof name, "test_comm_np%d rank %d", size, rank);
+  int code = test_finish(name);
+  MPI_Finalize();
+  return code;
+}
