@@ -271,6 +271,42 @@ gaaw_status_t gaaw_model_forward(gaaw_model_t m, const gaaw_batch_t *b, float *l
   return GAAW_SUCCESS;
 }
 
+/* Copies the partial gradients into packed (to_packed) or back from it. */
+static gaaw_status_t copy_partial_grads(gaaw_model_t m, gaaw_tensor_t *packed, int to_packed)
+{
+  gaaw_context_t ctx = m->ctx;
+  int64_t at = 0;
+  for (int k = 0; k < m->params.count; k++) {
+    gaaw_param *p = &m->params.items[k];
+    if (!p->grad_is_partial) continue;
+    gaaw_tensor_t slot = *packed, grad = gaaw_reshape(&p->grad, 1, &p->local_numel);
+    slot.shape[0] = p->local_numel;
+    slot.offset += (size_t)at * sizeof(float);
+    GAAW_CHECK(to_packed ? gaaw_cast(ctx, &grad, &slot) : gaaw_cast(ctx, &slot, &grad));
+    at += p->local_numel;
+  }
+  return GAAW_SUCCESS;
+}
+
+/* Replicated parameters that saw only this rank's tokens (sequence parallelism)
+ * have partial gradients: sum them over tp in one all-reduce of a packed copy. */
+static gaaw_status_t reduce_partial_grads(gaaw_model_t m)
+{
+  gaaw_context_t ctx = m->ctx;
+  int64_t total = 0;
+  for (int k = 0; k < m->params.count; k++)
+    if (m->params.items[k].grad_is_partial) total += m->params.items[k].local_numel;
+  if (total == 0 || m->tp_size == 1) return GAAW_SUCCESS;
+  gaaw_tensor_t packed;
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &total, GAAW_MEM_COMMUNICATION, &packed));
+  gaaw_status_t st = copy_partial_grads(m, &packed, 1);
+  if (st == GAAW_SUCCESS) st = gaaw_tp_allreduce(m->tp, &packed);
+  if (st == GAAW_SUCCESS) st = copy_partial_grads(m, &packed, 0);
+  gaaw_buffer_free(ctx, &packed.buf);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_model_backward(gaaw_model_t m)
 {
   GAAW_ARG_NOT_NULL(NULL, m);
@@ -292,9 +328,7 @@ gaaw_status_t gaaw_model_backward(gaaw_model_t m)
     dy = dx;
   }
   drop_forward(m);
-  /* replicated parameters that saw only this rank's tokens: sum over tp */
-  for (int k = 0; k < m->params.count; k++)
-    if (m->params.items[k].grad_is_partial) GAAW_CHECK(gaaw_tp_allreduce(m->tp, &m->params.items[k].grad));
+  GAAW_CHECK(reduce_partial_grads(m));
   return GAAW_SUCCESS;
 }
 
