@@ -240,26 +240,12 @@ static gaaw_status_t check_gpt_config(gaaw_context_t ctx, const gaaw_gpt_config_
 /* Every rank of the tp group must build the same model. */
 static gaaw_status_t agree_over_tp(gaaw_model_t m, const gaaw_gpt_config_t *g)
 {
-  gaaw_context_t ctx = m->ctx;
-  if (m->tp_size == 1) return GAAW_SUCCESS;
   int32_t v[12] = {g->vocab, g->max_seq, g->layers, g->heads, g->dim, g->ffn, (int32_t)g->norm,
                    (int32_t)g->activation, g->tied_embeddings != 0, g->sequence_parallel != 0,
                    (int32_t)(uint32_t)g->seed, (int32_t)(uint32_t)(g->seed >> 32)};
-  int32_t both[24];
-  for (int i = 0; i < 12; i++) both[i] = v[i], both[12 + i] = ~v[i]; /* max(~v) = ~min(v) */
-  gaaw_tensor_t t;
-  int64_t n = 24;
-  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_I32, 1, &n, GAAW_MEM_WORKSPACE, &t));
-  gaaw_status_t st = gaaw_buffer_write(ctx, t.buf, 0, both, sizeof both);
-  if (st == GAAW_SUCCESS) st = gaaw_comm_allreduce(m->tp, &t, &t, GAAW_MAX);
-  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, t.buf, 0, both, sizeof both);
-  gaaw_buffer_free(ctx, &t.buf);
-  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   static const char *const names[12] = {"vocab", "max_seq", "layers", "heads", "dim", "ffn", "norm",
                                         "activation", "tied_embeddings", "sequence_parallel", "seed", "seed"};
-  for (int i = 0; i < 12; i++)
-    GAAW_ARG_CHECK(ctx, both[i] == ~both[12 + i], "the ranks of the tp group disagree on the GPT's %s (this rank: %d)",
-                   names[i], v[i]);
+  GAAW_CHECK_CTX(m->ctx, gaaw_model_tp_agree(m, "GPT", v, names, 12));
   return GAAW_SUCCESS;
 }
 

@@ -175,6 +175,20 @@ static gaaw_status_t check_mlp_config(gaaw_context_t ctx, const gaaw_mlp_config_
   return GAAW_SUCCESS;
 }
 
+/* Every rank of the tp group must build the same model. */
+static gaaw_status_t agree_over_tp(gaaw_model_t m, const gaaw_mlp_config_t *c)
+{
+  static const char *const names[] = {"nsizes", "activation", "seed", "seed", "sizes[0]", "sizes[1]", "sizes[2]",
+                                      "sizes[3]", "sizes[4]", "sizes[5]", "sizes[6]", "sizes[7]", "sizes[8]",
+                                      "sizes[9]", "sizes[10]", "sizes[11]", "sizes[12]", "sizes[13]", "sizes[14]",
+                                      "sizes[15]", "sizes[16]"};
+  int32_t v[4 + GAAW_MLP_MAX_LAYERS + 1] = {c->nsizes, (int32_t)c->activation, (int32_t)(uint32_t)c->seed,
+                                            (int32_t)(uint32_t)(c->seed >> 32)};
+  for (int i = 0; i <= GAAW_MLP_MAX_LAYERS; i++) v[4 + i] = i < c->nsizes ? c->sizes[i] : 0; /* unused: ignored */
+  GAAW_CHECK_CTX(m->ctx, gaaw_model_tp_agree(m, "MLP", v, names, 4 + GAAW_MLP_MAX_LAYERS + 1));
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t build_mlp(gaaw_model_t m)
 {
   gaaw_context_t ctx = m->ctx;
@@ -212,7 +226,9 @@ gaaw_status_t gaaw_model_create_mlp(gaaw_context_t ctx, const gaaw_mlp_config_t 
   gaaw_model_t m;
   GAAW_CHECK(gaaw_model_begin(ctx, GAAW_MODEL_MLP, &m));
   m->mlp = *cfg;
-  gaaw_status_t st = check_mlp_config(ctx, cfg, m->tp_size);
+  /* agreement first: a rank whose config fails its checks still takes part */
+  gaaw_status_t st = agree_over_tp(m, cfg);
+  if (st == GAAW_SUCCESS) st = check_mlp_config(ctx, cfg, m->tp_size);
   if (st == GAAW_SUCCESS) st = build_mlp(m);
   if (st != GAAW_SUCCESS) {
     gaaw_model_destroy(&m);

@@ -250,6 +250,49 @@ static gaaw_status_t load_mlp_batch(gaaw_model_t m, const gaaw_batch_t *b)
 
 /* ---------------------------------------------------------------- forward, backward */
 
+gaaw_status_t gaaw_model_tp_max(gaaw_model_t m, int32_t *values, int n)
+{
+  gaaw_context_t ctx = m->ctx;
+  if (m->tp_size == 1) return GAAW_SUCCESS;
+  gaaw_tensor_t t;
+  int64_t count = n;
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_I32, 1, &count, GAAW_MEM_WORKSPACE, &t));
+  gaaw_status_t st = gaaw_buffer_write(ctx, t.buf, 0, values, (size_t)n * sizeof *values);
+  if (st == GAAW_SUCCESS) st = gaaw_comm_allreduce(m->tp, &t, &t, GAAW_MAX);
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, t.buf, 0, values, (size_t)n * sizeof *values);
+  gaaw_buffer_free(ctx, &t.buf);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_tp_agree(gaaw_model_t m, const char *what, const int32_t *values,
+                                  const char *const *names, int n)
+{
+  gaaw_context_t ctx = m->ctx;
+  enum { MAX_VALUES = 32 };
+  GAAW_ARG_CHECK(ctx, n >= 1 && n <= MAX_VALUES, "n must be in 1..%d, got %d", MAX_VALUES, n);
+  int32_t both[2 * MAX_VALUES];
+  for (int i = 0; i < n; i++) both[i] = values[i], both[n + i] = ~values[i]; /* max(~v) = ~min(v) */
+  GAAW_CHECK(gaaw_model_tp_max(m, both, 2 * n));
+  for (int i = 0; i < n; i++)
+    GAAW_ARG_CHECK(ctx, both[i] == ~both[n + i], "the ranks of the tp group disagree on the %s's %s (this rank: %d)",
+                   what, names[i], values[i]);
+  return GAAW_SUCCESS;
+}
+
+/* The worst status over the tp group, so that a rank with bad input does not leave
+ * the others waiting in a collective. */
+static gaaw_status_t agree_status_over_tp(gaaw_model_t m, gaaw_status_t local)
+{
+  gaaw_context_t ctx = m->ctx;
+  int32_t worst = -local; /* max of -status = min of status */
+  GAAW_CHECK(gaaw_model_tp_max(m, &worst, 1));
+  if (local != GAAW_SUCCESS) return local;
+  if (worst != 0)
+    GAAW_FAIL(ctx, -worst, "another rank of the tp group failed (%s); see its log", gaaw_status_name(-worst));
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_model_forward(gaaw_model_t m, const gaaw_batch_t *b, float *loss)
 {
   GAAW_ARG_NOT_NULL(NULL, m);
@@ -260,7 +303,7 @@ gaaw_status_t gaaw_model_forward(gaaw_model_t m, const gaaw_batch_t *b, float *l
   free_batch(m);
   m->batch = b->batch;
   m->seq = b->seq;
-  GAAW_CHECK(m->kind == GAAW_MODEL_GPT ? load_gpt_batch(m, b) : load_mlp_batch(m, b));
+  GAAW_CHECK(agree_status_over_tp(m, m->kind == GAAW_MODEL_GPT ? load_gpt_batch(m, b) : load_mlp_batch(m, b)));
   /* the first layer reads the batch itself; acts[0] stays empty */
   for (int i = 0; i < m->nlayers; i++) {
     gaaw_layer *l = &m->layers[i];

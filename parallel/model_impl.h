@@ -106,6 +106,12 @@ gaaw_status_t gaaw_model_add_layer(gaaw_model_t m, const gaaw_layer_ops *ops, ga
 gaaw_status_t gaaw_model_add_param(gaaw_model_t m, gaaw_layer *l, int k, const char *name, int ndim,
                                    int64_t d0, int64_t d1, int split_axis, int fused_blocks,
                                    gaaw_init_kind init, float init_value);
+/* values[0..n) = their maximum over the tp group. Collective over tp. */
+gaaw_status_t gaaw_model_tp_max(gaaw_model_t m, int32_t *values, int n);
+/* Checks that values[0..n) (n <= 32) are the same on every rank of the tp group; an
+ * error names the first that differs. Collective over tp. */
+gaaw_status_t gaaw_model_tp_agree(gaaw_model_t m, const char *what, const int32_t *values,
+                                  const char *const *names, int n);
 /* Allocates and initialises the parameters (after all layers are added). */
 gaaw_status_t gaaw_model_finish(gaaw_model_t m, uint64_t seed);
 
