@@ -12,6 +12,7 @@
 #include "gaaw/comm.h"
 #include "gaaw/topology.h"
 #include "gaaw/model.h"
+#include "gaaw/optimizer.h"
 #include "gaaw/info.h"
 
 #endif

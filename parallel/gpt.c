@@ -28,6 +28,7 @@ void gaaw_gpt_config_default(gaaw_gpt_config_t *cfg)
   cfg->tied_embeddings = 1;
   cfg->sequence_parallel = 0;
   cfg->seed = 1337;
+  cfg->dtype = GAAW_F32;
 }
 
 static int sequence_parallel(gaaw_model_t m)

@@ -35,10 +35,12 @@ typedef struct {
   int tied_embeddings;   /* LM head = token embedding (default 1) */
   int sequence_parallel; /* default 0 */
   uint64_t seed;         /* initialisation */
+  gaaw_dtype_t dtype;    /* compute dtype of parameters and activations: f32 (default),
+                            bf16 or f16 (statistics stay f32) */
 } gaaw_gpt_config_t;
 
 /* GPT-2 small-ish defaults: vocab 256, max_seq 128, 4 layers, 4 heads, dim 256,
- * ffn 4*dim, layernorm, GELU, tied, no sequence parallelism, seed 1337. */
+ * ffn 4*dim, layernorm, GELU, tied, no sequence parallelism, seed 1337, f32. */
 void gaaw_gpt_config_default(gaaw_gpt_config_t *cfg);
 
 /* Builds the GPT on this rank's share of the tp group. Collective over the tp group
@@ -55,6 +57,7 @@ typedef struct {
   int sizes[GAAW_MLP_MAX_LAYERS + 1];
   gaaw_activation_t activation;
   uint64_t seed;
+  gaaw_dtype_t dtype;    /* compute dtype (GAAW_F32 = 0 by default) */
 } gaaw_mlp_config_t;
 gaaw_status_t gaaw_model_create_mlp(gaaw_context_t ctx, const gaaw_mlp_config_t *cfg, gaaw_model_t *model);
 
