@@ -54,7 +54,7 @@ gaaw_status_t gaaw_ocl_sgemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_trans
     return GAAW_SUCCESS;
   }
 #ifdef GAAW_HAVE_CLBLAST
-  if (beta == 0.0f) GAAW_CHECK(ocl_fill(ctx, c, 0.0f)); /* BLAS ignores c then; CLBlast would scale a nan */
+  /* With beta == 0 CLBlast ignores c's contents (nan included), as BLAS does. */
   cl_command_queue queue = ocl_of(ctx)->queue;
   CLBlastTranspose opa = ta == GAAW_OP_N ? CLBlastTransposeNo : CLBlastTransposeYes;
   CLBlastTranspose opb = tb == GAAW_OP_N ? CLBlastTransposeNo : CLBlastTransposeYes;

@@ -113,6 +113,7 @@ static gaaw_status_t case_gemm(run_t *r, gaaw_transpose_t ta, gaaw_transpose_t t
   gaaw_tensor_t a = ta == GAAW_OP_N ? RAND(DT, -1, 1, m, k) : RAND(DT, -1, 1, k, m);
   gaaw_tensor_t b = tb == GAAW_OP_N ? RAND(DT, -1, 1, k, n) : RAND(DT, -1, 1, n, k);
   gaaw_tensor_t c = RAND(DT, -1, 1, m, n);
+  if (beta == 0.0f) CALL(gaaw_fill(CTX, &c, NAN)); /* beta == 0 ignores c, nan included */
   CALL(gaaw_gemm(CTX, ta, tb, 0.75f, &a, &b, beta, &c));
   keep(r, &c, "c");
   return GAAW_SUCCESS;
