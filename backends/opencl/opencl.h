@@ -96,8 +96,7 @@ static inline size_t ocl_ew_groups(int64_t n)
 }
 
 /* f16 tensors need cl_khr_fp16: GAAW_ERR_UNSUPPORTED naming the device and op
- * otherwise. The list ends with NULL; NULL entries before the end are skipped by
- * giving the count. */
+ * otherwise (NULL entries of the list are skipped). */
 gaaw_status_t gaaw_ocl_check_f16(gaaw_context_t ctx, const char *op, int n, const gaaw_tensor_t *const *list);
 #define OCL_CHECK_F16(op, ...)                                                                           \
   GAAW_CHECK(gaaw_ocl_check_f16(ctx, (op), (int)(sizeof((const gaaw_tensor_t *[]){__VA_ARGS__}) /         \
