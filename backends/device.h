@@ -70,6 +70,9 @@ typedef struct gaaw_device_ops {
   const char *name;
   /* Devices this backend sees on this node (0: the backend cannot run here). */
   gaaw_status_t (*device_count)(int *count);
+  /* Of those, the ones `backend=auto` should prefer to the host backend (GPUs and
+   * accelerators, not an OpenCL driver for the CPU itself); NULL: all of them. */
+  gaaw_status_t (*accelerator_count)(int *count);
   /* Opens device `index` for ctx; the backend keeps its state in ctx->device_state. */
   gaaw_status_t (*open)(gaaw_context_t ctx, int index);
   void (*close)(gaaw_context_t ctx);

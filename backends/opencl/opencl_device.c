@@ -25,6 +25,25 @@ static gaaw_status_t ocl_device_count(int *count)
   return GAAW_SUCCESS;
 }
 
+/* Of those, the GPUs and accelerators (PoCL's CPU device is not one: on a CPU the
+ * host backend is the better choice for backend=auto). */
+static gaaw_status_t ocl_accelerator_count(int *count)
+{
+  gaaw_context_t ctx = NULL;
+  cl_platform_id platform;
+  cl_device_id devices[MAX_DEVICES];
+  cl_uint n = 0;
+  *count = 0;
+  GAAW_CHECK(gaaw_ocl_find_devices(NULL, getenv("GAAW_OPENCL_PLATFORM"), &platform, devices, MAX_DEVICES, &n));
+  for (cl_uint i = 0; i < n; i++) {
+    cl_device_type type = 0;
+    if (clGetDeviceInfo(devices[i], CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS &&
+        !(type & CL_DEVICE_TYPE_CPU))
+      (*count)++;
+  }
+  return GAAW_SUCCESS;
+}
+
 static void ocl_close(gaaw_context_t ctx)
 {
   ocl_state *s = ocl_of(ctx);
@@ -129,6 +148,7 @@ gaaw_status_t ocl_fill(gaaw_context_t ctx, gaaw_ten x, float value)
 const gaaw_device_ops gaaw_opencl_device_ops = {
   .name = "opencl",
   .device_count = ocl_device_count,
+  .accelerator_count = ocl_accelerator_count,
   .open = ocl_open,
   .close = ocl_close,
   .mem_alloc = ocl_mem_alloc,

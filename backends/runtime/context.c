@@ -143,7 +143,7 @@ static gaaw_status_t find_local_rank(gaaw_context_t ctx)
 }
 
 /* Picks the device backend named by the option `backend` (auto: the first in the
- * list cuda > opencl > host that sees a device) and opens a device on it. */
+ * list cuda > opencl > host with an accelerator; host otherwise) and opens a device on it. */
 static gaaw_status_t open_device(gaaw_context_t ctx)
 {
   const char *want = gaaw_ctx_string(ctx, "backend");
@@ -152,9 +152,14 @@ static gaaw_status_t open_device(gaaw_context_t ctx)
   const gaaw_device_ops *chosen = NULL;
   int count = 0;
   if (strcmp(want, "auto") == 0) {
-    for (int i = 0; i < n_backends && !chosen; i++)
-      if (all[i]->device_count(&count) == GAAW_SUCCESS && count > 0) chosen = all[i];
-    if (!chosen) GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "no device backend sees a device (not even host)");
+    /* the first backend with an accelerator; the host backend (last) otherwise */
+    for (int i = 0; i < n_backends && !chosen; i++) {
+      int accelerators = 0;
+      gaaw_status_t (*count_fn)(int *) = all[i]->accelerator_count ? all[i]->accelerator_count : all[i]->device_count;
+      if (i == n_backends - 1 || (count_fn(&accelerators) == GAAW_SUCCESS && accelerators > 0)) chosen = all[i];
+    }
+    GAAW_CHECK(chosen->device_count(&count));
+    if (count < 1) GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "the %s backend sees no device", chosen->name);
   } else {
     chosen = gaaw_device_backend(want);
     if (!chosen) {

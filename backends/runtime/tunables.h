@@ -9,7 +9,7 @@
   X(log, STRING, "warn", "log level: none, error, warn, info, debug or trace (stderr)")          \
   X(log_file, STRING, "", "append the log to this file instead of stderr")                        \
   /* device */                                                                                    \
-  X(backend, STRING, "auto", "device backend: auto (cuda > opencl > host), host, opencl or cuda") \
+  X(backend, STRING, "auto", "device backend: auto (a CUDA GPU, else an OpenCL GPU or accelerator, else host), host, opencl or cuda") \
   X(device, INT, "-1", "device index on the node; -1 = node-local rank modulo the device count") \
   X(threads, INT, "0", "OpenMP threads for host kernels; 0 = the OpenMP default")                \
   X(allocator_cache, BOOL, "yes", "keep freed device memory for reuse instead of releasing it")  \
