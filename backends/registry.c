@@ -3,7 +3,11 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "config.h"
 #include "backends/runtime/context_impl.h"
+#ifdef GAAW_HAVE_CUDA
+extern const gaaw_device_ops gaaw_cuda_device_ops; /* backends/cuda/cuda_device.c */
+#endif
 
 #define GAAW_UNSUPPORTED_STUB(op, params)                                                          \
   static gaaw_status_t unsupported_##op params                                                     \
@@ -15,6 +19,9 @@ GAAW_DEVICE_KERNEL_LIST(GAAW_UNSUPPORTED_STUB)
 
 /* Registered tables, as written by each backend (cuda > opencl > host). */
 static const gaaw_device_ops *const registered[] = {
+#ifdef GAAW_HAVE_CUDA
+  &gaaw_cuda_device_ops,
+#endif
   &gaaw_host_device_ops,
 };
 enum { BACKEND_COUNT = sizeof registered / sizeof registered[0] };
