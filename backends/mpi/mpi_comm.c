@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "backends/comm.h"
+#include "backends/mpi/mpi_handle.h"
 #include "backends/runtime/runtime.h"
 
 typedef struct {
@@ -59,3 +60,9 @@ const gaaw_comm_ops gaaw_mpi_comm_ops = {
   .split = mpi_split,
   .destroy = mpi_destroy,
 };
+
+MPI_Comm gaaw_mpi_comm_handle(gaaw_comm_t comm)
+{
+  if (!comm || comm->ops != &gaaw_mpi_comm_ops || !comm->impl) return MPI_COMM_NULL;
+  return ((mpi_impl *)comm->impl)->comm;
+}
