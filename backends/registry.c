@@ -5,6 +5,9 @@
 
 #include "config.h"
 #include "backends/runtime/context_impl.h"
+#ifdef GAAW_HAVE_CUDA
+extern const gaaw_device_ops gaaw_cuda_device_ops; /* backends/cuda/cuda_device.c */
+#endif
 
 #define GAAW_UNSUPPORTED_STUB(op, params)                                                          \
   static gaaw_status_t unsupported_##op params                                                     \
@@ -20,6 +23,9 @@ extern const gaaw_device_ops gaaw_opencl_device_ops; /* backends/opencl/opencl_d
 
 /* Registered tables, as written by each backend (cuda > opencl > host). */
 static const gaaw_device_ops *const registered[] = {
+#ifdef GAAW_HAVE_CUDA
+  &gaaw_cuda_device_ops,
+#endif
 #ifdef GAAW_HAVE_OPENCL
   &gaaw_opencl_device_ops,
 #endif

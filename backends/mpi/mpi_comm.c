@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <stdlib.h>
 
+#include "backends/mpi/mpi_handle.h"
 #include "backends/mpi/mpi_impl.h"
 
 /* Takes ownership of mc: wraps it, and a duplicate for the ring's own traffic. */
@@ -121,3 +122,9 @@ const gaaw_comm_ops gaaw_mpi_comm_ops = {
   .alltoall = gaaw_mpi_alltoall,
   .barrier = gaaw_mpi_barrier,
 };
+
+MPI_Comm gaaw_mpi_comm_handle(gaaw_comm_t comm)
+{
+  if (!comm || comm->ops != &gaaw_mpi_comm_ops || !comm->impl) return MPI_COMM_NULL;
+  return gaaw_mpi_impl_of(comm)->comm;
+}

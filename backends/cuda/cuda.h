@@ -1,0 +1,93 @@
+/* The CUDA device backend: state of an opened device, error translation, streams,
+ * and the cuBLASLt GEMM. Internal to gaaw (parallel/ and zero/ never include it;
+ * the NCCL communicator backend does, for the streams).
+ *
+ * Device memory handles are plain cudaMalloc pointers (the caching allocator above
+ * the backend reuses them); a tensor's address is handle + offset. Kernels run on
+ * the context's compute stream; the communication stream waits on it through events
+ * so that collectives can overlap later kernels. */
+#ifndef GAAW_CUDA_CUDA_H
+#define GAAW_CUDA_CUDA_H
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "backends/runtime/context_impl.h"
+
+/* Remembered GEMM algorithms (cuBLASLt's heuristic query costs more than the call). */
+#define GAAW_CUDA_ALGO_CACHE 32
+
+typedef struct {
+  int dtype, ta, tb, beta_zero;
+  int64_t batch, m, n, k;
+  int align_a, align_b, align_c; /* bytes, powers of two up to 256 */
+} gaaw_cuda_gemm_key;
+
+typedef struct {
+  int device;
+  cudaStream_t compute, comm;
+  cudaEvent_t compute_done, comm_done; /* recorded to order one stream after the other */
+  cublasLtHandle_t lt;
+  void *lt_workspace;
+  size_t lt_workspace_bytes;
+  struct {
+    gaaw_cuda_gemm_key key;
+    cublasLtMatmulAlgo_t algo;
+  } algos[GAAW_CUDA_ALGO_CACHE];
+  int algo_count, algo_next;
+} gaaw_cuda_state;
+
+/* The CUDA backend's table (registered in backends/registry.c). */
+extern const gaaw_device_ops gaaw_cuda_device_ops;
+
+/* ---------------------------------------------------------------- errors, translated once */
+
+/* GAAW_ERR_BACKEND (GAAW_ERR_NO_MEMORY for an allocation failure) with CUDA's text. */
+gaaw_status_t gaaw_cuda_error(gaaw_context_t ctx, cudaError_t err, const char *file, int line, const char *func,
+                              const char *call);
+/* The same for cuBLAS(Lt) status codes. */
+gaaw_status_t gaaw_cublas_error(gaaw_context_t ctx, cublasStatus_t st, const char *file, int line, const char *func,
+                                const char *call);
+
+#define GAAW_CUDA_CHECK(ctx, call)                                                        \
+  do {                                                                                    \
+    cudaError_t gaaw_cuda_err_ = (call);                                                  \
+    if (gaaw_cuda_err_ != cudaSuccess)                                                    \
+      return gaaw_cuda_error((ctx), gaaw_cuda_err_, __FILE__, __LINE__, __func__, #call); \
+  } while (0)
+#define GAAW_CUBLAS_CHECK(ctx, call)                                                       \
+  do {                                                                                     \
+    cublasStatus_t gaaw_cublas_st_ = (call);                                               \
+    if (gaaw_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                          \
+      return gaaw_cublas_error((ctx), gaaw_cublas_st_, __FILE__, __LINE__, __func__, #call); \
+  } while (0)
+
+/* ---------------------------------------------------------------- state and streams */
+
+/* Whether ctx runs on the CUDA backend. */
+int gaaw_cuda_is_context(gaaw_context_t ctx);
+static inline gaaw_cuda_state *gaaw_cuda_state_of(gaaw_context_t ctx)
+{
+  return (gaaw_cuda_state *)ctx->device_state;
+}
+/* The communication stream starts what is queued after everything queued so far on
+ * the compute stream, and the reverse. Not collective. */
+gaaw_status_t gaaw_cuda_comm_after_compute(gaaw_context_t ctx);
+gaaw_status_t gaaw_cuda_compute_after_comm(gaaw_context_t ctx);
+
+/* The device address of a tensor. */
+static inline void *gaaw_cuda_ptr(const gaaw_tensor_t *t)
+{
+  return (char *)t->buf->handle + t->offset;
+}
+
+/* ---------------------------------------------------------------- GEMM (cuda_gemm.c) */
+
+/* Row-major c = alpha op(a) op(b) + beta c for batch matrices stored one after the
+ * other (a: m x k or k x m, b: k x n or n x k, c: m x n), all of dtype, queued on the
+ * compute stream; f32 accumulation (tensor cores for bf16 and f16). */
+gaaw_status_t gaaw_cuda_gemm_raw(gaaw_context_t ctx, gaaw_dtype_t dtype, gaaw_transpose_t ta, gaaw_transpose_t tb,
+                                 int64_t batch, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
+                                 const void *b, float beta, void *c);
+
+#endif

@@ -1,0 +1,185 @@
+/* The CUDA backend's device: device count and choice, context state (streams,
+ * events, cuBLASLt), raw memory, error translation, and the table. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/cuda.h"
+#include "backends/cuda/cuda_kernels.h"
+#include "backends/runtime/log.h"
+
+/* cuBLASLt workspace: what NVIDIA recommends for Hopper (32 MiB) serves Ampere too. */
+enum { LT_WORKSPACE_BYTES = 32 << 20 };
+
+gaaw_status_t gaaw_cuda_error(gaaw_context_t ctx, cudaError_t err, const char *file, int line, const char *func,
+                              const char *call)
+{
+  gaaw_status_t st = err == cudaErrorMemoryAllocation ? GAAW_ERR_NO_MEMORY : GAAW_ERR_BACKEND;
+  return gaaw_error_raise(ctx, st, file, line, func, "%s failed: %s (%s)", call, cudaGetErrorString(err),
+                          cudaGetErrorName(err));
+}
+
+gaaw_status_t gaaw_cublas_error(gaaw_context_t ctx, cublasStatus_t s, const char *file, int line, const char *func,
+                                const char *call)
+{
+  gaaw_status_t st = s == CUBLAS_STATUS_ALLOC_FAILED ? GAAW_ERR_NO_MEMORY : GAAW_ERR_BACKEND;
+  return gaaw_error_raise(ctx, st, file, line, func, "%s failed: %s (%s)", call, cublasLtGetStatusString(s),
+                          cublasLtGetStatusName(s));
+}
+
+int gaaw_cuda_is_context(gaaw_context_t ctx)
+{
+  /* ctx->device is the registry's completed copy of the table: compare by name. */
+  return ctx && ctx->device && ctx->device_state && strcmp(ctx->device->name, gaaw_cuda_device_ops.name) == 0;
+}
+
+/* No driver, no GPU, or a driver too old for this runtime: the backend sees no
+ * device (count 0), so that backend=auto falls back to the next backend. */
+static gaaw_status_t cuda_device_count(int *count)
+{
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError(); /* clear the error so later calls do not see it */
+    n = 0;
+  }
+  *count = n;
+  return GAAW_SUCCESS;
+}
+
+static void release(gaaw_cuda_state *st)
+{
+  if (st->lt_workspace) cudaFree(st->lt_workspace);
+  if (st->lt) cublasLtDestroy(st->lt);
+  if (st->compute_done) cudaEventDestroy(st->compute_done);
+  if (st->comm_done) cudaEventDestroy(st->comm_done);
+  if (st->compute) cudaStreamDestroy(st->compute);
+  if (st->comm) cudaStreamDestroy(st->comm);
+  free(st);
+}
+
+static gaaw_status_t open_state(gaaw_context_t ctx, gaaw_cuda_state *st, int index)
+{
+  GAAW_CUDA_CHECK(ctx, cudaSetDevice(index));
+  /* Non-blocking streams: no implicit ordering against the legacy default stream. */
+  GAAW_CUDA_CHECK(ctx, cudaStreamCreateWithFlags(&st->compute, cudaStreamNonBlocking));
+  GAAW_CUDA_CHECK(ctx, cudaStreamCreateWithFlags(&st->comm, cudaStreamNonBlocking));
+  GAAW_CUDA_CHECK(ctx, cudaEventCreateWithFlags(&st->compute_done, cudaEventDisableTiming));
+  GAAW_CUDA_CHECK(ctx, cudaEventCreateWithFlags(&st->comm_done, cudaEventDisableTiming));
+  GAAW_CUBLAS_CHECK(ctx, cublasLtCreate(&st->lt));
+  GAAW_CUDA_CHECK(ctx, cudaMalloc(&st->lt_workspace, LT_WORKSPACE_BYTES));
+  st->lt_workspace_bytes = LT_WORKSPACE_BYTES;
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t cuda_open(gaaw_context_t ctx, int index)
+{
+  int count = 0;
+  cuda_device_count(&count);
+  if (count == 0)
+    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "the cuda backend finds no CUDA device on this node (no GPU or no driver)");
+  GAAW_ARG_CHECK(ctx, index >= 0 && index < count, "CUDA device %d does not exist: this node has %d (0..%d)", index,
+                 count, count - 1);
+  gaaw_cuda_state *st = calloc(1, sizeof *st);
+  if (!st) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the CUDA backend state");
+  st->device = index;
+  gaaw_status_t status = open_state(ctx, st, index);
+  if (status != GAAW_SUCCESS) {
+    release(st);
+    return gaaw_error_trace(ctx, status, __FILE__, __LINE__, __func__);
+  }
+  ctx->device_state = st;
+  struct cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, index) == cudaSuccess)
+    gaaw_log(GAAW_LOG_INFO, "CUDA device %d: %s, compute capability %d.%d, %d SMs, %.1f GiB", index, prop.name,
+             prop.major, prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0);
+  return GAAW_SUCCESS;
+}
+
+static void cuda_close(gaaw_context_t ctx)
+{
+  gaaw_cuda_state *st = gaaw_cuda_state_of(ctx);
+  if (!st) return;
+  cudaSetDevice(st->device);
+  cudaStreamSynchronize(st->compute);
+  cudaStreamSynchronize(st->comm);
+  release(st);
+  ctx->device_state = NULL;
+}
+
+static gaaw_status_t cuda_mem_alloc(gaaw_context_t ctx, size_t bytes, void **handle)
+{
+  *handle = NULL;
+  GAAW_CUDA_CHECK(ctx, cudaSetDevice(gaaw_cuda_state_of(ctx)->device));
+  cudaError_t err = cudaMalloc(handle, bytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    GAAW_FAIL(ctx, err == cudaErrorMemoryAllocation ? GAAW_ERR_NO_MEMORY : GAAW_ERR_BACKEND,
+              "cudaMalloc of %zu bytes failed: %s (%s)", bytes, cudaGetErrorString(err), cudaGetErrorName(err));
+  }
+  return GAAW_SUCCESS;
+}
+
+static void cuda_mem_free(gaaw_context_t ctx, void *handle)
+{
+  (void)ctx;
+  cudaFree(handle); /* waits for the device, so no queued kernel still uses it */
+}
+
+/* Copies are queued on the compute stream, after the kernels that use the buffer,
+ * and waited for (the public functions block until the copy is done). */
+static gaaw_status_t cuda_mem_write(gaaw_context_t ctx, void *handle, size_t offset, const void *src, size_t bytes)
+{
+  cudaStream_t s = gaaw_cuda_state_of(ctx)->compute;
+  GAAW_CUDA_CHECK(ctx, cudaMemcpyAsync((char *)handle + offset, src, bytes, cudaMemcpyHostToDevice, s));
+  GAAW_CUDA_CHECK(ctx, cudaStreamSynchronize(s));
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t cuda_mem_read(gaaw_context_t ctx, void *handle, size_t offset, void *dst, size_t bytes)
+{
+  cudaStream_t s = gaaw_cuda_state_of(ctx)->compute;
+  GAAW_CUDA_CHECK(ctx, cudaMemcpyAsync(dst, (const char *)handle + offset, bytes, cudaMemcpyDeviceToHost, s));
+  GAAW_CUDA_CHECK(ctx, cudaStreamSynchronize(s));
+  return GAAW_SUCCESS;
+}
+
+static void *cuda_host_ptr(void *handle, size_t offset)
+{
+  (void)handle;
+  (void)offset;
+  return NULL; /* device memory has no host address */
+}
+
+gaaw_status_t gaaw_cuda_comm_after_compute(gaaw_context_t ctx)
+{
+  gaaw_cuda_state *st = gaaw_cuda_state_of(ctx);
+  GAAW_CUDA_CHECK(ctx, cudaEventRecord(st->compute_done, st->compute));
+  GAAW_CUDA_CHECK(ctx, cudaStreamWaitEvent(st->comm, st->compute_done, 0));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_cuda_compute_after_comm(gaaw_context_t ctx)
+{
+  gaaw_cuda_state *st = gaaw_cuda_state_of(ctx);
+  GAAW_CUDA_CHECK(ctx, cudaEventRecord(st->comm_done, st->comm));
+  GAAW_CUDA_CHECK(ctx, cudaStreamWaitEvent(st->compute, st->comm_done, 0));
+  return GAAW_SUCCESS;
+}
+
+/* Kernel entries (cuda_ops.c). */
+#define CUDA_DECLARE(name, params) gaaw_status_t gaaw_cuda_op_##name params;
+GAAW_DEVICE_KERNEL_LIST(CUDA_DECLARE)
+#undef CUDA_DECLARE
+#define CUDA_TABLE_ENTRY(name, params) .name = gaaw_cuda_op_##name,
+
+const gaaw_device_ops gaaw_cuda_device_ops = {
+  .name = "cuda",
+  .device_count = cuda_device_count,
+  .open = cuda_open,
+  .close = cuda_close,
+  .mem_alloc = cuda_mem_alloc,
+  .mem_free = cuda_mem_free,
+  .mem_write = cuda_mem_write,
+  .mem_read = cuda_mem_read,
+  .host_ptr = cuda_host_ptr,
+  GAAW_DEVICE_KERNEL_LIST(CUDA_TABLE_ENTRY)
+};

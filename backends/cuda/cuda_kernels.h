@@ -1,0 +1,132 @@
+/* The CUDA kernels' launchers: plain C functions on device pointers, compiled by
+ * nvcc (the .cu files of backends/cuda) and called by the table entries (cuda_ops.c, gcc), so
+ * that no gaaw internal header (MPI, the context) passes through nvcc.
+ *
+ * Each launcher queues its kernels on stream s and returns the launch status
+ * (cudaGetLastError); an empty problem queues nothing. Float data is f32, bf16 or
+ * f16 as dtype says, computed in f32; statistics (mean, rstd, max, sumexp, target)
+ * are f32; tokens and targets are i32. Reductions use no atomics and a fixed order,
+ * so results are bit-identical run to run on one GPU model. */
+#ifndef GAAW_CUDA_KERNELS_H
+#define GAAW_CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types, with the values of gaaw_cuda_dtype (checked in cuda_ops.c); the
+ * public headers are not included here because they bring in mpi.h. */
+typedef enum { GAAW_CUDA_F32 = 0, GAAW_CUDA_BF16 = 1, GAAW_CUDA_F16 = 2, GAAW_CUDA_I32 = 3 } gaaw_cuda_dtype;
+
+/* Rows per block in reductions over rows (dw, db): each block writes its partial
+ * column sums, then one pass adds the chunks in order. Partial buffers hold
+ * gaaw_cuda_row_chunks(N) * C floats per summed quantity. */
+#define GAAW_CUDA_CHUNK_ROWS 32
+static inline int64_t gaaw_cuda_row_chunks(int64_t N)
+{
+  return (N + GAAW_CUDA_CHUNK_ROWS - 1) / GAAW_CUDA_CHUNK_ROWS;
+}
+
+/* ---------------------------------------------------------------- pointwise (cuda_pointwise.cu) */
+
+/* y = gelu(x); dx += dy gelu'(x).   n elements */
+cudaError_t gaaw_cuda_gelu_forward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n, const void *x, void *y);
+cudaError_t gaaw_cuda_gelu_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n, const void *dy, const void *x,
+                                    void *dx);
+/* x, dx: (N, 2H)   y, dy: (N, H) */
+cudaError_t gaaw_cuda_swiglu_forward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t H, const void *x, void *y);
+cudaError_t gaaw_cuda_swiglu_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t H, const void *dy,
+                                      const void *x, void *dx);
+/* y: (N, C) += b: (C) */
+cudaError_t gaaw_cuda_bias_add(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t C, void *y, const void *b);
+/* y = a + b (y may be a or b); y += alpha x; x *= alpha */
+cudaError_t gaaw_cuda_add(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n, const void *a, const void *b, void *y);
+cudaError_t gaaw_cuda_axpy(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n, float alpha, const void *x, void *y);
+cudaError_t gaaw_cuda_scale(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n, void *x, float alpha);
+/* y = x converted (any of f32, bf16, f16, i32 to any other; i32 rounds toward zero) */
+cudaError_t gaaw_cuda_cast(cudaStream_t s, gaaw_cuda_dtype xt, gaaw_cuda_dtype yt, int64_t n, const void *x, void *y);
+/* Every element of x (elem_size 2 or 4 bytes) = bits. */
+cudaError_t gaaw_cuda_fill_bits(cudaStream_t s, size_t elem_size, int64_t n, uint32_t bits, void *x);
+/* y[a][c][b][:] = x[a][b][c][:]   x: (A, B, C, D)   elements of elem_size 2 or 4 bytes */
+cudaError_t gaaw_cuda_permute_0213(cudaStream_t s, size_t elem_size, int64_t A, int64_t B, int64_t C, int64_t D,
+                                   const void *x, void *y);
+/* flag[0] = 1 when x holds an inf or nan (left alone otherwise). */
+cudaError_t gaaw_cuda_check_finite(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n, const void *x, int32_t *flag);
+
+/* AdamW constants of one call: the bias corrections 1 - beta^step are computed once,
+ * on the host, in double. */
+typedef struct {
+  float lr, beta1, beta2, eps, weight_decay, grad_scale;
+  float bias_correction1, bias_correction2;
+} gaaw_cuda_adamw_consts;
+/* w (f32: master weights, or params without master), m, v: (n) updated in place;
+ * out (dtype out_dt, params beside a master) = w after the update, or NULL. */
+cudaError_t gaaw_cuda_adamw(cudaStream_t s, gaaw_cuda_dtype grad_dt, gaaw_cuda_dtype out_dt, int64_t n, const void *grads,
+                            float *w, float *m, float *v, void *out, const gaaw_cuda_adamw_consts *c);
+
+/* ---------------------------------------------------------------- norms (cuda_norm.cu) */
+
+/* x, y: (N, C)   w, b: (C)   mean, rstd: (N) */
+cudaError_t gaaw_cuda_layernorm_forward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t C, const void *x,
+                                        const void *w, const void *b, float eps, void *y, float *mean, float *rstd);
+/* dx, dw, db accumulate.   partial: 2 * gaaw_cuda_row_chunks(N) * C floats */
+cudaError_t gaaw_cuda_layernorm_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t C, const void *dy,
+                                         const void *x, const void *w, const float *mean, const float *rstd, void *dx,
+                                         void *dw, void *db, float *partial);
+cudaError_t gaaw_cuda_rmsnorm_forward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t C, const void *x,
+                                      const void *w, float eps, void *y, float *rstd);
+/* partial: gaaw_cuda_row_chunks(N) * C floats */
+cudaError_t gaaw_cuda_rmsnorm_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t C, const void *dy,
+                                       const void *x, const void *w, const float *rstd, void *dx, void *dw,
+                                       float *partial);
+/* db: (C) += sum_n dy: (N, C).   partial: gaaw_cuda_row_chunks(N) * C floats */
+cudaError_t gaaw_cuda_bias_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t C, const void *dy, void *db,
+                                    float *partial);
+
+/* ---------------------------------------------------------------- softmax, loss, sums (cuda_softmax.cu) */
+
+/* x, y: (batch, T, T); y may be x. */
+cudaError_t gaaw_cuda_causal_softmax_forward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t batch, int64_t T, float scale,
+                                             const void *x, void *y);
+/* dx (+)= scale y (dy - sum_j dy y); without accumulate dx is overwritten (zeros
+ * above the diagonal) and may be dy. */
+cudaError_t gaaw_cuda_causal_softmax_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t batch, int64_t T, float scale,
+                                              const void *y, const void *dy, void *dx, int accumulate);
+/* logits: (N, V) */
+cudaError_t gaaw_cuda_row_max(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t V, const void *logits, float *max);
+cudaError_t gaaw_cuda_row_sum_exp(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t V, const void *logits,
+                                  const float *max, float *sumexp);
+cudaError_t gaaw_cuda_target_logit(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t V, const void *logits,
+                                   const int32_t *targets, int64_t vocab_start, float *target);
+cudaError_t gaaw_cuda_cross_entropy_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t V,
+                                             const void *logits, const float *max, const float *sumexp,
+                                             const int32_t *targets, int64_t vocab_start, float dloss,
+                                             void *dlogits);
+/* Floats of partial sums gaaw_cuda_sum_squares needs for n elements. */
+int64_t gaaw_cuda_sum_squares_partials(int64_t n);
+/* out[0] = sum of x^2: chunk sums in f32, chunk totals in double. */
+cudaError_t gaaw_cuda_sum_squares(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n, const void *x, float *partial,
+                                  float *out);
+
+/* ---------------------------------------------------------------- embedding (cuda_embedding.cu) */
+
+/* tokens: (N)   table: (V, C)   y: (N, C); rows outside [vocab_start, +V) are zero. */
+cudaError_t gaaw_cuda_embedding_forward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t V, int64_t C,
+                                        const int32_t *tokens, const void *table, int64_t vocab_start, void *y);
+/* Bytes of workspace the backward needs for N tokens in a slice of V rows. */
+cudaError_t gaaw_cuda_embedding_backward_workspace(int64_t N, int64_t V, size_t *bytes);
+/* dtable[tokens[n] - vocab_start] += dy[n]: tokens sorted stably (radix sort), then
+ * each distinct row sums its dy rows in the order of n; no atomics. */
+cudaError_t gaaw_cuda_embedding_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t V, int64_t C,
+                                         const int32_t *tokens, const void *dy, int64_t vocab_start, void *dtable,
+                                         void *workspace, size_t workspace_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,219 @@
+/* LayerNorm, RMSNorm and the bias gradient.
+ *
+ * Forward: one warp per row, with butterfly warp sums (mean first, then the
+ * variance around it, as the host does, so there is no cancellation).
+ * Backward: one block per chunk of GAAW_CUDA_CHUNK_ROWS rows. For each row the block
+ * sums the two row reductions (block_sum), adds the row's dx, and each thread adds
+ * the row's dw, db terms of its own columns into the chunk's partial sums, so no
+ * two threads write one value. A second pass adds the chunks in order into dw, db.
+ * No atomics: the results are bit-identical run to run. */
+#include "backends/cuda/cuda_common.cuh"
+
+using namespace gaaw_cuda;
+
+namespace {
+
+/* ---------------------------------------------------------------- forward: a warp per row */
+
+/* x, y: (N, C)   w, b: (C)   mean, rstd: (N); b == nullptr for RMSNorm (then mean unused). */
+template <typename T, bool RMS>
+__global__ void norm_forward_kernel(int64_t N, int64_t C, const T *x, const T *w, const T *b, float eps, T *y,
+                                    float *mean, float *rstd)
+{
+  int lane = threadIdx.x & 31;
+  int64_t warp = global_index() >> 5, warps = global_stride() >> 5;
+  for (int64_t row = warp; row < N; row += warps) {
+    const T *xr = x + row * C;
+    T *yr = y + row * C;
+    float m = 0.0f;
+    if (!RMS) {
+      float s = 0.0f;
+      for (int64_t c = lane; c < C; c += 32) s += to_f32(xr[c]);
+      m = warp_sum(s) / (float)C;
+    }
+    float ss = 0.0f;
+    for (int64_t c = lane; c < C; c += 32) {
+      float d = to_f32(xr[c]) - m;
+      ss += d * d;
+    }
+    float rs = 1.0f / sqrtf(warp_sum(ss) / (float)C + eps);
+    for (int64_t c = lane; c < C; c += 32) {
+      float v = (to_f32(xr[c]) - m) * rs * to_f32(w[c]);
+      yr[c] = from_f32<T>(RMS ? v : v + to_f32(b[c]));
+    }
+    if (lane == 0) {
+      if (!RMS) mean[row] = m;
+      rstd[row] = rs;
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- backward: a block per chunk of rows */
+
+/* The rows of chunk k: [begin, end). */
+__device__ __forceinline__ void chunk_rows(int64_t k, int64_t N, int64_t *begin, int64_t *end)
+{
+  *begin = k * GAAW_CUDA_CHUNK_ROWS;
+  *end = *begin + GAAW_CUDA_CHUNK_ROWS < N ? *begin + GAAW_CUDA_CHUNK_ROWS : N;
+}
+
+/* dx += (dy w - mean(dy w) - xhat mean(dy w xhat)) rstd;
+ * pdw[k] = sum over chunk k of dy xhat, pdb[k] = sum of dy.   pdw, pdb: (chunks, C) */
+template <typename T>
+__global__ void layernorm_backward_kernel(int64_t N, int64_t C, const T *dy, const T *x, const T *w,
+                                          const float *mean, const float *rstd, T *dx, float *pdw, float *pdb)
+{
+  __shared__ float scratch[WARPS];
+  int64_t chunks = row_chunks(N);
+  for (int64_t k = blockIdx.x; k < chunks; k += gridDim.x) {
+    float *kdw = pdw + k * C, *kdb = pdb + k * C;
+    for (int64_t c = threadIdx.x; c < C; c += THREADS) kdw[c] = kdb[c] = 0.0f;
+    int64_t begin, end;
+    chunk_rows(k, N, &begin, &end);
+    for (int64_t n = begin; n < end; n++) {
+      const T *xr = x + n * C, *dyr = dy + n * C;
+      T *dxr = dx + n * C;
+      float m = mean[n], rs = rstd[n], dmean = 0.0f, dproj = 0.0f;
+      for (int64_t c = threadIdx.x; c < C; c += THREADS) {
+        float dn = to_f32(dyr[c]) * to_f32(w[c]);
+        dmean += dn;
+        dproj += dn * (to_f32(xr[c]) - m) * rs;
+      }
+      dmean = block_sum(dmean, scratch) / (float)C;
+      dproj = block_sum(dproj, scratch) / (float)C;
+      for (int64_t c = threadIdx.x; c < C; c += THREADS) {
+        float d = to_f32(dyr[c]), xhat = (to_f32(xr[c]) - m) * rs;
+        add_to(dxr, c, (d * to_f32(w[c]) - dmean - xhat * dproj) * rs);
+        kdw[c] += d * xhat;
+        kdb[c] += d;
+      }
+    }
+  }
+}
+
+/* dx += rstd (dy w - x rstd^2 mean(dy w x));  pdw[k] = sum over chunk k of dy x rstd. */
+template <typename T>
+__global__ void rmsnorm_backward_kernel(int64_t N, int64_t C, const T *dy, const T *x, const T *w, const float *rstd,
+                                        T *dx, float *pdw)
+{
+  __shared__ float scratch[WARPS];
+  int64_t chunks = row_chunks(N);
+  for (int64_t k = blockIdx.x; k < chunks; k += gridDim.x) {
+    float *kdw = pdw + k * C;
+    for (int64_t c = threadIdx.x; c < C; c += THREADS) kdw[c] = 0.0f;
+    int64_t begin, end;
+    chunk_rows(k, N, &begin, &end);
+    for (int64_t n = begin; n < end; n++) {
+      const T *xr = x + n * C, *dyr = dy + n * C;
+      T *dxr = dx + n * C;
+      float rs = rstd[n], dot = 0.0f;
+      for (int64_t c = threadIdx.x; c < C; c += THREADS) dot += to_f32(dyr[c]) * to_f32(w[c]) * to_f32(xr[c]);
+      float coef = rs * rs * block_sum(dot, scratch) / (float)C;
+      for (int64_t c = threadIdx.x; c < C; c += THREADS) {
+        float d = to_f32(dyr[c]), xv = to_f32(xr[c]);
+        add_to(dxr, c, rs * (d * to_f32(w[c]) - xv * coef));
+        kdw[c] += d * xv * rs;
+      }
+    }
+  }
+}
+
+/* pdb[k] = sum over chunk k of dy. */
+template <typename T> __global__ void bias_backward_kernel(int64_t N, int64_t C, const T *dy, float *pdb)
+{
+  int64_t chunks = row_chunks(N);
+  for (int64_t k = blockIdx.x; k < chunks; k += gridDim.x) {
+    int64_t begin, end;
+    chunk_rows(k, N, &begin, &end);
+    for (int64_t c = threadIdx.x; c < C; c += THREADS) {
+      float s = 0.0f;
+      for (int64_t n = begin; n < end; n++) s += to_f32(dy[n * C + c]);
+      pdb[k * C + c] = s;
+    }
+  }
+}
+
+/* out[c] += sum over chunks, in order, of partial[k][c]. */
+template <typename T> __global__ void sum_chunks_kernel(int64_t chunks, int64_t C, const float *partial, T *out)
+{
+  for (int64_t c = global_index(); c < C; c += global_stride()) {
+    float s = 0.0f;
+    for (int64_t k = 0; k < chunks; k++) s += partial[k * C + c];
+    add_to(out, c, s);
+  }
+}
+
+unsigned row_blocks_for_warps(int64_t N)
+{
+  return blocks_for(N, WARPS);
+}
+
+unsigned chunk_blocks(int64_t N)
+{
+  return blocks_for(row_chunks(N), 1);
+}
+
+} /* namespace */
+
+/* ---------------------------------------------------------------- launchers */
+
+extern "C" {
+
+cudaError_t gaaw_cuda_layernorm_forward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t C, const void *x,
+                                        const void *w, const void *b, float eps, void *y, float *mean, float *rstd)
+{
+  if (N == 0) return cudaSuccess;
+  GAAW_CUDA_DISPATCH_FLOAT(dt, T, norm_forward_kernel<T, false><<<row_blocks_for_warps(N), THREADS, 0, s>>>(
+                                      N, C, (const T *)x, (const T *)w, (const T *)b, eps, (T *)y, mean, rstd));
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_rmsnorm_forward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t C, const void *x,
+                                      const void *w, float eps, void *y, float *rstd)
+{
+  if (N == 0) return cudaSuccess;
+  GAAW_CUDA_DISPATCH_FLOAT(dt, T, norm_forward_kernel<T, true><<<row_blocks_for_warps(N), THREADS, 0, s>>>(
+                                      N, C, (const T *)x, (const T *)w, nullptr, eps, (T *)y, nullptr, rstd));
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_layernorm_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t C, const void *dy,
+                                         const void *x, const void *w, const float *mean, const float *rstd, void *dx,
+                                         void *dw, void *db, float *partial)
+{
+  if (N == 0 || C == 0) return cudaSuccess;
+  int64_t chunks = row_chunks(N);
+  float *pdw = partial, *pdb = partial + chunks * C;
+  GAAW_CUDA_DISPATCH_FLOAT(dt, T,
+    layernorm_backward_kernel<T><<<chunk_blocks(N), THREADS, 0, s>>>(N, C, (const T *)dy, (const T *)x,
+                                                                      (const T *)w, mean, rstd, (T *)dx, pdw, pdb);
+    sum_chunks_kernel<T><<<blocks_for(C, THREADS), THREADS, 0, s>>>(chunks, C, pdw, (T *)dw);
+    sum_chunks_kernel<T><<<blocks_for(C, THREADS), THREADS, 0, s>>>(chunks, C, pdb, (T *)db));
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_rmsnorm_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t C, const void *dy,
+                                       const void *x, const void *w, const float *rstd, void *dx, void *dw,
+                                       float *partial)
+{
+  if (N == 0 || C == 0) return cudaSuccess;
+  int64_t chunks = row_chunks(N);
+  GAAW_CUDA_DISPATCH_FLOAT(dt, T,
+    rmsnorm_backward_kernel<T><<<chunk_blocks(N), THREADS, 0, s>>>(N, C, (const T *)dy, (const T *)x, (const T *)w,
+                                                                    rstd, (T *)dx, partial);
+    sum_chunks_kernel<T><<<blocks_for(C, THREADS), THREADS, 0, s>>>(chunks, C, partial, (T *)dw));
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_bias_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t C, const void *dy,
+                                    void *db, float *partial)
+{
+  if (N == 0 || C == 0) return cudaSuccess;
+  int64_t chunks = row_chunks(N);
+  GAAW_CUDA_DISPATCH_FLOAT(dt, T,
+    bias_backward_kernel<T><<<chunk_blocks(N), THREADS, 0, s>>>(N, C, (const T *)dy, partial);
+    sum_chunks_kernel<T><<<blocks_for(C, THREADS), THREADS, 0, s>>>(chunks, C, partial, (T *)db));
+  return cudaGetLastError();
+}
+
+} /* extern "C" */

@@ -1,0 +1,317 @@
+/* Pointwise kernels: activations, bias and residual adds, axpy, scale, cast, fill,
+ * permute, finite check, and AdamW (128-bit loads where the pointers allow). The
+ * formulas are the host backend's (backends/host), in the same order. */
+#include "backends/cuda/cuda_common.cuh"
+
+using namespace gaaw_cuda;
+
+namespace {
+
+constexpr float GELU_SCALE = 0.7978845608028654f; /* sqrt(2 / pi) */
+constexpr float GELU_CUBE = 0.044715f;
+
+/* ---------------------------------------------------------------- activations */
+
+template <typename T> __global__ void gelu_forward_kernel(int64_t n, const T *x, T *y)
+{
+  for (int64_t i = global_index(); i < n; i += global_stride()) {
+    float v = to_f32(x[i]);
+    y[i] = from_f32<T>(0.5f * v * (1.0f + tanhf(GELU_SCALE * (v + GELU_CUBE * v * v * v))));
+  }
+}
+
+template <typename T> __global__ void gelu_backward_kernel(int64_t n, const T *dy, const T *x, T *dx)
+{
+  for (int64_t i = global_index(); i < n; i += global_stride()) {
+    float v = to_f32(x[i]), t = tanhf(GELU_SCALE * (v + GELU_CUBE * v * v * v));
+    float du = GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * v * v);
+    add_to(dx, i, to_f32(dy[i]) * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du));
+  }
+}
+
+/* x: (N, 2H) = [a | g]   y: (N, H) = silu(a) g; one thread per element of y. */
+template <typename T> __global__ void swiglu_forward_kernel(int64_t N, int64_t H, const T *x, T *y)
+{
+  for (int64_t i = global_index(); i < N * H; i += global_stride()) {
+    int64_t n = i / H, h = i - n * H;
+    float a = to_f32(x[n * 2 * H + h]), g = to_f32(x[n * 2 * H + H + h]);
+    y[i] = from_f32<T>(a / (1.0f + expf(-a)) * g);
+  }
+}
+
+template <typename T> __global__ void swiglu_backward_kernel(int64_t N, int64_t H, const T *dy, const T *x, T *dx)
+{
+  for (int64_t i = global_index(); i < N * H; i += global_stride()) {
+    int64_t n = i / H, h = i - n * H, ia = n * 2 * H + h, ig = ia + H;
+    float a = to_f32(x[ia]), g = to_f32(x[ig]), d = to_f32(dy[i]);
+    float sig = 1.0f / (1.0f + expf(-a));
+    add_to(dx, ia, d * g * sig * (1.0f + a * (1.0f - sig)));
+    add_to(dx, ig, d * a * sig);
+  }
+}
+
+/* ---------------------------------------------------------------- elementwise */
+
+template <typename T> __global__ void bias_add_kernel(int64_t N, int64_t C, T *y, const T *b)
+{
+  for (int64_t i = global_index(); i < N * C; i += global_stride()) add_to(y, i, to_f32(b[i % C]));
+}
+
+/* y may be a or b: each thread reads its element before writing it. */
+template <typename T> __global__ void add_kernel(int64_t n, const T *a, const T *b, T *y)
+{
+  for (int64_t i = global_index(); i < n; i += global_stride()) y[i] = from_f32<T>(to_f32(a[i]) + to_f32(b[i]));
+}
+
+template <typename T> __global__ void axpy_kernel(int64_t n, float alpha, const T *x, T *y)
+{
+  for (int64_t i = global_index(); i < n; i += global_stride()) add_to(y, i, alpha * to_f32(x[i]));
+}
+
+template <typename T> __global__ void scale_kernel(int64_t n, T *x, float alpha)
+{
+  for (int64_t i = global_index(); i < n; i += global_stride()) x[i] = from_f32<T>(to_f32(x[i]) * alpha);
+}
+
+template <typename X, typename Y> __global__ void cast_kernel(int64_t n, const X *x, Y *y)
+{
+  for (int64_t i = global_index(); i < n; i += global_stride()) y[i] = from_f32<Y>(to_f32(x[i]));
+}
+
+template <typename U> __global__ void fill_kernel(int64_t n, U bits, U *x)
+{
+  for (int64_t i = global_index(); i < n; i += global_stride()) x[i] = bits;
+}
+
+/* One thread per element of y (A, C, B, D). */
+template <typename U>
+__global__ void permute_0213_kernel(int64_t A, int64_t B, int64_t C, int64_t D, const U *x, U *y)
+{
+  int64_t total = A * B * C * D;
+  for (int64_t i = global_index(); i < total; i += global_stride()) {
+    int64_t d = i % D, r = i / D;
+    int64_t b = r % B;
+    r /= B;
+    int64_t c = r % C, a = r / C;
+    y[i] = x[((a * B + b) * C + c) * D + d];
+  }
+}
+
+/* An all-ones exponent means inf or nan; every thread that finds one writes the same 1. */
+template <typename U> __global__ void check_finite_kernel(int64_t n, const U *x, U mask, int32_t *flag)
+{
+  int bad = 0;
+  for (int64_t i = global_index(); i < n; i += global_stride()) bad |= (x[i] & mask) == mask;
+  if (bad) flag[0] = 1;
+}
+
+/* ---------------------------------------------------------------- AdamW */
+
+struct adamw_step {
+  gaaw_cuda_adamw_consts c;
+  __device__ __forceinline__ void operator()(float grad, float &w, float &m, float &v) const
+  {
+    float g = grad * c.grad_scale;
+    float mi = c.beta1 * m + (1.0f - c.beta1) * g;
+    float vi = c.beta2 * v + (1.0f - c.beta2) * g * g;
+    w = w - c.lr * (mi / c.bias_correction1 / (sqrtf(vi / c.bias_correction2) + c.eps) + c.weight_decay * w);
+    m = mi;
+    v = vi;
+  }
+};
+
+/* Four consecutive elements as f32, with one 128-bit (f32) or 64-bit (16-bit types)
+ * access; p + i must be aligned to 4 elements. */
+__device__ __forceinline__ void load4(const float *p, int64_t i, float f[4])
+{
+  float4 q = *reinterpret_cast<const float4 *>(p + i);
+  f[0] = q.x, f[1] = q.y, f[2] = q.z, f[3] = q.w;
+}
+__device__ __forceinline__ void store4(float *p, int64_t i, const float f[4])
+{
+  *reinterpret_cast<float4 *>(p + i) = make_float4(f[0], f[1], f[2], f[3]);
+}
+template <typename T> __device__ __forceinline__ void load4(const T *p, int64_t i, float f[4])
+{
+  uint2 q = *reinterpret_cast<const uint2 *>(p + i);
+  T h[4];
+  memcpy(h, &q, sizeof q);
+  for (int k = 0; k < 4; k++) f[k] = to_f32(h[k]);
+}
+template <typename T> __device__ __forceinline__ void store4(T *p, int64_t i, const float f[4])
+{
+  T h[4];
+  for (int k = 0; k < 4; k++) h[k] = from_f32<T>(f[k]);
+  uint2 q;
+  memcpy(&q, h, sizeof q);
+  *reinterpret_cast<uint2 *>(p + i) = q;
+}
+
+/* w, m, v (f32) updated; out = w (P) when given. With vec, the first n / 4 * 4
+ * elements go four at a time (all pointers aligned to 4 elements). */
+template <typename G, typename P>
+__global__ void adamw_kernel(int64_t n, const G *grads, float *w, float *m, float *v, P *out, adamw_step step,
+                             bool vec)
+{
+  int64_t n4 = vec ? n / 4 : 0;
+  for (int64_t q = global_index(); q < n4; q += global_stride()) {
+    int64_t i = 4 * q;
+    float g[4], wf[4], mf[4], vf[4];
+    load4(grads, i, g);
+    load4(w, i, wf);
+    load4(m, i, mf);
+    load4(v, i, vf);
+    for (int k = 0; k < 4; k++) step(g[k], wf[k], mf[k], vf[k]);
+    store4(w, i, wf);
+    store4(m, i, mf);
+    store4(v, i, vf);
+    if (out) store4(out, i, wf);
+  }
+  for (int64_t i = 4 * n4 + global_index(); i < n; i += global_stride()) {
+    float wi = w[i], mi = m[i], vi = v[i];
+    step(to_f32(grads[i]), wi, mi, vi);
+    w[i] = wi;
+    m[i] = mi;
+    v[i] = vi;
+    if (out) out[i] = from_f32<P>(wi);
+  }
+}
+
+int aligned(const void *p, size_t bytes)
+{
+  return p == nullptr || (uintptr_t)p % bytes == 0;
+}
+
+/* Launch shapes of a pointwise kernel over n items. */
+#define GAAW_POINTWISE(n) blocks_for((n), THREADS), THREADS, 0, s
+
+} /* namespace */
+
+/* ---------------------------------------------------------------- launchers */
+
+extern "C" {
+
+cudaError_t gaaw_cuda_gelu_forward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n, const void *x, void *y)
+{
+  if (n == 0) return cudaSuccess;
+  GAAW_CUDA_DISPATCH_FLOAT(dt, T, gelu_forward_kernel<<<GAAW_POINTWISE(n)>>>(n, (const T *)x, (T *)y));
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_gelu_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n, const void *dy, const void *x,
+                                    void *dx)
+{
+  if (n == 0) return cudaSuccess;
+  GAAW_CUDA_DISPATCH_FLOAT(dt, T,
+                           gelu_backward_kernel<<<GAAW_POINTWISE(n)>>>(n, (const T *)dy, (const T *)x, (T *)dx));
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_swiglu_forward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t H, const void *x,
+                                     void *y)
+{
+  if (N * H == 0) return cudaSuccess;
+  GAAW_CUDA_DISPATCH_FLOAT(dt, T, swiglu_forward_kernel<<<GAAW_POINTWISE(N * H)>>>(N, H, (const T *)x, (T *)y));
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_swiglu_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t H, const void *dy,
+                                      const void *x, void *dx)
+{
+  if (N * H == 0) return cudaSuccess;
+  GAAW_CUDA_DISPATCH_FLOAT(
+      dt, T, swiglu_backward_kernel<<<GAAW_POINTWISE(N * H)>>>(N, H, (const T *)dy, (const T *)x, (T *)dx));
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_bias_add(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t C, void *y, const void *b)
+{
+  if (N * C == 0) return cudaSuccess;
+  GAAW_CUDA_DISPATCH_FLOAT(dt, T, bias_add_kernel<<<GAAW_POINTWISE(N * C)>>>(N, C, (T *)y, (const T *)b));
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_add(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n, const void *a, const void *b, void *y)
+{
+  if (n == 0) return cudaSuccess;
+  GAAW_CUDA_DISPATCH_FLOAT(dt, T, add_kernel<<<GAAW_POINTWISE(n)>>>(n, (const T *)a, (const T *)b, (T *)y));
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_axpy(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n, float alpha, const void *x, void *y)
+{
+  if (n == 0) return cudaSuccess;
+  GAAW_CUDA_DISPATCH_FLOAT(dt, T, axpy_kernel<<<GAAW_POINTWISE(n)>>>(n, alpha, (const T *)x, (T *)y));
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_scale(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n, void *x, float alpha)
+{
+  if (n == 0) return cudaSuccess;
+  GAAW_CUDA_DISPATCH_FLOAT(dt, T, scale_kernel<<<GAAW_POINTWISE(n)>>>(n, (T *)x, alpha));
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_cast(cudaStream_t s, gaaw_cuda_dtype xt, gaaw_cuda_dtype yt, int64_t n, const void *x, void *y)
+{
+  if (n == 0) return cudaSuccess;
+  GAAW_CUDA_DISPATCH_ANY(
+      xt, X, GAAW_CUDA_DISPATCH_ANY(yt, Y, cast_kernel<<<GAAW_POINTWISE(n)>>>(n, (const X *)x, (Y *)y)));
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_fill_bits(cudaStream_t s, size_t elem_size, int64_t n, uint32_t bits, void *x)
+{
+  if (n == 0) return cudaSuccess;
+  if (elem_size == 4)
+    fill_kernel<<<GAAW_POINTWISE(n)>>>(n, bits, (uint32_t *)x);
+  else if (elem_size == 2)
+    fill_kernel<<<GAAW_POINTWISE(n)>>>(n, (uint16_t)bits, (uint16_t *)x);
+  else
+    return cudaErrorInvalidValue;
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_permute_0213(cudaStream_t s, size_t elem_size, int64_t A, int64_t B, int64_t C, int64_t D,
+                                   const void *x, void *y)
+{
+  int64_t total = A * B * C * D;
+  if (total == 0) return cudaSuccess;
+  if (elem_size == 4)
+    permute_0213_kernel<<<GAAW_POINTWISE(total)>>>(A, B, C, D, (const uint32_t *)x, (uint32_t *)y);
+  else if (elem_size == 2)
+    permute_0213_kernel<<<GAAW_POINTWISE(total)>>>(A, B, C, D, (const uint16_t *)x, (uint16_t *)y);
+  else
+    return cudaErrorInvalidValue;
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_check_finite(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n, const void *x, int32_t *flag)
+{
+  if (n == 0) return cudaSuccess;
+  if (dt == GAAW_CUDA_F32)
+    check_finite_kernel<<<GAAW_POINTWISE(n)>>>(n, (const uint32_t *)x, (uint32_t)0x7f800000u, flag);
+  else if (dt == GAAW_CUDA_BF16 || dt == GAAW_CUDA_F16)
+    check_finite_kernel<<<GAAW_POINTWISE(n)>>>(n, (const uint16_t *)x,
+                                               (uint16_t)(dt == GAAW_CUDA_BF16 ? 0x7f80u : 0x7c00u), flag);
+  else
+    return cudaErrorInvalidValue;
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_adamw(cudaStream_t s, gaaw_cuda_dtype grad_dt, gaaw_cuda_dtype out_dt, int64_t n,
+                            const void *grads, float *w, float *m, float *v, void *out,
+                            const gaaw_cuda_adamw_consts *c)
+{
+  if (n == 0) return cudaSuccess;
+  adamw_step step = {*c};
+  /* Four elements per access: 16 bytes of f32, 8 bytes of a 16-bit type. */
+  size_t gsz = grad_dt == GAAW_CUDA_F32 ? 16 : 8, osz = out_dt == GAAW_CUDA_F32 ? 16 : 8;
+  bool vec = aligned(grads, gsz) && aligned(w, 16) && aligned(m, 16) && aligned(v, 16) && aligned(out, osz);
+  unsigned blocks = blocks_for(vec ? (n + 3) / 4 : n, THREADS);
+  GAAW_CUDA_DISPATCH_FLOAT(grad_dt, G, GAAW_CUDA_DISPATCH_FLOAT(out_dt, P,
+    adamw_kernel<<<blocks, THREADS, 0, s>>>(n, (const G *)grads, w, m, v, (P *)out, step, vec)));
+  return cudaGetLastError();
+}
+
+} /* extern "C" */

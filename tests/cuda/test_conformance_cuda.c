@@ -1,0 +1,387 @@
+/* The CUDA backend == the host backend (the reference), kernel by kernel, for f32,
+ * bf16 and f16: every kernel of include/gaaw/kernels.h runs on the same inputs in a
+ * host context and a CUDA context and the outputs are compared (f32 within 1e-4
+ * relative, 16-bit types within a few ulp of their rounding). The reductions (GEMM,
+ * norm and bias gradients, embedding scatter-add, sum of squares) must also be
+ * bit-identical when run twice on the device.
+ *
+ * Without a CUDA device the same comparisons run with a second host context in the
+ * device's place (a check of this test itself), and the test exits 77 (skip): the
+ * CUDA backend was not tested. */
+#include <mpi.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "backends/device.h"
+#include "backends/runtime/half.h"
+#include "tests/harness/test_util.h"
+
+/* ctxs[0]: host (reference); ctxs[1]: the device under test. */
+static gaaw_context_t ctxs[2];
+
+/* One tensor of the same shape and dtype in both contexts. */
+typedef struct {
+  gaaw_tensor_t t[2];
+} twin;
+
+#define SHAPE_NDIM(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+#define MAKE(w, dt, ...) make(&(w), (dt), SHAPE_NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
+/* Runs a call in both contexts: C is the context, T(w) the twin's tensor there. */
+#define T(w) (&(w).t[s])
+#define BOTH(call)                                          \
+  for (int s = 0; s < 2; s++) {                             \
+    gaaw_context_t C = ctxs[s];                             \
+    expect_status_ctx(C, call, GAAW_SUCCESS);               \
+  }
+
+static void make(twin *w, gaaw_dtype_t dt, int ndim, const int64_t *shape)
+{
+  for (int s = 0; s < 2; s++)
+    require_ok(ctxs[s], gaaw_tensor_alloc(ctxs[s], dt, ndim, shape, GAAW_MEM_ACTIVATIONS, &w->t[s]));
+}
+
+static void release(twin *w)
+{
+  for (int s = 0; s < 2; s++) gaaw_buffer_free(ctxs[s], &w->t[s].buf);
+}
+
+static int64_t numel(const twin *w)
+{
+  return gaaw_tensor_numel(&w->t[0]);
+}
+
+/* Writes values (as f32, converted to the dtype) to both copies. */
+static void set_values(twin *w, const float *v)
+{
+  int64_t n = numel(w);
+  gaaw_dtype_t dt = w->t[0].dtype;
+  size_t es = gaaw_dtype_size(dt);
+  char *raw = malloc((size_t)n * es + 1);
+  for (int64_t i = 0; i < n; i++) gaaw_store_f32(raw, dt, i, v[i]);
+  for (int s = 0; s < 2; s++) require_ok(ctxs[s], gaaw_buffer_write(ctxs[s], w->t[s].buf, w->t[s].offset, raw, n * es));
+  free(raw);
+}
+
+static uint64_t seed = 0x9e3779b97f4a7c15ull;
+static float uniform(float lo, float hi)
+{
+  seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+  return lo + (hi - lo) * (float)((seed >> 40) * (1.0 / 16777216.0));
+}
+
+static void randomize(twin *w, float lo, float hi)
+{
+  int64_t n = numel(w);
+  float *v = malloc((size_t)n * sizeof(float) + 4);
+  for (int64_t i = 0; i < n; i++) v[i] = uniform(lo, hi);
+  set_values(w, v);
+  free(v);
+}
+
+/* Integer values lo..hi-1 (tokens, targets). */
+static void random_ints(twin *w, int lo, int hi)
+{
+  int64_t n = numel(w);
+  float *v = malloc((size_t)n * sizeof(float) + 4);
+  for (int64_t i = 0; i < n; i++) {
+    int k = lo + (int)uniform(0, (float)(hi - lo));
+    v[i] = (float)(k < hi ? k : hi - 1);
+  }
+  set_values(w, v);
+  free(v);
+}
+
+/* Copy s of w as f32 (malloc'ed). */
+static float *read_f32(int s, const twin *w)
+{
+  int64_t n = numel(w);
+  gaaw_dtype_t dt = w->t[s].dtype;
+  size_t es = gaaw_dtype_size(dt);
+  char *raw = malloc((size_t)n * es + 4);
+  float *v = malloc((size_t)n * sizeof(float) + 4);
+  require_ok(ctxs[s], gaaw_buffer_read(ctxs[s], w->t[s].buf, w->t[s].offset, raw, n * es));
+  for (int64_t i = 0; i < n; i++) v[i] = gaaw_load_f32(raw, dt, i);
+  free(raw);
+  return v;
+}
+
+/* Tolerance of a result of dtype: f32 as given; 16-bit types a few ulp of rounding. */
+static double tol_of(gaaw_dtype_t dt, double f32_tol)
+{
+  return dt == GAAW_F32 ? f32_tol : dt == GAAW_BF16 ? 3e-2 : 5e-3;
+}
+
+/* The device copy against the host copy. */
+static void compare(const twin *w, double f32_tol, const char *what)
+{
+  float *ref = read_f32(0, w), *got = read_f32(1, w);
+  char label[160];
+  snprintf(label, sizeof label, "%s (%s)", what, gaaw_dtype_name(w->t[0].dtype));
+  expect_close(got, ref, (long)numel(w), tol_of(w->t[0].dtype, f32_tol), label);
+  free(ref);
+  free(got);
+}
+
+/* Runs `reset` then `call` twice in both contexts (so they stay in step) and expects
+ * the device to produce the same bits in w both times. */
+#define DEVICE_TWICE(w, reset, call, what)                                                      \
+  do {                                                                                          \
+    float *first = NULL;                                                                        \
+    for (int rep = 0; rep < 2; rep++) {                                                         \
+      BOTH(reset);                                                                              \
+      BOTH(call);                                                                               \
+      float *got = read_f32(1, &(w));                                                           \
+      if (!first) {                                                                             \
+        first = got;                                                                            \
+        continue;                                                                               \
+      }                                                                                         \
+      expect_true(memcmp(first, got, (size_t)numel(&(w)) * sizeof(float)) == 0,                 \
+                  "%s: two device runs differ", what);                                          \
+      free(got);                                                                                \
+    }                                                                                           \
+    free(first);                                                                                \
+  } while (0)
+
+/* ---------------------------------------------------------------- the kernels */
+
+static void check_gemm(gaaw_dtype_t dt)
+{
+  enum { M = 37, N = 53, K = 71, B = 3 };
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      twin a, b, c;
+      if (ta) MAKE(a, dt, K, M); else MAKE(a, dt, M, K);
+      if (tb) MAKE(b, dt, N, K); else MAKE(b, dt, K, N);
+      MAKE(c, dt, M, N);
+      randomize(&a, -1, 1);
+      randomize(&b, -1, 1);
+      randomize(&c, -1, 1);
+      BOTH(gaaw_gemm(C, (gaaw_transpose_t)ta, (gaaw_transpose_t)tb, 0.75f, T(a), T(b), 0.5f, T(c)));
+      char what[64];
+      snprintf(what, sizeof what, "gemm %c%c", ta ? 'T' : 'N', tb ? 'T' : 'N');
+      compare(&c, 1e-4, what);
+      DEVICE_TWICE(c, gaaw_fill(C, T(c), 0.0f),
+                   gaaw_gemm(C, (gaaw_transpose_t)ta, (gaaw_transpose_t)tb, 1.0f, T(a), T(b), 0.0f, T(c)), what);
+      release(&a), release(&b), release(&c);
+    }
+  twin a, b, c;
+  MAKE(a, dt, B, K, M);
+  MAKE(b, dt, B, K, N);
+  MAKE(c, dt, B, M, N);
+  randomize(&a, -1, 1);
+  randomize(&b, -1, 1);
+  randomize(&c, -1, 1);
+  BOTH(gaaw_gemm_batched(C, GAAW_OP_T, GAAW_OP_N, 1.0f, T(a), T(b), 1.0f, T(c)));
+  compare(&c, 1e-4, "gemm_batched TN");
+  release(&a), release(&b), release(&c);
+}
+
+static void check_norms(gaaw_dtype_t dt)
+{
+  enum { N = 67, C_ = 200 };
+  twin x, w, b, y, mean, rstd, dy, dx, dw, db;
+  MAKE(x, dt, N, C_), MAKE(y, dt, N, C_), MAKE(dy, dt, N, C_), MAKE(dx, dt, N, C_);
+  MAKE(w, dt, C_), MAKE(b, dt, C_), MAKE(dw, dt, C_), MAKE(db, dt, C_);
+  MAKE(mean, GAAW_F32, N), MAKE(rstd, GAAW_F32, N);
+  randomize(&x, -2, 3), randomize(&w, 0.5f, 1.5f), randomize(&b, -1, 1), randomize(&dy, -1, 1);
+  randomize(&dx, -1, 1), randomize(&dw, -1, 1), randomize(&db, -1, 1);
+  BOTH(gaaw_layernorm_forward(C, T(x), T(w), T(b), 1e-5f, T(y), T(mean), T(rstd)));
+  compare(&y, 1e-4, "layernorm y");
+  compare(&mean, 1e-5, "layernorm mean");
+  compare(&rstd, 1e-4, "layernorm rstd");
+  BOTH(gaaw_layernorm_backward(C, T(dy), T(x), T(w), T(mean), T(rstd), T(dx), T(dw), T(db)));
+  compare(&dx, 1e-4, "layernorm dx");
+  compare(&dw, 1e-4, "layernorm dw");
+  compare(&db, 1e-4, "layernorm db");
+  DEVICE_TWICE(dw, gaaw_fill(C, T(dw), 0.0f),
+               gaaw_layernorm_backward(C, T(dy), T(x), T(w), T(mean), T(rstd), T(dx), T(dw), T(db)),
+               "layernorm dw");
+  BOTH(gaaw_rmsnorm_forward(C, T(x), T(w), 1e-5f, T(y), T(rstd)));
+  compare(&y, 1e-4, "rmsnorm y");
+  compare(&rstd, 1e-4, "rmsnorm rstd");
+  BOTH(gaaw_rmsnorm_backward(C, T(dy), T(x), T(w), T(rstd), T(dx), T(dw)));
+  compare(&dx, 1e-4, "rmsnorm dx");
+  compare(&dw, 1e-4, "rmsnorm dw");
+  BOTH(gaaw_bias_backward(C, T(dy), T(db)));
+  compare(&db, 1e-4, "bias_backward db");
+  DEVICE_TWICE(db, gaaw_fill(C, T(db), 0.0f), gaaw_bias_backward(C, T(dy), T(db)), "bias_backward db");
+  BOTH(gaaw_bias_add(C, T(y), T(b)));
+  compare(&y, 1e-5, "bias_add");
+  twin *all[] = {&x, &w, &b, &y, &mean, &rstd, &dy, &dx, &dw, &db};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
+}
+
+static void check_pointwise(gaaw_dtype_t dt)
+{
+  enum { N = 45, H = 38 };
+  twin x, y, dy, dx, x2, y2, dy2, dx2;
+  MAKE(x, dt, N, H), MAKE(y, dt, N, H), MAKE(dy, dt, N, H), MAKE(dx, dt, N, H);
+  MAKE(x2, dt, N, 2 * H), MAKE(dx2, dt, N, 2 * H), MAKE(y2, dt, N, H), MAKE(dy2, dt, N, H);
+  randomize(&x, -4, 4), randomize(&dy, -1, 1), randomize(&dx, -1, 1);
+  randomize(&x2, -4, 4), randomize(&dy2, -1, 1), randomize(&dx2, -1, 1);
+  BOTH(gaaw_gelu_forward(C, T(x), T(y)));
+  compare(&y, 1e-5, "gelu y");
+  BOTH(gaaw_gelu_backward(C, T(dy), T(x), T(dx)));
+  compare(&dx, 1e-5, "gelu dx");
+  BOTH(gaaw_swiglu_forward(C, T(x2), T(y2)));
+  compare(&y2, 1e-5, "swiglu y");
+  BOTH(gaaw_swiglu_backward(C, T(dy2), T(x2), T(dx2)));
+  compare(&dx2, 1e-5, "swiglu dx");
+  BOTH(gaaw_add(C, T(x), T(dy), T(y)));
+  compare(&y, 1e-6, "add");
+  BOTH(gaaw_add(C, T(y), T(dy), T(y))); /* in place */
+  compare(&y, 1e-6, "add in place");
+  BOTH(gaaw_axpy(C, -0.3f, T(x), T(y)));
+  compare(&y, 1e-6, "axpy");
+  BOTH(gaaw_scale(C, T(y), 1.7f));
+  compare(&y, 1e-6, "scale");
+  BOTH(gaaw_fill(C, T(y), 0.3f));
+  compare(&y, 0, "fill");
+  twin *all[] = {&x, &y, &dy, &dx, &x2, &y2, &dy2, &dx2};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
+}
+
+static void check_attention(gaaw_dtype_t dt)
+{
+  enum { BH = 3, TT = 33, D = 16 };
+  twin q, k, v, probs, out, dout, dprobs, dq, dk, dv, dx;
+  MAKE(q, dt, BH, TT, D), MAKE(k, dt, BH, TT, D), MAKE(v, dt, BH, TT, D), MAKE(out, dt, BH, TT, D);
+  MAKE(dout, dt, BH, TT, D), MAKE(dq, dt, BH, TT, D), MAKE(dk, dt, BH, TT, D), MAKE(dv, dt, BH, TT, D);
+  MAKE(probs, dt, BH, TT, TT), MAKE(dprobs, dt, BH, TT, TT), MAKE(dx, dt, BH, TT, TT);
+  randomize(&q, -1, 1), randomize(&k, -1, 1), randomize(&v, -1, 1), randomize(&dout, -1, 1);
+  randomize(&dq, -1, 1), randomize(&dk, -1, 1), randomize(&dv, -1, 1), randomize(&dx, -1, 1);
+  BOTH(gaaw_attention_forward(C, T(q), T(k), T(v), T(probs), T(out)));
+  compare(&probs, 1e-4, "attention probs");
+  compare(&out, 1e-4, "attention out");
+  BOTH(gaaw_attention_backward(C, T(dout), T(q), T(k), T(v), T(probs), T(dprobs), T(dq), T(dk), T(dv)));
+  compare(&dq, 1e-4, "attention dq");
+  compare(&dk, 1e-4, "attention dk");
+  compare(&dv, 1e-4, "attention dv");
+  /* The softmax alone, on probs as scores: forward, then backward accumulating into dx. */
+  BOTH(gaaw_causal_softmax_forward(C, 0.7f, T(dprobs), T(probs)));
+  compare(&probs, 1e-5, "causal_softmax y");
+  BOTH(gaaw_causal_softmax_backward(C, 0.7f, T(probs), T(dprobs), T(dx)));
+  compare(&dx, 1e-5, "causal_softmax dx");
+  twin *all[] = {&q, &k, &v, &probs, &out, &dout, &dprobs, &dq, &dk, &dv, &dx};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
+}
+
+static void check_embedding_loss(gaaw_dtype_t dt)
+{
+  /* Tokens 0..69 on the slice [10, 60): repeats and tokens outside the slice. */
+  enum { NT = 300, V = 50, START = 10, CC = 40 };
+  twin tokens, table, y, dy, dtable;
+  MAKE(tokens, GAAW_I32, NT), MAKE(table, dt, V, CC), MAKE(y, dt, NT, CC), MAKE(dy, dt, NT, CC);
+  MAKE(dtable, dt, V, CC);
+  random_ints(&tokens, 0, 70);
+  randomize(&table, -1, 1), randomize(&dy, -1, 1), randomize(&dtable, -1, 1);
+  BOTH(gaaw_embedding_forward(C, T(tokens), T(table), START, T(y)));
+  compare(&y, 0, "embedding y");
+  BOTH(gaaw_embedding_backward(C, T(tokens), T(dy), START, T(dtable)));
+  compare(&dtable, 1e-5, "embedding dtable");
+  DEVICE_TWICE(dtable, gaaw_fill(C, T(dtable), 0.0f), gaaw_embedding_backward(C, T(tokens), T(dy), START, T(dtable)),
+               "embedding dtable");
+
+  /* Cross-entropy on the slice [100, 100 + VL) with targets inside, outside and ignored. */
+  enum { NL = 20, VL = 300, VSTART = 100 };
+  twin logits, targets, max, sumexp, target, dlogits;
+  MAKE(logits, dt, NL, VL), MAKE(dlogits, dt, NL, VL), MAKE(targets, GAAW_I32, NL);
+  MAKE(max, GAAW_F32, NL), MAKE(sumexp, GAAW_F32, NL), MAKE(target, GAAW_F32, NL);
+  randomize(&logits, -5, 5), randomize(&dlogits, -0.1f, 0.1f);
+  random_ints(&targets, -1, 500);
+  BOTH(gaaw_row_max(C, T(logits), T(max)));
+  compare(&max, 0, "row_max");
+  BOTH(gaaw_row_sum_exp(C, T(logits), T(max), T(sumexp)));
+  compare(&sumexp, 1e-5, "row_sum_exp");
+  BOTH(gaaw_target_logit(C, T(logits), T(targets), VSTART, T(target)));
+  compare(&target, 0, "target_logit");
+  BOTH(gaaw_cross_entropy_backward(C, T(logits), T(max), T(sumexp), T(targets), VSTART, 1.0f / NL, T(dlogits)));
+  compare(&dlogits, 1e-5, "cross_entropy_backward");
+  twin *all[] = {&tokens, &table, &y, &dy, &dtable, &logits, &targets, &max, &sumexp, &target, &dlogits};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
+}
+
+static void check_utilities(gaaw_dtype_t dt)
+{
+  enum { NA = 1003, A = 2, B = 5, CC = 3, D = 7 };
+  /* AdamW with f32 master weights and params of dt. */
+  twin p, g, master, m, v, x, y, out, flag, xi;
+  MAKE(p, dt, NA), MAKE(g, dt, NA), MAKE(master, GAAW_F32, NA), MAKE(m, GAAW_F32, NA), MAKE(v, GAAW_F32, NA);
+  randomize(&master, -1, 1), randomize(&g, -2, 2), randomize(&m, -0.1f, 0.1f), randomize(&v, 0, 0.01f);
+  gaaw_adamw_args_t args = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.1f,
+                            .grad_scale = 0.5f, .step = 3};
+  BOTH(gaaw_adamw_update(C, T(p), T(g), T(master), T(m), T(v), &args));
+  compare(&master, 1e-5, "adamw master");
+  compare(&p, 1e-5, "adamw params");
+  compare(&m, 1e-5, "adamw m");
+  compare(&v, 1e-5, "adamw v");
+  /* Casts both ways, and the layout permutation. */
+  MAKE(x, dt, A, B, CC, D), MAKE(y, dt, A, CC, B, D), MAKE(out, GAAW_F32, 1), MAKE(flag, GAAW_I32, 1);
+  MAKE(xi, GAAW_I32, A, B, CC, D);
+  randomize(&x, -3, 3);
+  BOTH(gaaw_permute_0213(C, T(x), T(y)));
+  compare(&y, 0, "permute_0213");
+  BOTH(gaaw_cast(C, T(x), T(xi)));
+  compare(&xi, 0, "cast to i32");
+  BOTH(gaaw_cast(C, T(xi), T(y)));
+  compare(&y, 0, "cast from i32");
+  BOTH(gaaw_cast(C, T(master), T(p)));
+  compare(&p, 0, "cast from f32");
+  BOTH(gaaw_sum_squares(C, T(g), T(out)));
+  compare(&out, 1e-5, "sum_squares");
+  DEVICE_TWICE(out, gaaw_fill(C, T(out), 0.0f), gaaw_sum_squares(C, T(g), T(out)), "sum_squares");
+  /* The finite check: 0 for finite data, 1 once an inf is in. */
+  BOTH(gaaw_fill(C, T(flag), 0.0f));
+  BOTH(gaaw_check_finite(C, T(g), T(flag)));
+  compare(&flag, 0, "check_finite (finite)");
+  float *gv = read_f32(0, &g);
+  gv[NA / 2] = INFINITY;
+  set_values(&g, gv);
+  free(gv);
+  BOTH(gaaw_check_finite(C, T(g), T(flag)));
+  compare(&flag, 0, "check_finite (inf)");
+  float *fl = read_f32(1, &flag);
+  expect_true(fl[0] == 1.0f, "check_finite found no inf (%s): flag %g", gaaw_dtype_name(dt), fl[0]);
+  free(fl);
+  twin *all[] = {&p, &g, &master, &m, &v, &x, &y, &out, &flag, &xi};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
+}
+
+static gaaw_context_t open_context(gaaw_config_t *cfg, const char *backend)
+{
+  gaaw_context_t ctx = NULL;
+  require_ok(NULL, gaaw_config_create(cfg));
+  require_ok(NULL, gaaw_config_set(*cfg, "backend", backend));
+  require_ok(NULL, gaaw_init(MPI_COMM_WORLD, *cfg, &ctx));
+  return ctx;
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  const gaaw_device_ops *cuda = gaaw_device_backend("cuda");
+  int devices = 0;
+  if (cuda) cuda->device_count(&devices);
+  if (devices == 0)
+    fprintf(stderr, "test_conformance_cuda: %s; checking the test with host against host, then skipping\n",
+            cuda ? "no CUDA device" : "the CUDA backend is not built");
+  gaaw_config_t cfgs[2];
+  ctxs[0] = open_context(&cfgs[0], "host");
+  ctxs[1] = open_context(&cfgs[1], devices > 0 ? "cuda" : "host");
+  const gaaw_dtype_t dtypes[] = {GAAW_F32, GAAW_BF16, GAAW_F16};
+  for (int i = 0; i < 3; i++) {
+    check_gemm(dtypes[i]);
+    check_norms(dtypes[i]);
+    check_pointwise(dtypes[i]);
+    check_attention(dtypes[i]);
+    check_embedding_loss(dtypes[i]);
+    check_utilities(dtypes[i]);
+  }
+  for (int s = 0; s < 2; s++) {
+    require_ok(ctxs[s], gaaw_finalize(&ctxs[s]));
+    gaaw_config_destroy(&cfgs[s]);
+  }
+  MPI_Finalize();
+  int rc = test_finish("test_conformance_cuda");
+  return rc == 0 && devices == 0 ? TEST_SKIP : rc;
+}
