@@ -82,7 +82,13 @@ static gaaw_status_t alloc_state(gaaw_optimizer_t opt)
     gaaw_tensor_t all = gaaw_zero_view(*state[i], GAAW_F32, 0, opt->shard_numel);
     GAAW_CHECK(gaaw_fill(ctx, &all, 0.0f));
   }
-  /* master weights start from the parameters of the shard */
+  return GAAW_SUCCESS;
+}
+
+/* The master weights start from the shard's parameters. */
+static gaaw_status_t init_master(gaaw_optimizer_t opt)
+{
+  gaaw_context_t ctx = opt->ctx;
   for (int b = 0; opt->master && b < opt->nbuckets; b++) {
     const zero_bucket *k = &opt->buckets[b];
     gaaw_tensor_t params = gaaw_zero_param_piece(opt, b);
@@ -100,8 +106,9 @@ static gaaw_status_t setup(gaaw_optimizer_t opt)
   GAAW_CHECK(gaaw_topology_comm(ctx, GAAW_GROUP_WORLD, &opt->world));
   GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, &opt->dp_rank, &opt->dp_size));
   GAAW_CHECK(gaaw_zero_plan(opt));
-  GAAW_CHECK(alloc_state(opt)); /* before attach: stage 3 moves the parameters into the shard */
+  GAAW_CHECK(alloc_state(opt));
   GAAW_CHECK(gaaw_zero_attach(opt));
+  GAAW_CHECK(init_master(opt)); /* after attach: stage 3 has moved the parameters into the shard */
   opt->loss_scale = opt->dtype == GAAW_F16 ? opt->cfg.initial_loss_scale : 1.0f;
   opt->model->loss_scale = opt->loss_scale;
   opt->lr = opt->cfg.lr;

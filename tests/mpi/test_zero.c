@@ -1,0 +1,226 @@
+/* ZeRO and the optimizer on many ranks:
+ *  - parity: for every stage x (tp, dp) layout of the world, the parameters after
+ *    10 AdamW steps equal a serial stage-0 run (one rank, MPI_COMM_SELF) that
+ *    accumulates the same dp microbatches, in f32 (1e-4 of each tensor's largest
+ *    value: Adam magnifies rounding differences of small gradients);
+ *  - the same run twice is bit-identical;
+ *  - model-state bytes per rank equal DESIGN.md section 10 with bf16 parameters
+ *    (2 Psi + 2 Psi + 12 Psi at stage 0, ... 16 Psi / Nd at stage 3), Psi the
+ *    rank's padded parameter count;
+ *  - gradient and parameter traffic per step over dp: 2 Psi (stages 0-2), 3 Psi
+ *    (stage 3), in elements of the compute dtype;
+ *  - bf16 and f16 loss curves track f32 (within 0.05 over 10 steps);
+ *  - an f16 overflow skips the step on every rank and halves the loss scale.
+ * Built as test_zero_np2 and test_zero_np4. */
+#include <math.h>
+#include <mpi.h>
+
+#include "parallel/model_impl.h"
+#include "tests/harness/model_util.h"
+
+enum { B = 2, T = 8, STEPS = 10 };
+static int world_rank, world_size;
+
+static gaaw_context_t open_ctx(MPI_Comm comm, int tp)
+{
+  gaaw_config_t cfg;
+  gaaw_context_t ctx;
+  require_ok(NULL, gaaw_config_create(&cfg));
+  require_ok(NULL, gaaw_config_set(cfg, "backend", "host"));
+  require_ok(NULL, gaaw_config_set_int(cfg, "tp", tp));
+  require_ok(NULL, gaaw_init(comm, cfg, &ctx));
+  gaaw_config_destroy(&cfg);
+  return ctx;
+}
+
+static gaaw_gpt_config_t small(gaaw_dtype_t dtype)
+{
+  gaaw_gpt_config_t g;
+  gaaw_gpt_config_default(&g);
+  g.vocab = 40;
+  g.max_seq = T;
+  g.layers = 2;
+  g.heads = 2;
+  g.dim = 16;
+  g.dtype = dtype;
+  return g;
+}
+
+static gaaw_optimizer_config_t adamw(int stage, int accumulation)
+{
+  gaaw_optimizer_config_t oc;
+  gaaw_optimizer_config_default(&oc);
+  oc.zero_stage = stage;
+  oc.lr = 3e-3f;
+  oc.accumulation = accumulation;
+  oc.clip_norm = 1.0f;
+  return oc;
+}
+
+/* Microbatch `micro` of step `step`: every dp rank draws its own. */
+static gaaw_batch_t batch_of(int step, int micro, int32_t *tokens, int32_t *targets)
+{
+  model_random_batch(B, T, 40, 1000 + 97 * (uint64_t)step + (uint64_t)micro, tokens, targets);
+  for (int i = 0; i < B * T; i++)
+    if (targets[i] < 0) targets[i] = 0; /* every microbatch counts the same number of tokens */
+  return (gaaw_batch_t){.batch = B, .seq = T, .tokens = tokens, .targets = targets};
+}
+
+typedef struct {
+  float *params;
+  long n;
+  float losses[STEPS];
+  size_t mem[3];
+  uint64_t comm;
+  int64_t psi;
+} run_result;
+
+/* STEPS steps on ctx; each of its dp ranks uses microbatches dp_rank * accum ..,
+ * the serial reference (accum = dp) all of them. */
+static run_result train(gaaw_context_t ctx, gaaw_dtype_t dtype, const gaaw_optimizer_config_t *oc)
+{
+  run_result r;
+  memset(&r, 0, sizeof r);
+  int dp_rank, dp;
+  gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, &dp_rank, &dp);
+  gaaw_gpt_config_t g = small(dtype);
+  gaaw_model_t model;
+  gaaw_optimizer_t opt;
+  require_ok(ctx, gaaw_model_create_gpt(ctx, &g, &model));
+  r.psi = model->params.numel;
+  require_ok(ctx, gaaw_optimizer_create(model, oc, &opt));
+  int32_t tokens[B * T], targets[B * T];
+  for (int s = 0; s < STEPS; s++) {
+    float sum = 0, loss;
+    for (int a = 0; a < oc->accumulation; a++) {
+      gaaw_batch_t b = batch_of(s, dp_rank * oc->accumulation + a, tokens, targets);
+      require_ok(ctx, gaaw_model_forward_backward(model, &b, &loss));
+      sum += loss;
+    }
+    require_ok(ctx, gaaw_optimizer_step(opt));
+    r.losses[s] = sum / oc->accumulation;
+  }
+  gaaw_step_stats_t st;
+  gaaw_optimizer_stats(opt, &st);
+  r.comm = st.comm_bytes;
+  gaaw_optimizer_memory(opt, &r.mem[0], &r.mem[1], &r.mem[2]);
+  r.params = model_snapshot(model, 0, &r.n);
+  gaaw_optimizer_destroy(&opt);
+  gaaw_model_destroy(&model);
+  return r;
+}
+
+static void check_layout(gaaw_context_t serial, int tp)
+{
+  int dp = world_size / tp;
+  gaaw_optimizer_config_t ref_cfg = adamw(0, dp);
+  run_result want = train(serial, GAAW_F32, &ref_cfg);
+  gaaw_context_t par = open_ctx(MPI_COMM_WORLD, tp);
+  for (int stage = 0; stage <= 3; stage++) {
+    gaaw_optimizer_config_t oc = adamw(stage, 1);
+    run_result got = train(par, GAAW_F32, &oc);
+    char what[96];
+    snprintf(what, sizeof what, "stage %d, tp %d x dp %d, rank %d: parameters after %d steps", stage, tp, dp,
+             world_rank, STEPS);
+    expect_true(got.n == want.n, "%s: %ld values, serial %ld", what, got.n, want.n);
+    expect_close_scaled(got.params, want.params, want.n, 1e-4, what);
+    if (stage == 2) {
+      run_result again = train(par, GAAW_F32, &oc);
+      expect_true(memcmp(again.params, got.params, sizeof(float) * got.n) == 0,
+                  "stage 2, tp %d: the same run twice differs", tp);
+      free(again.params);
+    }
+    free(got.params);
+  }
+  free(want.params);
+  gaaw_finalize(&par);
+}
+
+/* Section 10, with 2-byte parameters and gradients and K = 12 bytes of fp32 state. */
+static void check_memory_and_traffic(int tp)
+{
+  gaaw_context_t par = open_ctx(MPI_COMM_WORLD, tp);
+  int dp = world_size / tp;
+  for (int stage = 0; stage <= 3; stage++) {
+    gaaw_optimizer_config_t oc = adamw(stage, 1);
+    run_result r = train(par, GAAW_BF16, &oc);
+    uint64_t psi = (uint64_t)r.psi, nd = (uint64_t)dp;
+    uint64_t want[3] = {stage >= 3 ? 2 * psi / nd : 2 * psi, stage >= 2 ? 2 * psi / nd : 2 * psi,
+                        stage >= 1 ? 12 * psi / nd : 12 * psi};
+    expect_true(r.mem[0] == want[0] && r.mem[1] == want[1] && r.mem[2] == want[2],
+                "stage %d, dp %d: model state %zu + %zu + %zu bytes, section 10 says %llu + %llu + %llu (Psi %llu)",
+                stage, dp, r.mem[0], r.mem[1], r.mem[2], (unsigned long long)want[0], (unsigned long long)want[1],
+                (unsigned long long)want[2], (unsigned long long)psi);
+    uint64_t traffic = dp > 1 ? (stage == 3 ? 3 : 2) * psi * 2 : 0;
+    expect_true(r.comm == traffic, "stage %d, dp %d: %llu bytes over dp per step, expected %s Psi = %llu", stage, dp,
+                (unsigned long long)r.comm, stage == 3 ? "3" : "2", (unsigned long long)traffic);
+    free(r.params);
+  }
+  gaaw_finalize(&par);
+}
+
+static void check_mixed_precision(void)
+{
+  gaaw_context_t par = open_ctx(MPI_COMM_WORLD, 1);
+  gaaw_optimizer_config_t oc = adamw(1, 1);
+  run_result f32 = train(par, GAAW_F32, &oc), bf16 = train(par, GAAW_BF16, &oc), f16 = train(par, GAAW_F16, &oc);
+  for (int s = 0; s < STEPS; s++) {
+    expect_true(fabsf(bf16.losses[s] - f32.losses[s]) < 0.05f, "step %d: bf16 loss %g vs f32 %g", s, bf16.losses[s],
+                f32.losses[s]);
+    expect_true(fabsf(f16.losses[s] - f32.losses[s]) < 0.05f, "step %d: f16 loss %g vs f32 %g", s, f16.losses[s],
+                f32.losses[s]);
+  }
+  expect_true(f32.losses[STEPS - 1] < f32.losses[0], "the loss did not fall: %g -> %g", f32.losses[0],
+              f32.losses[STEPS - 1]);
+  if (world_rank == 0)
+    fprintf(stderr, "loss after %d steps: f32 %.5f bf16 %.5f f16 %.5f (from %.5f)\n", STEPS, f32.losses[STEPS - 1],
+            bf16.losses[STEPS - 1], f16.losses[STEPS - 1], f32.losses[0]);
+  free(f32.params);
+  free(bf16.params);
+  free(f16.params);
+
+  /* a loss scale far too large overflows f16: every rank skips, the scale halves */
+  gaaw_gpt_config_t g = small(GAAW_F16);
+  gaaw_model_t model;
+  gaaw_optimizer_t opt;
+  require_ok(par, gaaw_model_create_gpt(par, &g, &model));
+  oc.initial_loss_scale = 1e30f;
+  oc.hysteresis = 1;
+  require_ok(par, gaaw_optimizer_create(model, &oc, &opt));
+  long n;
+  float *before = model_snapshot(model, 0, &n);
+  int32_t tokens[B * T], targets[B * T];
+  gaaw_batch_t b = batch_of(0, world_rank, tokens, targets);
+  require_ok(par, gaaw_model_forward_backward(model, &b, NULL));
+  require_ok(par, gaaw_optimizer_step(opt));
+  gaaw_step_stats_t st;
+  gaaw_optimizer_stats(opt, &st);
+  float *after = model_snapshot(model, 0, &n);
+  expect_true(st.skipped == 1 && st.loss_scale == 5e29f, "rank %d: skipped %d, loss scale %g", world_rank,
+              st.skipped, st.loss_scale);
+  expect_true(memcmp(before, after, sizeof(float) * n) == 0, "a skipped step changed the parameters");
+  free(before);
+  free(after);
+  gaaw_optimizer_destroy(&opt);
+  gaaw_model_destroy(&model);
+  gaaw_finalize(&par);
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  gaaw_context_t serial = open_ctx(MPI_COMM_SELF, 1);
+  check_layout(serial, 1);
+  check_layout(serial, 2);
+  check_memory_and_traffic(1);
+  if (world_size == 4) check_memory_and_traffic(2);
+  check_mixed_precision();
+  gaaw_finalize(&serial);
+  int failures = test_failures, total = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Finalize();
+  if (total && !failures) return 1;
+  return test_finish(world_size == 2 ? "test_zero_np2" : "test_zero_np4");
+}
