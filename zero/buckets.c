@@ -49,7 +49,7 @@ static gaaw_status_t plan_norm_segments(gaaw_optimizer_t opt, int b)
   int64_t piece_lo = k->lo + (sharded(opt) ? opt->dp_rank * k->piece : 0), piece_hi = piece_lo + k->piece;
   for (int i = 0; i < m->params.count; i++) {
     const gaaw_param *p = &m->params.items[i];
-    if (p->owner != k->layer || (p->split_axis < 0 && m->tp_rank != 0)) continue;
+    if (opt->bucket_of_layer[p->owner] != b || (p->split_axis < 0 && m->tp_rank != 0)) continue;
     int64_t lo = p->offset > piece_lo ? p->offset : piece_lo;
     int64_t hi = p->offset + p->local_numel < piece_hi ? p->offset + p->local_numel : piece_hi;
     if (lo >= hi) continue;
@@ -61,37 +61,54 @@ static gaaw_status_t plan_norm_segments(gaaw_optimizer_t opt, int b)
   return GAAW_SUCCESS;
 }
 
+/* Widens bucket b's use range by every user of the parameters of layer i. */
+static void add_users(gaaw_optimizer_t opt, zero_bucket *k, int i)
+{
+  gaaw_model_t m = opt->model;
+  int users[256];
+  for (int p = 0; p < m->params.count; p++) {
+    if (m->params.items[p].owner != i) continue;
+    int n = gaaw_model_param_users(m, p, users, 256);
+    for (int u = 0; u < n && u < 256; u++) {
+      if (users[u] > k->last_forward) k->last_forward = users[u];
+      if (users[u] < k->last_backward) k->last_backward = users[u];
+    }
+  }
+}
+
+/* Consecutive layers share a bucket up to the tunable zero_bucket_bytes (a layer
+ * larger than that is a bucket of its own). Layer ranges are contiguous and each a
+ * multiple of dp, so every bucket is too. */
 gaaw_status_t gaaw_zero_plan(gaaw_optimizer_t opt)
 {
   gaaw_model_t m = opt->model;
   gaaw_context_t ctx = opt->ctx;
+  int64_t limit = gaaw_ctx_int(ctx, "zero_bucket_bytes") / (int64_t)gaaw_dtype_size(opt->dtype);
   opt->bucket_of_layer = malloc(sizeof(int) * (size_t)m->nlayers);
   opt->buckets = calloc((size_t)m->nlayers, sizeof *opt->buckets);
   if (!opt->bucket_of_layer || !opt->buckets) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the buckets");
-  int users[256];
+  zero_bucket *k = NULL;
   for (int i = 0; i < m->nlayers; i++) {
     gaaw_layer *l = &m->layers[i];
     opt->bucket_of_layer[i] = -1;
-    if (l->param_hi == l->param_lo) continue;
-    zero_bucket *k = &opt->buckets[opt->nbuckets];
-    k->layer = i;
-    k->lo = l->param_lo;
-    k->len = l->param_hi - l->param_lo;
+    int64_t len = l->param_hi - l->param_lo;
+    if (len == 0) continue;
+    if (!k || k->len + len > limit) {
+      k = &opt->buckets[opt->nbuckets++];
+      k->layer = i;
+      k->lo = l->param_lo;
+      k->last_forward = k->last_backward = i;
+    }
+    k->len += len;
+    add_users(opt, k, i);
+    opt->bucket_of_layer[i] = opt->nbuckets - 1;
+  }
+  for (int b = 0; b < opt->nbuckets; b++) {
+    k = &opt->buckets[b];
     k->piece = sharded(opt) ? k->len / opt->dp_size : k->len;
     k->shard_at = opt->shard_numel;
-    k->last_forward = k->last_backward = i;
-    /* the users of any parameter of the bucket (a tied embedding is used by the head) */
-    for (int p = 0; p < m->params.count; p++) {
-      if (m->params.items[p].owner != i) continue;
-      int n = gaaw_model_param_users(m, p, users, 256);
-      for (int u = 0; u < n && u < 256; u++) {
-        if (users[u] > k->last_forward) k->last_forward = users[u];
-        if (users[u] < k->last_backward) k->last_backward = users[u];
-      }
-    }
     opt->shard_numel += k->piece;
-    opt->bucket_of_layer[i] = opt->nbuckets++;
-    GAAW_CHECK(plan_norm_segments(opt, opt->nbuckets - 1));
+    GAAW_CHECK(plan_norm_segments(opt, b));
   }
   return GAAW_SUCCESS;
 }
@@ -105,7 +122,7 @@ static void bind_bucket(gaaw_optimizer_t opt, int b, int grads, gaaw_buffer_t bu
   const zero_bucket *k = &opt->buckets[b];
   for (int i = 0; i < m->params.count; i++) {
     gaaw_param *p = &m->params.items[i];
-    if (p->owner == k->layer) gaaw_param_bind(p, grads, buf, buf ? p->offset - k->lo : 0, opt->dtype);
+    if (opt->bucket_of_layer[p->owner] == b) gaaw_param_bind(p, grads, buf, buf ? p->offset - k->lo : 0, opt->dtype);
   }
 }
 
@@ -214,7 +231,7 @@ static gaaw_status_t after_layer(gaaw_model_t m, int i, gaaw_phase phase, void *
     zero_bucket *k = &opt->buckets[b];
     int done = phase == GAAW_PHASE_FORWARD    ? k->last_forward == i
                : phase == GAAW_PHASE_BACKWARD ? k->last_backward == i
-                                              : k->layer == i;
+                                              : opt->bucket_of_layer[i] == b;
     if (!done) continue;
     if (phase == GAAW_PHASE_BACKWARD && opt->cfg.zero_stage >= 2) GAAW_CHECK(close_grad_bucket(opt, b));
     if (opt->cfg.zero_stage == 3) GAAW_CHECK(release_bucket(opt, b, phase == GAAW_PHASE_ACCESS));

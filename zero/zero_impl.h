@@ -6,11 +6,11 @@
 #include "gaaw/optimizer.h"
 #include "parallel/model_impl.h"
 
-/* One layer's parameters: the flat range [lo, lo + len) of the model's buffers,
- * len a multiple of dp. Dp rank r owns the piece [lo + r * piece, + piece), stored
- * at shard_at in the shard buffers. */
+/* The parameters of consecutive layers: the flat range [lo, lo + len) of the
+ * model's buffers, len a multiple of dp. Dp rank r owns the piece
+ * [lo + r * piece, + piece), stored at shard_at in the shard buffers. */
 typedef struct {
-  int layer;
+  int layer;             /* the first of its layers */
   int64_t lo, len, piece, shard_at;
   int last_forward;      /* the last layer (in forward order) that uses these parameters */
   int last_backward;     /* the last layer in backward order (the lowest index) */

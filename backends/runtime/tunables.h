@@ -23,6 +23,9 @@
   X(rank_order, STRING, "tp-dp-pp",                                                               \
     "order of the rank grid, fastest-varying first (Megatron-LM's default tp-dp-pp)")             \
   /* communication */                                                                             \
+  X(zero_bucket_bytes, INT, "16777216",                                                           \
+    "ZeRO gradient/parameter bucket size: consecutive layers are reduced (stage 2) or "          \
+    "gathered (stage 3) together up to this many bytes; 0 = one bucket per layer")                                         \
   X(comm_timeout, DOUBLE, "300",                                                                  \
     "seconds a collective or send/recv waits for its peers before failing with "                 \
     "GAAW_ERR_TIMEOUT and aborting the communicator; 0 = wait forever")                          \

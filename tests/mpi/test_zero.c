@@ -21,13 +21,16 @@
 enum { B = 2, T = 8, STEPS = 10 };
 static int world_rank, world_size;
 
-static gaaw_context_t open_ctx(MPI_Comm comm, int tp)
+/* bucket_bytes: ZeRO buckets (0: one per layer, so that stages 2 and 3 reduce and
+ * gather layer by layer during forward and backward) */
+static gaaw_context_t open_ctx(MPI_Comm comm, int tp, int64_t bucket_bytes)
 {
   gaaw_config_t cfg;
   gaaw_context_t ctx;
   require_ok(NULL, gaaw_config_create(&cfg));
   require_ok(NULL, gaaw_config_set(cfg, "backend", "host"));
   require_ok(NULL, gaaw_config_set_int(cfg, "tp", tp));
+  require_ok(NULL, gaaw_config_set_int(cfg, "zero_bucket_bytes", bucket_bytes));
   require_ok(NULL, gaaw_init(comm, cfg, &ctx));
   gaaw_config_destroy(&cfg);
   return ctx;
@@ -115,7 +118,7 @@ static void check_layout(gaaw_context_t serial, int tp)
   int dp = world_size / tp;
   gaaw_optimizer_config_t ref_cfg = adamw(0, dp);
   run_result want = train(serial, GAAW_F32, &ref_cfg);
-  gaaw_context_t par = open_ctx(MPI_COMM_WORLD, tp);
+  gaaw_context_t par = open_ctx(MPI_COMM_WORLD, tp, 0);
   for (int stage = 0; stage <= 3; stage++) {
     gaaw_optimizer_config_t oc = adamw(stage, 1);
     run_result got = train(par, GAAW_F32, &oc);
@@ -137,9 +140,9 @@ static void check_layout(gaaw_context_t serial, int tp)
 }
 
 /* Section 10, with 2-byte parameters and gradients and K = 12 bytes of fp32 state. */
-static void check_memory_and_traffic(int tp)
+static void check_memory_and_traffic(int tp, int64_t bucket_bytes)
 {
-  gaaw_context_t par = open_ctx(MPI_COMM_WORLD, tp);
+  gaaw_context_t par = open_ctx(MPI_COMM_WORLD, tp, bucket_bytes);
   int dp = world_size / tp;
   for (int stage = 0; stage <= 3; stage++) {
     gaaw_optimizer_config_t oc = adamw(stage, 1);
@@ -161,7 +164,7 @@ static void check_memory_and_traffic(int tp)
 
 static void check_mixed_precision(void)
 {
-  gaaw_context_t par = open_ctx(MPI_COMM_WORLD, 1);
+  gaaw_context_t par = open_ctx(MPI_COMM_WORLD, 1, 16 << 20);
   gaaw_optimizer_config_t oc = adamw(1, 1);
   run_result f32 = train(par, GAAW_F32, &oc), bf16 = train(par, GAAW_BF16, &oc), f16 = train(par, GAAW_F16, &oc);
   for (int s = 0; s < STEPS; s++) {
@@ -211,11 +214,12 @@ int main(int argc, char **argv)
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  gaaw_context_t serial = open_ctx(MPI_COMM_SELF, 1);
+  gaaw_context_t serial = open_ctx(MPI_COMM_SELF, 1, 16 << 20);
   check_layout(serial, 1);
   check_layout(serial, 2);
-  check_memory_and_traffic(1);
-  if (world_size == 4) check_memory_and_traffic(2);
+  check_memory_and_traffic(1, 0);
+  check_memory_and_traffic(1, 16 << 20);
+  if (world_size == 4) check_memory_and_traffic(2, 0);
   check_mixed_precision();
   gaaw_finalize(&serial);
   int failures = test_failures, total = 0;
