@@ -12,6 +12,7 @@
  * Files: train/options.c (the options and their checks), train/data.c (the text,
  * its split and microbatches), train/trainer.c (steps, validation, sampling),
  * train/report.c (log lines and the metrics file). */
+#include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,7 +181,7 @@ static int run(int argc, char **argv)
   if (code == TRAIN_EXIT_OK) {
     int local = TRAIN_EXIT_OK;
     if (world_rank == 0 && opts->metrics[0] && !(metrics = fopen(opts->metrics, "w"))) {
-      snprintf(err, sizeof err, "cannot write the metrics file '%s'", opts->metrics);
+      snprintf(err, sizeof err, "cannot write the metrics file '%s': %s", opts->metrics, strerror(errno));
       local = TRAIN_EXIT_USAGE;
     }
     code = agree(local, err);
