@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "config.h"
 #include "backends/runtime/context_impl.h"
 
 #define GAAW_UNSUPPORTED_STUB(op, params)                                                          \
@@ -13,8 +14,15 @@
 GAAW_DEVICE_KERNEL_LIST(GAAW_UNSUPPORTED_STUB)
 #undef GAAW_UNSUPPORTED_STUB
 
+#ifdef GAAW_HAVE_OPENCL
+extern const gaaw_device_ops gaaw_opencl_device_ops; /* backends/opencl/opencl_device.c */
+#endif
+
 /* Registered tables, as written by each backend (cuda > opencl > host). */
 static const gaaw_device_ops *const registered[] = {
+#ifdef GAAW_HAVE_OPENCL
+  &gaaw_opencl_device_ops,
+#endif
   &gaaw_host_device_ops,
 };
 enum { BACKEND_COUNT = sizeof registered / sizeof registered[0] };

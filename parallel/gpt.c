@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "backends/runtime/half.h"
 #include "parallel/linear.h"
 #include "parallel/model_impl.h"
 #include "parallel/norm.h"
@@ -139,8 +140,8 @@ static gaaw_status_t head_forward_body(gaaw_model_t m, gaaw_layer *l, const gaaw
   gaaw_tensor_t *h, *mean = NULL, *rstd, *hg, *logits, *max, *sumexp, *target;
   int layernorm = m->gpt.norm == GAAW_NORM_LAYERNORM;
   GAAW_CHECK(gaaw_layer_alloc(m, l, HS_H, 0, GAAW_SHAPE(Nl, C), &h));
-  if (layernorm) GAAW_CHECK(gaaw_layer_alloc(m, l, HS_MEAN, 0, GAAW_SHAPE(Nl), &mean));
-  GAAW_CHECK(gaaw_layer_alloc(m, l, HS_RSTD, 0, GAAW_SHAPE(Nl), &rstd));
+  if (layernorm) GAAW_CHECK(gaaw_layer_alloc_stat(m, l, HS_MEAN, Nl, &mean));
+  GAAW_CHECK(gaaw_layer_alloc_stat(m, l, HS_RSTD, Nl, &rstd));
   GAAW_CHECK(gaaw_norm_forward(ctx, m->gpt.norm, x, gaaw_layer_param(m, l, H_LNF_W),
                                layernorm ? gaaw_layer_param(m, l, H_LNF_B) : NULL, h, mean, rstd));
   hg = h;
@@ -152,9 +153,9 @@ static gaaw_status_t head_forward_body(gaaw_model_t m, gaaw_layer *l, const gaaw
   GAAW_CHECK(gaaw_layer_alloc(m, l, HS_LOGITS, 0, GAAW_SHAPE(N, m->vocab_valid_local), &logits));
   GAAW_CHECK(gaaw_linear_forward(ctx, hg, &w, NULL, logits));
   /* vocab-parallel cross-entropy: three all-reduces over tp */
-  GAAW_CHECK(gaaw_layer_alloc(m, l, HS_MAX, 0, GAAW_SHAPE(N), &max));
-  GAAW_CHECK(gaaw_layer_alloc(m, l, HS_SUMEXP, 0, GAAW_SHAPE(N), &sumexp));
-  GAAW_CHECK(gaaw_layer_alloc(m, l, HS_TARGET, 0, GAAW_SHAPE(N), &target));
+  GAAW_CHECK(gaaw_layer_alloc_stat(m, l, HS_MAX, N, &max));
+  GAAW_CHECK(gaaw_layer_alloc_stat(m, l, HS_SUMEXP, N, &sumexp));
+  GAAW_CHECK(gaaw_layer_alloc_stat(m, l, HS_TARGET, N, &target));
   GAAW_CHECK(gaaw_row_max(ctx, logits, max));
   if (m->tp_size > 1) GAAW_CHECK(gaaw_comm_allreduce(m->tp, max, max, GAAW_MAX));
   GAAW_CHECK(gaaw_row_sum_exp(ctx, logits, max, sumexp));
@@ -178,7 +179,7 @@ static gaaw_status_t head_backward_body(gaaw_model_t m, gaaw_layer *l, gaaw_scra
   int64_t C = m->gpt.dim, N = m->rows;
   gaaw_tensor_t *sv = l->saved, *dlogits, *dhg, *dh;
   const gaaw_tensor_t *hg = sequence_parallel(m) ? &sv[HS_HG] : &sv[HS_H];
-  float dloss = m->counted ? 1.0f / (float)m->counted : 0.0f;
+  float dloss = m->counted ? m->loss_scale / (float)m->counted : 0.0f;
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(N, m->vocab_valid_local), &dlogits));
   GAAW_CHECK(gaaw_cross_entropy_backward(ctx, &sv[HS_LOGITS], &sv[HS_MAX], &sv[HS_SUMEXP], &m->targets,
                                          vocab_start(m), dloss, dlogits));
@@ -329,7 +330,7 @@ gaaw_status_t gaaw_model_create_gpt(gaaw_context_t ctx, const gaaw_gpt_config_t 
   GAAW_ARG_NOT_NULL(ctx, model);
   *model = NULL;
   gaaw_model_t m;
-  GAAW_CHECK(gaaw_model_begin(ctx, GAAW_MODEL_GPT, &m));
+  GAAW_CHECK(gaaw_model_begin(ctx, GAAW_MODEL_GPT, cfg->dtype, &m));
   m->gpt = *cfg;
   if (!m->gpt.ffn) m->gpt.ffn = 4 * cfg->dim;
   /* agreement first: a rank whose config fails its checks still takes part */
@@ -353,26 +354,31 @@ gaaw_status_t gaaw_model_get_logits(gaaw_model_t m, float *logits)
   if (!m->have_forward)
     GAAW_FAIL(ctx, GAAW_ERR_STATE, "logits exist between gaaw_model_forward and gaaw_model_backward only");
   const gaaw_tensor_t *mine = &m->layers[m->nlayers - 1].saved[HS_LOGITS];
-  int64_t N = m->rows, Vl = m->vocab_local, P = m->tp_size, V = m->gpt.vocab;
-  /* pad this rank's (N, nv) to (N, Vl) so that every rank sends the same size */
-  float *host = calloc((size_t)(P * N * Vl), sizeof *host), *row = host;
-  if (!host) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %lld logits", (long long)(P * N * Vl));
-  gaaw_status_t st = GAAW_SUCCESS;
-  for (int64_t n = 0; n < N && st == GAAW_SUCCESS; n++, row += Vl)
-    st = gaaw_buffer_read(ctx, mine->buf, mine->offset + (size_t)(n * m->vocab_valid_local) * sizeof(float), row,
-                          (size_t)m->vocab_valid_local * sizeof(float));
+  int64_t N = m->rows, Vl = m->vocab_local, nv = m->vocab_valid_local, P = m->tp_size, V = m->gpt.vocab;
+  gaaw_dtype_t dt = mine->dtype;
+  size_t es = gaaw_dtype_size(dt);
+  /* (N, nv) padded to (N, Vl), so that every rank sends the same size */
   gaaw_tensor_t local = {0}, all = {0};
-  if (st == GAAW_SUCCESS) st = gaaw_tensor_alloc(ctx, GAAW_F32, 2, (int64_t[]){N, Vl}, GAAW_MEM_WORKSPACE, &local);
-  if (st == GAAW_SUCCESS) st = gaaw_tensor_alloc(ctx, GAAW_F32, 2, (int64_t[]){P * N, Vl}, GAAW_MEM_WORKSPACE, &all);
-  if (st == GAAW_SUCCESS) st = gaaw_buffer_write(ctx, local.buf, 0, host, (size_t)(N * Vl) * sizeof(float));
+  gaaw_status_t st = gaaw_tensor_alloc(ctx, dt, 2, (int64_t[]){N, Vl}, GAAW_MEM_WORKSPACE, &local);
+  if (st == GAAW_SUCCESS) st = gaaw_fill(ctx, &local, 0.0f);
+  for (int64_t n = 0; n < N && st == GAAW_SUCCESS; n++) {
+    gaaw_tensor_t src = gaaw_rows_view(mine, n, 1), dst = gaaw_rows_view(&local, n, 1);
+    dst.shape[1] = nv;
+    st = gaaw_cast(ctx, &src, &dst);
+  }
+  if (st == GAAW_SUCCESS) st = gaaw_tensor_alloc(ctx, dt, 2, (int64_t[]){P * N, Vl}, GAAW_MEM_WORKSPACE, &all);
   if (st == GAAW_SUCCESS) st = gaaw_tp_gather_rows(m->tp, &local, &all);
-  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, all.buf, 0, host, (size_t)(P * N * Vl) * sizeof(float));
+  void *host = st == GAAW_SUCCESS ? malloc((size_t)(P * N * Vl) * es) : NULL;
+  if (st == GAAW_SUCCESS && !host) st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                                         "cannot allocate %lld logits", (long long)(P * N * Vl));
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, all.buf, 0, host, (size_t)(P * N * Vl) * es);
   for (int64_t r = 0; st == GAAW_SUCCESS && r < P; r++)
     for (int64_t n = 0; n < N; n++)
-      for (int64_t j = 0; j < Vl && r * Vl + j < V; j++) logits[n * V + r * Vl + j] = host[(r * N + n) * Vl + j];
+      for (int64_t j = 0; j < Vl && r * Vl + j < V; j++)
+        logits[n * V + r * Vl + j] = gaaw_load_f32(host, dt, (r * N + n) * Vl + j);
+  free(host);
   gaaw_buffer_free(ctx, &local.buf);
   gaaw_buffer_free(ctx, &all.buf);
-  free(host);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }

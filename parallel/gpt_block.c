@@ -118,7 +118,7 @@ static gaaw_tensor_t as4(const gaaw_tensor_t *t, int64_t a, int64_t b, int64_t c
 static gaaw_tensor_t qkv_part(const gaaw_tensor_t *qkvp, const block_dims *d, int which)
 {
   gaaw_tensor_t v = gaaw_reshape(qkvp, 3, (int64_t[]){d->B * d->Hl, d->T, d->D});
-  v.offset += (size_t)(which * d->B * d->Hl * d->T * d->D) * sizeof(float);
+  v.offset += (size_t)(which * d->B * d->Hl * d->T * d->D) * gaaw_dtype_size(qkvp->dtype);
   return v;
 }
 
@@ -130,8 +130,8 @@ static gaaw_status_t attention_forward(gaaw_model_t m, gaaw_layer *l, const bloc
   gaaw_context_t ctx = m->ctx;
   gaaw_tensor_t *h1, *mean1 = NULL, *rstd1, *h1g, *qkv, *heads, *qkvp, *probs, *o, *att, *proj, *y;
   GAAW_CHECK(gaaw_layer_alloc(m, l, S_H1, 0, GAAW_SHAPE(d->Nl, d->C), &h1));
-  if (m->gpt.norm == GAAW_NORM_LAYERNORM) GAAW_CHECK(gaaw_layer_alloc(m, l, S_MEAN1, 0, GAAW_SHAPE(d->Nl), &mean1));
-  GAAW_CHECK(gaaw_layer_alloc(m, l, S_RSTD1, 0, GAAW_SHAPE(d->Nl), &rstd1));
+  if (m->gpt.norm == GAAW_NORM_LAYERNORM) GAAW_CHECK(gaaw_layer_alloc_stat(m, l, S_MEAN1, d->Nl, &mean1));
+  GAAW_CHECK(gaaw_layer_alloc_stat(m, l, S_RSTD1, d->Nl, &rstd1));
   GAAW_CHECK(gaaw_norm_forward(ctx, m->gpt.norm, x, PARAM(P_LN1_W), NORM_BIAS(P_LN1_B), h1, mean1, rstd1));
   GAAW_CHECK(enter_tp(m, l, S_H1G, d, h1, &h1g));
   /* qkv (N, 3 Cl) = (B, T, 3 Hl, D) -> (B, 3 Hl, T, D) -> (3, B, Hl T D) */
@@ -166,8 +166,8 @@ static gaaw_status_t mlp_forward(gaaw_model_t m, gaaw_layer *l, const block_dims
   gaaw_context_t ctx = m->ctx;
   gaaw_tensor_t *h2, *mean2 = NULL, *rstd2, *h2g, *u, *a, *z, *y;
   GAAW_CHECK(gaaw_layer_alloc(m, l, S_H2, 0, GAAW_SHAPE(d->Nl, d->C), &h2));
-  if (m->gpt.norm == GAAW_NORM_LAYERNORM) GAAW_CHECK(gaaw_layer_alloc(m, l, S_MEAN2, 0, GAAW_SHAPE(d->Nl), &mean2));
-  GAAW_CHECK(gaaw_layer_alloc(m, l, S_RSTD2, 0, GAAW_SHAPE(d->Nl), &rstd2));
+  if (m->gpt.norm == GAAW_NORM_LAYERNORM) GAAW_CHECK(gaaw_layer_alloc_stat(m, l, S_MEAN2, d->Nl, &mean2));
+  GAAW_CHECK(gaaw_layer_alloc_stat(m, l, S_RSTD2, d->Nl, &rstd2));
   GAAW_CHECK(gaaw_norm_forward(ctx, m->gpt.norm, x2, PARAM(P_LN2_W), NORM_BIAS(P_LN2_B), h2, mean2, rstd2));
   GAAW_CHECK(enter_tp(m, l, S_H2G, d, h2, &h2g));
   GAAW_CHECK(gaaw_layer_alloc(m, l, S_U, 0, GAAW_SHAPE(d->N, d->Fu), &u));

@@ -145,13 +145,13 @@ static gaaw_status_t mse_forward(gaaw_model_t m, gaaw_layer *l, const gaaw_tenso
   return GAAW_SUCCESS;
 }
 
-/* dx = 2 (y - t) / count */
+/* dx = 2 (y - t) / count (times the loss scale) */
 static gaaw_status_t mse_backward(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *dy, gaaw_tensor_t *dx)
 {
   gaaw_context_t ctx = m->ctx;
   const gaaw_tensor_t *diff = &l->saved[MS_DIFF];
   GAAW_CHECK(gaaw_act_zeros(m, diff->ndim, diff->shape, dx));
-  GAAW_CHECK(gaaw_axpy(ctx, 2.0f / (float)m->counted, diff, dx));
+  GAAW_CHECK(gaaw_axpy(ctx, 2.0f * m->loss_scale / (float)m->counted, diff, dx));
   return GAAW_SUCCESS;
 }
 
@@ -224,7 +224,7 @@ gaaw_status_t gaaw_model_create_mlp(gaaw_context_t ctx, const gaaw_mlp_config_t 
   GAAW_ARG_NOT_NULL(ctx, model);
   *model = NULL;
   gaaw_model_t m;
-  GAAW_CHECK(gaaw_model_begin(ctx, GAAW_MODEL_MLP, &m));
+  GAAW_CHECK(gaaw_model_begin(ctx, GAAW_MODEL_MLP, cfg->dtype, &m));
   m->mlp = *cfg;
   /* agreement first: a rank whose config fails its checks still takes part */
   gaaw_status_t st = agree_over_tp(m, cfg);

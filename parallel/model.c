@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/runtime/half.h"
 #include "parallel/model_impl.h"
 #include "parallel/tp.h"
 
@@ -11,7 +12,7 @@
 
 gaaw_status_t gaaw_act_alloc(gaaw_model_t m, int ndim, const int64_t *shape, gaaw_tensor_t *t)
 {
-  return gaaw_tensor_alloc(m->ctx, GAAW_F32, ndim, shape, GAAW_MEM_ACTIVATIONS, t);
+  return gaaw_tensor_alloc(m->ctx, m->dtype, ndim, shape, GAAW_MEM_ACTIVATIONS, t);
 }
 
 gaaw_status_t gaaw_act_zeros(gaaw_model_t m, int ndim, const int64_t *shape, gaaw_tensor_t *t)
@@ -44,6 +45,18 @@ gaaw_status_t gaaw_layer_alloc(gaaw_model_t m, gaaw_layer *l, int slot, int zero
   gaaw_act_free(m, &l->saved[slot]);
   if (slot >= l->nsaved) l->nsaved = slot + 1;
   GAAW_CHECK(zero ? gaaw_act_zeros(m, ndim, shape, &l->saved[slot]) : gaaw_act_alloc(m, ndim, shape, &l->saved[slot]));
+  *t = &l->saved[slot];
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_layer_alloc_stat(gaaw_model_t m, gaaw_layer *l, int slot, int64_t n, gaaw_tensor_t **t)
+{
+  gaaw_context_t ctx = m->ctx;
+  if (slot < 0 || slot >= GAAW_LAYER_MAX_SAVED)
+    GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "layer %d (%s): saved slot %d", l->index, l->ops->kind, slot);
+  gaaw_act_free(m, &l->saved[slot]);
+  if (slot >= l->nsaved) l->nsaved = slot + 1;
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &n, GAAW_MEM_ACTIVATIONS, &l->saved[slot]));
   *t = &l->saved[slot];
   return GAAW_SUCCESS;
 }
@@ -106,14 +119,19 @@ gaaw_tensor_t gaaw_reshape(const gaaw_tensor_t *t, int ndim, const int64_t *shap
 
 /* ---------------------------------------------------------------- building */
 
-gaaw_status_t gaaw_model_begin(gaaw_context_t ctx, gaaw_model_kind kind, gaaw_model_t *model)
+gaaw_status_t gaaw_model_begin(gaaw_context_t ctx, gaaw_model_kind kind, gaaw_dtype_t dtype, gaaw_model_t *model)
 {
+  GAAW_ARG_CHECK(ctx, dtype == GAAW_F32 || dtype == GAAW_BF16 || dtype == GAAW_F16,
+                 "the compute dtype must be f32, bf16 or f16, got %s (%d)", gaaw_dtype_name(dtype), (int)dtype);
   gaaw_model_t m = calloc(1, sizeof *m);
   if (!m) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate a model");
   m->ctx = ctx;
   m->kind = kind;
+  m->dtype = m->params.dtype = dtype;
+  m->loss_scale = 1.0f;
   gaaw_status_t st = gaaw_topology_comm(ctx, GAAW_GROUP_TP, &m->tp);
   if (st == GAAW_SUCCESS) st = gaaw_topology_group_rank(ctx, GAAW_GROUP_TP, &m->tp_rank, &m->tp_size);
+  if (st == GAAW_SUCCESS) st = gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, NULL, &m->dp_size);
   if (st != GAAW_SUCCESS) {
     free(m);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
@@ -122,9 +140,18 @@ gaaw_status_t gaaw_model_begin(gaaw_context_t ctx, gaaw_model_kind kind, gaaw_mo
   return GAAW_SUCCESS;
 }
 
+/* Each layer's parameters start a bucket that splits into dp equal, 64-byte
+ * aligned shards. */
+static void close_bucket(gaaw_model_t m)
+{
+  gaaw_params_align(&m->params, 16 * (int64_t)m->dp_size);
+  if (m->nlayers) m->layers[m->nlayers - 1].param_hi = m->params.numel;
+}
+
 gaaw_status_t gaaw_model_add_layer(gaaw_model_t m, const gaaw_layer_ops *ops, gaaw_layer **layer)
 {
   gaaw_context_t ctx = m->ctx;
+  close_bucket(m);
   gaaw_layer *grown = realloc(m->layers, (size_t)(m->nlayers + 1) * sizeof *grown);
   if (!grown) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot grow the layer list");
   m->layers = grown;
@@ -133,6 +160,7 @@ gaaw_status_t gaaw_model_add_layer(gaaw_model_t m, const gaaw_layer_ops *ops, ga
   for (int k = 0; k < GAAW_LAYER_MAX_PARAMS; k++) l->params[k] = -1;
   l->ops = ops;
   l->index = m->nlayers++;
+  l->param_lo = l->param_hi = m->params.numel;
   *layer = l;
   return GAAW_SUCCESS;
 }
@@ -145,12 +173,14 @@ gaaw_status_t gaaw_model_add_param(gaaw_model_t m, gaaw_layer *l, int k, const c
   int64_t shape[2] = {d0, d1};
   GAAW_CHECK(gaaw_params_add(ctx, &m->params, m->tp_size, name, ndim, shape, split_axis, fused_blocks, init,
                              init_value, &l->params[k]));
+  m->params.items[l->params[k]].owner = l->index;
   return GAAW_SUCCESS;
 }
 
 gaaw_status_t gaaw_model_finish(gaaw_model_t m, uint64_t seed)
 {
   gaaw_context_t ctx = m->ctx;
+  close_bucket(m);
   GAAW_CHECK(gaaw_params_allocate(ctx, &m->params, m->tp_rank, m->tp_size, seed));
   m->acts = calloc((size_t)m->nlayers + 1, sizeof *m->acts);
   if (!m->acts) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the activation list");
@@ -236,19 +266,30 @@ static gaaw_status_t load_gpt_batch(gaaw_model_t m, const gaaw_batch_t *b)
   return GAAW_SUCCESS;
 }
 
+/* Host f32 data into a fresh (d0, d1) tensor of the compute dtype. */
+static gaaw_status_t upload_f32(gaaw_model_t m, int64_t d0, int64_t d1, const float *host, gaaw_tensor_t *t)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_tensor_t staged;
+  GAAW_CHECK(upload(m, GAAW_F32, d0, d1, host, &staged));
+  gaaw_status_t st = gaaw_act_alloc(m, GAAW_SHAPE(d0, d1), t);
+  if (st == GAAW_SUCCESS) st = gaaw_cast(ctx, &staged, t);
+  gaaw_act_free(m, &staged);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t load_mlp_batch(gaaw_model_t m, const gaaw_batch_t *b)
 {
   gaaw_context_t ctx = m->ctx;
   GAAW_ARG_CHECK(ctx, b->inputs != NULL && b->outputs != NULL, "an MLP batch needs inputs and outputs");
   const gaaw_mlp_config_t *c = &m->mlp;
-  GAAW_CHECK(upload(m, GAAW_F32, b->batch, c->sizes[0], b->inputs, &m->inputs));
-  GAAW_CHECK(upload(m, GAAW_F32, b->batch, c->sizes[c->nsizes - 1], b->outputs, &m->outputs));
+  GAAW_CHECK(upload_f32(m, b->batch, c->sizes[0], b->inputs, &m->inputs));
+  GAAW_CHECK(upload_f32(m, b->batch, c->sizes[c->nsizes - 1], b->outputs, &m->outputs));
   m->rows = b->batch;
   m->counted = (int64_t)b->batch * c->sizes[c->nsizes - 1];
   return GAAW_SUCCESS;
 }
-
-/* ---------------------------------------------------------------- forward, backward */
 
 gaaw_status_t gaaw_model_tp_max(gaaw_model_t m, int32_t *values, int n)
 {
@@ -293,6 +334,41 @@ static gaaw_status_t agree_status_over_tp(gaaw_model_t m, gaaw_status_t local)
   return GAAW_SUCCESS;
 }
 
+void gaaw_model_set_hooks(gaaw_model_t m, const gaaw_model_hooks *hooks)
+{
+  if (hooks)
+    m->hooks = *hooks;
+  else
+    memset(&m->hooks, 0, sizeof m->hooks);
+}
+
+int gaaw_model_param_users(gaaw_model_t m, int k, int *layers, int max)
+{
+  int n = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    for (int j = 0; j < GAAW_LAYER_MAX_PARAMS; j++)
+      if (m->layers[i].params[j] == k) {
+        if (n < max) layers[n] = i;
+        n++;
+        break;
+      }
+  return n;
+}
+
+static gaaw_status_t before_layer(gaaw_model_t m, int layer, gaaw_phase phase)
+{
+  if (!m->hooks.before_layer) return GAAW_SUCCESS;
+  GAAW_CHECK_CTX(m->ctx, m->hooks.before_layer(m, layer, phase, m->hooks.user));
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t after_layer(gaaw_model_t m, int layer, gaaw_phase phase)
+{
+  if (!m->hooks.after_layer) return GAAW_SUCCESS;
+  GAAW_CHECK_CTX(m->ctx, m->hooks.after_layer(m, layer, phase, m->hooks.user));
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_model_forward(gaaw_model_t m, const gaaw_batch_t *b, float *loss)
 {
   GAAW_ARG_NOT_NULL(NULL, m);
@@ -307,46 +383,68 @@ gaaw_status_t gaaw_model_forward(gaaw_model_t m, const gaaw_batch_t *b, float *l
   /* the first layer reads the batch itself; acts[0] stays empty */
   for (int i = 0; i < m->nlayers; i++) {
     gaaw_layer *l = &m->layers[i];
+    GAAW_CHECK(before_layer(m, i, GAAW_PHASE_FORWARD));
     GAAW_CHECK(l->ops->forward(m, l, &m->acts[i], &m->acts[i + 1]));
+    GAAW_CHECK(after_layer(m, i, GAAW_PHASE_FORWARD));
   }
   m->have_forward = 1;
   if (loss) *loss = m->loss;
   return GAAW_SUCCESS;
 }
 
-/* Copies the partial gradients into packed (to_packed) or back from it. */
-static gaaw_status_t copy_partial_grads(gaaw_model_t m, gaaw_tensor_t *packed, int to_packed)
+/* Copies layer i's partial gradients into packed (to_packed) or back from it;
+ * returns their element count in *count. */
+static gaaw_status_t copy_partial_grads(gaaw_model_t m, int layer, gaaw_tensor_t *packed, int to_packed,
+                                        int64_t *count)
 {
   gaaw_context_t ctx = m->ctx;
   int64_t at = 0;
   for (int k = 0; k < m->params.count; k++) {
     gaaw_param *p = &m->params.items[k];
-    if (!p->grad_is_partial) continue;
-    gaaw_tensor_t slot = *packed, grad = gaaw_reshape(&p->grad, 1, &p->local_numel);
-    slot.shape[0] = p->local_numel;
-    slot.offset += (size_t)at * sizeof(float);
-    GAAW_CHECK(to_packed ? gaaw_cast(ctx, &grad, &slot) : gaaw_cast(ctx, &slot, &grad));
+    if (!p->grad_is_partial || p->owner != layer) continue;
+    if (packed) {
+      gaaw_tensor_t slot = *packed, grad = gaaw_reshape(&p->grad, 1, &p->local_numel);
+      slot.shape[0] = p->local_numel;
+      slot.offset += (size_t)at * gaaw_dtype_size(m->dtype);
+      GAAW_CHECK(to_packed ? gaaw_cast(ctx, &grad, &slot) : gaaw_cast(ctx, &slot, &grad));
+    }
     at += p->local_numel;
   }
+  *count = at;
   return GAAW_SUCCESS;
 }
 
 /* Replicated parameters that saw only this rank's tokens (sequence parallelism)
- * have partial gradients: sum them over tp in one all-reduce of a packed copy. */
-static gaaw_status_t reduce_partial_grads(gaaw_model_t m)
+ * have partial gradients: once the layer's backward is done, sum them over tp in
+ * one all-reduce of a packed copy (before a data-parallel engine reduces them). */
+static gaaw_status_t reduce_partial_grads(gaaw_model_t m, int layer)
 {
   gaaw_context_t ctx = m->ctx;
-  int64_t total = 0;
-  for (int k = 0; k < m->params.count; k++)
-    if (m->params.items[k].grad_is_partial) total += m->params.items[k].local_numel;
+  int64_t total;
+  GAAW_CHECK(copy_partial_grads(m, layer, NULL, 0, &total));
   if (total == 0 || m->tp_size == 1) return GAAW_SUCCESS;
   gaaw_tensor_t packed;
-  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &total, GAAW_MEM_COMMUNICATION, &packed));
-  gaaw_status_t st = copy_partial_grads(m, &packed, 1);
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, m->dtype, 1, &total, GAAW_MEM_COMMUNICATION, &packed));
+  gaaw_status_t st = copy_partial_grads(m, layer, &packed, 1, &total);
   if (st == GAAW_SUCCESS) st = gaaw_tp_allreduce(m->tp, &packed);
-  if (st == GAAW_SUCCESS) st = copy_partial_grads(m, &packed, 0);
+  if (st == GAAW_SUCCESS) st = copy_partial_grads(m, layer, &packed, 0, &total);
   gaaw_buffer_free(ctx, &packed.buf);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+/* Backward of layer i: dy in (freed), dx out. */
+static gaaw_status_t layer_backward(gaaw_model_t m, int i, gaaw_tensor_t *dy, gaaw_tensor_t *dx)
+{
+  gaaw_layer *l = &m->layers[i];
+  gaaw_status_t st = before_layer(m, i, GAAW_PHASE_BACKWARD);
+  if (st == GAAW_SUCCESS) st = l->ops->backward(m, l, dy, i > 0 ? dx : NULL);
+  gaaw_act_free(m, dy);
+  gaaw_layer_release(m, l);
+  gaaw_act_free(m, &m->acts[i + 1]);
+  if (st == GAAW_SUCCESS) st = reduce_partial_grads(m, i);
+  if (st == GAAW_SUCCESS) st = after_layer(m, i, GAAW_PHASE_BACKWARD);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(m->ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
 
@@ -357,12 +455,8 @@ gaaw_status_t gaaw_model_backward(gaaw_model_t m)
   if (!m->have_forward) GAAW_FAIL(ctx, GAAW_ERR_STATE, "gaaw_model_backward needs a gaaw_model_forward first");
   gaaw_tensor_t dy = {0};
   for (int i = m->nlayers - 1; i >= 0; i--) {
-    gaaw_layer *l = &m->layers[i];
     gaaw_tensor_t dx = {0};
-    gaaw_status_t st = l->ops->backward(m, l, &dy, i > 0 ? &dx : NULL);
-    gaaw_act_free(m, &dy);
-    gaaw_layer_release(m, l);
-    gaaw_act_free(m, &m->acts[i + 1]);
+    gaaw_status_t st = layer_backward(m, i, &dy, &dx);
     if (st != GAAW_SUCCESS) {
       gaaw_act_free(m, &dx);
       drop_forward(m);
@@ -371,7 +465,6 @@ gaaw_status_t gaaw_model_backward(gaaw_model_t m)
     dy = dx;
   }
   drop_forward(m);
-  GAAW_CHECK(reduce_partial_grads(m));
   return GAAW_SUCCESS;
 }
 
@@ -386,14 +479,13 @@ gaaw_status_t gaaw_model_zero_grad(gaaw_model_t m)
 {
   GAAW_ARG_NOT_NULL(NULL, m);
   gaaw_context_t ctx = m->ctx;
+  if (!m->params.grads) return GAAW_SUCCESS; /* sharded away (ZeRO 2, 3): the optimizer's */
   gaaw_tensor_t all;
   int64_t n = m->params.numel > 0 ? m->params.numel : 1;
-  GAAW_CHECK(gaaw_tensor_view(m->params.grads, 0, GAAW_F32, 1, &n, &all));
+  GAAW_CHECK(gaaw_tensor_view(m->params.grads, 0, m->dtype, 1, &n, &all));
   GAAW_CHECK(gaaw_fill(ctx, &all, 0.0f));
   return GAAW_SUCCESS;
 }
-
-/* ---------------------------------------------------------------- parameters */
 
 gaaw_status_t gaaw_model_param_count(gaaw_model_t m, int *count)
 {
@@ -444,26 +536,55 @@ static gaaw_status_t find_param(gaaw_model_t m, const char *name, gaaw_param **p
   return GAAW_SUCCESS;
 }
 
-/* Gathers slice t of parameter p from every tp rank into its global layout. */
+/* Gathers slice t of parameter p from every tp rank into its global layout (f32). */
 static gaaw_status_t gather_global(gaaw_model_t m, const gaaw_param *p, const gaaw_tensor_t *t, float *values)
 {
   gaaw_context_t ctx = m->ctx;
   int64_t n = p->local_numel, all_n = n * m->tp_size;
+  size_t es = gaaw_dtype_size(t->dtype);
   gaaw_tensor_t all, flat = gaaw_reshape(t, 1, &n);
-  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &all_n, GAAW_MEM_WORKSPACE, &all));
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, t->dtype, 1, &all_n, GAAW_MEM_WORKSPACE, &all));
   gaaw_status_t st = gaaw_tp_gather_rows(m->tp, &flat, &all);
-  float *host = st == GAAW_SUCCESS ? malloc((size_t)all_n * sizeof *host) : NULL;
+  void *host = st == GAAW_SUCCESS ? malloc((size_t)all_n * es) : NULL;
   if (st == GAAW_SUCCESS && !host) st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
-                                                         "cannot allocate %lld floats", (long long)all_n);
-  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, all.buf, 0, host, (size_t)all_n * sizeof *host);
+                                                         "cannot allocate %lld elements", (long long)all_n);
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, all.buf, 0, host, (size_t)all_n * es);
   if (st == GAAW_SUCCESS)
     for (int r = 0; r < m->tp_size; r++)
       for (int64_t i = 0; i < n; i++) {
         int64_t g = gaaw_param_global_index(p, r, m->tp_size, i);
-        if (g >= 0) values[g] = host[r * n + i];
+        if (g >= 0) values[g] = gaaw_load_f32(host, t->dtype, r * n + i);
       }
   free(host);
   gaaw_buffer_free(ctx, &all.buf);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+/* Reads (or writes) parameter p's slice between the data-parallel engine's
+ * ACCESS hooks, which make it resident when it is sharded (ZeRO 3). */
+static gaaw_status_t access_param(gaaw_model_t m, gaaw_param *p, int write, const float *in, float *out)
+{
+  gaaw_context_t ctx = m->ctx;
+  GAAW_CHECK(before_layer(m, p->owner, GAAW_PHASE_ACCESS));
+  gaaw_status_t st = GAAW_SUCCESS;
+  if (!write) {
+    st = gather_global(m, p, &p->value, out);
+  } else {
+    size_t es = gaaw_dtype_size(m->dtype);
+    void *slice = malloc((size_t)p->local_numel * es + 4);
+    if (!slice) st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                      "cannot allocate %lld elements", (long long)p->local_numel);
+    for (int64_t i = 0; st == GAAW_SUCCESS && i < p->local_numel; i++) {
+      int64_t g = gaaw_param_global_index(p, m->tp_rank, m->tp_size, i);
+      gaaw_store_f32(slice, m->dtype, i, g >= 0 ? in[g] : 0.0f);
+    }
+    if (st == GAAW_SUCCESS)
+      st = gaaw_buffer_write(ctx, p->value.buf, p->value.offset, slice, (size_t)p->local_numel * es);
+    free(slice);
+  }
+  gaaw_status_t st2 = after_layer(m, p->owner, GAAW_PHASE_ACCESS);
+  if (st == GAAW_SUCCESS) st = st2;
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
@@ -473,16 +594,7 @@ gaaw_status_t gaaw_model_get_param(gaaw_model_t m, const char *name, float *valu
   gaaw_param *p;
   GAAW_CHECK_CTX(m ? m->ctx : NULL, find_param(m, name, &p));
   GAAW_ARG_NOT_NULL(m->ctx, values);
-  GAAW_CHECK_CTX(m->ctx, gather_global(m, p, &p->value, values));
-  return GAAW_SUCCESS;
-}
-
-gaaw_status_t gaaw_model_get_grad(gaaw_model_t m, const char *name, float *values)
-{
-  gaaw_param *p;
-  GAAW_CHECK_CTX(m ? m->ctx : NULL, find_param(m, name, &p));
-  GAAW_ARG_NOT_NULL(m->ctx, values);
-  GAAW_CHECK_CTX(m->ctx, gather_global(m, p, &p->grad, values));
+  GAAW_CHECK_CTX(m->ctx, access_param(m, p, 0, NULL, values));
   return GAAW_SUCCESS;
 }
 
@@ -490,17 +602,20 @@ gaaw_status_t gaaw_model_set_param(gaaw_model_t m, const char *name, const float
 {
   gaaw_param *p;
   GAAW_CHECK_CTX(m ? m->ctx : NULL, find_param(m, name, &p));
+  GAAW_ARG_NOT_NULL(m->ctx, values);
+  GAAW_CHECK_CTX(m->ctx, access_param(m, p, 1, values, NULL));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_get_grad(gaaw_model_t m, const char *name, float *values)
+{
+  gaaw_param *p;
+  GAAW_CHECK_CTX(m ? m->ctx : NULL, find_param(m, name, &p));
   gaaw_context_t ctx = m->ctx;
   GAAW_ARG_NOT_NULL(ctx, values);
-  float *slice = malloc((size_t)p->local_numel * sizeof *slice);
-  if (!slice) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %lld floats", (long long)p->local_numel);
-  for (int64_t i = 0; i < p->local_numel; i++) {
-    int64_t g = gaaw_param_global_index(p, m->tp_rank, m->tp_size, i);
-    slice[i] = g >= 0 ? values[g] : 0.0f;
-  }
-  gaaw_status_t st = gaaw_buffer_write(ctx, p->value.buf, p->value.offset, slice,
-                                       (size_t)p->local_numel * sizeof *slice);
-  free(slice);
-  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  if (!p->grad.buf)
+    GAAW_FAIL(ctx, GAAW_ERR_STATE, "the gradient of %s is sharded over dp (ZeRO stage 2 or 3) and has no "
+              "whole copy to read", name);
+  GAAW_CHECK(gather_global(m, p, &p->grad, values));
   return GAAW_SUCCESS;
 }

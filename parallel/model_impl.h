@@ -27,6 +27,8 @@ typedef struct {
 struct gaaw_layer {
   const gaaw_layer_ops *ops;
   int index;                            /* position in the model, for names and messages */
+  int64_t param_lo, param_hi;           /* the flat-buffer range of the parameters it declared:
+                                           its gradient bucket, a multiple of dp elements */
   int params[GAAW_LAYER_MAX_PARAMS];    /* indices into the model's parameter table */
   int64_t in_features, out_features;    /* widths of x and y on this rank */
   int column_parallel;                  /* linear layers: split outputs (1) or inputs (0) */
@@ -37,11 +39,28 @@ struct gaaw_layer {
 
 typedef enum { GAAW_MODEL_GPT = 0, GAAW_MODEL_MLP = 1 } gaaw_model_kind;
 
+/* When a layer's parameters are used: forward, backward, or read/written through
+ * gaaw_model_get/set_param. */
+typedef enum { GAAW_PHASE_FORWARD = 0, GAAW_PHASE_BACKWARD = 1, GAAW_PHASE_ACCESS = 2 } gaaw_phase;
+
+/* Hooks a data-parallel engine (zero/) registers: before a layer runs in a phase
+ * (make its parameters, and in backward its gradients, usable), and after (its
+ * gradients are complete after backward: reduce them). */
+typedef struct {
+  void *user;
+  gaaw_status_t (*before_layer)(gaaw_model_t m, int layer, gaaw_phase phase, void *user);
+  gaaw_status_t (*after_layer)(gaaw_model_t m, int layer, gaaw_phase phase, void *user);
+} gaaw_model_hooks;
+
 struct gaaw_model_s {
   gaaw_context_t ctx;
   gaaw_comm_t tp;
   int tp_size, tp_rank;
   gaaw_model_kind kind;
+  gaaw_dtype_t dtype;          /* compute dtype of parameters and activations */
+  int dp_size;                 /* buckets split into this many equal shards */
+  float loss_scale;            /* backward starts from loss_scale * d loss (f16) */
+  gaaw_model_hooks hooks;
   gaaw_gpt_config_t gpt;
   gaaw_mlp_config_t mlp;
   int64_t vocab_local;         /* padded vocabulary rows per rank */
@@ -64,17 +83,19 @@ struct gaaw_model_s {
 extern const gaaw_layer_ops gaaw_gpt_embedding_ops, gaaw_gpt_block_ops, gaaw_gpt_head_ops;
 extern const gaaw_layer_ops gaaw_linear_ops, gaaw_mse_ops;
 
-/* An f32 activation tensor of the given shape (category activations). */
+/* An activation tensor of the given shape in the compute dtype (category activations). */
 gaaw_status_t gaaw_act_alloc(gaaw_model_t m, int ndim, const int64_t *shape, gaaw_tensor_t *t);
 /* The same, zero-filled (for gradients that kernels accumulate into). */
 gaaw_status_t gaaw_act_zeros(gaaw_model_t m, int ndim, const int64_t *shape, gaaw_tensor_t *t);
 /* A tensor with the same shape as x, holding a copy of x. */
 gaaw_status_t gaaw_act_copy(gaaw_model_t m, const gaaw_tensor_t *x, gaaw_tensor_t *t);
 void gaaw_act_free(gaaw_model_t m, gaaw_tensor_t *t);
-/* Allocates saved slot `slot` of l (f32, zero-filled when zero) for backward; the
- * layer owns it until gaaw_layer_release. */
+/* Allocates saved slot `slot` of l in the compute dtype (zero-filled when zero) for
+ * backward; the layer owns it until gaaw_layer_release. */
 gaaw_status_t gaaw_layer_alloc(gaaw_model_t m, gaaw_layer *l, int slot, int zero, int ndim, const int64_t *shape,
                                gaaw_tensor_t **t);
+/* The same for a per-row statistic (mean, rstd, row max...): (n) f32. */
+gaaw_status_t gaaw_layer_alloc_stat(gaaw_model_t m, gaaw_layer *l, int slot, int64_t n, gaaw_tensor_t **t);
 /* The input activation of layer l during its forward and backward. */
 const gaaw_tensor_t *gaaw_layer_input(gaaw_model_t m, const gaaw_layer *l);
 
@@ -99,7 +120,11 @@ gaaw_tensor_t gaaw_rows_view(const gaaw_tensor_t *t, int64_t row0, int64_t rows)
 gaaw_tensor_t gaaw_reshape(const gaaw_tensor_t *t, int ndim, const int64_t *shape);
 
 /* Creates an empty model over the tp group; builders add parameters and layers. */
-gaaw_status_t gaaw_model_begin(gaaw_context_t ctx, gaaw_model_kind kind, gaaw_model_t *model);
+gaaw_status_t gaaw_model_begin(gaaw_context_t ctx, gaaw_model_kind kind, gaaw_dtype_t dtype, gaaw_model_t *model);
+/* Installs (or, with NULL, removes) the data-parallel hooks. */
+void gaaw_model_set_hooks(gaaw_model_t m, const gaaw_model_hooks *hooks);
+/* The layer index of every user of parameter k, first to last; returns the count. */
+int gaaw_model_param_users(gaaw_model_t m, int k, int *layers, int max);
 /* Appends a layer; returns it. */
 gaaw_status_t gaaw_model_add_layer(gaaw_model_t m, const gaaw_layer_ops *ops, gaaw_layer **layer);
 /* Declares a parameter for slot k of layer l. */

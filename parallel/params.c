@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "backends/runtime/context_impl.h"
+#include "backends/runtime/half.h"
 #include "parallel/params.h"
 #include "parallel/rng.h"
 
@@ -82,15 +83,31 @@ int64_t gaaw_param_global_index(const gaaw_param *p, int tp_rank, int tp_size, i
   return p->ndim == 2 ? coord[0] * p->shape[1] + coord[1] : coord[0];
 }
 
+void gaaw_params_align(gaaw_param_table *table, int64_t multiple)
+{
+  table->numel = (table->numel + multiple - 1) / multiple * multiple;
+}
+
+void gaaw_param_bind(gaaw_param *p, int grad, gaaw_buffer_t buf, int64_t at, gaaw_dtype_t dtype)
+{
+  gaaw_tensor_t *t = grad ? &p->grad : &p->value;
+  memset(t, 0, sizeof *t);
+  t->buf = buf;
+  t->offset = (size_t)at * gaaw_dtype_size(dtype);
+  t->dtype = dtype;
+  t->ndim = p->ndim;
+  for (int d = 0; d < p->ndim; d++) t->shape[d] = p->local_shape[d];
+}
+
 gaaw_status_t gaaw_params_allocate(gaaw_context_t ctx, gaaw_param_table *table, int tp_rank, int tp_size,
                                    uint64_t seed)
 {
-  size_t bytes = (size_t)(table->numel > 0 ? table->numel : 1) * sizeof(float);
+  size_t es = gaaw_dtype_size(table->dtype), n = (size_t)(table->numel > 0 ? table->numel : 1);
+  size_t bytes = n * es;
   GAAW_CHECK(gaaw_buffer_alloc(ctx, bytes, GAAW_MEM_PARAMS, &table->values));
   GAAW_CHECK(gaaw_buffer_alloc(ctx, bytes, GAAW_MEM_GRADS, &table->grads));
-  float *host = malloc(bytes);
-  if (!host) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %zu bytes to initialise parameters", bytes);
-  memset(host, 0, bytes);
+  float *host = calloc(n, sizeof *host);
+  if (!host) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %zu floats to initialise parameters", n);
   for (int k = 0; k < table->count; k++) {
     gaaw_param *p = &table->items[k];
     uint64_t stream = gaaw_rng_stream(seed, p->name);
@@ -101,15 +118,11 @@ gaaw_status_t gaaw_params_allocate(gaaw_context_t ctx, gaaw_param_table *table, 
                                                   : p->init_value;
       host[p->offset + i] = v;
     }
-    gaaw_status_t st = gaaw_tensor_view(table->values, (size_t)p->offset * 4, GAAW_F32, p->ndim, p->local_shape,
-                                        &p->value);
-    if (st == GAAW_SUCCESS)
-      st = gaaw_tensor_view(table->grads, (size_t)p->offset * 4, GAAW_F32, p->ndim, p->local_shape, &p->grad);
-    if (st != GAAW_SUCCESS) {
-      free(host);
-      return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
-    }
+    gaaw_param_bind(p, 0, table->values, p->offset, table->dtype);
+    gaaw_param_bind(p, 1, table->grads, p->offset, table->dtype);
   }
+  /* in place to the storage dtype (2-byte elements overwrite what was read) */
+  for (size_t i = 0; i < n; i++) gaaw_store_f32(host, table->dtype, (int64_t)i, host[i]);
   gaaw_status_t st = gaaw_buffer_write(ctx, table->values, 0, host, bytes);
   if (st == GAAW_SUCCESS) {
     memset(host, 0, bytes);

@@ -25,6 +25,7 @@ typedef struct {
   float init_value;        /* normal: the std; constant: the value */
   int grad_is_partial;     /* replicated, but each tp rank sees only its tokens (sequence
                               parallelism): the gradient is all-reduced over tp */
+  int owner;               /* the layer that declared it (the first to use it) */
   gaaw_tensor_t value;     /* view of the slice in the parameter buffer, local_shape */
   gaaw_tensor_t grad;      /* view in the gradient buffer */
 } gaaw_param;
@@ -33,6 +34,7 @@ typedef struct {
   gaaw_param *items;
   int count, capacity;
   int64_t numel;           /* local elements of all parameters (the flat buffer size) */
+  gaaw_dtype_t dtype;      /* of values and grads */
   gaaw_buffer_t values, grads;
 } gaaw_param_table;
 
@@ -40,10 +42,15 @@ typedef struct {
 gaaw_status_t gaaw_params_add(gaaw_context_t ctx, gaaw_param_table *table, int tp_size, const char *name,
                               int ndim, const int64_t *shape, int split_axis, int fused_blocks,
                               gaaw_init_kind init, float init_value, int *index);
-/* Allocates the flat buffers (f32), sets every view, initialises the values from
- * (seed, name, global index) and zeroes the gradients. */
+/* Pads the flat size up to a multiple of `multiple` elements (so that the next
+ * parameters start a new bucket that splits evenly over dp). */
+void gaaw_params_align(gaaw_param_table *table, int64_t multiple);
+/* Allocates the flat buffers in table->dtype, sets every view, initialises the
+ * values from (seed, name, global index) and zeroes the gradients. */
 gaaw_status_t gaaw_params_allocate(gaaw_context_t ctx, gaaw_param_table *table, int tp_rank, int tp_size,
                                    uint64_t seed);
+/* Points p's value (or grad) view at element `at` of buf (NULL buf: unbound). */
+void gaaw_param_bind(gaaw_param *p, int grad, gaaw_buffer_t buf, int64_t at, gaaw_dtype_t dtype);
 void gaaw_params_free(gaaw_context_t ctx, gaaw_param_table *table);
 /* Index of the parameter called name, or -1. */
 int gaaw_params_find(const gaaw_param_table *table, const char *name);

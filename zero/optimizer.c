@@ -1,37 +1,179 @@
-/* TEMPORARY: the optimizer entry points, so that programs link while the ZeRO
- * implementation is written; every call reports GAAW_ERR_UNSUPPORTED. */
-#include "backends/runtime/context_impl.h"
-#include "gaaw/optimizer.h"
+/* The optimizer object: configuration, creation over a model (buckets, shard
+ * state, ZeRO hooks), and what it reports. The step is in step.c. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/runtime/runtime.h"
+#include "zero/zero_impl.h"
 
 void gaaw_optimizer_config_default(gaaw_optimizer_config_t *c)
 {
   if (!c) return;
-  *c = (gaaw_optimizer_config_t){.kind = GAAW_ADAMW, .lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-                                 .weight_decay = 0.1f, .momentum = 0.9f, .accumulation = 1,
-                                 .initial_loss_scale = 65536.0f, .loss_scale_window = 1000, .hysteresis = 2};
+  memset(c, 0, sizeof *c);
+  c->kind = GAAW_ADAMW;
+  c->zero_stage = 0;
+  c->lr = 3e-4f;
+  c->beta1 = 0.9f;
+  c->beta2 = 0.95f;
+  c->eps = 1e-8f;
+  c->weight_decay = 0.1f;
+  c->momentum = 0.9f;
+  c->accumulation = 1;
+  c->initial_loss_scale = 65536.0f;
+  c->loss_scale_window = 1000;
+  c->hysteresis = 2;
 }
 
-gaaw_status_t gaaw_optimizer_create(gaaw_model_t model, const gaaw_optimizer_config_t *cfg, gaaw_optimizer_t *opt)
+static gaaw_status_t check_config(gaaw_context_t ctx, const gaaw_optimizer_config_t *c)
 {
-  GAAW_FAIL(NULL, GAAW_ERR_UNSUPPORTED, "the optimizer is not written yet");
+  GAAW_ARG_CHECK(ctx, c->kind == GAAW_ADAMW || c->kind == GAAW_SGD, "kind %d is not GAAW_ADAMW or GAAW_SGD",
+                 (int)c->kind);
+  GAAW_ARG_CHECK(ctx, c->zero_stage >= 0 && c->zero_stage <= 3, "zero_stage must be 0..3, got %d", c->zero_stage);
+  GAAW_ARG_CHECK(ctx, isfinite(c->lr) && c->lr >= 0, "lr must be >= 0, got %g", c->lr);
+  GAAW_ARG_CHECK(ctx, isfinite(c->min_lr) && c->min_lr >= 0 && c->min_lr <= c->lr,
+                 "min_lr must be in 0..lr (%g), got %g", c->lr, c->min_lr);
+  GAAW_ARG_CHECK(ctx, c->warmup_steps >= 0 && c->decay_steps >= 0, "warmup_steps (%d) and decay_steps (%d) must be >= 0",
+                 c->warmup_steps, c->decay_steps);
+  GAAW_ARG_CHECK(ctx, c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1,
+                 "beta1 (%g) and beta2 (%g) must be in [0, 1)", c->beta1, c->beta2);
+  GAAW_ARG_CHECK(ctx, c->eps > 0, "eps must be > 0, got %g", c->eps);
+  GAAW_ARG_CHECK(ctx, isfinite(c->weight_decay) && c->weight_decay >= 0, "weight_decay must be >= 0, got %g",
+                 c->weight_decay);
+  GAAW_ARG_CHECK(ctx, c->momentum >= 0 && c->momentum < 1, "momentum must be in [0, 1), got %g", c->momentum);
+  GAAW_ARG_CHECK(ctx, isfinite(c->clip_norm) && c->clip_norm >= 0, "clip_norm must be >= 0 (0 = off), got %g",
+                 c->clip_norm);
+  GAAW_ARG_CHECK(ctx, c->accumulation >= 1, "accumulation must be >= 1, got %d", c->accumulation);
+  GAAW_ARG_CHECK(ctx, isfinite(c->initial_loss_scale) && c->initial_loss_scale >= 1,
+                 "initial_loss_scale must be >= 1, got %g", c->initial_loss_scale);
+  GAAW_ARG_CHECK(ctx, c->loss_scale_window >= 1 && c->hysteresis >= 1,
+                 "loss_scale_window (%d) and hysteresis (%d) must be >= 1", c->loss_scale_window, c->hysteresis);
+  return GAAW_SUCCESS;
+}
+
+/* Every rank must run the same optimizer. */
+static gaaw_status_t agree(gaaw_context_t ctx, const gaaw_optimizer_config_t *c)
+{
+  float f[10] = {c->lr, c->min_lr, c->beta1, c->beta2, c->eps, c->weight_decay, c->momentum, c->clip_norm,
+                 c->initial_loss_scale, 0};
+  int64_t v[16] = {c->kind, c->zero_stage, c->warmup_steps, c->decay_steps, c->accumulation, c->loss_scale_window,
+                   c->hysteresis};
+  for (int i = 0; i < 9; i++) {
+    uint32_t bits;
+    memcpy(&bits, &f[i], 4);
+    v[7 + i] = bits;
+  }
+  GAAW_CHECK(gaaw_world_agree_values(ctx, "the optimizer configuration", v, 16));
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t alloc_state(gaaw_optimizer_t opt)
+{
+  gaaw_context_t ctx = opt->ctx;
+  size_t bytes = (size_t)(opt->shard_numel ? opt->shard_numel : 1) * sizeof(float);
+  /* AdamW: m and v; SGD: the momentum; both: f32 master weights unless the model is f32 */
+  gaaw_buffer_t *state[3];
+  int count = 0;
+  state[count++] = &opt->moment1;
+  if (opt->cfg.kind == GAAW_ADAMW) state[count++] = &opt->moment2;
+  if (opt->dtype != GAAW_F32) state[count++] = &opt->master;
+  for (int i = 0; i < count; i++) {
+    GAAW_CHECK(gaaw_buffer_alloc(ctx, bytes, GAAW_MEM_OPTIMIZER, state[i]));
+    gaaw_tensor_t all = gaaw_zero_view(*state[i], GAAW_F32, 0, opt->shard_numel);
+    GAAW_CHECK(gaaw_fill(ctx, &all, 0.0f));
+  }
+  /* master weights start from the parameters of the shard */
+  for (int b = 0; opt->master && b < opt->nbuckets; b++) {
+    const zero_bucket *k = &opt->buckets[b];
+    gaaw_tensor_t params = gaaw_zero_param_piece(opt, b);
+    gaaw_tensor_t master = gaaw_zero_view(opt->master, GAAW_F32, k->shard_at, k->piece);
+    GAAW_CHECK(gaaw_cast(ctx, &params, &master));
+  }
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t setup(gaaw_optimizer_t opt)
+{
+  gaaw_context_t ctx = opt->ctx;
+  GAAW_CHECK(gaaw_topology_comm(ctx, GAAW_GROUP_DP, &opt->dp));
+  GAAW_CHECK(gaaw_topology_comm(ctx, GAAW_GROUP_MP, &opt->mp));
+  GAAW_CHECK(gaaw_topology_comm(ctx, GAAW_GROUP_WORLD, &opt->world));
+  GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, &opt->dp_rank, &opt->dp_size));
+  GAAW_CHECK(gaaw_zero_plan(opt));
+  GAAW_CHECK(alloc_state(opt)); /* before attach: stage 3 moves the parameters into the shard */
+  GAAW_CHECK(gaaw_zero_attach(opt));
+  opt->loss_scale = opt->dtype == GAAW_F16 ? opt->cfg.initial_loss_scale : 1.0f;
+  opt->model->loss_scale = opt->loss_scale;
+  opt->lr = opt->cfg.lr;
+  uint64_t bytes;
+  opt->comm_mark = 0;
+  for (int op = 0; op < GAAW_COMM_OP_COUNT; op++)
+    if (gaaw_comm_stats(opt->dp, (gaaw_comm_op_t)op, NULL, &bytes) == GAAW_SUCCESS) opt->comm_mark += bytes;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_optimizer_create(gaaw_model_t model, const gaaw_optimizer_config_t *cfg, gaaw_optimizer_t *out)
+{
+  GAAW_ARG_NOT_NULL(NULL, model);
+  gaaw_context_t ctx = model->ctx;
+  GAAW_ARG_NOT_NULL(ctx, cfg);
+  GAAW_ARG_NOT_NULL(ctx, out);
+  *out = NULL;
+  /* agreement first: a rank whose config fails its checks still takes part */
+  GAAW_CHECK(gaaw_world_agree(ctx, agree(ctx, cfg)));
+  GAAW_CHECK(check_config(ctx, cfg));
+  if (model->hooks.before_layer)
+    GAAW_FAIL(ctx, GAAW_ERR_STATE, "the model already has an optimizer; destroy it first");
+  gaaw_optimizer_t opt = calloc(1, sizeof *opt);
+  if (!opt) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate an optimizer");
+  opt->model = model;
+  opt->ctx = ctx;
+  opt->cfg = *cfg;
+  opt->dtype = model->dtype;
+  gaaw_status_t st = gaaw_world_agree(ctx, setup(opt));
+  if (st != GAAW_SUCCESS) {
+    gaaw_optimizer_destroy(&opt);
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
+  *out = opt;
+  return GAAW_SUCCESS;
 }
 
 gaaw_status_t gaaw_optimizer_destroy(gaaw_optimizer_t *opt)
 {
+  if (!opt || !*opt) return GAAW_SUCCESS;
+  gaaw_optimizer_t o = *opt;
+  gaaw_context_t ctx = o->ctx;
+  gaaw_zero_detach(o);
+  gaaw_buffer_t *bufs[] = {&o->shard_params, &o->shard_grads, &o->master, &o->moment1, &o->moment2};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gaaw_buffer_free(ctx, bufs[i]);
+  free(o->buckets);
+  free(o->bucket_of_layer);
+  free(o->segments);
+  free(o);
+  *opt = NULL;
   return GAAW_SUCCESS;
-}
-
-gaaw_status_t gaaw_optimizer_step(gaaw_optimizer_t opt)
-{
-  GAAW_FAIL(NULL, GAAW_ERR_UNSUPPORTED, "the optimizer is not written yet");
 }
 
 gaaw_status_t gaaw_optimizer_stats(gaaw_optimizer_t opt, gaaw_step_stats_t *stats)
 {
-  GAAW_FAIL(NULL, GAAW_ERR_UNSUPPORTED, "the optimizer is not written yet");
+  GAAW_ARG_NOT_NULL(NULL, opt);
+  GAAW_ARG_NOT_NULL(opt->ctx, stats);
+  stats->step = opt->steps;
+  stats->lr = opt->lr;
+  stats->grad_norm = opt->grad_norm;
+  stats->loss_scale = opt->loss_scale;
+  stats->skipped = opt->skipped;
+  stats->comm_bytes = opt->last_comm;
+  return GAAW_SUCCESS;
 }
 
 gaaw_status_t gaaw_optimizer_memory(gaaw_optimizer_t opt, size_t *params, size_t *grads, size_t *state)
 {
-  GAAW_FAIL(NULL, GAAW_ERR_UNSUPPORTED, "the optimizer is not written yet");
+  GAAW_ARG_NOT_NULL(NULL, opt);
+  gaaw_context_t ctx = opt->ctx;
+  if (params) GAAW_CHECK(gaaw_memory_usage(ctx, GAAW_MEM_PARAMS, params, NULL));
+  if (grads) GAAW_CHECK(gaaw_memory_usage(ctx, GAAW_MEM_GRADS, grads, NULL));
+  if (state) GAAW_CHECK(gaaw_memory_usage(ctx, GAAW_MEM_OPTIMIZER, state, NULL));
+  return GAAW_SUCCESS;
 }

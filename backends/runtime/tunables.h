@@ -13,6 +13,9 @@
   X(device, INT, "-1", "device index on the node; -1 = node-local rank modulo the device count") \
   X(threads, INT, "0", "OpenMP threads for host kernels; 0 = the OpenMP default")                \
   X(allocator_cache, BOOL, "yes", "keep freed device memory for reuse instead of releasing it")  \
+  X(opencl_platform, STRING, "",                                                                  \
+    "OpenCL platform: an index or part of its name; empty = the first platform with a device")  \
+  X(opencl_device, INT, "-1", "OpenCL device on that platform; -1 = the `device` choice")          \
   /* topology */                                                                                  \
   X(tp, INT, "1", "tensor-parallel size")                                                         \
   X(pp, INT, "1", "pipeline-parallel size")                                                       \

@@ -1,0 +1,102 @@
+/* Elementwise kernels: one work-item per element (EW_WG per group, guarded). */
+
+#define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
+#define GELU_CUBE 0.044715f
+
+__kernel void gelu_forward(TEN(x), TEN(y), long n)
+{
+  long i = get_global_id(0);
+  if (i >= n) return;
+  float v = LD(x, i);
+  ST(y, i, 0.5f * v * (1.0f + tanh(GELU_SCALE * (v + GELU_CUBE * v * v * v))));
+}
+
+/* dx += dy * d/dx [0.5 x (1 + tanh u)],  u = s (x + c x^3) */
+__kernel void gelu_backward(TEN(dy), TEN(x), TEN(dx), long n)
+{
+  long i = get_global_id(0);
+  if (i >= n) return;
+  float v = LD(x, i), t = tanh(GELU_SCALE * (v + GELU_CUBE * v * v * v));
+  float du = GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * v * v);
+  ST(dx, i, LD(dx, i) + LD(dy, i) * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du));
+}
+
+/* x: (N, 2H) = [a | g]   y: (N, H) = silu(a) g;  i runs over (N, H) */
+__kernel void swiglu_forward(TEN(x), TEN(y), long H, long n)
+{
+  long i = get_global_id(0);
+  if (i >= n) return;
+  long row = i / H, h = i % H;
+  float a = LD(x, row * 2 * H + h), g = LD(x, row * 2 * H + H + h);
+  ST(y, i, a / (1.0f + exp(-a)) * g);
+}
+
+/* da += dy g sig(a) (1 + a (1 - sig(a))),  dg += dy silu(a) */
+__kernel void swiglu_backward(TEN(dy), TEN(x), TEN(dx), long H, long n)
+{
+  long i = get_global_id(0);
+  if (i >= n) return;
+  long row = i / H, h = i % H, ia = row * 2 * H + h, ig = ia + H;
+  float a = LD(x, ia), g = LD(x, ig), d = LD(dy, i);
+  float sig = 1.0f / (1.0f + exp(-a));
+  ST(dx, ia, LD(dx, ia) + d * g * sig * (1.0f + a * (1.0f - sig)));
+  ST(dx, ig, LD(dx, ig) + d * a * sig);
+}
+
+/* y: (N, C) += b: (C) */
+__kernel void bias_add(TEN(y), TEN(b), long C, long n)
+{
+  long i = get_global_id(0);
+  if (i >= n) return;
+  ST(y, i, LD(y, i) + LD(b, i % C));
+}
+
+/* y = a + b (y may be a or b) */
+__kernel void add(TEN(a), TEN(b), TEN(y), long n)
+{
+  long i = get_global_id(0);
+  if (i >= n) return;
+  ST(y, i, LD(a, i) + LD(b, i));
+}
+
+/* y += alpha x */
+__kernel void axpy(float alpha, TEN(x), TEN(y), long n)
+{
+  long i = get_global_id(0);
+  if (i >= n) return;
+  ST(y, i, LD(y, i) + alpha * LD(x, i));
+}
+
+/* x *= alpha */
+__kernel void scale(TEN(x), float alpha, long n)
+{
+  long i = get_global_id(0);
+  if (i >= n) return;
+  ST(x, i, LD(x, i) * alpha);
+}
+
+/* y = x in y's dtype (any two dtypes, i32 included). */
+__kernel void cast(TEN(x), TEN(y), long n)
+{
+  long i = get_global_id(0);
+  if (i >= n) return;
+  ST(y, i, LD(x, i));
+}
+
+/* AdamW (include/gaaw/kernels.h): on master when has_master (params = its cast),
+ * on f32 params otherwise. bc1, bc2: the bias corrections 1 - beta^step. */
+__kernel void adamw_update(TEN(params), TEN(grads), TEN(master), TEN(m), TEN(v), int has_master, float b1,
+                           float b2, float lr, float eps, float wd, float gs, float bc1, float bc2, long n)
+{
+  long i = get_global_id(0);
+  if (i >= n) return;
+  float g = LD(grads, i) * gs;
+  float mi = b1 * F32(m)[i] + (1.0f - b1) * g;
+  float vi = b2 * F32(v)[i] + (1.0f - b2) * g * g;
+  float p = has_master ? F32(master)[i] : F32(params)[i];
+  p = p - lr * (mi / bc1 / (sqrt(vi / bc2) + eps) + wd * p);
+  F32(m)[i] = mi;
+  F32(v)[i] = vi;
+  if (has_master) F32(master)[i] = p;
+  ST(params, i, p);
+}

@@ -1,0 +1,36 @@
+/* Table entries of the cross-entropy pieces (kernels/rows.cl). */
+#include "backends/opencl/opencl.h"
+
+gaaw_status_t ocl_row_max(gaaw_context_t ctx, gaaw_cten logits, gaaw_ten max)
+{
+  OCL_CHECK_F16("row_max", logits);
+  cl_long V = ocl_cols(logits);
+  return OCL_RUN(ctx, OCL_K_row_max, (size_t)ocl_rows(logits), OCL_ROW_WG, OCL_TEN(logits), OCL_TEN(max), OCL_VAL(V));
+}
+
+gaaw_status_t ocl_row_sum_exp(gaaw_context_t ctx, gaaw_cten logits, gaaw_cten max, gaaw_ten sumexp)
+{
+  OCL_CHECK_F16("row_sum_exp", logits);
+  cl_long V = ocl_cols(logits);
+  return OCL_RUN(ctx, OCL_K_row_sum_exp, (size_t)ocl_rows(logits), OCL_ROW_WG, OCL_TEN(logits), OCL_TEN(max),
+                 OCL_TEN(sumexp), OCL_VAL(V));
+}
+
+gaaw_status_t ocl_target_logit(gaaw_context_t ctx, gaaw_cten logits, gaaw_cten targets, int64_t vocab_start,
+                               gaaw_ten target)
+{
+  OCL_CHECK_F16("target_logit", logits);
+  cl_long V = ocl_cols(logits), N = ocl_rows(logits), vs = vocab_start;
+  return OCL_RUN(ctx, OCL_K_target_logit, ocl_ew_groups(N), OCL_EW_WG, OCL_TEN(logits), OCL_TEN(targets),
+                 OCL_VAL(vs), OCL_TEN(target), OCL_VAL(V), OCL_VAL(N));
+}
+
+gaaw_status_t ocl_cross_entropy_backward(gaaw_context_t ctx, gaaw_cten logits, gaaw_cten max, gaaw_cten sumexp,
+                                         gaaw_cten targets, int64_t vocab_start, float dloss, gaaw_ten dlogits)
+{
+  OCL_CHECK_F16("cross_entropy_backward", logits, dlogits);
+  cl_long V = ocl_cols(logits), total = gaaw_tensor_numel(logits), vs = vocab_start;
+  return OCL_RUN(ctx, OCL_K_cross_entropy_backward, ocl_ew_groups(total), OCL_EW_WG, OCL_TEN(logits), OCL_TEN(max),
+                 OCL_TEN(sumexp), OCL_TEN(targets), OCL_VAL(vs), OCL_VAL(dloss), OCL_TEN(dlogits), OCL_VAL(V),
+                 OCL_VAL(total));
+}

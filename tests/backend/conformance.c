@@ -1,0 +1,498 @@
+/* Backend conformance: every kernel x dtype runs on the host backend (the reference)
+ * and on the backend under test, two contexts in one process, from the same inputs;
+ * outputs must agree within per-dtype tolerances, and two runs on the backend under
+ * test must be bit-identical. f16 on a device without native half support must be
+ * GAAW_ERR_UNSUPPORTED, exactly.
+ *
+ * The backend under test: argv[1], else the one this program was built for
+ * (CONFORMANCE_BACKEND, e.g. conformance_opencl), else $GAAW_BACKEND. Skips (77) when
+ * that backend is not built or finds no device. */
+#include "config.h"
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "backends/runtime/context_impl.h"
+#include "backends/runtime/half.h"
+#include "test_util.h"
+#ifdef GAAW_HAVE_OPENCL
+#include "backends/opencl/opencl.h"
+#endif
+
+#ifndef CONFORMANCE_BACKEND
+#define CONFORMANCE_BACKEND ""
+#endif
+
+/* Tolerances, relative (absolute below 1): f32 per case; 16-bit outputs are rounded
+ * on both sides, so they may differ by one unit in the last place. */
+#define TOL_BF16 2e-2
+#define TOL_F16 4e-3
+
+/* ---------------------------------------------------------------- one run of a case */
+
+enum { MAX_OUT = 10, MAX_BUF = 16 };
+
+typedef struct {
+  gaaw_context_t ctx;
+  gaaw_dtype_t dt; /* the float dtype of the case */
+  int f16_ok;      /* whether the backend under test computes f16 */
+  uint64_t rng;
+  int nbuf;
+  gaaw_buffer_t bufs[MAX_BUF];
+  int nout;
+  struct {
+    const char *name;
+    float *data;
+    long n;
+  } out[MAX_OUT];
+} run_t;
+
+static float uniform(run_t *r, float lo, float hi)
+{
+  r->rng = r->rng * 6364136223846793005ull + 1442695040888963407ull;
+  return lo + (hi - lo) * (float)((r->rng >> 40) & 0xffffff) / 16777216.0f;
+}
+
+/* A tensor of dtype dt and shape, filled from values (or uniform [lo, hi) when NULL). */
+static gaaw_tensor_t make(run_t *r, gaaw_dtype_t dt, int ndim, const int64_t *shape, float lo, float hi,
+                          const float *values)
+{
+  gaaw_tensor_t t;
+  require_ok(r->ctx, gaaw_tensor_alloc(r->ctx, dt, ndim, shape, GAAW_MEM_ACTIVATIONS, &t));
+  r->bufs[r->nbuf++] = t.buf;
+  int64_t n = gaaw_tensor_numel(&t);
+  size_t es = gaaw_dtype_size(dt);
+  char *host = malloc((size_t)(n ? n : 1) * es);
+  for (int64_t i = 0; i < n; i++) gaaw_store_f32(host, dt, i, values ? values[i] : uniform(r, lo, hi));
+  require_ok(r->ctx, gaaw_buffer_write(r->ctx, t.buf, t.offset, host, (size_t)n * es));
+  free(host);
+  return t;
+}
+#define SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+#define RAND(dt, lo, hi, ...) make(r, (dt), SHAPE(__VA_ARGS__), (lo), (hi), NULL)
+#define FROM(dt, values, ...) make(r, (dt), SHAPE(__VA_ARGS__), 0, 0, (values))
+
+/* Records t's elements (as f32) as output name. */
+static void keep(run_t *r, const gaaw_tensor_t *t, const char *name)
+{
+  int64_t n = gaaw_tensor_numel(t);
+  size_t es = gaaw_dtype_size(t->dtype);
+  char *raw = malloc((size_t)(n ? n : 1) * es);
+  require_ok(r->ctx, gaaw_buffer_read(r->ctx, t->buf, t->offset, raw, (size_t)n * es));
+  float *f = malloc((size_t)(n ? n : 1) * sizeof(float));
+  for (int64_t i = 0; i < n; i++) f[i] = gaaw_load_f32(raw, t->dtype, i);
+  free(raw);
+  r->out[r->nout].name = name;
+  r->out[r->nout].data = f;
+  r->out[r->nout].n = (long)n;
+  r->nout++;
+}
+
+static void run_free(run_t *r)
+{
+  for (int i = 0; i < r->nbuf; i++) gaaw_buffer_free(r->ctx, &r->bufs[i]);
+  for (int i = 0; i < r->nout; i++) free(r->out[i].data);
+  r->nbuf = r->nout = 0;
+}
+
+/* Runs a kernel call; a failure ends the case with its status. */
+#define CALL(call)                                  \
+  do {                                              \
+    gaaw_status_t call_st_ = (call);                \
+    if (call_st_ != GAAW_SUCCESS) return call_st_; \
+  } while (0)
+
+/* ---------------------------------------------------------------- the cases */
+
+#define DT r->dt
+#define CTX r->ctx
+
+static gaaw_status_t case_gemm(run_t *r, gaaw_transpose_t ta, gaaw_transpose_t tb, float beta)
+{
+  int64_t m = 33, n = 17, k = 45;
+  gaaw_tensor_t a = ta == GAAW_OP_N ? RAND(DT, -1, 1, m, k) : RAND(DT, -1, 1, k, m);
+  gaaw_tensor_t b = tb == GAAW_OP_N ? RAND(DT, -1, 1, k, n) : RAND(DT, -1, 1, n, k);
+  gaaw_tensor_t c = RAND(DT, -1, 1, m, n);
+  if (beta == 0.0f) CALL(gaaw_fill(CTX, &c, NAN)); /* beta == 0 ignores c, nan included */
+  CALL(gaaw_gemm(CTX, ta, tb, 0.75f, &a, &b, beta, &c));
+  keep(r, &c, "c");
+  return GAAW_SUCCESS;
+}
+static gaaw_status_t case_gemm_nn(run_t *r) { return case_gemm(r, GAAW_OP_N, GAAW_OP_N, 0.0f); }
+static gaaw_status_t case_gemm_nt(run_t *r) { return case_gemm(r, GAAW_OP_N, GAAW_OP_T, 1.0f); }
+static gaaw_status_t case_gemm_tn(run_t *r) { return case_gemm(r, GAAW_OP_T, GAAW_OP_N, -0.5f); }
+static gaaw_status_t case_gemm_tt(run_t *r) { return case_gemm(r, GAAW_OP_T, GAAW_OP_T, 0.0f); }
+
+static gaaw_status_t case_gemm_batched(run_t *r)
+{
+  gaaw_tensor_t a = RAND(DT, -1, 1, 2, 3, 11, 9), b = RAND(DT, -1, 1, 2, 3, 11, 13), c = RAND(DT, -1, 1, 6, 9, 13);
+  CALL(gaaw_gemm_batched(CTX, GAAW_OP_T, GAAW_OP_N, 1.0f, &a, &b, 0.5f, &c));
+  keep(r, &c, "c");
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t case_layernorm(run_t *r)
+{
+  int64_t N = 19, C = 150;
+  gaaw_tensor_t x = RAND(DT, -2, 3, N, C), w = RAND(DT, 0.5f, 1.5f, C), b = RAND(DT, -1, 1, C), y = RAND(DT, 0, 1, N, C);
+  gaaw_tensor_t mean = RAND(GAAW_F32, 0, 1, N), rstd = RAND(GAAW_F32, 0, 1, N);
+  CALL(gaaw_layernorm_forward(CTX, &x, &w, &b, 1e-5f, &y, &mean, &rstd));
+  keep(r, &y, "y");
+  keep(r, &mean, "mean");
+  keep(r, &rstd, "rstd");
+  gaaw_tensor_t dy = RAND(DT, -1, 1, N, C), dx = RAND(DT, -1, 1, N, C), dw = RAND(DT, -1, 1, C), db = RAND(DT, -1, 1, C);
+  CALL(gaaw_layernorm_backward(CTX, &dy, &x, &w, &mean, &rstd, &dx, &dw, &db));
+  keep(r, &dx, "dx");
+  keep(r, &dw, "dw");
+  keep(r, &db, "db");
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t case_rmsnorm(run_t *r)
+{
+  int64_t N = 23, C = 70;
+  gaaw_tensor_t x = RAND(DT, -2, 3, N, C), w = RAND(DT, 0.5f, 1.5f, C), y = RAND(DT, 0, 1, N, C);
+  gaaw_tensor_t rstd = RAND(GAAW_F32, 0, 1, N);
+  CALL(gaaw_rmsnorm_forward(CTX, &x, &w, 1e-5f, &y, &rstd));
+  keep(r, &y, "y");
+  keep(r, &rstd, "rstd");
+  gaaw_tensor_t dy = RAND(DT, -1, 1, N, C), dx = RAND(DT, -1, 1, N, C), dw = RAND(DT, -1, 1, C);
+  CALL(gaaw_rmsnorm_backward(CTX, &dy, &x, &w, &rstd, &dx, &dw));
+  keep(r, &dx, "dx");
+  keep(r, &dw, "dw");
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t case_gelu(run_t *r)
+{
+  gaaw_tensor_t x = RAND(DT, -4, 4, 7, 301), y = RAND(DT, 0, 1, 7, 301);
+  gaaw_tensor_t dy = RAND(DT, -1, 1, 7, 301), dx = RAND(DT, -1, 1, 7, 301);
+  CALL(gaaw_gelu_forward(CTX, &x, &y));
+  CALL(gaaw_gelu_backward(CTX, &dy, &x, &dx));
+  keep(r, &y, "y");
+  keep(r, &dx, "dx");
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t case_swiglu(run_t *r)
+{
+  gaaw_tensor_t x = RAND(DT, -4, 4, 9, 2 * 37), y = RAND(DT, 0, 1, 9, 37);
+  gaaw_tensor_t dy = RAND(DT, -1, 1, 9, 37), dx = RAND(DT, -1, 1, 9, 2 * 37);
+  CALL(gaaw_swiglu_forward(CTX, &x, &y));
+  CALL(gaaw_swiglu_backward(CTX, &dy, &x, &dx));
+  keep(r, &y, "y");
+  keep(r, &dx, "dx");
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t case_elementwise(run_t *r)
+{
+  gaaw_tensor_t y = RAND(DT, -1, 1, 40, 33), b = RAND(DT, -1, 1, 33), a = RAND(DT, -2, 2, 40, 33);
+  gaaw_tensor_t db = RAND(DT, -1, 1, 33);
+  CALL(gaaw_bias_add(CTX, &y, &b));
+  CALL(gaaw_add(CTX, &a, &y, &y)); /* y aliases b */
+  CALL(gaaw_axpy(CTX, -0.3f, &a, &y));
+  CALL(gaaw_scale(CTX, &a, 1.7f));
+  CALL(gaaw_bias_backward(CTX, &y, &db));
+  keep(r, &y, "y");
+  keep(r, &a, "a");
+  keep(r, &db, "db");
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t case_softmax(run_t *r)
+{
+  gaaw_tensor_t x = RAND(DT, -3, 3, 2, 3, 70, 70), y = RAND(DT, 0, 1, 2, 3, 70, 70);
+  gaaw_tensor_t dy = RAND(DT, -1, 1, 6, 70, 70), dx = RAND(DT, -1, 1, 6, 70, 70);
+  CALL(gaaw_causal_softmax_forward(CTX, 0.4f, &x, &y));
+  CALL(gaaw_causal_softmax_backward(CTX, 0.4f, &y, &dy, &dx));
+  keep(r, &y, "y");
+  keep(r, &dx, "dx");
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t case_attention(run_t *r)
+{
+  int64_t BH = 3, T = 11, D = 8;
+  gaaw_tensor_t q = RAND(DT, -1, 1, BH, T, D), k = RAND(DT, -1, 1, BH, T, D), v = RAND(DT, -1, 1, BH, T, D);
+  gaaw_tensor_t probs = RAND(DT, 0, 1, BH, T, T), out = RAND(DT, 0, 1, BH, T, D);
+  CALL(gaaw_attention_forward(CTX, &q, &k, &v, &probs, &out));
+  keep(r, &probs, "probs");
+  keep(r, &out, "out");
+  gaaw_tensor_t dout = RAND(DT, -1, 1, BH, T, D), dprobs = RAND(DT, 0, 1, BH, T, T);
+  gaaw_tensor_t dq = RAND(DT, -1, 1, BH, T, D), dk = RAND(DT, -1, 1, BH, T, D), dv = RAND(DT, -1, 1, BH, T, D);
+  CALL(gaaw_attention_backward(CTX, &dout, &q, &k, &v, &probs, &dprobs, &dq, &dk, &dv));
+  keep(r, &dq, "dq");
+  keep(r, &dk, "dk");
+  keep(r, &dv, "dv");
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t case_embedding(run_t *r)
+{
+  /* vocabulary slice [10, 30); tokens repeat and fall outside it */
+  float tokens[25];
+  for (int i = 0; i < 25; i++) tokens[i] = (float)((i * 7) % 37);
+  gaaw_tensor_t tok = FROM(GAAW_I32, tokens, 25), table = RAND(DT, -1, 1, 20, 70), y = RAND(DT, 0, 1, 25, 70);
+  gaaw_tensor_t dy = RAND(DT, -1, 1, 25, 70), dtable = RAND(DT, -1, 1, 20, 70);
+  CALL(gaaw_embedding_forward(CTX, &tok, &table, 10, &y));
+  CALL(gaaw_embedding_backward(CTX, &tok, &dy, 10, &dtable));
+  keep(r, &y, "y");
+  keep(r, &dtable, "dtable");
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t case_cross_entropy(run_t *r)
+{
+  /* slice [50, 350) of 13 rows; targets inside, outside and ignored (-1) */
+  int64_t N = 13, V = 300;
+  float targets[13];
+  for (int i = 0; i < 13; i++) targets[i] = i == 4 ? -1.0f : (float)(20 + i * 31);
+  gaaw_tensor_t logits = RAND(DT, -5, 5, N, V), tgt = FROM(GAAW_I32, targets, N);
+  gaaw_tensor_t max = RAND(GAAW_F32, 0, 1, N), sumexp = RAND(GAAW_F32, 0, 1, N), target = RAND(GAAW_F32, 0, 1, N);
+  gaaw_tensor_t dlogits = RAND(DT, -1, 1, N, V);
+  CALL(gaaw_row_max(CTX, &logits, &max));
+  CALL(gaaw_row_sum_exp(CTX, &logits, &max, &sumexp));
+  CALL(gaaw_target_logit(CTX, &logits, &tgt, 50, &target));
+  CALL(gaaw_cross_entropy_backward(CTX, &logits, &max, &sumexp, &tgt, 50, 1.0f / 13, &dlogits));
+  keep(r, &max, "max");
+  keep(r, &sumexp, "sumexp");
+  keep(r, &target, "target");
+  keep(r, &dlogits, "dlogits");
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t case_adamw(run_t *r, int with_master)
+{
+  int64_t n = 1000;
+  gaaw_adamw_args_t args = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 3};
+  gaaw_tensor_t params = RAND(with_master ? DT : GAAW_F32, -1, 1, n), grads = RAND(DT, -1, 1, n);
+  gaaw_tensor_t master = RAND(GAAW_F32, -1, 1, n), m = RAND(GAAW_F32, -0.1f, 0.1f, n), v = RAND(GAAW_F32, 0, 0.01f, n);
+  CALL(gaaw_adamw_update(CTX, &params, &grads, with_master ? &master : NULL, &m, &v, &args));
+  keep(r, &params, "params");
+  keep(r, &m, "m");
+  keep(r, &v, "v");
+  if (with_master) keep(r, &master, "master");
+  return GAAW_SUCCESS;
+}
+static gaaw_status_t case_adamw_master(run_t *r) { return case_adamw(r, 1); }
+static gaaw_status_t case_adamw_plain(run_t *r) { return case_adamw(r, 0); }
+
+/* Casts from dt to every dtype and back from every dtype to dt (i32 with integers). */
+static gaaw_status_t case_cast(run_t *r)
+{
+  float ints[50];
+  for (int i = 0; i < 50; i++) ints[i] = (float)(i * 37 % 101 - 50);
+  for (int other = 0; other < GAAW_DTYPE_COUNT; other++) {
+    if (other == GAAW_F16 && !r->f16_ok) continue; /* checked by the f16 round */
+    gaaw_tensor_t x = RAND(DT, -70, 70, 5, 10), y = RAND((gaaw_dtype_t)other, 0, 1, 50);
+    gaaw_tensor_t xi = FROM((gaaw_dtype_t)other, ints, 50), yi = RAND(DT, 0, 1, 50);
+    CALL(gaaw_cast(CTX, &x, &y));
+    CALL(gaaw_cast(CTX, &xi, &yi));
+    keep(r, &y, gaaw_dtype_name((gaaw_dtype_t)other));
+    keep(r, &yi, "from other");
+    run_t tmp = *r; /* free this round's buffers, keep the outputs */
+    tmp.nout = 0;
+    run_free(&tmp);
+    r->nbuf = 0;
+  }
+  return GAAW_SUCCESS;
+}
+
+/* Permutes dt and i32 tensors (exact moves). */
+static gaaw_status_t case_permute(run_t *r)
+{
+  gaaw_tensor_t x = RAND(DT, -1, 1, 2, 3, 5, 7), y = RAND(DT, 0, 1, 2, 5, 3, 7);
+  float ints[105];
+  for (int i = 0; i < 105; i++) ints[i] = (float)(i * 1000 + 7);
+  gaaw_tensor_t xi = FROM(GAAW_I32, ints, 3, 5, 1, 7), yi = RAND(GAAW_I32, 0, 1, 3, 1, 5, 7);
+  CALL(gaaw_permute_0213(CTX, &x, &y));
+  CALL(gaaw_permute_0213(CTX, &xi, &yi));
+  keep(r, &y, "y");
+  keep(r, &yi, "y i32");
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t case_sum_squares(run_t *r)
+{
+  gaaw_tensor_t x = RAND(DT, -1, 1, 10001), out = RAND(GAAW_F32, 0, 1, 1);
+  CALL(gaaw_sum_squares(CTX, &x, &out));
+  keep(r, &out, "out");
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t case_check_finite(run_t *r)
+{
+  float vals[600];
+  for (int i = 0; i < 600; i++) vals[i] = (float)i - 300.0f;
+  gaaw_tensor_t clean = FROM(DT, vals, 600);
+  vals[517] = INFINITY;
+  gaaw_tensor_t inf = FROM(DT, vals, 600);
+  vals[517] = 0.0f;
+  vals[3] = NAN;
+  gaaw_tensor_t nan = FROM(DT, vals, 600);
+  float zero = 0.0f;
+  gaaw_tensor_t f0 = FROM(GAAW_I32, &zero, 1), f1 = FROM(GAAW_I32, &zero, 1), f2 = FROM(GAAW_I32, &zero, 1);
+  CALL(gaaw_check_finite(CTX, &clean, &f0));
+  CALL(gaaw_check_finite(CTX, &inf, &f1));
+  CALL(gaaw_check_finite(CTX, &nan, &f2));
+  keep(r, &f0, "clean flag");
+  keep(r, &f1, "inf flag");
+  keep(r, &f2, "nan flag");
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t case_fill(run_t *r)
+{
+  gaaw_tensor_t x = RAND(DT, 0, 1, 3, 333), xi = RAND(GAAW_I32, 0, 1, 77);
+  gaaw_tensor_t part = x; /* a view at an offset */
+  part.offset += 10 * gaaw_dtype_size(DT);
+  part.ndim = 1;
+  part.shape[0] = 500;
+  CALL(gaaw_fill(CTX, &part, -3.7f));
+  CALL(gaaw_fill(CTX, &xi, -3.7f));
+  CALL(gaaw_synchronize(CTX));
+  keep(r, &x, "x");
+  keep(r, &xi, "x i32");
+  return GAAW_SUCCESS;
+}
+
+typedef gaaw_status_t (*case_fn)(run_t *r);
+static const struct {
+  const char *name;
+  case_fn fn;
+  double tol_f32; /* GEMM and reductions over long rows are looser */
+} cases[] = {
+  {"gemm NN", case_gemm_nn, 1e-5},      {"gemm NT", case_gemm_nt, 1e-5},
+  {"gemm TN", case_gemm_tn, 1e-5},      {"gemm TT", case_gemm_tt, 1e-5},
+  {"gemm_batched", case_gemm_batched, 1e-5}, {"layernorm", case_layernorm, 1e-4},
+  {"rmsnorm", case_rmsnorm, 1e-4},      {"gelu", case_gelu, 1e-5},
+  {"swiglu", case_swiglu, 1e-5},        {"elementwise", case_elementwise, 1e-5},
+  {"causal_softmax", case_softmax, 1e-5}, {"attention", case_attention, 1e-5},
+  {"embedding", case_embedding, 1e-5},  {"cross_entropy", case_cross_entropy, 1e-5},
+  {"adamw master", case_adamw_master, 1e-5}, {"adamw", case_adamw_plain, 1e-5},
+  {"cast", case_cast, 0},               {"permute_0213", case_permute, 0},
+  {"sum_squares", case_sum_squares, 1e-5}, {"check_finite", case_check_finite, 0},
+  {"fill", case_fill, 0},
+};
+
+/* ---------------------------------------------------------------- driver */
+
+static gaaw_status_t run_case(gaaw_context_t ctx, int c, gaaw_dtype_t dt, int f16_ok, run_t *r)
+{
+  memset(r, 0, sizeof *r);
+  r->ctx = ctx;
+  r->dt = dt;
+  r->f16_ok = f16_ok;
+  r->rng = 0x9e3779b97f4a7c15ull * (uint64_t)(c + 1) + (uint64_t)dt;
+  return cases[c].fn(r);
+}
+
+/* Whether the backend under test computes f16 (a device with native half support). */
+static int target_has_f16(gaaw_context_t ctx)
+{
+#ifdef GAAW_HAVE_OPENCL
+  if (strcmp(ctx->device->name, "opencl") == 0) return ((ocl_state *)ctx->device_state)->has_fp16;
+#endif
+  (void)ctx;
+  return 1;
+}
+
+static void check_case(gaaw_context_t host, gaaw_context_t dev, int c, gaaw_dtype_t dt)
+{
+  char what[160];
+  run_t ref, got, again;
+  int f16_ok = target_has_f16(dev);
+  require_ok(host, run_case(host, c, dt, f16_ok, &ref));
+  gaaw_status_t st = run_case(dev, c, dt, f16_ok, &got);
+  if (dt == GAAW_F16 && !f16_ok) {
+    snprintf(what, sizeof what, "%s f16 without native half support", cases[c].name);
+    expect_true(st == GAAW_ERR_UNSUPPORTED, "%s: got %s, expected GAAW_ERR_UNSUPPORTED", what,
+                gaaw_status_name(st));
+    expect_true(strstr(gaaw_last_error(dev), "cl_khr_fp16") || strcmp(dev->device->name, "opencl") != 0,
+                "%s: the report should name cl_khr_fp16: %s", what, gaaw_last_error(dev));
+  } else {
+    expect_status_ctx(dev, st, GAAW_SUCCESS);
+    if (st == GAAW_SUCCESS) {
+      require_ok(dev, run_case(dev, c, dt, f16_ok, &again));
+      double tol = dt == GAAW_BF16 ? TOL_BF16 : dt == GAAW_F16 ? TOL_F16 : cases[c].tol_f32;
+      expect_true(got.nout == ref.nout, "%s %s: %d outputs, expected %d", cases[c].name, gaaw_dtype_name(dt),
+                  got.nout, ref.nout);
+      for (int o = 0; o < got.nout && o < ref.nout; o++) {
+        snprintf(what, sizeof what, "%s %s: %s", cases[c].name, gaaw_dtype_name(dt), ref.out[o].name);
+        expect_close(got.out[o].data, ref.out[o].data, ref.out[o].n, tol, what);
+        expect_true(memcmp(got.out[o].data, again.out[o].data, (size_t)got.out[o].n * sizeof(float)) == 0,
+                    "%s: two runs differ (not bit-identical)", what);
+      }
+      run_free(&again);
+    }
+  }
+  run_free(&ref);
+  run_free(&got);
+}
+
+/* Bad input on the backend under test: a tensor of another context, a missing
+ * OpenCL platform or device. */
+static void check_bad_input(gaaw_context_t host, gaaw_context_t dev, const char *backend)
+{
+  int64_t shape[1] = {8};
+  gaaw_tensor_t x, y;
+  require_ok(host, gaaw_tensor_alloc(host, GAAW_F32, 1, shape, GAAW_MEM_ACTIVATIONS, &x));
+  require_ok(dev, gaaw_tensor_alloc(dev, GAAW_F32, 1, shape, GAAW_MEM_ACTIVATIONS, &y));
+  expect_status_ctx(dev, gaaw_gelu_forward(dev, &x, &y), GAAW_ERR_INVALID_ARG);
+  void *p = NULL;
+  expect_status(gaaw_buffer_host_ptr(y.buf, &p), strcmp(backend, "host") ? GAAW_ERR_UNSUPPORTED : GAAW_SUCCESS);
+  gaaw_buffer_free(host, &x.buf);
+  gaaw_buffer_free(dev, &y.buf);
+  if (strcmp(backend, "opencl") == 0) {
+    const char *bad[][2] = {{"opencl_platform", "no-such-platform"}, {"opencl_device", "999"}};
+    for (int i = 0; i < 2; i++) {
+      gaaw_config_t cfg;
+      gaaw_context_t ctx = NULL;
+      require_ok(NULL, gaaw_config_create(&cfg));
+      require_ok(NULL, gaaw_config_set(cfg, "backend", "opencl"));
+      require_ok(NULL, gaaw_config_set(cfg, bad[i][0], bad[i][1]));
+      expect_status(gaaw_init(MPI_COMM_WORLD, cfg, &ctx), GAAW_ERR_INVALID_ARG);
+      expect_true(strstr(gaaw_last_error(NULL), bad[i][0]) != NULL, "the report should name %s: %s", bad[i][0],
+                  gaaw_last_error(NULL));
+      gaaw_finalize(&ctx);
+      gaaw_config_destroy(&cfg);
+    }
+  }
+}
+
+static gaaw_status_t open_ctx(const char *backend, gaaw_context_t *ctx)
+{
+  gaaw_config_t cfg;
+  require_ok(NULL, gaaw_config_create(&cfg));
+  require_ok(NULL, gaaw_config_set(cfg, "backend", backend));
+  gaaw_status_t st = gaaw_init(MPI_COMM_WORLD, cfg, ctx);
+  gaaw_config_destroy(&cfg);
+  return st;
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  const char *backend = argc > 1 ? argv[1] : *CONFORMANCE_BACKEND ? CONFORMANCE_BACKEND : getenv("GAAW_BACKEND");
+  if (!backend || !*backend) backend = "host";
+  gaaw_context_t host = NULL, dev = NULL;
+  require_ok(NULL, open_ctx("host", &host));
+  gaaw_status_t st = open_ctx(backend, &dev);
+  if (st == GAAW_ERR_UNSUPPORTED) {
+    fprintf(stderr, "conformance: skipping backend %s: %s\n", backend, gaaw_last_error(NULL));
+    gaaw_finalize(&host);
+    MPI_Finalize();
+    return TEST_SKIP;
+  }
+  require_ok(NULL, st);
+  for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
+    for (int dt = GAAW_F32; dt <= GAAW_F16; dt++) check_case(host, dev, c, (gaaw_dtype_t)dt);
+  check_bad_input(host, dev, backend);
+  gaaw_finalize(&dev);
+  gaaw_finalize(&host);
+  MPI_Finalize();
+  char name[64];
+  snprintf(name, sizeof name, "conformance %s", backend);
+  return test_finish(name);
+}

@@ -1,0 +1,202 @@
+/* One optimizer step: reduce the gradients over dp, measure them (global norm,
+ * overflow), update this rank's shard, and gather the parameters back. */
+#include <math.h>
+
+#include "zero/zero_impl.h"
+
+gaaw_status_t gaaw_zero_reduce_grads(gaaw_optimizer_t opt)
+{
+  gaaw_context_t ctx = opt->ctx;
+  if (opt->dp_size == 1 || opt->cfg.zero_stage >= 2) return GAAW_SUCCESS; /* stages 2, 3: done in backward */
+  for (int b = 0; b < opt->nbuckets; b++) {
+    const zero_bucket *k = &opt->buckets[b];
+    gaaw_tensor_t whole = gaaw_zero_view(opt->model->params.grads, opt->dtype, k->lo, k->len);
+    if (opt->cfg.zero_stage == 0) {
+      GAAW_CHECK(gaaw_comm_allreduce(opt->dp, &whole, &whole, GAAW_SUM));
+    } else {
+      gaaw_tensor_t mine = gaaw_zero_grad_piece(opt, b);
+      GAAW_CHECK(gaaw_comm_reduce_scatter(opt->dp, &whole, &mine, GAAW_SUM));
+    }
+  }
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_zero_gather_params(gaaw_optimizer_t opt)
+{
+  gaaw_context_t ctx = opt->ctx;
+  if (opt->dp_size == 1 || opt->cfg.zero_stage == 0 || opt->cfg.zero_stage == 3) return GAAW_SUCCESS;
+  for (int b = 0; b < opt->nbuckets; b++) {
+    const zero_bucket *k = &opt->buckets[b];
+    gaaw_tensor_t whole = gaaw_zero_view(opt->model->params.values, opt->dtype, k->lo, k->len);
+    gaaw_tensor_t mine = gaaw_zero_param_piece(opt, b);
+    GAAW_CHECK(gaaw_comm_allgather(opt->dp, &mine, &whole));
+  }
+  return GAAW_SUCCESS;
+}
+
+/* Sum of squares of the gradients this rank counts (see zero_norm_segment), in
+ * units of the raw (summed, loss-scaled) gradients. */
+static gaaw_status_t local_sum_squares(gaaw_optimizer_t opt, double *total)
+{
+  gaaw_context_t ctx = opt->ctx;
+  gaaw_tensor_t out;
+  int64_t one = 1;
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &one, GAAW_MEM_WORKSPACE, &out));
+  gaaw_status_t st = GAAW_SUCCESS;
+  *total = 0;
+  for (int s = 0; s < opt->nsegments && st == GAAW_SUCCESS; s++) {
+    const zero_norm_segment *seg = &opt->segments[s];
+    gaaw_tensor_t piece = gaaw_zero_grad_piece(opt, seg->bucket), part = piece;
+    part.offset += (size_t)seg->at * gaaw_dtype_size(opt->dtype);
+    part.shape[0] = seg->len;
+    float v = 0;
+    st = gaaw_sum_squares(ctx, &part, &out);
+    if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, out.buf, out.offset, &v, sizeof v);
+    *total += v;
+  }
+  gaaw_buffer_free(ctx, &out.buf);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+/* The global sum over the world (every rank the same number). Stage 0's dp ranks
+ * hold identical whole gradients, so there each is counted once by dividing. */
+static gaaw_status_t global_sum_squares(gaaw_optimizer_t opt, double *total)
+{
+  gaaw_context_t ctx = opt->ctx;
+  double mine = 0;
+  GAAW_CHECK(local_sum_squares(opt, &mine));
+  gaaw_tensor_t t;
+  int64_t one = 1;
+  float v = (float)mine;
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &one, GAAW_MEM_WORKSPACE, &t));
+  gaaw_status_t st = gaaw_buffer_write(ctx, t.buf, 0, &v, sizeof v);
+  if (st == GAAW_SUCCESS) st = gaaw_comm_allreduce(opt->world, &t, &t, GAAW_SUM);
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, t.buf, 0, &v, sizeof v);
+  gaaw_buffer_free(ctx, &t.buf);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  *total = opt->cfg.zero_stage == 0 ? (double)v / opt->dp_size : (double)v;
+  return GAAW_SUCCESS;
+}
+
+/* Linear warmup, then cosine decay to min_lr at decay_steps. step counts from 1. */
+static float schedule(const gaaw_optimizer_config_t *c, int64_t step)
+{
+  if (c->warmup_steps > 0 && step <= c->warmup_steps) return c->lr * (float)step / (float)c->warmup_steps;
+  if (c->decay_steps <= c->warmup_steps) return c->lr;
+  double progress = (double)(step - c->warmup_steps) / (double)(c->decay_steps - c->warmup_steps);
+  if (progress > 1) progress = 1;
+  return c->min_lr + (float)(0.5 * (c->lr - c->min_lr) * (1.0 + cos(M_PI * progress)));
+}
+
+/* Dynamic loss scaling (f16): halve after `hysteresis` overflowing steps in a row,
+ * double after `loss_scale_window` clean ones. */
+static void update_loss_scale(gaaw_optimizer_t opt, int overflow)
+{
+  if (opt->dtype != GAAW_F16) return;
+  if (overflow) {
+    opt->good_steps = 0;
+    if (++opt->overflows_in_row >= opt->cfg.hysteresis) {
+      opt->overflows_in_row = 0;
+      if (opt->loss_scale > 1) opt->loss_scale /= 2;
+    }
+  } else if (++opt->good_steps >= opt->cfg.loss_scale_window) {
+    opt->good_steps = 0;
+    opt->overflows_in_row = 0;
+    opt->loss_scale *= 2;
+  }
+}
+
+/* SGD with momentum on an f32 shard from kernels: g = grad * scale + wd * p;
+ * mom = momentum * mom + g; p -= lr * mom. */
+static gaaw_status_t sgd_update(gaaw_optimizer_t opt, const gaaw_tensor_t *grad, gaaw_tensor_t *p, gaaw_tensor_t *mom,
+                                float grad_scale)
+{
+  gaaw_context_t ctx = opt->ctx;
+  gaaw_tensor_t g;
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, grad->shape, GAAW_MEM_WORKSPACE, &g));
+  gaaw_status_t st = gaaw_cast(ctx, grad, &g);
+  if (st == GAAW_SUCCESS) st = gaaw_scale(ctx, &g, grad_scale);
+  if (st == GAAW_SUCCESS && opt->cfg.weight_decay != 0) st = gaaw_axpy(ctx, opt->cfg.weight_decay, p, &g);
+  if (st == GAAW_SUCCESS) st = gaaw_scale(ctx, mom, opt->cfg.momentum);
+  if (st == GAAW_SUCCESS) st = gaaw_axpy(ctx, 1.0f, &g, mom);
+  if (st == GAAW_SUCCESS) st = gaaw_axpy(ctx, -opt->lr, mom, p);
+  gaaw_buffer_free(ctx, &g.buf);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+/* Updates every piece of the shard; grad_scale turns raw gradients into the mean
+ * gradient (and clips). */
+static gaaw_status_t update_shard(gaaw_optimizer_t opt, float grad_scale)
+{
+  gaaw_context_t ctx = opt->ctx;
+  gaaw_adamw_args_t args = {opt->lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps, opt->cfg.weight_decay,
+                            grad_scale, opt->updates};
+  for (int b = 0; b < opt->nbuckets; b++) {
+    const zero_bucket *k = &opt->buckets[b];
+    gaaw_tensor_t grad = gaaw_zero_grad_piece(opt, b), params = gaaw_zero_param_piece(opt, b);
+    gaaw_tensor_t m1 = gaaw_zero_view(opt->moment1, GAAW_F32, k->shard_at, k->piece);
+    gaaw_tensor_t m2 = gaaw_zero_view(opt->moment2, GAAW_F32, k->shard_at, k->piece);
+    gaaw_tensor_t master = gaaw_zero_view(opt->master, GAAW_F32, k->shard_at, k->piece);
+    gaaw_tensor_t *mp = opt->master ? &master : NULL;
+    if (opt->cfg.kind == GAAW_ADAMW) {
+      GAAW_CHECK(gaaw_adamw_update(ctx, &params, &grad, mp, &m1, &m2, &args));
+    } else {
+      GAAW_CHECK(sgd_update(opt, &grad, mp ? mp : &params, &m1, grad_scale));
+      if (mp) GAAW_CHECK(gaaw_cast(ctx, mp, &params));
+    }
+  }
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t zero_grads(gaaw_optimizer_t opt)
+{
+  gaaw_context_t ctx = opt->ctx;
+  if (opt->cfg.zero_stage < 2) {
+    GAAW_CHECK(gaaw_model_zero_grad(opt->model));
+  } else {
+    gaaw_tensor_t all = gaaw_zero_view(opt->shard_grads, opt->dtype, 0, opt->shard_numel);
+    GAAW_CHECK(gaaw_fill(ctx, &all, 0.0f));
+  }
+  return GAAW_SUCCESS;
+}
+
+static uint64_t dp_bytes(gaaw_optimizer_t opt)
+{
+  uint64_t total = 0, bytes;
+  for (int op = 0; op < GAAW_COMM_OP_COUNT; op++)
+    if (gaaw_comm_stats(opt->dp, (gaaw_comm_op_t)op, NULL, &bytes) == GAAW_SUCCESS) total += bytes;
+  return total;
+}
+
+gaaw_status_t gaaw_optimizer_step(gaaw_optimizer_t opt)
+{
+  GAAW_ARG_NOT_NULL(NULL, opt);
+  gaaw_context_t ctx = opt->ctx;
+  GAAW_CHECK(gaaw_zero_reduce_grads(opt));
+  double sumsq = 0;
+  GAAW_CHECK(global_sum_squares(opt, &sumsq));
+  /* the mean gradient over dp ranks, microbatches and the loss scale */
+  double raw_to_mean = 1.0 / ((double)opt->dp_size * opt->cfg.accumulation * opt->loss_scale);
+  double norm = sqrt(sumsq) * raw_to_mean;
+  int overflow = !isfinite(norm);
+  opt->steps++;
+  opt->grad_norm = (float)norm;
+  opt->skipped = overflow;
+  if (!overflow) {
+    double scale = raw_to_mean;
+    if (opt->cfg.clip_norm > 0 && norm > opt->cfg.clip_norm) scale *= opt->cfg.clip_norm / (norm + 1e-6);
+    opt->updates++;
+    opt->lr = schedule(&opt->cfg, opt->updates);
+    GAAW_CHECK(update_shard(opt, (float)scale));
+    GAAW_CHECK(gaaw_zero_gather_params(opt));
+  }
+  update_loss_scale(opt, overflow);
+  opt->model->loss_scale = opt->loss_scale;
+  GAAW_CHECK(zero_grads(opt));
+  uint64_t now = dp_bytes(opt);
+  opt->last_comm = now - opt->comm_mark;
+  opt->comm_mark = now;
+  return GAAW_SUCCESS;
+}

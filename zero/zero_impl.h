@@ -1,0 +1,69 @@
+/* ZeRO internals: the gradient/parameter buckets of a model, this rank's shard of
+ * each, and the optimizer state that lives in the shard. */
+#ifndef GAAW_ZERO_IMPL_H
+#define GAAW_ZERO_IMPL_H
+
+#include "gaaw/optimizer.h"
+#include "parallel/model_impl.h"
+
+/* One layer's parameters: the flat range [lo, lo + len) of the model's buffers,
+ * len a multiple of dp. Dp rank r owns the piece [lo + r * piece, + piece), stored
+ * at shard_at in the shard buffers. */
+typedef struct {
+  int layer;
+  int64_t lo, len, piece, shard_at;
+  int last_forward;      /* the last layer (in forward order) that uses these parameters */
+  int last_backward;     /* the last layer in backward order (the lowest index) */
+  gaaw_buffer_t whole_params; /* stage 3: gathered while in use */
+  gaaw_buffer_t whole_grads;  /* stages 2, 3: during backward */
+} zero_bucket;
+
+/* A run of a bucket's piece whose gradient counts in the global norm on this rank
+ * (split parameters; replicated ones on tp rank 0 only). */
+typedef struct {
+  int bucket;
+  int64_t at, len; /* relative to the piece */
+} zero_norm_segment;
+
+struct gaaw_optimizer_s {
+  gaaw_model_t model;
+  gaaw_context_t ctx;
+  gaaw_optimizer_config_t cfg;
+  gaaw_comm_t dp, mp, world;
+  int dp_size, dp_rank;
+  gaaw_dtype_t dtype;            /* the model's compute dtype */
+  zero_bucket *buckets;
+  int nbuckets;
+  int *bucket_of_layer;          /* -1 for a layer without parameters */
+  int64_t shard_numel;           /* sum of the pieces (the whole buffer at stage 0) */
+  zero_norm_segment *segments;
+  int nsegments;
+  gaaw_buffer_t shard_params;    /* stage 3: this rank's pieces of the parameters */
+  gaaw_buffer_t shard_grads;     /* stages 2, 3: this rank's pieces of the reduced gradients */
+  gaaw_buffer_t master;          /* f32 master weights of the shard (bf16, f16 models) */
+  gaaw_buffer_t moment1, moment2; /* AdamW m and v (SGD: momentum in moment1) */
+  /* progress */
+  int64_t steps, updates;
+  float lr, grad_norm, loss_scale;
+  int skipped, good_steps, overflows_in_row;
+  uint64_t comm_mark, last_comm;
+};
+
+/* Bucket layout and shard offsets from the model's layers. */
+gaaw_status_t gaaw_zero_plan(gaaw_optimizer_t opt);
+/* Takes the model's buffers over as the stage says, and installs the hooks. */
+gaaw_status_t gaaw_zero_attach(gaaw_optimizer_t opt);
+/* Gives back what the hooks hold (at destroy). */
+void gaaw_zero_detach(gaaw_optimizer_t opt);
+
+/* Views, piece by piece (count elements at element `at` of buf). */
+gaaw_tensor_t gaaw_zero_view(gaaw_buffer_t buf, gaaw_dtype_t dtype, int64_t at, int64_t count);
+/* This rank's gradient piece of bucket b, and where the updated parameters go. */
+gaaw_tensor_t gaaw_zero_grad_piece(gaaw_optimizer_t opt, int b);
+gaaw_tensor_t gaaw_zero_param_piece(gaaw_optimizer_t opt, int b);
+
+/* The step's parts (zero/step.c). */
+gaaw_status_t gaaw_zero_reduce_grads(gaaw_optimizer_t opt);
+gaaw_status_t gaaw_zero_gather_params(gaaw_optimizer_t opt);
+
+#endif
