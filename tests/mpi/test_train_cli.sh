@@ -7,7 +7,7 @@
 #    message before any training, on every rank, without hanging;
 #  - precedence: default < config file < environment < command line;
 #  - 20 steps of a tiny GPT on the shipped corpus (np 2 and np 4, tp 2, ZeRO 1):
-#    exit 0, the training and validation losses fall, one JSON object per step, a
+#    on the host backend: exit 0, the training and validation losses fall, one JSON object per step, a
 #    sample and a summary; the np 4 run twice gives identical metrics (all but the
 #    timings ms and tokens_per_s).
 # GAAW_TRAIN overrides the program (default ./examples/gaaw-train in the build tree).
@@ -99,7 +99,7 @@ fi
 
 # 20 steps of a tiny GPT on the shipped corpus. train NP NAME: runs it, keeps the
 # metrics in $tmp/NAME.jsonl and the output in $tmp/NAME.out.
-tiny="--tp 2 --zero 1 --steps 20 --layers 1 --heads 2 --dim 32 --seq 32 --batch 4 --lr 0.005 --warmup 2
+tiny="--backend host --tp 2 --zero 1 --steps 20 --layers 1 --heads 2 --dim 32 --seq 32 --batch 4 --lr 0.005 --warmup 2
       --eval-every 10 --eval-batches 2 --sample 24 --seed 7"
 losses() { sed -n "s/.*\"$1\":\([-0-9.e+]*\).*/\1/p" "$2"; }
 train() {
