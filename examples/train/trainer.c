@@ -94,6 +94,7 @@ void trainer_free(trainer *t)
 /* The mean of x over the dp group. */
 static gaaw_status_t dp_mean(trainer *t, float *x)
 {
+  if (t->dp == 1) return GAAW_SUCCESS;
   TRY(t, gaaw_buffer_write(t->ctx, t->scalar.buf, t->scalar.offset, x, sizeof *x));
   TRY(t, gaaw_comm_allreduce(t->dp_comm, &t->scalar, &t->scalar, GAAW_SUM));
   TRY(t, gaaw_buffer_read(t->ctx, t->scalar.buf, t->scalar.offset, x, sizeof *x));
