@@ -24,6 +24,7 @@ const char *train_data_default_path(void)
 
 static int read_file(const char *path, unsigned char **bytes, size_t *size, char *err, size_t len)
 {
+  errno = 0;
   FILE *f = fopen(path, "rb");
   if (!f) {
     snprintf(err, len, "cannot read the data file '%s': %s", path, strerror(errno));
@@ -44,10 +45,10 @@ static int read_file(const char *path, unsigned char **bytes, size_t *size, char
     buf = grown;
     cap *= 2;
   }
-  int bad = ferror(f);
+  int bad = ferror(f) ? (errno ? errno : EIO) : 0;
   fclose(f);
   if (!buf || bad) {
-    snprintf(err, len, "cannot read the data file '%s': %s", path, buf ? "read error" : "out of memory");
+    snprintf(err, len, "cannot read the data file '%s': %s", path, buf ? strerror(bad) : "out of memory");
     free(buf);
     return 0;
   }
