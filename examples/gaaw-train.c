@@ -1,0 +1,206 @@
+/* gaaw-train: trains the GPT on bytes of text (token = byte) with tensor
+ * parallelism (--tp) and data parallelism (dp = world / tp) with ZeRO (--zero).
+ *
+ *   mpiexec -n 4 gaaw-train --tp 2 --zero 1 --steps 200 --data my.txt
+ *
+ * Rank 0 logs one line per step (loss averaged over dp, lr, grad norm, time,
+ * tokens/s, memory), the validation loss before training, every --eval-every steps
+ * and at the end, a generated sample, and a summary line. --help lists every
+ * option. Exit status: 0 done, 1 a failure while running, 2 bad options, config,
+ * data or layout (reported before any training, by one rank, the same on all).
+ *
+ * Files: train/options.c (the options and their checks), train/data.c (the text,
+ * its split and microbatches), train/trainer.c (steps, validation, sampling),
+ * train/report.c (log lines and the metrics file). */
+#include <errno.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "examples/train/data.h"
+#include "examples/train/options.h"
+#include "examples/train/report.h"
+#include "examples/train/trainer.h"
+#include "gaaw.h"
+
+static int world_rank = 0, world_size = 1;
+
+/* Every rank learns the worst exit status of all; the reason is printed once: by
+ * rank 0 if it failed there, else by the lowest rank that failed. */
+static int agree_hint(int code, const char *reason, int hint)
+{
+  int worst, first = code ? world_rank : world_size, lowest;
+  MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (worst && world_rank == lowest) {
+    if (lowest == 0) fprintf(stderr, "gaaw-train: %s\n", reason);
+    else fprintf(stderr, "gaaw-train: rank %d: %s\n", world_rank, reason);
+    if (hint) fprintf(stderr, "gaaw-train: --help lists the options\n");
+  }
+  return worst;
+}
+
+static int agree(int code, const char *reason)
+{
+  return agree_hint(code, reason, 0);
+}
+
+/* Reads --data (or the shipped corpus) and checks that every rank read the same. */
+static int load_data(const train_options *o, train_data *data, char *err, size_t len)
+{
+  const char *path = o->data[0] ? o->data : train_data_default_path();
+  int code = TRAIN_EXIT_OK;
+  if (!path) {
+    snprintf(err, len, "no --data given and the corpus shipped with gaaw is not installed");
+    code = TRAIN_EXIT_USAGE;
+  } else if (!train_data_load(data, path, (int)o->seq, (int)o->vocab, err, len)) {
+    code = TRAIN_EXIT_USAGE;
+  }
+  code = agree(code, err);
+  if (code) return code;
+  uint64_t sums[2] = {data->checksum, ~data->checksum}, max[2];
+  MPI_Allreduce(sums, max, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  if (max[0] != ~max[1]) { /* max(~x) = ~min(x): min and max differ */
+    snprintf(err, len, "the data file '%s' differs between ranks", path);
+    return agree(TRAIN_EXIT_USAGE, err);
+  }
+  if (world_rank == 0)
+    printf("data: %s, %zu bytes (train %zu, validation %zu)\n", path, data->size, data->train_size, data->val_size);
+  return TRAIN_EXIT_OK;
+}
+
+static void print_header(trainer *t)
+{
+  const train_options *o = t->opts;
+  const char *backend = "?";
+  int64_t params = 0, local = 0;
+  gaaw_backend_name(t->ctx, &backend);
+  gaaw_model_num_params(t->model, &params, &local);
+  printf("gaaw-train: world %d = dp %d x tp %d, backend %s, ZeRO %ld, %s\n", world_size, t->dp, t->tp, backend,
+         o->zero, o->optimizer);
+  printf("model: GPT %ld layers, %ld heads, dim %ld, seq %ld, vocab %ld, %s, %.3f M parameters\n", o->layers,
+         o->heads, o->dim, o->seq, o->vocab, o->dtype, (double)params / 1e6);
+  printf("steps %ld x (%ld microbatch%s x %ld sequences x dp %d) = %ld tokens per step, lr %g (warmup %ld, "
+         "cosine to %g), clip %g, seed %ld\n",
+         o->steps, o->accum, o->accum == 1 ? "" : "es", o->batch, t->dp, o->accum * o->batch * o->seq * t->dp, o->lr,
+         o->warmup, o->min_lr, o->clip, o->seed);
+  fflush(stdout);
+}
+
+/* A failure inside the loop may leave other ranks inside a collective: report it
+ * from this rank and stop the job. */
+static void abort_run(trainer *t)
+{
+  fprintf(stderr, "gaaw-train: rank %d: %s\n", world_rank, t->err);
+  MPI_Abort(MPI_COMM_WORLD, TRAIN_EXIT_FAILURE);
+}
+
+static void train_loop(trainer *t, FILE *metrics)
+{
+  const train_options *o = t->opts;
+  train_report r = {.metrics = metrics, .steps = o->steps};
+  float val = 0;
+  if (trainer_eval(t, &val)) abort_run(t);
+  if (world_rank == 0) report_eval(&r, 0, val);
+  for (int64_t step = 1; step <= o->steps; step++) {
+    gaaw_step_stats_t stats;
+    train_step_info s = {.step = step, .stats = &stats};
+    size_t params, grads, state, current;
+    double start = MPI_Wtime();
+    if (trainer_step(t, step, &s.loss)) abort_run(t);
+    s.ms = (MPI_Wtime() - start) * 1000;
+    s.tokens = (double)o->accum * o->batch * o->seq * t->dp;
+    if (gaaw_optimizer_stats(t->opt, &stats) || gaaw_optimizer_memory(t->opt, &params, &grads, &state) ||
+        gaaw_memory_usage(t->ctx, GAAW_MEM_ACTIVATIONS, &current, &s.activation_peak)) {
+      snprintf(t->err, sizeof t->err, "reading the step's statistics failed:\n%s", gaaw_last_error(t->ctx));
+      abort_run(t);
+    }
+    s.state_bytes = params + grads + state;
+    int have_val = step == o->steps || (o->eval_every > 0 && step % o->eval_every == 0);
+    if (world_rank == 0) report_step(&r, &s);
+    if (have_val && trainer_eval(t, &val)) abort_run(t);
+    if (world_rank == 0) {
+      if (have_val) report_eval(&r, step, val);
+      report_metrics(&r, &s, have_val, val);
+    }
+  }
+  if (o->sample > 0) {
+    size_t n = strlen(o->prompt) + (size_t)o->sample;
+    unsigned char *text = malloc(n);
+    if (!text) {
+      snprintf(t->err, sizeof t->err, "cannot allocate the %zu-byte sample", n);
+      abort_run(t);
+    }
+    if (trainer_sample(t, o->prompt, (int)o->sample, text)) abort_run(t);
+    if (world_rank == 0) report_sample(text, n, strlen(o->prompt), o->temperature);
+    free(text);
+  }
+  if (world_rank == 0) report_summary(&r);
+}
+
+static int train(gaaw_config_t cfg, const train_options *o, const train_data *data, FILE *metrics)
+{
+  gaaw_context_t ctx = NULL;
+  trainer t;
+  char err[4096];
+  if (gaaw_init(MPI_COMM_WORLD, cfg, &ctx) != GAAW_SUCCESS) {
+    snprintf(err, sizeof err, "gaaw_init failed:\n%s", gaaw_last_error(NULL));
+    return agree(TRAIN_EXIT_FAILURE, err);
+  }
+  int code = agree(trainer_setup(&t, ctx, o, data) == GAAW_SUCCESS ? TRAIN_EXIT_OK : TRAIN_EXIT_FAILURE, t.err);
+  if (code == TRAIN_EXIT_OK) {
+    if (world_rank == 0) print_header(&t);
+    train_loop(&t, metrics);
+  }
+  trainer_free(&t);
+  gaaw_finalize(&ctx);
+  return code;
+}
+
+static int run(int argc, char **argv)
+{
+  gaaw_config_t cfg = NULL;
+  train_options *opts = calloc(1, sizeof *opts);
+  train_data data = {0};
+  FILE *metrics = NULL;
+  char err[4096] = "out of memory";
+  int help = 0, code = TRAIN_EXIT_FAILURE;
+  if (opts && gaaw_config_create(&cfg) != GAAW_SUCCESS) {
+    snprintf(err, sizeof err, "%s", gaaw_last_error(NULL)); /* a malformed GAAW_* variable */
+    code = TRAIN_EXIT_USAGE;
+  } else if (opts) {
+    code = train_options_load(opts, cfg, argc, argv, world_size, &help, err, sizeof err);
+  }
+  if (help && code == TRAIN_EXIT_OK) { /* the same command line everywhere: no need to agree */
+    if (world_rank == 0) train_options_usage(stdout, "gaaw-train");
+    goto done;
+  }
+  code = agree_hint(code, err, code == TRAIN_EXIT_USAGE);
+  if (code == TRAIN_EXIT_OK) code = load_data(opts, &data, err, sizeof err);
+  if (code == TRAIN_EXIT_OK) {
+    int local = TRAIN_EXIT_OK;
+    if (world_rank == 0 && opts->metrics[0] && !(metrics = fopen(opts->metrics, "w"))) {
+      snprintf(err, sizeof err, "cannot write the metrics file '%s': %s", opts->metrics, strerror(errno));
+      local = TRAIN_EXIT_USAGE;
+    }
+    code = agree(local, err);
+  }
+  if (code == TRAIN_EXIT_OK) code = train(cfg, opts, &data, metrics);
+done:
+  if (metrics) fclose(metrics);
+  train_data_free(&data);
+  gaaw_config_destroy(&cfg);
+  free(opts);
+  return code;
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  int code = run(argc, argv);
+  MPI_Finalize();
+  return code;
+}

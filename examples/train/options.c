@@ -1,0 +1,375 @@
+/* gaaw-train's options: the table of options.h, read from a config file, the
+ * environment and the command line, then checked. */
+#include "examples/train/options.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { TYPE_INT, TYPE_DOUBLE, TYPE_STRING } option_type;
+
+typedef struct {
+  const char *name, *def, *meta, *help;
+  option_type type;
+  size_t offset;
+} option_spec;
+
+#define TRAIN_SPEC(name, type, def, meta, help) {#name, def, meta, help, TYPE_##type, offsetof(train_options, name)},
+static const option_spec specs[] = {TRAIN_OPTION_LIST(TRAIN_SPEC)};
+#undef TRAIN_SPEC
+enum { OPTION_COUNT = sizeof specs / sizeof specs[0] };
+
+static void fail(char *err, size_t len, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, len, fmt, ap);
+  va_end(ap);
+}
+
+/* Names compare ignoring case, with '-' equal to '_'. */
+static int name_equals(const char *a, const char *b)
+{
+  for (; *a && *b; a++, b++) {
+    char ca = *a == '-' ? '_' : (char)tolower((unsigned char)*a);
+    char cb = *b == '-' ? '_' : (char)tolower((unsigned char)*b);
+    if (ca != cb) return 0;
+  }
+  return *a == *b;
+}
+
+static int find_option(const char *name)
+{
+  for (int i = 0; i < OPTION_COUNT; i++)
+    if (name_equals(name, specs[i].name)) return i;
+  return -1;
+}
+
+static int is_tunable(const char *name)
+{
+  for (int i = 0; i < gaaw_tunable_count(); i++) {
+    const char *tname;
+    if (gaaw_tunable_info(i, &tname, NULL, NULL, NULL) == GAAW_SUCCESS && name_equals(name, tname)) return 1;
+  }
+  return 0;
+}
+
+/* The option as the command line spells it: --eval-every. */
+static const char *flag_name(const option_spec *s, char *buf, size_t len)
+{
+  size_t i = 0;
+  for (const char *p = s->name; *p && i + 1 < len; p++) buf[i++] = *p == '_' ? '-' : *p;
+  buf[i] = '\0';
+  return buf;
+}
+
+/* Parses value into option i; where names the source for the message. */
+static int set_option(train_options *o, int i, const char *value, const char *where, char *err, size_t len)
+{
+  const option_spec *s = &specs[i];
+  char *field = (char *)o + s->offset, *end;
+  char flag[64];
+  errno = 0;
+  switch (s->type) {
+  case TYPE_INT: {
+    long v = strtol(value, &end, 10);
+    if (end == value || *end || errno || v < INT_MIN || v > INT_MAX) {
+      fail(err, len, "%s: --%s needs an integer, got '%s'", where, flag_name(s, flag, sizeof flag), value);
+      return TRAIN_EXIT_USAGE;
+    }
+    *(long *)field = v;
+    break;
+  }
+  case TYPE_DOUBLE: {
+    double v = strtod(value, &end);
+    if (end == value || *end || errno || v != v) {
+      fail(err, len, "%s: --%s needs a number, got '%s'", where, flag_name(s, flag, sizeof flag), value);
+      return TRAIN_EXIT_USAGE;
+    }
+    *(double *)field = v;
+    break;
+  }
+  case TYPE_STRING:
+    if (strlen(value) >= TRAIN_STRING_MAX) {
+      fail(err, len, "%s: the value of --%s is longer than %d bytes", where, flag_name(s, flag, sizeof flag),
+           TRAIN_STRING_MAX - 1);
+      return TRAIN_EXIT_USAGE;
+    }
+    strcpy(field, value);
+    break;
+  }
+  return TRAIN_EXIT_OK;
+}
+
+static void set_defaults(train_options *o)
+{
+  char err[256];
+  for (int i = 0; i < OPTION_COUNT; i++) set_option(o, i, specs[i].def, "default", err, sizeof err);
+}
+
+static char *trim(char *s)
+{
+  while (isspace((unsigned char)*s)) s++;
+  char *end = s + strlen(s);
+  while (end > s && isspace((unsigned char)end[-1])) *--end = '\0';
+  return s;
+}
+
+/* A config file: "name = value" lines, blank lines and lines whose first non-blank
+ * character is '#'. Trainer options are set; library options only where the
+ * environment did not set them already (the environment outranks the file). */
+static int read_config_file(train_options *o, gaaw_config_t cfg, const char *path, char *err, size_t len)
+{
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fail(err, len, "cannot read the config file '%s': %s", path, strerror(errno));
+    return TRAIN_EXIT_USAGE;
+  }
+  char line[TRAIN_STRING_MAX + 128], where[TRAIN_STRING_MAX + 32];
+  int lineno = 0, rc = TRAIN_EXIT_OK;
+  while (rc == TRAIN_EXIT_OK && fgets(line, sizeof line, f)) {
+    lineno++;
+    snprintf(where, sizeof where, "%s:%d", path, lineno);
+    if (!strchr(line, '\n') && !feof(f)) {
+      fail(err, len, "%s: line too long", where);
+      rc = TRAIN_EXIT_USAGE;
+      break;
+    }
+    char *s = trim(line);
+    if (!*s || *s == '#') continue;
+    char *eq = strchr(s, '=');
+    if (!eq) {
+      fail(err, len, "%s: '%s' is not of the form name = value", where, s);
+      rc = TRAIN_EXIT_USAGE;
+      break;
+    }
+    *eq = '\0';
+    char *key = trim(s), *value = trim(eq + 1);
+    int i = find_option(key);
+    if (i >= 0 && name_equals(key, "config")) {
+      fail(err, len, "%s: a config file cannot name another config file", where);
+      rc = TRAIN_EXIT_USAGE;
+    } else if (i >= 0) {
+      rc = set_option(o, i, value, where, err, len);
+    } else if (is_tunable(key)) {
+      const char *source = "default";
+      gaaw_config_describe(cfg, key, NULL, &source);
+      if (strcmp(source, "env") != 0 && gaaw_config_set(cfg, key, value) != GAAW_SUCCESS) {
+        fail(err, len, "%s: %s", where, gaaw_last_error(NULL));
+        rc = TRAIN_EXIT_USAGE;
+      }
+    } else {
+      fail(err, len, "%s: unknown option '%s'", where, key);
+      rc = TRAIN_EXIT_USAGE;
+    }
+  }
+  fclose(f);
+  return rc;
+}
+
+/* GAAW_<NAME> for each trainer option (GAAW_CONFIG names the config file). */
+static int read_environment(train_options *o, char *err, size_t len)
+{
+  for (int i = 0; i < OPTION_COUNT; i++) {
+    char env[64] = "GAAW_";
+    size_t n = strlen(env);
+    for (const char *p = specs[i].name; *p && n + 1 < sizeof env; p++) env[n++] = (char)toupper((unsigned char)*p);
+    env[n] = '\0';
+    const char *value = getenv(env);
+    if (value && set_option(o, i, value, env, err, len) != TRAIN_EXIT_OK) return TRAIN_EXIT_USAGE;
+  }
+  return TRAIN_EXIT_OK;
+}
+
+/* One trainer option from the command line, as --name=value or --name value. */
+typedef struct {
+  int index;
+  const char *value;
+} cli_setting;
+
+/* The trainer's part of the command line (the library's options already taken
+ * out): each --name value into settings, in order. */
+static int parse_cli(int argc, char **argv, cli_setting *settings, int *count, int *help, char *err, size_t len)
+{
+  *count = 0;
+  for (int a = 1; a < argc; a++) {
+    const char *arg = argv[a];
+    if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+      *help = 1;
+      continue;
+    }
+    if (strncmp(arg, "--", 2) != 0 || !arg[2]) {
+      fail(err, len, "unexpected argument '%s' (options are --name value)", arg);
+      return TRAIN_EXIT_USAGE;
+    }
+    char name[64];
+    const char *eq = strchr(arg, '=');
+    size_t n = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+    if (n >= sizeof name) n = sizeof name - 1;
+    memcpy(name, arg + 2, n);
+    name[n] = '\0';
+    int i = find_option(name);
+    if (i < 0) {
+      fail(err, len, "unknown option '%s'", arg);
+      return TRAIN_EXIT_USAGE;
+    }
+    const char *value = eq ? eq + 1 : NULL;
+    if (!value) {
+      if (a + 1 >= argc) {
+        fail(err, len, "option --%s needs a value", name);
+        return TRAIN_EXIT_USAGE;
+      }
+      value = argv[++a];
+    }
+    settings[(*count)++] = (cli_setting){i, value};
+  }
+  return TRAIN_EXIT_OK;
+}
+
+static int one_of(const char *value, const char *const *choices)
+{
+  for (; *choices; choices++)
+    if (!strcmp(value, *choices)) return 1;
+  return 0;
+}
+
+#define CHECK(cond, ...)                   \
+  do {                                     \
+    if (!(cond)) {                         \
+      fail(err, len, __VA_ARGS__);         \
+      return TRAIN_EXIT_USAGE;             \
+    }                                      \
+  } while (0)
+
+/* Everything that can be checked from the options and the world size alone, so
+ * every rank reaches the same verdict. */
+static int validate(const train_options *o, gaaw_config_t cfg, int world, char *err, size_t len)
+{
+  static const char *const dtypes[] = {"f32", "bf16", "f16", NULL};
+  static const char *const optimizers[] = {"adamw", "sgd", NULL};
+  CHECK(one_of(o->dtype, dtypes), "--dtype must be f32, bf16 or f16, got '%s'", o->dtype);
+  CHECK(one_of(o->optimizer, optimizers), "--optimizer must be adamw or sgd, got '%s'", o->optimizer);
+  CHECK(o->zero >= 0 && o->zero <= 3, "--zero must be 0, 1, 2 or 3, got %ld", o->zero);
+  CHECK(o->layers >= 1, "--layers must be >= 1, got %ld", o->layers);
+  CHECK(o->heads >= 1, "--heads must be >= 1, got %ld", o->heads);
+  CHECK(o->dim >= 1 && o->dim % o->heads == 0, "--dim (%ld) must be a positive multiple of --heads (%ld)", o->dim,
+        o->heads);
+  CHECK(o->seq >= 1, "--seq must be >= 1, got %ld", o->seq);
+  CHECK(o->vocab >= 1, "--vocab must be >= 1, got %ld", o->vocab);
+  CHECK(o->batch >= 1, "--batch must be >= 1, got %ld", o->batch);
+  CHECK(o->accum >= 1, "--accum must be >= 1, got %ld", o->accum);
+  CHECK(o->steps >= 1, "--steps must be >= 1, got %ld", o->steps);
+  CHECK(o->lr > 0, "--lr must be > 0, got %g", o->lr);
+  CHECK(o->min_lr >= 0 && o->min_lr <= o->lr, "--min-lr must be in 0..lr (%g), got %g", o->lr, o->min_lr);
+  CHECK(o->warmup >= 0, "--warmup must be >= 0, got %ld", o->warmup);
+  CHECK(o->weight_decay >= 0, "--weight-decay must be >= 0, got %g", o->weight_decay);
+  CHECK(o->clip >= 0, "--clip must be >= 0 (0 = off), got %g", o->clip);
+  CHECK(o->seed >= 0, "--seed must be >= 0, got %ld", o->seed);
+  CHECK(o->eval_every >= 0, "--eval-every must be >= 0, got %ld", o->eval_every);
+  CHECK(o->eval_batches >= 1, "--eval-batches must be >= 1, got %ld", o->eval_batches);
+  CHECK(o->sample >= 0, "--sample must be >= 0, got %ld", o->sample);
+  CHECK(o->temperature >= 0, "--temperature must be >= 0 (0 = greedy), got %g", o->temperature);
+  CHECK(o->sample == 0 || o->prompt[0], "--prompt must not be empty when --sample is %ld", o->sample);
+  for (const unsigned char *p = (const unsigned char *)o->prompt; *p; p++)
+    CHECK(*p < o->vocab, "--prompt holds byte %d, outside --vocab %ld", *p, o->vocab);
+
+  /* the layout: world = dp x tp (no pipeline stages in gaaw-train) */
+  int64_t tp = 1, pp = 1, dp = 0;
+  gaaw_config_get_int(cfg, "tp", &tp);
+  gaaw_config_get_int(cfg, "pp", &pp);
+  gaaw_config_get_int(cfg, "dp", &dp);
+  CHECK(tp >= 1 && world % tp == 0, "--tp %lld does not divide the world size %d", (long long)tp, world);
+  CHECK(pp == 1, "gaaw-train has no pipeline parallelism: --pp must be 1, got %lld", (long long)pp);
+  CHECK(dp == 0 || dp * tp == world, "--dp %lld x --tp %lld is not the world size %d", (long long)dp,
+        (long long)tp, world);
+  CHECK(o->heads % tp == 0, "--heads (%ld) must be divisible by --tp (%lld)", o->heads, (long long)tp);
+  CHECK((4 * o->dim) % tp == 0, "the MLP width 4 x --dim (%ld) must be divisible by --tp (%lld)", 4 * o->dim,
+        (long long)tp);
+  long rows = (o->vocab + tp - 1) / tp; /* vocabulary rows per tp rank, padded */
+  CHECK(o->vocab > (tp - 1) * rows, "--vocab %ld is too small to split over --tp %lld", o->vocab, (long long)tp);
+  return TRAIN_EXIT_OK;
+}
+
+int train_options_load(train_options *o, gaaw_config_t cfg, int argc, char **argv, int world, int *help,
+                       char *err, size_t len)
+{
+  int rc = TRAIN_EXIT_OK, n = 0;
+  *help = 0;
+  err[0] = '\0';
+  set_defaults(o);
+  /* Library options are taken out of two copies of argv: from the first at once,
+   * to find the trainer's options (and --config) in what is left; from the second
+   * into cfg after the config file, so that the command line outranks the file. */
+  char **args = calloc((size_t)argc + 1, sizeof *args), **args2 = calloc((size_t)argc + 1, sizeof *args2);
+  cli_setting *settings = calloc((size_t)argc + 1, sizeof *settings);
+  gaaw_config_t scratch = NULL;
+  if (!args || !args2 || !settings) {
+    fail(err, len, "out of memory");
+    rc = TRAIN_EXIT_FAILURE;
+    goto done;
+  }
+  memcpy(args, argv, (size_t)argc * sizeof *args);
+  memcpy(args2, argv, (size_t)argc * sizeof *args2);
+  int argc1 = argc, argc2 = argc;
+  if (gaaw_config_create(&scratch) != GAAW_SUCCESS || gaaw_config_parse_args(scratch, &argc1, args) != GAAW_SUCCESS) {
+    fail(err, len, "%s", gaaw_last_error(NULL));
+    rc = TRAIN_EXIT_USAGE;
+    goto done;
+  }
+  rc = parse_cli(argc1, args, settings, &n, help, err, len);
+  if (rc != TRAIN_EXIT_OK || *help) goto done;
+
+  const char *config = getenv("GAAW_CONFIG");
+  for (int k = 0; k < n; k++)
+    if (name_equals(specs[settings[k].index].name, "config")) config = settings[k].value;
+  if (config && *config) rc = read_config_file(o, cfg, config, err, len);
+  if (rc == TRAIN_EXIT_OK) rc = read_environment(o, err, len);
+  if (rc == TRAIN_EXIT_OK && gaaw_config_parse_args(cfg, &argc2, args2) != GAAW_SUCCESS) {
+    fail(err, len, "%s", gaaw_last_error(NULL));
+    rc = TRAIN_EXIT_USAGE;
+  }
+  for (int k = 0; k < n && rc == TRAIN_EXIT_OK; k++)
+    rc = set_option(o, settings[k].index, settings[k].value, "command line", err, len);
+  if (rc == TRAIN_EXIT_OK) rc = validate(o, cfg, world, err, len);
+done:
+  gaaw_config_destroy(&scratch);
+  free(args);
+  free(args2);
+  free(settings);
+  return rc;
+}
+
+/* "--name META  help [default] (GAAW_NAME)" */
+static void print_option(FILE *out, const option_spec *s)
+{
+  char flag[64], arg[96], env[64];
+  size_t n = (size_t)snprintf(env, sizeof env, "GAAW_");
+  for (const char *p = s->name; *p && n + 1 < sizeof env; p++) env[n++] = (char)toupper((unsigned char)*p);
+  env[n] = '\0';
+  snprintf(arg, sizeof arg, "--%s %s", flag_name(s, flag, sizeof flag), s->meta);
+  fprintf(out, "  %-26s %s [%s] (%s)\n", arg, s->help, s->def, env);
+}
+
+void train_options_usage(FILE *out, const char *prog)
+{
+  fprintf(out,
+          "usage: mpiexec -n N %s [--tp N] [--data FILE] [--steps N] [OPTION VALUE]...\n"
+          "Trains a GPT on bytes of text with tensor parallelism (--tp) and data parallelism\n"
+          "(dp = world / tp) with ZeRO stage --zero; rank 0 logs every step.\n"
+          "Options as --name VALUE or --name=VALUE; also 'name = value' lines in --config FILE and\n"
+          "GAAW_<NAME> environment variables. Precedence: default < config file < environment <\n"
+          "command line. Exit status: 0 done, 1 failure while running, 2 bad options or data.\n\n"
+          "Trainer options (default in brackets):\n",
+          prog);
+  for (int i = 0; i < OPTION_COUNT; i++) print_option(out, &specs[i]);
+  fprintf(out, "  %-26s this text\n", "--help");
+  fprintf(out, "\nLibrary options (gaaw_config; gaaw-info explains them):\n");
+  for (int i = 0; i < gaaw_tunable_count(); i++) {
+    option_spec s = {.meta = "VALUE"};
+    if (gaaw_tunable_info(i, &s.name, NULL, &s.def, &s.help) != GAAW_SUCCESS) continue;
+    print_option(out, &s);
+  }
+}

@@ -1,0 +1,72 @@
+/* gaaw-train's own options (the library's, such as tp and backend, live in the
+ * gaaw_config). Each option is declared once below: name, type, default, help.
+ * On the command line an option is --name VALUE or --name=VALUE with '_' written
+ * as '-' (--eval-every); in a config file it is a "name = value" line; in the
+ * environment it is GAAW_<NAME> in capitals (GAAW_EVAL_EVERY).
+ *
+ * Precedence, lowest first: default < config file < environment < command line,
+ * for the trainer's options and the library's alike. */
+#ifndef GAAW_TRAIN_OPTIONS_H
+#define GAAW_TRAIN_OPTIONS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "gaaw.h"
+
+#define TRAIN_OPTION_LIST(X)                                                                         \
+  X(config, STRING, "", "FILE", "read options from FILE: name = value lines, # comments")           \
+  X(data, STRING, "", "FILE", "training text, one token per byte; empty = the corpus shipped with gaaw") \
+  /* model */                                                                                        \
+  X(layers, INT, "4", "N", "transformer blocks")                                                    \
+  X(heads, INT, "4", "N", "attention heads (divisible by tp)")                                      \
+  X(dim, INT, "128", "N", "embedding width (divisible by heads)")                                   \
+  X(seq, INT, "128", "N", "tokens per sequence (the model's context)")                              \
+  X(vocab, INT, "256", "N", "vocabulary; every byte of the data must be below it")                  \
+  X(dtype, STRING, "f32", "T", "compute dtype: f32, bf16 or f16 (f16 with dynamic loss scaling)")   \
+  /* optimization */                                                                                 \
+  X(zero, INT, "0", "S", "ZeRO stage 0..3")                                                         \
+  X(optimizer, STRING, "adamw", "NAME", "adamw or sgd")                                             \
+  X(batch, INT, "8", "N", "sequences per microbatch on each data-parallel rank")                    \
+  X(accum, INT, "1", "N", "microbatches accumulated per step")                                      \
+  X(steps, INT, "200", "N", "optimizer steps")                                                      \
+  X(lr, DOUBLE, "0.001", "X", "peak learning rate")                                                 \
+  X(min_lr, DOUBLE, "0.0001", "X", "learning rate at the end of the cosine decay")                  \
+  X(warmup, INT, "20", "N", "linear warmup steps")                                                  \
+  X(weight_decay, DOUBLE, "0.1", "X", "decoupled weight decay (AdamW) or L2 (SGD)")                 \
+  X(clip, DOUBLE, "1", "X", "clip the global gradient norm to X; 0 = off")                          \
+  X(seed, INT, "1337", "N", "initial weights, data order and sampling")                             \
+  /* evaluation and output */                                                                       \
+  X(eval_every, INT, "50", "N", "validation loss every N steps (always at the start and end); 0 = start and end only") \
+  X(eval_batches, INT, "4", "N", "validation microbatches per data-parallel rank in each evaluation") \
+  X(metrics, STRING, "", "FILE", "write one JSON object per step to FILE (rank 0)")                 \
+  X(sample, INT, "64", "N", "bytes to generate at the end; 0 = none")                               \
+  X(prompt, STRING, "The ", "TEXT", "the generated sample starts from TEXT")                        \
+  X(temperature, DOUBLE, "0", "X", "sampling temperature of the sample; 0 = greedy")
+
+#define TRAIN_STRING_MAX 1024
+
+#define TRAIN_FIELD_INT(name) long name;
+#define TRAIN_FIELD_DOUBLE(name) double name;
+#define TRAIN_FIELD_STRING(name) char name[TRAIN_STRING_MAX];
+#define TRAIN_FIELD(name, type, def, meta, help) TRAIN_FIELD_##type(name)
+typedef struct {
+  TRAIN_OPTION_LIST(TRAIN_FIELD)
+} train_options;
+#undef TRAIN_FIELD
+
+/* Exit statuses of gaaw-train. */
+enum { TRAIN_EXIT_OK = 0, TRAIN_EXIT_FAILURE = 1, TRAIN_EXIT_USAGE = 2 };
+
+/* Fills opts and the library's cfg (already created: defaults + environment) from
+ * the config file, the environment and the command line, then checks every value
+ * that can be checked without other ranks (ranges, choices, divisibility by tp,
+ * world % tp given world). Returns TRAIN_EXIT_OK, or TRAIN_EXIT_USAGE with the
+ * reason in err. *help is set when --help was given (nothing else is checked). */
+int train_options_load(train_options *opts, gaaw_config_t cfg, int argc, char **argv, int world, int *help,
+                       char *err, size_t errlen);
+
+/* --help: every trainer option and every library option with its default. */
+void train_options_usage(FILE *out, const char *prog);
+
+#endif

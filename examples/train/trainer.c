@@ -1,0 +1,183 @@
+/* gaaw-train's steps: training, validation and generation on the GPT. */
+#include "examples/train/trainer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Records a failed call in t->err and returns its status. */
+static gaaw_status_t failed(trainer *t, gaaw_status_t st, const char *call)
+{
+  const char *report = gaaw_last_error(t->ctx);
+  if (!report[0]) report = gaaw_last_error(NULL); /* raised without the context */
+  snprintf(t->err, sizeof t->err, "%s failed: %s\n%s", call, gaaw_status_name(st), report);
+  return st;
+}
+
+#define TRY(t, call)                                       \
+  do {                                                     \
+    gaaw_status_t st_ = (call);                            \
+    if (st_ != GAAW_SUCCESS) return failed(t, st_, #call); \
+  } while (0)
+
+static gaaw_dtype_t dtype_of(const char *name)
+{
+  return !strcmp(name, "bf16") ? GAAW_BF16 : !strcmp(name, "f16") ? GAAW_F16 : GAAW_F32;
+}
+
+static void gpt_config(const train_options *o, gaaw_gpt_config_t *g)
+{
+  gaaw_gpt_config_default(g);
+  g->vocab = (int)o->vocab;
+  g->max_seq = (int)o->seq;
+  g->layers = (int)o->layers;
+  g->heads = (int)o->heads;
+  g->dim = (int)o->dim;
+  g->ffn = 0; /* 4 x dim */
+  g->seed = (uint64_t)o->seed;
+  g->dtype = dtype_of(o->dtype);
+}
+
+static void optimizer_config(const train_options *o, gaaw_optimizer_config_t *c)
+{
+  gaaw_optimizer_config_default(c);
+  c->kind = !strcmp(o->optimizer, "sgd") ? GAAW_SGD : GAAW_ADAMW;
+  c->zero_stage = (int)o->zero;
+  c->lr = (float)o->lr;
+  c->min_lr = (float)o->min_lr;
+  c->warmup_steps = (int)o->warmup;
+  c->decay_steps = (int)o->steps; /* cosine down to min_lr at the last step */
+  c->weight_decay = (float)o->weight_decay;
+  c->clip_norm = (float)o->clip;
+  c->accumulation = (int)o->accum;
+}
+
+gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options *opts, const train_data *data)
+{
+  memset(t, 0, sizeof *t);
+  t->opts = opts;
+  t->data = data;
+  t->ctx = ctx;
+  int pp, tp_rank, pp_rank;
+  TRY(t, gaaw_topology_sizes(ctx, &t->dp, &pp, &t->tp));
+  TRY(t, gaaw_topology_coords(ctx, &t->dp_rank, &pp_rank, &tp_rank));
+  TRY(t, gaaw_topology_comm(ctx, GAAW_GROUP_DP, &t->dp_comm));
+  size_t n = (size_t)opts->batch * opts->seq;
+  t->tokens = malloc(n * sizeof *t->tokens);
+  t->targets = malloc(n * sizeof *t->targets);
+  t->logits = malloc((size_t)opts->seq * opts->vocab * sizeof *t->logits);
+  if (!t->tokens || !t->targets || !t->logits) return failed(t, GAAW_ERR_NO_MEMORY, "allocating the batch");
+  int64_t one = 1;
+  TRY(t, gaaw_tensor_alloc(ctx, GAAW_F32, 1, &one, GAAW_MEM_WORKSPACE, &t->scalar));
+
+  gaaw_gpt_config_t g;
+  gaaw_optimizer_config_t oc;
+  gpt_config(opts, &g);
+  optimizer_config(opts, &oc);
+  TRY(t, gaaw_model_create_gpt(ctx, &g, &t->model));
+  TRY(t, gaaw_optimizer_create(t->model, &oc, &t->opt));
+  return GAAW_SUCCESS;
+}
+
+void trainer_free(trainer *t)
+{
+  gaaw_optimizer_destroy(&t->opt);
+  gaaw_model_destroy(&t->model);
+  if (t->scalar.buf) gaaw_buffer_free(t->ctx, &t->scalar.buf);
+  free(t->tokens);
+  free(t->targets);
+  free(t->logits);
+  t->tokens = t->targets = NULL;
+  t->logits = NULL;
+}
+
+/* The mean of x over the dp group. */
+static gaaw_status_t dp_mean(trainer *t, float *x)
+{
+  if (t->dp == 1) return GAAW_SUCCESS;
+  TRY(t, gaaw_buffer_write(t->ctx, t->scalar.buf, t->scalar.offset, x, sizeof *x));
+  TRY(t, gaaw_comm_allreduce(t->dp_comm, &t->scalar, &t->scalar, GAAW_SUM));
+  TRY(t, gaaw_buffer_read(t->ctx, t->scalar.buf, t->scalar.offset, x, sizeof *x));
+  *x /= (float)t->dp;
+  return GAAW_SUCCESS;
+}
+
+static gaaw_batch_t batch_of(trainer *t, int batch, int seq)
+{
+  return (gaaw_batch_t){.batch = batch, .seq = seq, .tokens = t->tokens, .targets = t->targets};
+}
+
+gaaw_status_t trainer_step(trainer *t, int64_t step, float *loss)
+{
+  const train_options *o = t->opts;
+  gaaw_batch_t b = batch_of(t, (int)o->batch, (int)o->seq);
+  float sum = 0, l;
+  for (int m = 0; m < o->accum; m++) {
+    train_data_batch(t->data, (uint64_t)o->seed, step, m, t->dp_rank, (int)o->batch, (int)o->seq, t->tokens,
+                     t->targets);
+    TRY(t, gaaw_model_forward_backward(t->model, &b, &l));
+    sum += l;
+  }
+  TRY(t, gaaw_optimizer_step(t->opt));
+  *loss = sum / (float)o->accum;
+  return dp_mean(t, loss);
+}
+
+gaaw_status_t trainer_eval(trainer *t, float *loss)
+{
+  const train_options *o = t->opts;
+  gaaw_batch_t b = batch_of(t, (int)o->batch, (int)o->seq);
+  float sum = 0, l;
+  for (int i = 0; i < o->eval_batches; i++) {
+    train_data_val_batch(t->data, i, (int)o->eval_batches, t->dp_rank, t->dp, (int)o->batch, (int)o->seq, t->tokens,
+                         t->targets);
+    TRY(t, gaaw_model_forward(t->model, &b, &l));
+    sum += l;
+  }
+  *loss = sum / (float)o->eval_batches;
+  return dp_mean(t, loss);
+}
+
+/* splitmix64, for sampling. */
+static uint64_t next_random(uint64_t *state)
+{
+  uint64_t x = (*state += 0x9e3779b97f4a7c15ull);
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* The next byte from one row of logits: the most likely one, or one drawn from
+ * softmax(logits / temperature). Only byte values are candidates. */
+static int pick(const float *logits, int vocab, double temperature, uint64_t *rng)
+{
+  int n = vocab < 256 ? vocab : 256, best = 0;
+  for (int v = 1; v < n; v++)
+    if (logits[v] > logits[best]) best = v;
+  if (temperature <= 0) return best;
+  double total = 0, u;
+  for (int v = 0; v < n; v++) total += exp((logits[v] - logits[best]) / temperature);
+  u = (double)(next_random(rng) >> 11) / 9007199254740992.0 * total; /* uniform in [0, total) */
+  for (int v = 0; v < n; v++) {
+    u -= exp((logits[v] - logits[best]) / temperature);
+    if (u < 0) return v;
+  }
+  return best;
+}
+
+gaaw_status_t trainer_sample(trainer *t, const char *prompt, int n, unsigned char *out)
+{
+  const train_options *o = t->opts;
+  int len = (int)strlen(prompt), vocab = (int)o->vocab;
+  uint64_t rng = (uint64_t)o->seed ^ 0x53414d504c45ull; /* "SAMPLE" */
+  memcpy(out, prompt, (size_t)len);
+  for (int i = 0; i < n; i++, len++) {
+    int ctx_len = len < o->seq ? len : (int)o->seq; /* the last seq bytes */
+    for (int k = 0; k < ctx_len; k++) t->tokens[k] = t->targets[k] = out[len - ctx_len + k];
+    gaaw_batch_t b = batch_of(t, 1, ctx_len);
+    TRY(t, gaaw_model_forward(t->model, &b, NULL));
+    TRY(t, gaaw_model_get_logits(t->model, t->logits));
+    out[len] = (unsigned char)pick(t->logits + (size_t)(ctx_len - 1) * vocab, vocab, o->temperature, &rng);
+  }
+  return GAAW_SUCCESS;
+}

@@ -1,0 +1,42 @@
+/* gaaw-train's training state and its steps: the model, the optimizer, one
+ * microbatch buffer and the dp group on which losses are averaged. Every function
+ * returns a gaaw status; on failure t->err holds the failed call and gaaw's report. */
+#ifndef GAAW_TRAIN_TRAINER_H
+#define GAAW_TRAIN_TRAINER_H
+
+#include "examples/train/data.h"
+#include "examples/train/options.h"
+
+typedef struct {
+  const train_options *opts;
+  const train_data *data;
+  gaaw_context_t ctx;
+  gaaw_model_t model;
+  gaaw_optimizer_t opt;
+  gaaw_comm_t dp_comm;
+  int dp, tp, dp_rank;
+  int32_t *tokens, *targets; /* (batch, seq) */
+  float *logits;             /* (seq, vocab), for the sample */
+  gaaw_tensor_t scalar;      /* (1) f32, for averaging a loss over dp */
+  char err[4096];
+} trainer;
+
+/* Builds the GPT and its optimizer from opts. Collective over the world. */
+gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options *opts, const train_data *data);
+void trainer_free(trainer *t);
+
+/* One optimizer step (step counts from 1): --accum microbatches of forward and
+ * backward, then the optimizer. *loss: the step's training loss averaged over the
+ * microbatches and over dp. Collective over the world. */
+gaaw_status_t trainer_step(trainer *t, int64_t step, float *loss);
+
+/* The validation loss averaged over --eval-batches microbatches and over dp.
+ * Collective over the world. */
+gaaw_status_t trainer_eval(trainer *t, float *loss);
+
+/* Generates n bytes after the prompt: out (strlen(prompt) + n bytes) gets the
+ * prompt and then each byte, greedy or sampled at --temperature from a generator
+ * seeded by --seed. Collective over the tp group. */
+gaaw_status_t trainer_sample(trainer *t, const char *prompt, int n, unsigned char *out);
+
+#endif

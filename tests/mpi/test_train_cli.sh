@@ -1,0 +1,134 @@
+#!/bin/sh
+# gaaw-train from the outside (it launches mpiexec itself):
+#  - --help exits 0 and lists every option (read independently from
+#    examples/train/options.h and backends/runtime/tunables.h) with its default;
+#  - bad options, a missing or empty data file, a bad config file and layouts that
+#    do not fit the world (tp 3 on 4 ranks, heads not divisible by tp) exit 2 with one
+#    message before any training, on every rank, without hanging;
+#  - precedence: default < config file < environment < command line;
+#  - 20 steps of a tiny GPT on the shipped corpus (np 2 and np 4, tp 2, ZeRO 1):
+#    on the host backend: exit 0, the training and validation losses fall, one JSON object per step, a
+#    sample and a summary; the np 4 run twice gives identical metrics (all but the
+#    timings ms and tokens_per_s).
+# GAAW_TRAIN overrides the program (default ./examples/gaaw-train in the build tree).
+prog=${GAAW_TRAIN:-./examples/gaaw-train}
+src=${GAAW_TOP_SRCDIR:-.}
+if test -z "$MPIEXEC"; then
+  echo "no mpiexec: skipped"
+  exit 77
+fi
+tmp=`mktemp -d ${TMPDIR:-/tmp}/test_train_cli.XXXXXX` || exit 1
+trap 'rm -rf "$tmp"' 0
+fail=0
+err() { echo "FAIL: $*"; fail=1; }
+# run NP ARGS...: runs gaaw-train under a time limit; stdout in $tmp/out, stderr in
+# $tmp/err, status in $rc.
+run() {
+  np=$1
+  shift
+  timeout -k 5 120 $MPIEXEC -n $np $prog "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+}
+# expect_usage WHAT PATTERN NP ARGS...: exit 2, PATTERN once on stderr, no training.
+expect_usage() {
+  what=$1 pattern=$2
+  shift 2
+  run "$@"
+  test $rc -eq 2 || { err "$what: exit $rc, expected 2"; cat "$tmp/err"; }
+  n=`grep -c -- "$pattern" "$tmp/err"`
+  test "$n" -eq 1 || err "$what: '$pattern' appears $n times on stderr, expected once: `cat $tmp/err`"
+  grep '^step ' "$tmp/out" >/dev/null && err "$what: training started"
+}
+
+# --help
+run 1 --help
+test $rc -eq 0 || err "--help exited with $rc"
+names=`sed -n 's/^ *X(\([a-z_0-9]*\), *\(INT\|DOUBLE\|STRING\),.*/\1/p' "$src/examples/train/options.h"`
+tunables=`sed -n 's/^ *X(\([a-z_0-9]*\), *\(INT\|DOUBLE\|STRING\|BOOL\),.*/\1/p' "$src/backends/runtime/tunables.h"`
+test -n "$names" || err "no options read from $src/examples/train/options.h"
+for name in $names $tunables data tp zero dtype layers heads dim seq vocab batch accum steps lr warmup clip seed \
+            backend metrics eval_every config; do
+  flag=--`echo $name | tr _ -`
+  grep -- "^  $flag .*\[.*\]" "$tmp/out" >/dev/null || err "--help does not list $flag with its default"
+done
+
+# bad options and arguments
+expect_usage "unknown option" "unknown option '--no-such-option'" 1 --no-such-option 3
+expect_usage "non-numeric --steps" "--steps needs an integer, got 'many'" 1 --steps many
+expect_usage "--zero 7" "--zero must be 0, 1, 2 or 3, got 7" 1 --zero 7
+expect_usage "--dtype f64" "--dtype must be f32, bf16 or f16, got 'f64'" 1 --dtype f64
+expect_usage "--batch 0" "--batch must be >= 1, got 0" 2 --batch 0
+expect_usage "missing value" "option --steps needs a value" 1 --steps
+expect_usage "positional argument" "unexpected argument 'extra'" 1 extra
+expect_usage "bad library option" "tp" 1 --tp two
+
+# data that cannot be trained on, on 2 ranks
+: >"$tmp/empty.txt"
+printf 'too short for one sequence\n' >"$tmp/short.txt"
+expect_usage "empty data file" "the data file '$tmp/empty.txt' is empty" 2 --data "$tmp/empty.txt"
+expect_usage "missing data file" "cannot read the data file '$tmp/missing.txt'" 2 --data "$tmp/missing.txt"
+expect_usage "short data file" "is too short for --seq 64" 2 --data "$tmp/short.txt" --seq 64
+printf 'caf\303\251 with a byte above 127, long enough for eight bytes of context\n' >"$tmp/utf8.txt"
+expect_usage "byte >= vocab" "holds byte 195 at offset 3, outside --vocab 128" 2 --data "$tmp/utf8.txt" --vocab 128 --seq 4
+
+# layouts that do not fit the world, on 4 ranks: one message, no hang
+expect_usage "tp 3 on 4 ranks" "--tp 3 does not divide the world size 4" 4 --tp 3
+expect_usage "heads % tp" "--heads (3) must be divisible by --tp (2)" 4 --tp 2 --heads 3 --dim 96
+
+# precedence: default < config file < environment < command line. A missing data
+# file stops a run right after its options were accepted.
+missing="--data $tmp/missing.txt"
+printf '# a comment\n\n  zero = 9\n' >"$tmp/bad.cfg"
+expect_usage "config file value" "--zero must be 0, 1, 2 or 3, got 9" 1 --config "$tmp/bad.cfg" $missing
+GAAW_CONFIG="$tmp/bad.cfg" expect_usage "GAAW_CONFIG" "--zero must be 0, 1, 2 or 3, got 9" 1 $missing
+GAAW_ZERO=1 expect_usage "environment over config file" "cannot read the data file" 1 --config "$tmp/bad.cfg" $missing
+GAAW_ZERO=9 expect_usage "environment" "--zero must be 0, 1, 2 or 3, got 9" 1 $missing
+GAAW_ZERO=9 expect_usage "command line over environment" "cannot read the data file" 1 --zero 2 $missing
+printf 'tp = 3\n' >"$tmp/tp.cfg"
+expect_usage "library option in config file" "--tp 3 does not divide the world size 4" 4 --config "$tmp/tp.cfg" $missing
+GAAW_TP=2 expect_usage "GAAW_TP over config file" "cannot read the data file" 4 --config "$tmp/tp.cfg" $missing
+expect_usage "--tp over config file" "cannot read the data file" 4 --config "$tmp/tp.cfg" --tp 4 $missing
+printf 'steps = 3\nno_such_key = 1\n' >"$tmp/unknown.cfg"
+expect_usage "unknown config key" "$tmp/unknown.cfg:2: unknown option 'no_such_key'" 1 --config "$tmp/unknown.cfg"
+expect_usage "missing config file" "cannot read the config file '$tmp/none.cfg'" 1 --config "$tmp/none.cfg"
+
+if test $fail -ne 0; then
+  echo "the command-line checks failed; the training runs are not tried"
+  exit 1
+fi
+
+# 20 steps of a tiny GPT on the shipped corpus. train NP NAME: runs it, keeps the
+# metrics in $tmp/NAME.jsonl and the output in $tmp/NAME.out.
+tiny="--backend host --tp 2 --zero 1 --steps 20 --layers 1 --heads 2 --dim 32 --seq 32 --batch 4 --lr 0.005 --warmup 2
+      --eval-every 10 --eval-batches 2 --sample 24 --seed 7"
+losses() { sed -n "s/.*\"$1\":\([-0-9.e+]*\).*/\1/p" "$2"; }
+train() {
+  run $1 $tiny --metrics "$tmp/$2.jsonl"
+  cp "$tmp/out" "$tmp/$2.out"
+  cat "$tmp/out"
+  test $rc -eq 0 || { err "np $1: exit $rc"; cat "$tmp/err"; return; }
+  test `grep -c '^{"step":' "$tmp/$2.jsonl"` -eq 20 || err "np $1: the metrics file does not hold 20 steps"
+  for key in loss lr grad_norm loss_scale ms tokens_per_s skipped; do
+    test `grep -c "\"$key\":" "$tmp/$2.jsonl"` -eq 20 || err "np $1: '$key' is missing from some metrics lines"
+  done
+  test `grep -c '"val_loss":' "$tmp/$2.jsonl"` -eq 2 || err "np $1: expected val_loss at steps 10 and 20"
+  first=`losses loss "$tmp/$2.jsonl" | head -1`
+  last5=`losses loss "$tmp/$2.jsonl" | tail -5 | awk '{ s += $1 } END { print s / NR }'`
+  val0=`sed -n 's/^step  *0\/20 | val loss \([0-9.]*\)$/\1/p' "$tmp/$2.out"`
+  val=`losses val_loss "$tmp/$2.jsonl" | tail -1`
+  awk -v a="$first" -v b="$last5" 'BEGIN { exit !(b < a - 1.0) }' ||
+    err "np $1: the training loss did not fall by 1: first $first, mean of the last 5 $last5"
+  awk -v a="$val0" -v b="$val" 'BEGIN { exit !(a != "" && b < a - 1.0) }' ||
+    err "np $1: the validation loss did not fall by 1: $val0 before, $val after"
+  grep '^sample (24 bytes after a 4-byte prompt, greedy):$' "$tmp/$2.out" >/dev/null || err "np $1: no sample"
+  grep '^done: 20 steps .* train loss .* val loss .* tok/s mean' "$tmp/$2.out" >/dev/null || err "np $1: no summary"
+}
+train 2 np2
+train 4 np4
+train 4 np4-again
+strip() { sed 's/,"ms":[0-9.]*,"tokens_per_s":[0-9.]*//' "$1"; }
+strip "$tmp/np4.jsonl" >"$tmp/a"
+strip "$tmp/np4-again.jsonl" >"$tmp/b"
+cmp -s "$tmp/a" "$tmp/b" || { err "the same np 4 run twice gave different metrics:"; diff "$tmp/a" "$tmp/b" | head; }
+test -s "$tmp/a" || err "no metrics to compare"
+exit $fail
