@@ -11,7 +11,9 @@
   /* device */                                                                                    \
   X(backend, STRING, "auto", "device backend: auto (a CUDA GPU, else an OpenCL GPU or accelerator, else host), host, opencl or cuda") \
   X(device, INT, "-1", "device index on the node; -1 = node-local rank modulo the device count") \
-  X(threads, INT, "0", "OpenMP threads for host kernels; 0 = the OpenMP default")                \
+  X(threads, INT, "0",                                                                            \
+    "OpenMP threads for host kernels; 0 = OMP_NUM_THREADS if set, else the cores shared among "  \
+    "this node's ranks")                                                                         \
   X(allocator_cache, BOOL, "yes", "keep freed device memory for reuse instead of releasing it")  \
   X(opencl_platform, STRING, "",                                                                  \
     "OpenCL platform: an index or part of its name; empty = the first platform with a device")  \
