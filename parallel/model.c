@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "parallel/model_impl.h"
 #include "parallel/tp.h"
@@ -250,6 +251,14 @@ static gaaw_status_t load_mlp_batch(gaaw_model_t m, const gaaw_batch_t *b)
 
 /* ---------------------------------------------------------------- forward, backward */
 
+/* Monotonic wall clock in seconds, for the per-layer times. */
+static double now_seconds(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 gaaw_status_t gaaw_model_forward(gaaw_model_t m, const gaaw_batch_t *b, float *loss)
 {
   GAAW_ARG_NOT_NULL(NULL, m);
@@ -264,7 +273,9 @@ gaaw_status_t gaaw_model_forward(gaaw_model_t m, const gaaw_batch_t *b, float *l
   /* the first layer reads the batch itself; acts[0] stays empty */
   for (int i = 0; i < m->nlayers; i++) {
     gaaw_layer *l = &m->layers[i];
+    double t0 = now_seconds();
     GAAW_CHECK(l->ops->forward(m, l, &m->acts[i], &m->acts[i + 1]));
+    l->forward_seconds += now_seconds() - t0;
   }
   m->have_forward = 1;
   if (loss) *loss = m->loss;
@@ -316,10 +327,12 @@ gaaw_status_t gaaw_model_backward(gaaw_model_t m)
   for (int i = m->nlayers - 1; i >= 0; i--) {
     gaaw_layer *l = &m->layers[i];
     gaaw_tensor_t dx = {0};
+    double t0 = now_seconds();
     gaaw_status_t st = l->ops->backward(m, l, &dy, i > 0 ? &dx : NULL);
     gaaw_act_free(m, &dy);
     gaaw_layer_release(m, l);
     gaaw_act_free(m, &m->acts[i + 1]);
+    l->backward_seconds += now_seconds() - t0;
     if (st != GAAW_SUCCESS) {
       gaaw_act_free(m, &dx);
       drop_forward(m);
@@ -347,6 +360,35 @@ gaaw_status_t gaaw_model_zero_grad(gaaw_model_t m)
   int64_t n = m->params.numel > 0 ? m->params.numel : 1;
   GAAW_CHECK(gaaw_tensor_view(m->params.grads, 0, GAAW_F32, 1, &n, &all));
   GAAW_CHECK(gaaw_fill(ctx, &all, 0.0f));
+  return GAAW_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- timing */
+
+gaaw_status_t gaaw_model_layer_count(gaaw_model_t m, int *count)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  GAAW_ARG_NOT_NULL(m->ctx, count);
+  *count = m->nlayers;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_layer_times(gaaw_model_t m, int index, const char **kind, double *forward_seconds,
+                                     double *backward_seconds)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  GAAW_ARG_CHECK(m->ctx, index >= 0 && index < m->nlayers, "layer index %d is not in 0..%d", index, m->nlayers - 1);
+  const gaaw_layer *l = &m->layers[index];
+  if (kind) *kind = l->ops->kind;
+  if (forward_seconds) *forward_seconds = l->forward_seconds;
+  if (backward_seconds) *backward_seconds = l->backward_seconds;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_reset_times(gaaw_model_t m)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  for (int i = 0; i < m->nlayers; i++) m->layers[i].forward_seconds = m->layers[i].backward_seconds = 0.0;
   return GAAW_SUCCESS;
 }
 
