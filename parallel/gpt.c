@@ -184,7 +184,7 @@ static gaaw_status_t head_backward_body(gaaw_model_t m, gaaw_layer *l, gaaw_scra
   GAAW_CHECK(gaaw_cross_entropy_backward(ctx, &sv[HS_LOGITS], &sv[HS_MAX], &sv[HS_SUMEXP], &m->targets,
                                          vocab_start(m), dloss, dlogits));
   gaaw_tensor_t w = valid_rows(m, gaaw_layer_param(m, l, H_LM)), dw = valid_rows(m, gaaw_layer_grad(m, l, H_LM));
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(N, C), &dhg));
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(N, C), &dhg));
   GAAW_CHECK(gaaw_linear_backward(ctx, dlogits, hg, &w, dhg, &dw, NULL));
   /* conjugate of copy_to_tp (or of gather_from_sequence) */
   if (sequence_parallel(m)) {

@@ -16,6 +16,6 @@ gaaw_status_t gaaw_linear_backward(gaaw_context_t ctx, const gaaw_tensor_t *dy, 
 {
   GAAW_CHECK(gaaw_gemm(ctx, GAAW_OP_T, GAAW_OP_N, 1.0f, dy, x, 1.0f, dw));
   if (db) GAAW_CHECK(gaaw_bias_backward(ctx, dy, db));
-  if (dx) GAAW_CHECK(gaaw_gemm(ctx, GAAW_OP_N, GAAW_OP_N, 1.0f, dy, w, 1.0f, dx));
+  if (dx) GAAW_CHECK(gaaw_gemm(ctx, GAAW_OP_N, GAAW_OP_N, 1.0f, dy, w, 0.0f, dx));
   return GAAW_SUCCESS;
 }

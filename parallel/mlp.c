@@ -104,7 +104,7 @@ static gaaw_status_t linear_backward_body(gaaw_model_t m, gaaw_layer *l, gaaw_sc
    * gradient is the same on every rank (du is whole there) */
   const gaaw_tensor_t *x = layer_x(m, l);
   if (dx) {
-    GAAW_CHECK(gaaw_act_zeros(m, GAAW_SHAPE(N, l->in_features), dx));
+    GAAW_CHECK(gaaw_act_alloc(m, GAAW_SHAPE(N, l->in_features), dx));
   }
   GAAW_CHECK(gaaw_linear_backward(ctx, du, x, gaaw_layer_param(m, l, L_W), dx, gaaw_layer_grad(m, l, L_W),
                                   gaaw_layer_grad(m, l, L_B)));

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backends/runtime/half.h"
 #include "parallel/model_impl.h"
@@ -369,6 +370,14 @@ static gaaw_status_t after_layer(gaaw_model_t m, int layer, gaaw_phase phase)
   return GAAW_SUCCESS;
 }
 
+/* Monotonic wall clock in seconds, for the per-layer times. */
+static double now_seconds(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 gaaw_status_t gaaw_model_forward(gaaw_model_t m, const gaaw_batch_t *b, float *loss)
 {
   GAAW_ARG_NOT_NULL(NULL, m);
@@ -383,9 +392,11 @@ gaaw_status_t gaaw_model_forward(gaaw_model_t m, const gaaw_batch_t *b, float *l
   /* the first layer reads the batch itself; acts[0] stays empty */
   for (int i = 0; i < m->nlayers; i++) {
     gaaw_layer *l = &m->layers[i];
+    double t0 = now_seconds();
     GAAW_CHECK(before_layer(m, i, GAAW_PHASE_FORWARD));
     GAAW_CHECK(l->ops->forward(m, l, &m->acts[i], &m->acts[i + 1]));
     GAAW_CHECK(after_layer(m, i, GAAW_PHASE_FORWARD));
+    l->forward_seconds += now_seconds() - t0; /* with the hooks: ZeRO 3's gathers count */
   }
   m->have_forward = 1;
   if (loss) *loss = m->loss;
@@ -456,7 +467,9 @@ gaaw_status_t gaaw_model_backward(gaaw_model_t m)
   gaaw_tensor_t dy = {0};
   for (int i = m->nlayers - 1; i >= 0; i--) {
     gaaw_tensor_t dx = {0};
+    double t0 = now_seconds();
     gaaw_status_t st = layer_backward(m, i, &dy, &dx);
+    m->layers[i].backward_seconds += now_seconds() - t0;
     if (st != GAAW_SUCCESS) {
       gaaw_act_free(m, &dx);
       drop_forward(m);
@@ -486,6 +499,37 @@ gaaw_status_t gaaw_model_zero_grad(gaaw_model_t m)
   GAAW_CHECK(gaaw_fill(ctx, &all, 0.0f));
   return GAAW_SUCCESS;
 }
+
+/* ---------------------------------------------------------------- timing */
+
+gaaw_status_t gaaw_model_layer_count(gaaw_model_t m, int *count)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  GAAW_ARG_NOT_NULL(m->ctx, count);
+  *count = m->nlayers;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_layer_times(gaaw_model_t m, int index, const char **kind, double *forward_seconds,
+                                     double *backward_seconds)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  GAAW_ARG_CHECK(m->ctx, index >= 0 && index < m->nlayers, "layer index %d is not in 0..%d", index, m->nlayers - 1);
+  const gaaw_layer *l = &m->layers[index];
+  if (kind) *kind = l->ops->kind;
+  if (forward_seconds) *forward_seconds = l->forward_seconds;
+  if (backward_seconds) *backward_seconds = l->backward_seconds;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_reset_times(gaaw_model_t m)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  for (int i = 0; i < m->nlayers; i++) m->layers[i].forward_seconds = m->layers[i].backward_seconds = 0.0;
+  return GAAW_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- parameters */
 
 gaaw_status_t gaaw_model_param_count(gaaw_model_t m, int *count)
 {

@@ -35,6 +35,7 @@ struct gaaw_layer {
   gaaw_activation_t activation;         /* linear layers: applied after */
   gaaw_tensor_t saved[GAAW_LAYER_MAX_SAVED];
   int nsaved;
+  double forward_seconds, backward_seconds; /* wall time accumulated (gaaw_model_layer_times) */
 };
 
 typedef enum { GAAW_MODEL_GPT = 0, GAAW_MODEL_MLP = 1 } gaaw_model_kind;

@@ -12,8 +12,12 @@
 
 #include "backends/device.h"
 
-/* Applies the option `threads` to OpenMP. */
+/* Applies the option `threads` to OpenMP; with OpenBLAS, makes it single-threaded
+ * so that the GEMMs are split over the OpenMP threads instead (host_threads.c). */
 gaaw_status_t gaaw_host_threads_configure(gaaw_context_t ctx);
+/* Threads one GEMM is split over: OpenMP's count once OpenBLAS was made
+ * single-threaded, else 1 (the BLAS threads itself, or there is no BLAS). */
+int gaaw_host_gemm_threads(void);
 
 /* ---------------------------------------------------------------- staging (host_stage.c) */
 

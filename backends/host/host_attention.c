@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "backends/host/host.h"
+#include "backends/host/host_math.h"
 #include "backends/runtime/error.h"
 
 /* ---------------------------------------------------------------- f32 cores */
@@ -18,8 +19,9 @@ static void causal_softmax_forward_f32(int64_t batch, int64_t T, float scale, co
     float *yr = y + r * T;
     float max = -INFINITY, sum = 0.0f;
     for (int64_t j = 0; j <= t; j++) max = fmaxf(max, scale * xr[j]);
+#pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j <= t; j++) { /* reads xr[j] before writing yr[j]: y may be x */
-      float e = expf(scale * xr[j] - max);
+      float e = host_expf(scale * xr[j] - max);
       yr[j] = e;
       sum += e;
     }

@@ -1,4 +1,5 @@
-/* GEMM on the host: CBLAS sgemm on the tensors' own memory for f32, a cache-blocked
+/* GEMM on the host: CBLAS sgemm on the tensors' own memory for f32 (split over the
+ * OpenMP threads when OpenBLAS runs single-threaded, see host_threads.c), a cache-blocked
  * C GEMM without CBLAS, and bf16/f16 through f32 copies (host_stage). */
 #include <limits.h>
 #include <string.h>
@@ -9,6 +10,9 @@
 
 #ifdef GAAW_HAVE_CBLAS
 #include <cblas.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
 #endif
 
 /* ---------------------------------------------------------------- blocked GEMM */
@@ -88,6 +92,60 @@ gaaw_status_t gaaw_host_gemm_blocked(gaaw_context_t ctx, gaaw_transpose_t ta, ga
 
 /* ---------------------------------------------------------------- dispatch on f32 pointers */
 
+/* Multiply-adds from which a BLAS threads one GEMM itself (OpenBLAS: 2^18). */
+#define SPLIT_MIN_BATCHED (1 << 18)
+
+#ifdef GAAW_HAVE_CBLAS
+/* One CBLAS call on row-major matrices with explicit leading dimensions. */
+static void blas_call(gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
+{
+  cblas_sgemm(CblasRowMajor, ta == GAAW_OP_N ? CblasNoTrans : CblasTrans, tb == GAAW_OP_N ? CblasNoTrans : CblasTrans,
+              (int)m, (int)n, (int)k, alpha, a, lda > 0 ? (int)lda : 1, b, ldb > 0 ? (int)ldb : 1, beta, c,
+              ldc > 0 ? (int)ldc : 1);
+}
+
+/* GEMMs with fewer multiply-adds run on one thread (OpenBLAS's own threshold);
+ * split blocks are multiples of SPLIT_ALIGN rows or columns. */
+enum { SPLIT_MIN = 1 << 18, SPLIT_ALIGN = 16 };
+
+/* The GEMM split over the OpenMP threads (gaaw_host_gemm_threads), one BLAS call
+ * per thread on a block of C's rows (or of its columns when C is wider than tall).
+ * Each element of C is computed whole by one call, so the result depends only on
+ * the block sizes, fixed for a given thread count. */
+static void blas_split(int parts, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m, int64_t n, int64_t k,
+                       float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c)
+{
+  int by_rows = m >= n;
+  int64_t extent = by_rows ? m : n;
+#pragma omp parallel num_threads(parts)
+  {
+    int t = 0, nt = 1;
+#ifdef _OPENMP
+    t = omp_get_thread_num();
+    nt = omp_get_num_threads();
+#endif
+    int64_t per = ((extent + nt - 1) / nt + SPLIT_ALIGN - 1) / SPLIT_ALIGN * SPLIT_ALIGN;
+    int64_t lo = t * per, hi = lo + per < extent ? lo + per : extent;
+    if (lo < hi && by_rows) /* rows lo..hi of op(A) and of C */
+      blas_call(ta, tb, hi - lo, n, k, alpha, ta == GAAW_OP_N ? a + lo * lda : a + lo, lda, b, ldb, beta,
+                c + lo * n, n);
+    else if (lo < hi) /* columns lo..hi of op(B) and of C */
+      blas_call(ta, tb, m, hi - lo, k, alpha, a, lda, tb == GAAW_OP_N ? b + lo : b + lo * ldb, ldb, beta, c + lo,
+                n);
+  }
+}
+#endif
+
+static int in_parallel(void)
+{
+#ifdef _OPENMP
+  return omp_in_parallel();
+#else
+  return 1;
+#endif
+}
+
 /* sgemm for matrices whose sizes fit BLAS's int (checked by the callers). */
 static void sgemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m, int64_t n, int64_t k,
                   float alpha, const float *a, const float *b, float beta, float *c)
@@ -95,11 +153,13 @@ static void sgemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, 
   if (m == 0 || n == 0) return;
 #ifdef GAAW_HAVE_CBLAS
   if (k > 0) {
-    /* Row-major leading dimensions: the stored row lengths (at least 1 for BLAS). */
-    int lda = (int)(ta == GAAW_OP_N ? k : m), ldb = (int)(tb == GAAW_OP_N ? n : k);
-    cblas_sgemm(CblasRowMajor, ta == GAAW_OP_N ? CblasNoTrans : CblasTrans,
-                tb == GAAW_OP_N ? CblasNoTrans : CblasTrans, (int)m, (int)n, (int)k, alpha, a, lda > 0 ? lda : 1,
-                b, ldb > 0 ? ldb : 1, beta, c, (int)n);
+    /* Row-major leading dimensions: the stored row lengths. */
+    int64_t lda = ta == GAAW_OP_N ? k : m, ldb = tb == GAAW_OP_N ? n : k;
+    int parts = gaaw_host_gemm_threads();
+    if (parts > 1 && m * n * k >= SPLIT_MIN && !in_parallel())
+      blas_split(parts, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c);
+    else
+      blas_call(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
     return;
   }
 #endif
@@ -127,10 +187,13 @@ gaaw_status_t gaaw_host_sgemm_batched(gaaw_context_t ctx, gaaw_transpose_t ta, g
                                       const float *b, float beta, float *c)
 {
   GAAW_CHECK(check_blas_sizes(ctx, m, n, k));
-  /* Small matrices: one per thread (OpenBLAS runs these single-threaded, below its
-   * multithreading threshold of 2^18 multiply-adds). Large ones: threads inside. */
-  int small = m * n * k < (1 << 18);
-#pragma omp parallel for if (small && batch > 1 && batch * m * n * k > HOST_PARALLEL_MIN) schedule(static)
+  /* One matrix per thread when there are enough of them (each a one-thread call:
+   * sgemm does not split inside a parallel region); otherwise each matrix split.
+   * A BLAS that threads itself only gets the small matrices, which it would run
+   * on one thread (below 2^18 multiply-adds). */
+  int parts = gaaw_host_gemm_threads();
+  int per_thread = parts > 1 ? batch >= parts : m * n * k < SPLIT_MIN_BATCHED;
+#pragma omp parallel for if (per_thread && batch > 1 && batch * m * n * k > HOST_PARALLEL_MIN) schedule(static)
   for (int64_t i = 0; i < batch; i++)
     sgemm(ctx, ta, tb, m, n, k, alpha, a + i * m * k, b + i * k * n, beta, c + i * m * n);
   return GAAW_SUCCESS;

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "backends/host/host.h"
+#include "backends/host/host_math.h"
 
 /* The column of row n's target inside the slice, or -1 (outside, or ignored). */
 static inline int64_t target_column(const int32_t *targets, int64_t n, int64_t vocab_start, int64_t V)
@@ -33,7 +34,7 @@ static void row_sum_exp_f32(int64_t N, int64_t V, const float *logits, const flo
     const float *l = logits + n * V;
     float m = max[n], s = 0.0f;
 #pragma omp simd reduction(+ : s)
-    for (int64_t v = 0; v < V; v++) s += expf(l[v] - m);
+    for (int64_t v = 0; v < V; v++) s += host_expf(l[v] - m);
     sumexp[n] = s;
   }
 }
@@ -56,7 +57,8 @@ static void cross_entropy_backward_f32(int64_t N, int64_t V, const float *logits
     if (targets[n] < 0) continue; /* ignored row: no gradient */
     const float *l = logits + n * V;
     float *dl = dlogits + n * V, m = max[n], inv = 1.0f / sumexp[n];
-    for (int64_t v = 0; v < V; v++) dl[v] += dloss * expf(l[v] - m) * inv;
+#pragma omp simd
+    for (int64_t v = 0; v < V; v++) dl[v] += dloss * host_expf(l[v] - m) * inv;
     int64_t col = target_column(targets, n, vocab_start, V);
     if (col >= 0) dl[col] -= dloss;
   }

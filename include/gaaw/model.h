@@ -104,6 +104,21 @@ gaaw_status_t gaaw_model_get_logits(gaaw_model_t model, float *logits);
 /* Number of parameters of the whole (unsplit) model, and of this rank's slices. */
 gaaw_status_t gaaw_model_num_params(gaaw_model_t model, int64_t *global_count, int64_t *local_count);
 
+/* Per-layer timing. Every forward and backward adds the wall time each layer took
+ * on this rank (its kernels, its tp collectives, its allocations) to that layer's
+ * totals, from model creation or the last gaaw_model_reset_times. Backends that
+ * run asynchronously report the time to issue the work. A GPT has layers
+ * "embedding", one "transformer block" per block, then "lm head and
+ * cross-entropy"; an MLP one "linear" per linear and "mean squared error".
+ * Not collective. */
+gaaw_status_t gaaw_model_layer_count(gaaw_model_t model, int *count);
+/* Layer index's kind (a static string; may be NULL) and accumulated forward and
+ * backward seconds (either may be NULL). index must be in 0..count-1. */
+gaaw_status_t gaaw_model_layer_times(gaaw_model_t model, int index, const char **kind, double *forward_seconds,
+                                     double *backward_seconds);
+/* Sets every layer's totals back to zero. */
+gaaw_status_t gaaw_model_reset_times(gaaw_model_t model);
+
 #ifdef __cplusplus
 }
 #endif

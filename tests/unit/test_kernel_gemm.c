@@ -1,6 +1,7 @@
 /* GEMM and batched GEMM == a naive double-precision loop, for every transpose
  * combination and float dtype; the blocked C GEMM (the fallback without CBLAS) is
- * checked directly, so it is tested even in builds that use CBLAS. */
+ * checked directly, so it is tested even in builds that use CBLAS; so is the split of
+ * one CBLAS GEMM over OpenMP threads. */
 #include "tests/unit/test_kernel_util.h"
 #include "backends/host/host.h"
 
@@ -138,6 +139,48 @@ static void check_blocked(gaaw_context_t ctx, uint64_t *seed)
   free(w);
 }
 
+/* The CBLAS GEMM split over 1, 2 and 3 OpenMP threads (host_gemm.c: by rows when C
+ * is taller than wide, else by columns; blocks of 16 that do not divide the sizes)
+ * == the reference, for each transpose; each thread count twice gives the same bits. */
+static void check_split(gaaw_context_t ctx, uint64_t *seed)
+{
+  const long shapes[2][3] = {{150, 37, 64}, {37, 150, 64}}; /* >= 2^18 multiply-adds: split */
+  for (int sh = 0; sh < 2; sh++) {
+    long m = shapes[sh][0], n = shapes[sh][1], k = shapes[sh][2];
+    float *a = malloc(sizeof(float) * m * k), *b = malloc(sizeof(float) * k * n), *c0 = malloc(sizeof(float) * m * n);
+    float *c = malloc(sizeof(float) * m * n), *c1 = malloc(sizeof(float) * m * n), *w = malloc(sizeof(float) * m * n);
+    double *want = malloc(sizeof(double) * m * n);
+    kt_random(a, m * k, -1, 1, seed);
+    kt_random(b, k * n, -1, 1, seed);
+    kt_random(c0, m * n, -1, 1, seed);
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        gaaw_transpose_t oa = ta ? GAAW_OP_T : GAAW_OP_N, ob = tb ? GAAW_OP_T : GAAW_OP_N;
+        ref_gemm(ta, tb, m, n, k, 1.5, a, b, -0.5, c0, want);
+        for (long i = 0; i < m * n; i++) w[i] = (float)want[i];
+        for (int threads = 1; threads <= 3; threads++) {
+          kt_threads(threads);
+          char what[96];
+          snprintf(what, sizeof what, "gemm m=%ld n=%ld k=%ld ta=%d tb=%d on %d threads", m, n, k, ta, tb, threads);
+          memcpy(c, c0, sizeof(float) * m * n);
+          expect_status_ctx(ctx, gaaw_host_sgemm(ctx, oa, ob, m, n, k, 1.5f, a, b, -0.5f, c), GAAW_SUCCESS);
+          expect_close(c, w, m * n, 4e-5, what);
+          memcpy(c1, c0, sizeof(float) * m * n);
+          gaaw_host_sgemm(ctx, oa, ob, m, n, k, 1.5f, a, b, -0.5f, c1);
+          expect_true(memcmp(c, c1, sizeof(float) * m * n) == 0, "%s: two calls differ", what);
+        }
+      }
+    kt_threads(2);
+    free(a);
+    free(b);
+    free(c0);
+    free(c);
+    free(c1);
+    free(w);
+    free(want);
+  }
+}
+
 /* The same gemm twice gives the same bits. */
 static void check_repeat(gaaw_context_t ctx, uint64_t *seed)
 {
@@ -169,11 +212,14 @@ int main(int argc, char **argv)
         check_gemm(ctx, dt, ta, tb, 0, 33, 70, 131, 1.0f, 1.0f, &seed);
         check_gemm(ctx, dt, ta, tb, 3, 6, 4, 5, -1.25f, 0.25f, &seed);
         check_gemm(ctx, dt, ta, tb, 2, 40, 72, 96, 1.0f, 0.0f, &seed);
+        check_gemm(ctx, dt, ta, tb, 3, 100, 50, 64, 0.5f, 1.0f, &seed); /* 3 matrices on 2 threads */
+        check_gemm(ctx, dt, ta, tb, 1, 100, 50, 64, 0.5f, 1.0f, &seed); /* one matrix, split */
       }
     check_beta_zero_ignores_c(ctx, dt, &seed);
   }
   check_empty_k(ctx, &seed);
   check_blocked(ctx, &seed);
+  check_split(ctx, &seed);
   check_repeat(ctx, &seed);
   return kt_finish(&ctx, "test_kernel_gemm");
 }

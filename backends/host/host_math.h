@@ -1,0 +1,55 @@
+/* Math for the host kernels' inner loops: e^x and the logistic sigmoid written so
+ * that the compiler vectorizes the loops that call them (libm's expf and tanhf are
+ * one call per element; GELU spent as long in tanhf as the GEMMs of its MLP). */
+#ifndef GAAW_HOST_MATH_H
+#define GAAW_HOST_MATH_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* GCC does not turn the range checks below into vector selects while it must keep
+ * the floating-point exception flags of every comparison exact (-ftrapping-math,
+ * its default; clang's default is off). The kernels never read those flags; the
+ * values computed are the same either way. Applies to the functions of each file
+ * that includes this header, after the include. */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__INTEL_LLVM_COMPILER)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+/* e^x within 2 ulp for x in [-87, 88]; +inf above 88 (e^88 ~ 1.7e38 is near the top
+ * of f32), 0 below -87 (no subnormals); nan stays nan.
+ * x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, so r is exact), e^r by its
+ * Taylor series to r^7 (remainder < 1e-8 relative), times 2^n built in the exponent
+ * bits. n comes from adding 1.5 * 2^23, which leaves round(x / ln2) in the low
+ * mantissa bits: no rounding call, so the loop vectorizes. */
+static inline float host_expf(float x)
+{
+  /* isless/isgreater: quiet comparisons, which the compiler may turn into selects */
+  float xc = isless(x, -87.0f) ? -87.0f : isgreater(x, 88.0f) ? 88.0f : x; /* nan stays */
+  float t = xc * 1.44269504f + 12582912.0f, n = t - 12582912.0f;
+  float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f; /* ln2 = 0.693359375 - 2.12194440e-4 */
+  float p = 1.0f / 5040;
+  p = p * r + 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  int32_t bits, scale_bits;
+  memcpy(&bits, &t, sizeof bits);
+  scale_bits = (bits - 0x4B400000 + 127) * (1 << 23); /* bits - 0x4B400000 = n in -126..127 */
+  float scale;
+  memcpy(&scale, &scale_bits, sizeof scale);
+  float y = p * scale;
+  return isgreater(x, 88.0f) ? INFINITY : isless(x, -87.0f) ? 0.0f : y;
+}
+
+/* 1 / (1 + e^-x) */
+static inline float host_sigmoidf(float x)
+{
+  return 1.0f / (1.0f + host_expf(-x));
+}
+
+#endif
