@@ -1,5 +1,5 @@
-/* The communicator layer: a communicator backend is a table of functions (MPI on
- * host buffers now; NCCL among CUDA ranks later). The public functions of
+/* The communicator layer: a communicator backend is a table of functions (MPI, with
+ * device tensors staged through host memory; NCCL among CUDA ranks). The public functions of
  * include/gaaw/comm.h (backends/comm.c) check arguments, enforce the abort state,
  * count traffic, and dispatch here; backends only move data, honouring the
  * deadline comm->ctx->comm_timeout (seconds, 0 = none) by returning

@@ -10,6 +10,7 @@
 #ifndef GAAW_BACKENDS_DEVICE_H
 #define GAAW_BACKENDS_DEVICE_H
 
+#include "gaaw/info.h"
 #include "gaaw/kernels.h"
 
 typedef const gaaw_tensor_t *gaaw_cten; /* an input tensor */
@@ -73,6 +74,9 @@ typedef struct gaaw_device_ops {
   /* Of those, the ones `backend=auto` should prefer to the host backend (GPUs and
    * accelerators, not an OpenCL driver for the CPU itself); NULL: all of them. */
   gaaw_status_t (*accelerator_count)(int *count);
+  /* Describes device `index` (0..count-1) without a context; NULL: the backend
+   * cannot (gaaw_info_device reports GAAW_ERR_UNSUPPORTED). */
+  gaaw_status_t (*device_info)(int index, gaaw_device_info_t *info);
   /* Opens device `index` for ctx; the backend keeps its state in ctx->device_state. */
   gaaw_status_t (*open)(gaaw_context_t ctx, int index);
   void (*close)(gaaw_context_t ctx);

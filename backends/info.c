@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <string.h>
 
 #include "backends/device.h"
 #include "backends/runtime/error.h"
@@ -112,5 +113,21 @@ gaaw_status_t gaaw_info_backend(int index, const char **name, int *device_count)
   gaaw_status_t st = all[index]->device_count(&count);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(NULL, st, __FILE__, __LINE__, __func__);
   *device_count = count;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_info_device(int backend_index, int device_index, gaaw_device_info_t *info)
+{
+  const char *name;
+  int count = 0;
+  GAAW_CHECK_CTX(NULL, gaaw_info_backend(backend_index, &name, &count));
+  GAAW_ARG_NOT_NULL(NULL, info);
+  GAAW_ARG_CHECK(NULL, device_index >= 0 && device_index < count, "device index %d is not in 0..%d (the %s backend "
+                 "sees %d device(s))", device_index, count - 1, name, count);
+  const gaaw_device_ops *ops = gaaw_device_backends(NULL)[backend_index];
+  if (!ops->device_info) GAAW_FAIL(NULL, GAAW_ERR_UNSUPPORTED, "the %s backend cannot describe its devices", name);
+  memset(info, 0, sizeof *info);
+  GAAW_CHECK_CTX(NULL, ops->device_info(device_index, info));
+  info->name[sizeof info->name - 1] = '\0';
   return GAAW_SUCCESS;
 }

@@ -51,6 +51,21 @@ static void print_build(void)
   }
 }
 
+/* One line per device: name, memory, compute units, 16-bit arithmetic. */
+static void print_devices(int backend, int devices)
+{
+  for (int d = 0; d < devices; d++) {
+    gaaw_device_info_t info;
+    if (gaaw_info_device(backend, d, &info) != GAAW_SUCCESS) {
+      printf("    [%d] (no description: %s)\n", d, gaaw_last_error(NULL));
+      continue;
+    }
+    printf("    [%d] %s | %.1f GiB | %d compute units | fp16 %s | bf16 %s\n", d, info.name,
+           (double)info.memory_bytes / (1024.0 * 1024.0 * 1024.0), info.compute_units, info.fp16 ? "yes" : "no",
+           info.bf16 ? "yes" : "no");
+  }
+}
+
 static void print_backends(void)
 {
   printf("\nDevice backends (auto-selection order):\n");
@@ -58,9 +73,10 @@ static void print_backends(void)
     const char *name = "?";
     int devices = 0;
     gaaw_status_t st = gaaw_info_backend(i, &name, &devices);
-    if (st == GAAW_SUCCESS)
+    if (st == GAAW_SUCCESS) {
       printf("  %-10s %d device%s\n", name, devices, devices == 1 ? "" : "s");
-    else
+      print_devices(i, devices);
+    } else
       printf("  %-10s unavailable: %s\n", name, gaaw_last_error(NULL));
   }
 }

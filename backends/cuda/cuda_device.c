@@ -45,6 +45,24 @@ static gaaw_status_t cuda_device_count(int *count)
   return GAAW_SUCCESS;
 }
 
+/* Device index from cudaGetDeviceProperties; f16 arithmetic from compute
+ * capability 5.3, bf16 from 8.0. */
+static gaaw_status_t cuda_device_info(int index, gaaw_device_info_t *info)
+{
+  struct cudaDeviceProp prop;
+  GAAW_CUDA_CHECK(NULL, cudaGetDeviceProperties(&prop, index));
+  size_t len = strnlen(prop.name, sizeof prop.name);
+  if (len >= sizeof info->name) len = sizeof info->name - 1;
+  memcpy(info->name, prop.name, len);
+  info->name[len] = '\0';
+  info->memory_bytes = (uint64_t)prop.totalGlobalMem;
+  info->compute_units = prop.multiProcessorCount;
+  int cc = prop.major * 10 + prop.minor;
+  info->fp16 = cc >= 53;
+  info->bf16 = cc >= 80;
+  return GAAW_SUCCESS;
+}
+
 static void release(gaaw_cuda_state *st)
 {
   if (st->lt_workspace) cudaFree(st->lt_workspace);
@@ -174,6 +192,7 @@ GAAW_DEVICE_KERNEL_LIST(CUDA_DECLARE)
 const gaaw_device_ops gaaw_cuda_device_ops = {
   .name = "cuda",
   .device_count = cuda_device_count,
+  .device_info = cuda_device_info,
   .open = cuda_open,
   .close = cuda_close,
   .mem_alloc = cuda_mem_alloc,

@@ -7,22 +7,16 @@
 
 #include "backends/mpi/mpi_impl.h"
 
-/* Host addresses of a send/recv pair. They must be the same memory (in place:
- * recv exactly at `alias`, a byte offset into send, or send exactly at `alias`
- * into recv) or not overlap at all: MPI and the ring both need that. */
+/* Send and recv of s_bytes and r_bytes must be the same memory (in place: recv
+ * exactly at `alias`, a byte offset into send, or send exactly at `alias` into
+ * recv) or not overlap at all: MPI and the ring both need that. */
 typedef enum { ALIAS_NONE, ALIAS_RECV_IN_SEND, ALIAS_SEND_IN_RECV } alias_kind;
 
-static gaaw_status_t host_pair(gaaw_comm_t comm, const gaaw_tensor_t *send, const gaaw_tensor_t *recv,
-                               alias_kind kind, size_t alias, const void **sp, void **rp)
+static gaaw_status_t check_alias(gaaw_comm_t comm, const void *s, size_t sb, const void *r, size_t rb,
+                                 alias_kind kind, size_t alias)
 {
   gaaw_context_t ctx = comm->ctx;
-  void *s;
-  GAAW_CHECK(gaaw_mpi_host_addr(comm, send, "send", &s));
-  GAAW_CHECK(gaaw_mpi_host_addr(comm, recv, "recv", rp));
-  *sp = s;
-  const char *a = s, *b = *rp;
-  size_t sb = (size_t)gaaw_tensor_numel(send) * gaaw_dtype_size(send->dtype);
-  size_t rb = (size_t)gaaw_tensor_numel(recv) * gaaw_dtype_size(recv->dtype);
+  const char *a = s, *b = r;
   int disjoint = a + sb <= b || b + rb <= a || sb == 0 || rb == 0;
   int in_place = (kind == ALIAS_RECV_IN_SEND && b == a + alias) || (kind == ALIAS_SEND_IN_RECV && a == b + alias);
   GAAW_ARG_CHECK(ctx, disjoint || in_place,
@@ -68,15 +62,12 @@ static gaaw_status_t allreduce_small(gaaw_comm_t comm, const void *s, void *r, i
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_mpi_allreduce(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
-                                 gaaw_reduce_op_t op)
+gaaw_status_t gaaw_mpi_host_allreduce(gaaw_comm_t comm, const void *s, void *r, int64_t n, gaaw_dtype_t dtype,
+                                      gaaw_reduce_op_t op)
 {
   gaaw_context_t ctx = comm->ctx;
-  const void *s;
-  void *r;
-  GAAW_CHECK(host_pair(comm, send, recv, ALIAS_RECV_IN_SEND, 0, &s, &r));
-  int64_t n = gaaw_tensor_numel(recv);
-  gaaw_dtype_t dtype = recv->dtype;
+  size_t bytes = (size_t)n * gaaw_dtype_size(dtype);
+  GAAW_CHECK(check_alias(comm, s, bytes, r, bytes, ALIAS_RECV_IN_SEND, 0));
   if (n == 0) return GAAW_SUCCESS;
   /* The ring moves 2 (p-1)/p of the tensor per rank in 2 (p-1) steps; below the
    * threshold the step count matters more, and MPI's algorithms win (measured on 2
@@ -94,56 +85,47 @@ gaaw_status_t gaaw_mpi_allreduce(gaaw_comm_t comm, const gaaw_tensor_t *send, ga
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_mpi_reduce_scatter(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
-                                      gaaw_reduce_op_t op)
+gaaw_status_t gaaw_mpi_host_reduce_scatter(gaaw_comm_t comm, const void *s, void *r, int64_t n, gaaw_dtype_t dtype,
+                                           gaaw_reduce_op_t op)
 {
   gaaw_context_t ctx = comm->ctx;
-  const void *s;
-  void *r;
-  int64_t n = gaaw_tensor_numel(recv); /* send: (size, n) */
-  size_t own = (size_t)comm->rank * (size_t)n * gaaw_dtype_size(recv->dtype);
-  GAAW_CHECK(host_pair(comm, send, recv, ALIAS_RECV_IN_SEND, own, &s, &r));
+  size_t es = gaaw_dtype_size(dtype), own = (size_t)comm->rank * (size_t)n * es; /* s: (size, n) */
+  GAAW_CHECK(check_alias(comm, s, (size_t)n * es * (size_t)comm->size, r, (size_t)n * es, ALIAS_RECV_IN_SEND, own));
   if (n == 0) return GAAW_SUCCESS;
-  GAAW_CHECK(gaaw_mpi_ring_reduce_scatter(comm, s, r, n * comm->size, recv->dtype, op));
+  GAAW_CHECK(gaaw_mpi_ring_reduce_scatter(comm, s, r, n * comm->size, dtype, op));
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_mpi_allgather(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv)
+gaaw_status_t gaaw_mpi_host_allgather(gaaw_comm_t comm, const void *s, void *r, int64_t n, gaaw_dtype_t dtype)
 {
   gaaw_context_t ctx = comm->ctx;
-  const void *s;
-  void *r;
-  int64_t n = gaaw_tensor_numel(send); /* recv: (size, n) */
-  size_t es = gaaw_dtype_size(send->dtype), own = (size_t)comm->rank * (size_t)n * es;
-  GAAW_CHECK(host_pair(comm, send, recv, ALIAS_SEND_IN_RECV, own, &s, &r));
+  size_t es = gaaw_dtype_size(dtype), own = (size_t)comm->rank * (size_t)n * es; /* r: (size, n) */
+  GAAW_CHECK(check_alias(comm, s, (size_t)n * es, r, (size_t)n * es * (size_t)comm->size, ALIAS_SEND_IN_RECV, own));
   if (n == 0) return GAAW_SUCCESS;
   if (s != (const char *)r + own) memcpy((char *)r + own, s, (size_t)n * es);
-  GAAW_CHECK(gaaw_mpi_ring_allgather(comm, r, n * comm->size, send->dtype));
+  GAAW_CHECK(gaaw_mpi_ring_allgather(comm, r, n * comm->size, dtype));
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_mpi_broadcast(gaaw_comm_t comm, gaaw_tensor_t *t, int root)
+gaaw_status_t gaaw_mpi_host_broadcast(gaaw_comm_t comm, void *p, int64_t n, gaaw_dtype_t dtype, int root)
 {
   gaaw_context_t ctx = comm->ctx;
-  void *p;
   int count;
-  GAAW_CHECK(gaaw_mpi_host_addr(comm, t, "broadcast", &p));
-  GAAW_CHECK(gaaw_mpi_count(comm, gaaw_tensor_numel(t), &count));
+  GAAW_CHECK(gaaw_mpi_count(comm, n, &count));
   MPI_Request req;
-  GAAW_MPI_CHECK(ctx, MPI_Ibcast(p, count, gaaw_mpi_type(t->dtype), root, gaaw_mpi_impl_of(comm)->comm, &req));
+  GAAW_MPI_CHECK(ctx, MPI_Ibcast(p, count, gaaw_mpi_type(dtype), root, gaaw_mpi_impl_of(comm)->comm, &req));
   GAAW_CHECK(wait_coll(comm, &req, "broadcast"));
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_mpi_alltoall(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv)
+gaaw_status_t gaaw_mpi_host_alltoall(gaaw_comm_t comm, const void *s, void *r, int64_t n, gaaw_dtype_t dtype)
 {
   gaaw_context_t ctx = comm->ctx;
-  const void *s;
-  void *r;
-  GAAW_CHECK(host_pair(comm, send, recv, ALIAS_RECV_IN_SEND, 0, &s, &r));
+  size_t bytes = (size_t)n * gaaw_dtype_size(dtype);
+  GAAW_CHECK(check_alias(comm, s, bytes, r, bytes, ALIAS_RECV_IN_SEND, 0));
   int count;
-  GAAW_CHECK(gaaw_mpi_count(comm, gaaw_tensor_numel(send) / comm->size, &count));
-  MPI_Datatype type = gaaw_mpi_type(send->dtype);
+  GAAW_CHECK(gaaw_mpi_count(comm, n / comm->size, &count));
+  MPI_Datatype type = gaaw_mpi_type(dtype);
   MPI_Request req;
   GAAW_MPI_CHECK(ctx, MPI_Ialltoall(s == r ? MPI_IN_PLACE : s, count, type, r, count, type,
                                     gaaw_mpi_impl_of(comm)->comm, &req));

@@ -1,5 +1,5 @@
-/* The MPI communicator backend on host buffers: life cycle, host addresses, the
- * reused scratch memory, and the table of operations. */
+/* The MPI communicator backend: life cycle, reused host and scratch memory, and
+ * the table of operations. */
 #include <limits.h>
 #include <stdlib.h>
 
@@ -53,32 +53,52 @@ static void mpi_destroy(gaaw_comm_t comm)
   gaaw_mpi_impl *impl = comm->impl;
   if (!impl) return;
   /* After a timeout the MPI communicators are abandoned: freeing them could wait on
-   * the peer that never came. The scratch memory is abandoned with them (not
-   * returned to the cache), since a late message may still land in it. */
+   * the peer that never came. The scratch and staging memory are abandoned with
+   * them (not returned), since a late message may still land in them. */
   if (!comm->aborted) {
     MPI_Comm_free(&impl->ring);
     MPI_Comm_free(&impl->comm);
     gaaw_buffer_free(comm->ctx, &impl->scratch);
+    gaaw_mpi_host_release(&impl->host_scratch);
+    gaaw_mpi_host_release(&impl->stage);
   }
   free(impl);
   comm->impl = NULL;
 }
 
-gaaw_status_t gaaw_mpi_host_addr(gaaw_comm_t comm, const gaaw_tensor_t *t, const char *what, void **p)
+gaaw_status_t gaaw_mpi_host_reserve(gaaw_comm_t comm, gaaw_mpi_host_block *b, size_t bytes, void **p)
 {
-  gaaw_context_t ctx = comm->ctx;
-  void *base = NULL;
-  if (gaaw_buffer_host_ptr(t->buf, &base) != GAAW_SUCCESS)
-    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "the MPI communicator works on host memory; the %s tensor is %s device "
-              "memory (staging of device buffers comes with the accelerator backends)", what, ctx->device->name);
-  *p = (char *)base + t->offset;
+  if (b->bytes < bytes || !b->p) {
+    /* whole pages, 64-byte aligned (aligned_alloc needs a multiple of the alignment) */
+    size_t rounded = (bytes + 4095) / 4096 * 4096;
+    if (rounded == 0) rounded = 4096;
+    void *fresh = aligned_alloc(64, rounded);
+    if (!fresh)
+      GAAW_FAIL(comm->ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %zu bytes of host memory for communicator %s",
+                rounded, comm->name);
+    free(b->p);
+    b->p = fresh;
+    b->bytes = rounded;
+  }
+  *p = b->p;
   return GAAW_SUCCESS;
+}
+
+void gaaw_mpi_host_release(gaaw_mpi_host_block *b)
+{
+  free(b->p);
+  b->p = NULL;
+  b->bytes = 0;
 }
 
 gaaw_status_t gaaw_mpi_scratch(gaaw_comm_t comm, size_t bytes, void **p)
 {
   gaaw_context_t ctx = comm->ctx;
   gaaw_mpi_impl *impl = gaaw_mpi_impl_of(comm);
+  if (impl->device_memory) {
+    GAAW_CHECK(gaaw_mpi_host_reserve(comm, &impl->host_scratch, bytes, p));
+    return GAAW_SUCCESS;
+  }
   if (bytes == 0) bytes = 1;
   if (impl->scratch_bytes < bytes) {
     GAAW_CHECK(gaaw_buffer_free(ctx, &impl->scratch));

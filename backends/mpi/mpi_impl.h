@@ -1,11 +1,15 @@
 /* Insides of the MPI communicator backend, shared by its files:
- *   mpi_comm.c         create, split, destroy, host addresses, scratch, the ops table
+ *   mpi_comm.c         create, split, destroy, host memory, scratch, the ops table
  *   mpi_reduce.c       local reductions (f32, i32 natively; bf16, f16 in f32)
  *   mpi_ring.c         ring reduce-scatter and ring all-gather over reused scratch
  *   mpi_collectives.c  all-reduce, reduce-scatter, all-gather, broadcast, all-to-all, barrier
  *   mpi_p2p.c          send, recv, and the paired exchange the ring is built of
- * Everything works on host buffers; every MPI call is non-blocking and waited for
- * with gaaw_mpi_waitall against the communicator deadline. */
+ *   mpi_stage.c        the tensor operations of the table: device tensors staged
+ *                      through host memory around the host algorithms
+ * The algorithms work on host addresses; tensors in device memory (OpenCL, CUDA)
+ * are copied into reused host staging buffers around them. Every MPI call is
+ * non-blocking and waited for with gaaw_mpi_waitall against the communicator
+ * deadline. */
 #ifndef GAAW_BACKENDS_MPI_IMPL_H
 #define GAAW_BACKENDS_MPI_IMPL_H
 
@@ -14,12 +18,24 @@
 #include "backends/comm.h"
 #include "backends/runtime/runtime.h"
 
+/* Plain host memory, grown (never shrunk) as needed and kept for reuse. */
+typedef struct {
+  void *p;
+  size_t bytes;
+} gaaw_mpi_host_block;
+
 typedef struct {
   MPI_Comm comm;          /* user-visible traffic: send/recv (user tags) and MPI collectives */
   MPI_Comm ring;          /* gaaw's own point-to-point steps, apart from user tags */
   gaaw_buffer_t scratch;  /* work memory of the ring, kept and reused (GAAW_MEM_COMMUNICATION) */
   size_t scratch_bytes;
   int64_t ring_bytes;     /* option allreduce_ring_bytes */
+  /* Set once a tensor of this context turned out to be device memory: from then on
+   * the scratch comes from host_scratch, since the context's buffers have no host
+   * address. */
+  int device_memory;
+  gaaw_mpi_host_block host_scratch;
+  gaaw_mpi_host_block stage; /* host copies of device tensors (mpi_stage.c) */
 } gaaw_mpi_impl;
 
 static inline gaaw_mpi_impl *gaaw_mpi_impl_of(gaaw_comm_t comm)
@@ -27,9 +43,11 @@ static inline gaaw_mpi_impl *gaaw_mpi_impl_of(gaaw_comm_t comm)
   return (gaaw_mpi_impl *)comm->impl;
 }
 
-/* Host address of t's first element; GAAW_ERR_UNSUPPORTED for device memory. */
-gaaw_status_t gaaw_mpi_host_addr(gaaw_comm_t comm, const gaaw_tensor_t *t, const char *what, void **p);
-/* At least bytes of scratch memory, grown (never shrunk) as needed. */
+/* At least bytes of host memory in b, grown (never shrunk) as needed; contents are
+ * not kept when it grows. */
+gaaw_status_t gaaw_mpi_host_reserve(gaaw_comm_t comm, gaaw_mpi_host_block *b, size_t bytes, void **p);
+void gaaw_mpi_host_release(gaaw_mpi_host_block *b);
+/* At least bytes of host scratch memory (for the ring), grown (never shrunk) as needed. */
 gaaw_status_t gaaw_mpi_scratch(gaaw_comm_t comm, size_t bytes, void **p);
 /* The MPI datatype that carries dtype's bits, and n as an MPI count (int). */
 MPI_Datatype gaaw_mpi_type(gaaw_dtype_t dtype);
@@ -81,7 +99,38 @@ gaaw_status_t gaaw_mpi_exchange(gaaw_comm_t comm, const void *sbuf, int64_t scou
                                 int64_t rcount, int src, gaaw_dtype_t dtype, gaaw_mpi_segment_fn on_segment,
                                 void *arg, const char *what);
 
-/* The ops of the table (mpi_collectives.c, mpi_p2p.c). */
+/* The operations on host addresses (mpi_collectives.c, mpi_p2p.c), with the
+ * element counts of include/gaaw/comm.h: n per member for reduce-scatter (s holds
+ * n * size) and all-gather (r holds n * size), the whole tensor otherwise. Send and
+ * recv must be the same memory as the public function allows (in place) or not
+ * overlap: anything else is GAAW_ERR_INVALID_ARG, before any traffic. */
+gaaw_status_t gaaw_mpi_host_allreduce(gaaw_comm_t comm, const void *s, void *r, int64_t n, gaaw_dtype_t dtype,
+                                      gaaw_reduce_op_t op);
+gaaw_status_t gaaw_mpi_host_reduce_scatter(gaaw_comm_t comm, const void *s, void *r, int64_t n, gaaw_dtype_t dtype,
+                                           gaaw_reduce_op_t op);
+gaaw_status_t gaaw_mpi_host_allgather(gaaw_comm_t comm, const void *s, void *r, int64_t n, gaaw_dtype_t dtype);
+gaaw_status_t gaaw_mpi_host_broadcast(gaaw_comm_t comm, void *p, int64_t n, gaaw_dtype_t dtype, int root);
+gaaw_status_t gaaw_mpi_host_alltoall(gaaw_comm_t comm, const void *s, void *r, int64_t n, gaaw_dtype_t dtype);
+gaaw_status_t gaaw_mpi_host_send(gaaw_comm_t comm, const void *p, int64_t n, gaaw_dtype_t dtype, int peer, int tag);
+gaaw_status_t gaaw_mpi_host_recv(gaaw_comm_t comm, void *p, int64_t n, gaaw_dtype_t dtype, int peer, int tag);
+gaaw_status_t gaaw_mpi_barrier(gaaw_comm_t comm);
+
+/* Host addresses for one operation: its input (read) and output (written) tensor,
+ * either may be NULL. A tensor with a host address is used in place; a device
+ * tensor is copied into the communicator's staging memory (the input read in, the
+ * output written back by gaaw_mpi_unstage). When input and output share memory
+ * their union is staged as one range, so in place stays in place on the copy. */
+typedef struct {
+  const void *in;
+  void *out;
+  const gaaw_tensor_t *write_back; /* the output, when out is a staged copy */
+} gaaw_mpi_staged;
+gaaw_status_t gaaw_mpi_stage(gaaw_comm_t comm, const gaaw_tensor_t *in, const gaaw_tensor_t *out,
+                             gaaw_mpi_staged *st);
+gaaw_status_t gaaw_mpi_unstage(gaaw_comm_t comm, const gaaw_mpi_staged *st);
+
+/* The tensor operations of the table (mpi_stage.c): gaaw_mpi_stage, the host
+ * algorithm, gaaw_mpi_unstage. */
 gaaw_status_t gaaw_mpi_allreduce(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
                                  gaaw_reduce_op_t op);
 gaaw_status_t gaaw_mpi_reduce_scatter(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
@@ -89,7 +138,6 @@ gaaw_status_t gaaw_mpi_reduce_scatter(gaaw_comm_t comm, const gaaw_tensor_t *sen
 gaaw_status_t gaaw_mpi_allgather(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv);
 gaaw_status_t gaaw_mpi_broadcast(gaaw_comm_t comm, gaaw_tensor_t *t, int root);
 gaaw_status_t gaaw_mpi_alltoall(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv);
-gaaw_status_t gaaw_mpi_barrier(gaaw_comm_t comm);
 gaaw_status_t gaaw_mpi_send(gaaw_comm_t comm, const gaaw_tensor_t *t, int peer, int tag);
 gaaw_status_t gaaw_mpi_recv(gaaw_comm_t comm, gaaw_tensor_t *t, int peer, int tag);
 

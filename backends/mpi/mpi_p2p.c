@@ -73,28 +73,24 @@ gaaw_status_t gaaw_mpi_exchange(gaaw_comm_t comm, const void *sbuf, int64_t scou
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_mpi_send(gaaw_comm_t comm, const gaaw_tensor_t *t, int peer, int tag)
+gaaw_status_t gaaw_mpi_host_send(gaaw_comm_t comm, const void *p, int64_t n, gaaw_dtype_t dtype, int peer, int tag)
 {
   gaaw_context_t ctx = comm->ctx;
-  void *p;
   int count;
-  GAAW_CHECK(gaaw_mpi_host_addr(comm, t, "send", &p));
-  GAAW_CHECK(gaaw_mpi_count(comm, gaaw_tensor_numel(t), &count));
+  GAAW_CHECK(gaaw_mpi_count(comm, n, &count));
   MPI_Request req;
-  GAAW_MPI_CHECK(ctx, MPI_Isend(p, count, gaaw_mpi_type(t->dtype), peer, tag, gaaw_mpi_impl_of(comm)->comm, &req));
+  GAAW_MPI_CHECK(ctx, MPI_Isend(p, count, gaaw_mpi_type(dtype), peer, tag, gaaw_mpi_impl_of(comm)->comm, &req));
   GAAW_CHECK(wait_p2p(comm, 1, &req, "send"));
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_mpi_recv(gaaw_comm_t comm, gaaw_tensor_t *t, int peer, int tag)
+gaaw_status_t gaaw_mpi_host_recv(gaaw_comm_t comm, void *p, int64_t n, gaaw_dtype_t dtype, int peer, int tag)
 {
   gaaw_context_t ctx = comm->ctx;
-  void *p;
   int count;
-  GAAW_CHECK(gaaw_mpi_host_addr(comm, t, "recv", &p));
-  GAAW_CHECK(gaaw_mpi_count(comm, gaaw_tensor_numel(t), &count));
+  GAAW_CHECK(gaaw_mpi_count(comm, n, &count));
   MPI_Request req;
-  GAAW_MPI_CHECK(ctx, MPI_Irecv(p, count, gaaw_mpi_type(t->dtype), peer, tag, gaaw_mpi_impl_of(comm)->comm, &req));
+  GAAW_MPI_CHECK(ctx, MPI_Irecv(p, count, gaaw_mpi_type(dtype), peer, tag, gaaw_mpi_impl_of(comm)->comm, &req));
   GAAW_CHECK(wait_p2p(comm, 1, &req, "recv"));
   return GAAW_SUCCESS;
 }

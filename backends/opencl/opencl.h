@@ -68,6 +68,8 @@ gaaw_status_t gaaw_ocl_find_devices(gaaw_context_t ctx, const char *want, cl_pla
                                     cl_device_id *devices, cl_uint max, cl_uint *count);
 /* The device's name and whether it has cl_khr_fp16. */
 void gaaw_ocl_describe(cl_device_id device, char *name, size_t len, int *has_fp16);
+/* Whether the device's extension list contains ext (as a substring). */
+int gaaw_ocl_has_extension(cl_device_id device, const char *ext);
 
 /* ---------------------------------------------------------------- program (opencl_program.c) */
 

@@ -44,6 +44,27 @@ static gaaw_status_t ocl_accelerator_count(int *count)
   return GAAW_SUCCESS;
 }
 
+/* Device index of the platform that ocl_device_count counts, from clGetDeviceInfo. */
+static gaaw_status_t ocl_device_info(int index, gaaw_device_info_t *info)
+{
+  gaaw_context_t ctx = NULL;
+  cl_platform_id platform;
+  cl_device_id devices[MAX_DEVICES];
+  cl_uint n = 0;
+  GAAW_CHECK(gaaw_ocl_find_devices(NULL, getenv("GAAW_OPENCL_PLATFORM"), &platform, devices, MAX_DEVICES, &n));
+  GAAW_ARG_CHECK(NULL, index >= 0 && (cl_uint)index < n, "OpenCL device %d is not in 0..%d", index, (int)n - 1);
+  cl_device_id d = devices[index];
+  cl_ulong mem = 0;
+  cl_uint units = 0;
+  OCL_CHECK(clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL));
+  OCL_CHECK(clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL));
+  gaaw_ocl_describe(d, info->name, sizeof info->name, &info->fp16);
+  info->memory_bytes = mem;
+  info->compute_units = (int)units;
+  info->bf16 = gaaw_ocl_has_extension(d, "bfloat16");
+  return GAAW_SUCCESS;
+}
+
 static void ocl_close(gaaw_context_t ctx)
 {
   ocl_state *s = ocl_of(ctx);
@@ -149,6 +170,7 @@ const gaaw_device_ops gaaw_opencl_device_ops = {
   .name = "opencl",
   .device_count = ocl_device_count,
   .accelerator_count = ocl_accelerator_count,
+  .device_info = ocl_device_info,
   .open = ocl_open,
   .close = ocl_close,
   .mem_alloc = ocl_mem_alloc,

@@ -58,19 +58,25 @@ gaaw_status_t gaaw_ocl_find_devices(gaaw_context_t ctx, const char *want, cl_pla
   return GAAW_SUCCESS;
 }
 
+int gaaw_ocl_has_extension(cl_device_id device, const char *ext)
+{
+  size_t len = 0;
+  if (clGetDeviceInfo(device, CL_DEVICE_EXTENSIONS, 0, NULL, &len) != CL_SUCCESS || len == 0) return 0;
+  char *all = malloc(len + 1);
+  if (!all) return 0;
+  int found = 0;
+  if (clGetDeviceInfo(device, CL_DEVICE_EXTENSIONS, len, all, NULL) == CL_SUCCESS) {
+    all[len] = '\0';
+    found = strstr(all, ext) != NULL;
+  }
+  free(all);
+  return found;
+}
+
 void gaaw_ocl_describe(cl_device_id device, char *name, size_t len, int *has_fp16)
 {
   name[0] = '\0';
   clGetDeviceInfo(device, CL_DEVICE_NAME, len - 1, name, NULL);
   name[len - 1] = '\0';
-  size_t ext_len = 0;
-  *has_fp16 = 0;
-  if (clGetDeviceInfo(device, CL_DEVICE_EXTENSIONS, 0, NULL, &ext_len) != CL_SUCCESS || ext_len == 0) return;
-  char *ext = malloc(ext_len + 1);
-  if (!ext) return;
-  if (clGetDeviceInfo(device, CL_DEVICE_EXTENSIONS, ext_len, ext, NULL) == CL_SUCCESS) {
-    ext[ext_len] = '\0';
-    *has_fp16 = strstr(ext, "cl_khr_fp16") != NULL;
-  }
-  free(ext);
+  *has_fp16 = gaaw_ocl_has_extension(device, "cl_khr_fp16");
 }

@@ -1,9 +1,10 @@
 /* gaaw communicators: collectives and point-to-point on tensors, over one group of
  * ranks (get one from gaaw_topology_comm). Implemented by a communicator backend
- * (MPI on host buffers; NCCL among CUDA ranks). Every call has a deadline (tunable
- * comm_timeout, GAAW_COMM_TIMEOUT, seconds; 0 = none): when a peer does not take part
- * in time the call returns GAAW_ERR_TIMEOUT instead of hanging, and the communicator
- * is aborted (every later call on it fails with GAAW_ERR_COMM).
+ * (MPI, staging device tensors through host memory; NCCL among CUDA ranks). Every
+ * call has a deadline (tunable comm_timeout, GAAW_COMM_TIMEOUT, seconds; 0 = none):
+ * when a peer does not take part in time the call returns GAAW_ERR_TIMEOUT instead
+ * of hanging, and the communicator is aborted (every later call on it fails with
+ * GAAW_ERR_COMM).
  *
  * Every collective is collective over the communicator's group: all members call it
  * in the same order with the same counts, dtype, op and root. */

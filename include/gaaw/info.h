@@ -5,6 +5,8 @@
 #ifndef GAAW_INFO_H
 #define GAAW_INFO_H
 
+#include <stdint.h>
+
 #include "gaaw/status.h"
 
 #ifdef __cplusplus
@@ -38,6 +40,22 @@ int gaaw_info_backend_count(void);
  * to count its devices, *device_count is 0 and its failure is returned, with the
  * report in gaaw_last_error(NULL). */
 gaaw_status_t gaaw_info_backend(int index, const char **name, int *device_count);
+
+/* One device as its backend describes it, without opening it. */
+typedef struct {
+  char name[128];        /* the device's name (host: the CPU model) */
+  uint64_t memory_bytes; /* its global memory (host: physical memory) */
+  int compute_units;     /* SMs, OpenCL compute units, or CPU cores online */
+  int fp16, bf16;        /* 1 when the device has arithmetic in f16 / bf16 (host: AVX-512 FP16 / BF16;
+                            OpenCL: cl_khr_fp16 / a bfloat16 extension; CUDA: compute capability
+                            5.3 / 8.0). gaaw's host kernels take 16-bit tensors either way, in f32;
+                            its OpenCL kernels need fp16 for f16 tensors. */
+} gaaw_device_info_t;
+
+/* Device device_index (0 .. device_count - 1 of gaaw_info_backend) of backend
+ * backend_index. GAAW_ERR_INVALID_ARG for an index out of range or a NULL info;
+ * GAAW_ERR_UNSUPPORTED when the backend cannot describe its devices. */
+gaaw_status_t gaaw_info_device(int backend_index, int device_index, gaaw_device_info_t *info);
 
 #ifdef __cplusplus
 }

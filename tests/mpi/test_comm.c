@@ -5,12 +5,20 @@
  * sums are exact in every dtype and the expected values are exact. Also: the same
  * call twice gives bit-identical results, identical on every rank; traffic
  * counters follow include/gaaw/comm.h; bad input gives GAAW_ERR_INVALID_ARG.
- * Built twice, as test_comm_np2 and test_comm_np4. */
+ * Built three times: test_comm_np2 and test_comm_np4 on host buffers, and
+ * test_comm_opencl_np2 on OpenCL buffers (device memory, staged through host
+ * memory by the MPI backend). The backend is COMM_TEST_BACKEND, or argv[1]; the
+ * test skips (77) when that backend is not built or finds no device. */
 #include <mpi.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "backends/runtime/half.h"
 #include "tests/harness/test_util.h"
+
+#ifndef COMM_TEST_BACKEND
+#define COMM_TEST_BACKEND "host"
+#endif
 
 static const gaaw_dtype_t dtypes[] = {GAAW_F32, GAAW_BF16, GAAW_F16, GAAW_I32};
 static const gaaw_reduce_op_t ops[] = {GAAW_SUM, GAAW_MAX};
@@ -62,22 +70,28 @@ static gaaw_tensor_t view(gaaw_context_t ctx, const gaaw_tensor_t *t, int64_t at
   return v;
 }
 
-static void *host(const gaaw_tensor_t *t)
+static size_t bytes_of(const gaaw_tensor_t *t)
 {
-  void *p;
-  require_ok(NULL, gaaw_buffer_host_ptr(t->buf, &p));
-  return (char *)p + t->offset;
+  return (size_t)gaaw_tensor_numel(t) * gaaw_dtype_size(t->dtype);
 }
 
-static void put(const gaaw_tensor_t *t, int64_t i, float v)
+/* A host copy of t's elements (the tensor may be device memory); free it. */
+static void *download(gaaw_context_t ctx, const gaaw_tensor_t *t)
 {
-  gaaw_store_f32(host(t), t->dtype, i, v);
+  void *h = malloc(bytes_of(t) + 1);
+  require_ok(ctx, gaaw_buffer_read(ctx, t->buf, t->offset, h, bytes_of(t)));
+  return h;
 }
 
-static float get(const gaaw_tensor_t *t, int64_t i)
-{
-  return gaaw_load_f32(host(t), t->dtype, i);
-}
+/* Element i of t := expr (a float expression in i), for i < n, in one copy. */
+#define fill(ctx, t, n, expr)                                                          \
+  do {                                                                                 \
+    const gaaw_tensor_t *t_ = (t);                                                     \
+    void *h_ = malloc(bytes_of(t_) + 1);                                               \
+    for (int64_t i = 0; i < (n); i++) gaaw_store_f32(h_, t_->dtype, i, (float)(expr)); \
+    require_ok((ctx), gaaw_buffer_write((ctx), t_->buf, t_->offset, h_, bytes_of(t_))); \
+    free(h_);                                                                          \
+  } while (0)
 
 static void drop(gaaw_context_t ctx, gaaw_tensor_t *t)
 {
@@ -85,12 +99,13 @@ static void drop(gaaw_context_t ctx, gaaw_tensor_t *t)
 }
 
 /* Element i of t must be want(i) exactly; reports the first difference and the count. */
-#define expect_elements(t, n, want_expr, ...)                                                        \
+#define expect_elements(ctx, t, n, want_expr, ...)                                                   \
   do {                                                                                               \
     int64_t bad_ = 0, first_ = -1;                                                                   \
     float got_ = 0, exp_ = 0;                                                                        \
+    void *h_ = download((ctx), (t));                                                                 \
     for (int64_t i = 0; i < (n); i++) {                                                              \
-      float w_ = (want_expr), g_ = get((t), i);                                                      \
+      float w_ = (want_expr), g_ = gaaw_load_f32(h_, (t)->dtype, i);                                 \
       if (g_ != w_) {                                                                                \
         if (first_ < 0) first_ = i, got_ = g_, exp_ = w_;                                            \
         bad_++;                                                                                      \
@@ -99,20 +114,20 @@ static void drop(gaaw_context_t ctx, gaaw_tensor_t *t)
     expect_true(bad_ == 0, __VA_ARGS__);                                                             \
     if (bad_) fprintf(stderr, "  element %lld is %g, expected %g; %lld of %lld wrong\n", (long long)first_, \
                       got_, exp_, (long long)bad_, (long long)(n));                                  \
+    free(h_);                                                                                        \
   } while (0)
 
 static void check_allreduce(group *g, gaaw_dtype_t dtype, gaaw_reduce_op_t op, int64_t n, int in_place)
 {
   gaaw_tensor_t send = make(g->ctx, dtype, n), recv = in_place ? send : make(g->ctx, dtype, n);
-  for (int64_t i = 0; i < n; i++) put(&send, i, (float)val(g->rank, i));
-  if (!in_place)
-    for (int64_t i = 0; i < n; i++) put(&recv, i, 99.0f);
+  fill(g->ctx, &send, n, val(g->rank, i));
+  if (!in_place) fill(g->ctx, &recv, n, 99.0f);
   expect_status_ctx(g->ctx, gaaw_comm_allreduce(g->comm, &send, &recv, op), GAAW_SUCCESS);
   const char *how = in_place ? "in place" : "out of place";
-  expect_elements(&recv, n, reference(op, g->size, i), "allreduce %s %s n=%lld %s on %s", gaaw_dtype_name(dtype),
+  expect_elements(g->ctx, &recv, n, reference(op, g->size, i), "allreduce %s %s n=%lld %s on %s", gaaw_dtype_name(dtype),
                   op == GAAW_SUM ? "sum" : "max", (long long)n, how, g->name);
   if (!in_place) {
-    expect_elements(&send, n, (float)val(g->rank, i), "allreduce changed its send tensor (%s n=%lld on %s)",
+    expect_elements(g->ctx, &send, n, (float)val(g->rank, i), "allreduce changed its send tensor (%s n=%lld on %s)",
                     gaaw_dtype_name(dtype), (long long)n, g->name);
     drop(g->ctx, &recv);
   }
@@ -140,9 +155,9 @@ static void test_reduce_scatter(group *g)
           int64_t n = sizes[s], total = n * g->size;
           gaaw_tensor_t send = make(g->ctx, dtypes[d], total);
           gaaw_tensor_t recv = in_place ? view(g->ctx, &send, g->rank * n, n) : make(g->ctx, dtypes[d], n);
-          for (int64_t i = 0; i < total; i++) put(&send, i, (float)val(g->rank, i));
+          fill(g->ctx, &send, total, val(g->rank, i));
           expect_status_ctx(g->ctx, gaaw_comm_reduce_scatter(g->comm, &send, &recv, ops[o]), GAAW_SUCCESS);
-          expect_elements(&recv, n, reference(ops[o], g->size, g->rank * n + i),
+          expect_elements(g->ctx, &recv, n, reference(ops[o], g->size, g->rank * n + i),
                           "reduce_scatter %s %s n=%lld %s on %s", gaaw_dtype_name(dtypes[d]),
                           o ? "max" : "sum", (long long)n, in_place ? "in place" : "out of place", g->name);
           if (!in_place) drop(g->ctx, &recv);
@@ -160,11 +175,10 @@ static void test_allgather(group *g)
         int64_t n = sizes[s], total = n * g->size;
         gaaw_tensor_t recv = make(g->ctx, dtypes[d], total);
         gaaw_tensor_t send = in_place ? view(g->ctx, &recv, g->rank * n, n) : make(g->ctx, dtypes[d], n);
-        if (!in_place)
-          for (int64_t i = 0; i < total; i++) put(&recv, i, 99.0f);
-        for (int64_t i = 0; i < n; i++) put(&send, i, (float)val(g->rank, i));
+        if (!in_place) fill(g->ctx, &recv, total, 99.0f);
+        fill(g->ctx, &send, n, val(g->rank, i));
         expect_status_ctx(g->ctx, gaaw_comm_allgather(g->comm, &send, &recv), GAAW_SUCCESS);
-        expect_elements(&recv, total, (float)val((int)(i / n), i % n), "allgather %s n=%lld %s on %s",
+        expect_elements(g->ctx, &recv, total, (float)val((int)(i / n), i % n), "allgather %s n=%lld %s on %s",
                         gaaw_dtype_name(dtypes[d]), (long long)n, in_place ? "in place" : "out of place", g->name);
         if (!in_place) drop(g->ctx, &send);
         drop(g->ctx, &recv);
@@ -177,9 +191,9 @@ static void test_broadcast(group *g)
     for (int root = 0; root < g->size; root++) {
       int64_t n = 1001;
       gaaw_tensor_t t = make(g->ctx, dtypes[d], n);
-      for (int64_t i = 0; i < n; i++) put(&t, i, (float)val(g->rank, i));
+      fill(g->ctx, &t, n, val(g->rank, i));
       expect_status_ctx(g->ctx, gaaw_comm_broadcast(g->comm, &t, root), GAAW_SUCCESS);
-      expect_elements(&t, n, (float)val(root, i), "broadcast %s from root %d on %s", gaaw_dtype_name(dtypes[d]), root,
+      expect_elements(g->ctx, &t, n, (float)val(root, i), "broadcast %s from root %d on %s", gaaw_dtype_name(dtypes[d]), root,
                       g->name);
       drop(g->ctx, &t);
     }
@@ -194,14 +208,15 @@ static void test_send_recv(group *g)
   for (int d = 0; d < 4; d++) {
     int64_t n = 70001; /* large enough for MPI's rendezvous protocol */
     gaaw_tensor_t out = make(g->ctx, dtypes[d], n), in = make(g->ctx, dtypes[d], n);
-    for (int64_t i = 0; i < n; i++) put(&out, i, (float)val(g->rank, i)), put(&in, i, 99.0f);
+    fill(g->ctx, &out, n, val(g->rank, i));
+    fill(g->ctx, &in, n, 99.0f);
     for (int phase = 0; phase < 2; phase++) {
       if ((g->rank % 2 == 0) == (phase == 0))
         expect_status_ctx(g->ctx, gaaw_comm_send(g->comm, &out, next, 7 + d), GAAW_SUCCESS);
       else
         expect_status_ctx(g->ctx, gaaw_comm_recv(g->comm, &in, prev, 7 + d), GAAW_SUCCESS);
     }
-    expect_elements(&in, n, (float)val(prev, i), "recv %s from %d on %s", gaaw_dtype_name(dtypes[d]), prev, g->name);
+    expect_elements(g->ctx, &in, n, (float)val(prev, i), "recv %s from %d on %s", gaaw_dtype_name(dtypes[d]), prev, g->name);
     drop(g->ctx, &out);
     drop(g->ctx, &in);
   }
@@ -215,9 +230,9 @@ static void test_alltoall(group *g)
       for (int in_place = 0; in_place < 2; in_place++) {
         int64_t n = m * g->size;
         gaaw_tensor_t send = make(g->ctx, dtypes[d], n), recv = in_place ? send : make(g->ctx, dtypes[d], n);
-        for (int64_t i = 0; i < n; i++) put(&send, i, (float)val(g->rank * 31 + (int)(i / m), i % m));
+        fill(g->ctx, &send, n, val(g->rank * 31 + (int)(i / m), i % m));
         expect_status_ctx(g->ctx, gaaw_comm_alltoall(g->comm, &send, &recv), GAAW_SUCCESS);
-        expect_elements(&recv, n, (float)val((int)(i / m) * 31 + g->rank, i % m), "alltoall %s m=%d %s on %s",
+        expect_elements(g->ctx, &recv, n, (float)val((int)(i / m) * 31 + g->rank, i % m), "alltoall %s m=%d %s on %s",
                         gaaw_dtype_name(dtypes[d]), m, in_place ? "in place" : "out of place", g->name);
         if (!in_place) drop(g->ctx, &recv);
         drop(g->ctx, &send);
@@ -231,8 +246,8 @@ static void test_stats(group *g)
   int64_t n = 12;
   uint64_t calls, bytes;
   gaaw_tensor_t a = make(ctx, GAAW_BF16, n), big = make(ctx, GAAW_BF16, n * g->size);
-  for (int64_t i = 0; i < n * g->size; i++) put(&big, i, 1.0f);
-  for (int64_t i = 0; i < n; i++) put(&a, i, 1.0f);
+  fill(ctx, &big, n * g->size, 1.0f);
+  fill(ctx, &a, n, 1.0f);
   require_ok(ctx, gaaw_comm_stats_reset(g->comm));
   require_ok(ctx, gaaw_comm_allreduce(g->comm, &a, &a, GAAW_SUM));
   require_ok(ctx, gaaw_comm_reduce_scatter(g->comm, &big, &a, GAAW_SUM));
@@ -281,12 +296,13 @@ static void test_stats(group *g)
 }
 
 /* A bit-exact hash of a tensor's bytes. */
-static uint64_t hash_of(const gaaw_tensor_t *t)
+static uint64_t hash_of(gaaw_context_t ctx, const gaaw_tensor_t *t)
 {
-  const unsigned char *p = host(t);
-  size_t bytes = (size_t)gaaw_tensor_numel(t) * gaaw_dtype_size(t->dtype);
+  unsigned char *p = download(ctx, t);
+  size_t bytes = bytes_of(t);
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < bytes; i++) h = (h ^ p[i]) * 1099511628211ull;
+  free(p);
   return h;
 }
 
@@ -300,11 +316,10 @@ static void test_deterministic(group *g)
     for (int s = 0; s < 2; s++) {
       int64_t n = sizes[s];
       gaaw_tensor_t send = make(g->ctx, dtypes[d], n), r1 = make(g->ctx, dtypes[d], n), r2 = make(g->ctx, dtypes[d], n);
-      for (int64_t i = 0; i < n; i++)
-        put(&send, i, (float)((i * 2654435761u + (uint64_t)g->rank * 40503u) % 100003) / 977.0f - 51.3f);
+      fill(g->ctx, &send, n, (float)((i * 2654435761u + (uint64_t)g->rank * 40503u) % 100003) / 977.0f - 51.3f);
       require_ok(g->ctx, gaaw_comm_allreduce(g->comm, &send, &r1, GAAW_SUM));
       require_ok(g->ctx, gaaw_comm_allreduce(g->comm, &send, &r2, GAAW_SUM));
-      uint64_t h1 = hash_of(&r1), h2 = hash_of(&r2);
+      uint64_t h1 = hash_of(g->ctx, &r1), h2 = hash_of(g->ctx, &r2);
       expect_true(h1 == h2, "allreduce %s n=%lld on %s is not bit-identical run to run", gaaw_dtype_name(dtypes[d]),
                   (long long)n, g->name);
       if (strcmp(g->name, "world") == 0) {
@@ -330,7 +345,8 @@ static void test_bad_input(group *g)
   gaaw_tensor_t a = make(ctx, GAAW_F32, n), b = make(ctx, GAAW_F32, n), h = make(ctx, GAAW_BF16, n);
   gaaw_tensor_t shortt = view(ctx, &b, 0, n - 1), part = view(ctx, &a, 1, n - 1), head = view(ctx, &a, 0, n - 1);
   gaaw_tensor_t one = view(ctx, &b, 0, 8);
-  for (int64_t i = 0; i < n; i++) put(&a, i, 1.0f), put(&b, i, 1.0f);
+  fill(ctx, &a, n, 1.0f);
+  fill(ctx, &b, n, 1.0f);
   expect_status(gaaw_comm_allreduce(NULL, &a, &b, GAAW_SUM), E);
   expect_status_ctx(ctx, gaaw_comm_allreduce(c, NULL, &b, GAAW_SUM), E);
   expect_status_ctx(ctx, gaaw_comm_allreduce(c, &a, NULL, GAAW_SUM), E);
@@ -374,17 +390,65 @@ static void test_bad_input(group *g)
               backend ? backend : "NULL");
   /* still usable */
   expect_status_ctx(ctx, gaaw_comm_allreduce(c, &a, &b, GAAW_SUM), GAAW_SUCCESS);
-  expect_elements(&b, n, (float)g->size, "allreduce after bad input on %s", g->name);
+  expect_elements(ctx, &b, n, (float)g->size, "allreduce after bad input on %s", g->name);
   drop(ctx, &a);
   drop(ctx, &b);
   drop(ctx, &h);
+}
+
+/* Staging writes back exactly its tensor: a reduction between two views of one
+ * buffer (disjoint, then in place) leaves the elements around them untouched. */
+static void test_neighbours(group *g)
+{
+  for (int d = 0; d < 4; d++) {
+    int64_t n = 1001;
+    gaaw_tensor_t all = make(g->ctx, dtypes[d], 4 * n);
+    gaaw_tensor_t a = view(g->ctx, &all, 1, n), b = view(g->ctx, &all, 2 * n + 1, n);
+    fill(g->ctx, &all, 4 * n, -7.0f);
+    fill(g->ctx, &a, n, val(g->rank, i));
+    expect_status_ctx(g->ctx, gaaw_comm_allreduce(g->comm, &a, &b, GAAW_SUM), GAAW_SUCCESS);
+    expect_status_ctx(g->ctx, gaaw_comm_allreduce(g->comm, &a, &a, GAAW_MAX), GAAW_SUCCESS);
+    /* all: [-7][max of a: n][-7 ...][sum of a: n][-7 ...] */
+    expect_elements(g->ctx, &all, 4 * n,
+                    i >= 1 && i < n + 1             ? reference(GAAW_MAX, g->size, i - 1)
+                    : i >= 2 * n + 1 && i < 3 * n + 1 ? reference(GAAW_SUM, g->size, i - 2 * n - 1)
+                                                      : -7.0f,
+                    "allreduce between views of one %s buffer on %s", gaaw_dtype_name(dtypes[d]), g->name);
+    drop(g->ctx, &all);
+  }
+}
+
+static const char *backend = COMM_TEST_BACKEND;
+
+/* Whether the backend is built here and finds a device. */
+static int backend_usable(const char *name)
+{
+  for (int i = 0; i < gaaw_info_backend_count(); i++) {
+    const char *b;
+    int devices = 0;
+    if (gaaw_info_backend(i, &b, &devices) == GAAW_SUCCESS && strcmp(b, name) == 0) return devices > 0;
+  }
+  return 0;
+}
+
+/* On a device backend the tensors must really be device memory, or nothing here
+ * tests the staging. */
+static void check_memory_kind(gaaw_context_t ctx)
+{
+  gaaw_tensor_t t = make(ctx, GAAW_F32, 4);
+  void *p = NULL;
+  gaaw_status_t st = gaaw_buffer_host_ptr(t.buf, &p);
+  int want_host = strcmp(backend, "host") == 0;
+  expect_true((st == GAAW_SUCCESS) == want_host, "%s buffers %s a host address", backend,
+              st == GAAW_SUCCESS ? "have" : "lack");
+  drop(ctx, &t);
 }
 
 static gaaw_context_t open_ctx(gaaw_config_t *cfg, int size, const char *ring_bytes)
 {
   gaaw_context_t ctx;
   require_ok(NULL, gaaw_config_create(cfg));
-  require_ok(NULL, gaaw_config_set(*cfg, "backend", "host"));
+  require_ok(NULL, gaaw_config_set(*cfg, "backend", backend));
   if (size == 4) require_ok(NULL, gaaw_config_set(*cfg, "tp", "2"));
   if (ring_bytes) require_ok(NULL, gaaw_config_set(*cfg, "allreduce_ring_bytes", ring_bytes));
   require_ok(NULL, gaaw_init(MPI_COMM_WORLD, *cfg, &ctx));
@@ -394,10 +458,18 @@ static gaaw_context_t open_ctx(gaaw_config_t *cfg, int size, const char *ring_by
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
-  int size;
+  int size, rank;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (argc > 1) backend = argv[1];
+  if (!backend_usable(backend)) {
+    if (rank == 0) printf("test_comm: backend %s is not built or finds no device; skipping\n", backend);
+    MPI_Finalize();
+    return 77;
+  }
   gaaw_config_t cfg;
   gaaw_context_t ctx = open_ctx(&cfg, size, NULL);
+  check_memory_kind(ctx);
   group world = open_group(ctx, GAAW_GROUP_WORLD);
   group parts[2] = {open_group(ctx, GAAW_GROUP_TP), open_group(ctx, GAAW_GROUP_DP)};
   test_allreduce(&world, 1);
@@ -409,6 +481,7 @@ int main(int argc, char **argv)
   test_stats(&world);
   test_deterministic(&world);
   test_bad_input(&world);
+  test_neighbours(&world);
   for (int k = 0; k < 2; k++) {
     test_allreduce(&parts[k], 0);
     test_reduce_scatter(&parts[k]);
@@ -431,10 +504,8 @@ int main(int argc, char **argv)
   require_ok(ctx, gaaw_finalize(&ctx));
   require_ok(NULL, gaaw_config_destroy(&cfg));
 
-  int rank;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  char name[32];
-  snprintf(name, sizeof name, "test_comm_np%d rank %d", size, rank);
+  char name[48];
+  snprintf(name, sizeof name, "test_comm_np%d (%s) rank %d", size, backend, rank);
   int code = test_finish(name);
   MPI_Finalize();
   return code;

@@ -13,6 +13,9 @@ echo "$out" | sed -n 1,12p
 test $rc -eq 0 || err "gaaw-info exited with $rc"
 echo "$out" | grep '^gaaw [0-9]*\.[0-9]*\.[0-9]*' >/dev/null || err "no version line"
 echo "$out" | grep '^  host  *1 device$' >/dev/null || err "the host backend and its device are not listed"
+# the host device's description follows its backend line
+echo "$out" | grep -A1 '^  host  *1 device$' | grep '^    \[0\] .* | [0-9.]* GiB | [1-9][0-9]* compute units | fp16 \(yes\|no\) | bf16 \(yes\|no\)$' >/dev/null ||
+  err "the host device is not described (name, memory, compute units, fp16, bf16)"
 echo "$out" | grep '^  tp .*env GAAW_TP  (now 4, from env)$' >/dev/null || err "GAAW_TP=4 is not shown as tp's current value"
 
 names=`sed -n 's/^ *X(\([a-z_0-9]*\), *\(INT\|DOUBLE\|STRING\|BOOL\),.*/\1/p' "$list"`

@@ -1,7 +1,10 @@
 /* gaaw_info_*: the build facts agree with configure's config.h, the backends with
- * the device registry, lookups by index and by name agree, and bad input returns the
- * named codes. Needs no context and no MPI, so it calls neither. */
+ * the device registry, lookups by index and by name agree, the host device agrees
+ * with /proc (read here independently), and bad input returns the named codes.
+ * Needs no context and no MPI, so it calls neither. */
 #include "config.h"
+
+#include <stdio.h>
 
 #include "backends/device.h"
 #include "tests/harness/test_util.h"
@@ -108,11 +111,118 @@ static void test_backend_bad_input(void)
   expect_true(devices == 7 && strcmp(name, "untouched") == 0, "outputs written on failure: %d '%s'", devices, name);
 }
 
+/* The value of the first line of a /proc file that starts with key, as text
+ * after the colon (malloc'd; NULL when absent). */
+static char *proc_value(const char *file, const char *key)
+{
+  FILE *f = fopen(file, "r");
+  if (!f) return NULL;
+  char line[8192], *out = NULL;
+  while (!out && fgets(line, sizeof line, f))
+    if (strncmp(line, key, strlen(key)) == 0 && strchr(line, ':')) {
+      char *v = strchr(line, ':') + 1;
+      v += strspn(v, " \t");
+      v[strcspn(v, "\n")] = '\0';
+      out = strdup(v);
+    }
+  fclose(f);
+  return out;
+}
+
+/* How many lines of /proc/cpuinfo start with "processor". */
+static int proc_processors(void)
+{
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return -1;
+  char line[8192];
+  int n = 0;
+  while (fgets(line, sizeof line, f)) n += strncmp(line, "processor", 9) == 0;
+  fclose(f);
+  return n;
+}
+
+static void check_host_device(const gaaw_device_info_t *d)
+{
+  char *model = proc_value("/proc/cpuinfo", "model name"), *mem = proc_value("/proc/meminfo", "MemTotal");
+  char *flags = proc_value("/proc/cpuinfo", "flags");
+  if (model) expect_true(strcmp(d->name, model) == 0, "host device is named '%s', /proc/cpuinfo says '%s'", d->name, model);
+  if (mem) {
+    double kib = atof(mem), got = (double)d->memory_bytes / 1024;
+    expect_true(fabs(got - kib) <= 1024, "host memory %.0f KiB, /proc/meminfo MemTotal %.0f KiB", got, kib);
+  }
+  int cpus = proc_processors();
+  if (cpus > 0) expect_true(d->compute_units == cpus, "host compute units %d, /proc/cpuinfo lists %d", d->compute_units, cpus);
+  if (flags) {
+    int fp16 = strstr(flags, " avx512_fp16") != NULL, bf16 = strstr(flags, " avx512_bf16") || strstr(flags, " amx_bf16");
+    expect_true(d->fp16 == fp16 && d->bf16 == bf16, "host fp16 %d bf16 %d, /proc/cpuinfo flags say %d %d", d->fp16,
+                d->bf16, fp16, bf16);
+  }
+  free(model);
+  free(mem);
+  free(flags);
+}
+
+/* Every device of every backend describes itself, the same way twice. */
+static void test_devices(void)
+{
+  int n = gaaw_info_backend_count(), host_seen = 0;
+  for (int b = 0; b < n; b++) {
+    const char *name;
+    int devices = 0;
+    if (gaaw_info_backend(b, &name, &devices) != GAAW_SUCCESS) continue;
+    for (int i = 0; i < devices; i++) {
+      gaaw_device_info_t d, again;
+      memset(&again, 0x5a, sizeof again);
+      expect_status(gaaw_info_device(b, i, &d), GAAW_SUCCESS);
+      expect_status(gaaw_info_device(b, i, &again), GAAW_SUCCESS);
+      expect_true(memcmp(&d, &again, sizeof d) == 0, "%s device %d: two calls differ", name, i);
+      expect_true(d.name[0] != '\0' && memchr(d.name, '\0', sizeof d.name) != NULL, "%s device %d: empty name", name, i);
+      expect_true(d.memory_bytes > 0 && d.compute_units >= 1, "%s device %d: %llu bytes, %d compute units", name, i,
+                  (unsigned long long)d.memory_bytes, d.compute_units);
+      expect_true((d.fp16 == 0 || d.fp16 == 1) && (d.bf16 == 0 || d.bf16 == 1), "%s device %d: fp16 %d bf16 %d", name,
+                  i, d.fp16, d.bf16);
+      if (strcmp(name, "host") == 0) check_host_device(&d), host_seen = 1;
+    }
+  }
+  expect_true(host_seen, "the host device was not described");
+}
+
+static void test_device_bad_input(void)
+{
+  int n = gaaw_info_backend_count(), host = -1;
+  for (int b = 0; b < n; b++) {
+    const char *name;
+    if (gaaw_info_backend(b, &name, NULL) == GAAW_SUCCESS && strcmp(name, "host") == 0) host = b;
+  }
+  gaaw_device_info_t d;
+  memset(&d, 0x5a, sizeof d);
+  unsigned char untouched[sizeof d];
+  memcpy(untouched, &d, sizeof d);
+  const int E = GAAW_ERR_INVALID_ARG;
+  expect_status(gaaw_info_device(-1, 0, &d), E);
+  expect_true(strstr(gaaw_last_error(NULL), "-1") != NULL, "report does not name backend -1: %s", gaaw_last_error(NULL));
+  expect_status(gaaw_info_device(n, 0, &d), E);
+  expect_status(gaaw_info_device(host, -1, &d), E);
+  expect_true(strstr(gaaw_last_error(NULL), "-1") != NULL, "report does not name device -1: %s", gaaw_last_error(NULL));
+  expect_status(gaaw_info_device(host, 1, &d), E); /* the host backend has one device */
+  expect_true(strstr(gaaw_last_error(NULL), "host") != NULL, "report does not name the backend: %s", gaaw_last_error(NULL));
+  expect_status(gaaw_info_device(host, 0, NULL), E);
+  expect_true(memcmp(&d, untouched, sizeof d) == 0, "info written on failure");
+  /* a backend with no device here (CUDA without a GPU): any index is out of range */
+  for (int b = 0; b < n; b++) {
+    int devices = -1;
+    if (gaaw_info_backend(b, NULL, &devices) == GAAW_SUCCESS && devices == 0)
+      expect_status(gaaw_info_device(b, 0, &d), E);
+  }
+}
+
 int main(void)
 {
   test_features();
   test_feature_bad_input();
   test_backends();
   test_backend_bad_input();
+  test_devices();
+  test_device_bad_input();
   return test_finish("test_info");
 }
