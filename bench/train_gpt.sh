@@ -36,6 +36,20 @@ if [ ! -x "$GAAW_BIN" ]; then
   exit 2
 fi
 
+# Runs a side and prints its result line; a launch that yields none (a crash) is
+# retried once, loudly.
+measure() {
+  local tag=$1 out
+  shift
+  for attempt in 1 2; do
+    if out=$("$@" | grep "^$tag"); then
+      echo "$out"
+      return 0
+    fi
+    echo "train_gpt.sh: '$*' gave no $tag line (attempt $attempt)" >&2
+  done
+  return 1
+}
 # key=value lookup in a result line
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
 # median of the arguments
@@ -61,11 +75,11 @@ for mode in $MODES; do
     if ((r % 2 == 0)); then order="gaaw torch"; else order="torch gaaw"; fi
     for side in $order; do
       if [ "$side" = gaaw ]; then
-        line=$("${gaaw_cmd[@]}" | grep '^train_gpt_gaaw')
+        line=$(measure train_gpt_gaaw "${gaaw_cmd[@]}")
         g_step+=("$(field step_s "$line")") g_cpu+=("$(field cpu_s_per_step "$line")")
         g_loss=$(field loss_last "$line")
       else
-        line=$("${torch_cmd[@]}" | grep '^train_gpt_torch')
+        line=$(measure train_gpt_torch "${torch_cmd[@]}")
         t_step+=("$(field step_s "$line")") t_cpu+=("$(field cpu_s_per_step "$line")")
         t_loss=$(field loss_last "$line")
       fi
