@@ -1,0 +1,178 @@
+/* The gaaw side of bench/train_gpt.sh: training steps of the reference GPT (DESIGN.md
+ * section 6a at gaaw_gpt_config_default's sizes: vocab 256, seq 128, 4 layers, 4
+ * heads, dim 256, tied, f32) with AdamW (lr 3e-4, betas (0.9, 0.95), weight decay
+ * 0.1), batch 8 per dp rank. A step is gaaw_model_forward_backward on this rank's
+ * microbatch then gaaw_optimizer_step.
+ *
+ *   mpiexec -n P ./bench/train_gpt [--steps K] [--warmup W] [--zero Z] [--tp T]
+ *                                  [--batch B] [--threads N] [--GAAW_OPTION=VALUE ...]
+ *
+ * Runs W untimed steps, then K steps timed from a barrier to the last rank's return
+ * (step_s = that time / K), and prints on rank 0 one line:
+ *   train_gpt_gaaw np=P tp=T dp=D zero=Z batch=B seq=128 steps=K step_s=.. tok_per_step=..
+ *   tok_s=.. cpu_s_per_step=.. loss_first=.. loss_last=..
+ * cpu_s_per_step is the user + system time of every thread of every rank over the
+ * timed steps (getrusage, summed over ranks) divided by K. The backend is host unless
+ * --backend says otherwise. The batch is a hash of (dp rank, step, position), the
+ * same bytes bench/train_gpt_torch.py generates. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "gaaw.h"
+
+#define CHECK(call)                                                                                  \
+  do {                                                                                               \
+    gaaw_status_t st_ = (call);                                                                      \
+    if (st_ != GAAW_SUCCESS) {                                                                       \
+      const char *report_ = gaaw_last_error(ctx);                                                    \
+      fprintf(stderr, "train_gpt bench: %s failed: %s\n%s\n", #call, gaaw_status_name(st_),          \
+              report_[0] ? report_ : gaaw_last_error(NULL));                                         \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                                                  \
+    }                                                                                                \
+  } while (0)
+
+typedef struct {
+  int steps, warmup, zero, tp, batch;
+} bench_options;
+
+/* Takes --steps, --warmup, --zero, --tp and --batch (as "--key value" or
+ * "--key=value"); what remains goes to gaaw's option parser. */
+static int parse_options(int *argc, char **argv, bench_options *o)
+{
+  static const char *keys[] = {"steps", "warmup", "zero", "tp", "batch"};
+  int *slots[] = {&o->steps, &o->warmup, &o->zero, &o->tp, &o->batch};
+  int out = 1;
+  for (int i = 1; i < *argc; i++) {
+    int matched = 0;
+    for (int k = 0; k < 5 && !matched; k++) {
+      size_t len = strlen(keys[k]);
+      const char *a = argv[i];
+      if (strncmp(a, "--", 2) || strncmp(a + 2, keys[k], len)) continue;
+      const char *value = a[2 + len] == '=' ? a + 3 + len : a[2 + len] == 0 && i + 1 < *argc ? argv[++i] : NULL;
+      if (!value) continue;
+      char *end;
+      long v = strtol(value, &end, 10);
+      if (*end || v < 0) {
+        fprintf(stderr, "train_gpt bench: bad value '%s' for --%s\n", value, keys[k]);
+        return 0;
+      }
+      *slots[k] = (int)v;
+      matched = 1;
+    }
+    if (!matched) argv[out++] = argv[i];
+  }
+  *argc = out;
+  return o->steps > 0 && o->tp > 0 && o->batch > 0;
+}
+
+/* One byte of the synthetic stream; bench/train_gpt_torch.py computes the same. */
+static int32_t stream_byte(int dp_rank, int step, int pos)
+{
+  uint32_t h = (uint32_t)dp_rank * 1000003u + (uint32_t)step * 7919u + (uint32_t)pos;
+  h *= 2654435761u;
+  h ^= h >> 15;
+  return (int32_t)(h & 255u);
+}
+
+/* tokens, targets: (batch, seq); each row is seq + 1 consecutive stream bytes. */
+static void make_batch(int dp_rank, int step, int batch, int seq, int32_t *tokens, int32_t *targets)
+{
+  for (int b = 0; b < batch; b++)
+    for (int t = 0; t < seq; t++) {
+      int pos = b * (seq + 1) + t;
+      tokens[b * seq + t] = stream_byte(dp_rank, step, pos);
+      targets[b * seq + t] = stream_byte(dp_rank, step, pos + 1);
+    }
+}
+
+static double cpu_seconds(void)
+{
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec + (double)u.ru_stime.tv_sec +
+         1e-6 * (double)u.ru_stime.tv_usec;
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  int rank, world;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  gaaw_context_t ctx = NULL;
+  bench_options o = {.steps = 10, .warmup = 2, .zero = 0, .tp = 1, .batch = 8};
+  if (!parse_options(&argc, argv, &o)) {
+    if (rank == 0)
+      fprintf(stderr, "usage: train_gpt [--steps K>0] [--warmup W] [--zero 0..3] [--tp T>0] [--batch B>0] "
+                      "[--GAAW_OPTION=VALUE ...]\n");
+    MPI_Finalize();
+    return 2;
+  }
+  gaaw_config_t cfg;
+  CHECK(gaaw_config_create(&cfg));
+  CHECK(gaaw_config_set(cfg, "backend", "host"));
+  CHECK(gaaw_config_set_int(cfg, "tp", o.tp));
+  CHECK(gaaw_config_parse_args(cfg, &argc, argv));
+  if (argc > 1) {
+    if (rank == 0) fprintf(stderr, "train_gpt bench: unknown argument '%s'\n", argv[1]);
+    MPI_Finalize();
+    return 2;
+  }
+  CHECK(gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
+  int dp, pp, tp, dp_rank, pp_rank, tp_rank;
+  CHECK(gaaw_topology_sizes(ctx, &dp, &pp, &tp));
+  CHECK(gaaw_topology_coords(ctx, &dp_rank, &pp_rank, &tp_rank));
+
+  gaaw_gpt_config_t g;
+  gaaw_gpt_config_default(&g); /* the sizes named above */
+  gaaw_optimizer_config_t oc;
+  gaaw_optimizer_config_default(&oc); /* AdamW 3e-4, (0.9, 0.95), wd 0.1, constant lr */
+  oc.zero_stage = o.zero;
+  gaaw_model_t model;
+  gaaw_optimizer_t opt;
+  CHECK(gaaw_model_create_gpt(ctx, &g, &model));
+  CHECK(gaaw_optimizer_create(model, &oc, &opt));
+
+  int seq = g.max_seq;
+  size_t n = (size_t)o.batch * (size_t)seq;
+  int32_t *tokens = malloc(n * sizeof *tokens), *targets = malloc(n * sizeof *targets);
+  if (!tokens || !targets) MPI_Abort(MPI_COMM_WORLD, 1);
+  gaaw_batch_t batch = {.batch = o.batch, .seq = seq, .tokens = tokens, .targets = targets};
+
+  float loss = 0, loss_first = 0;
+  double t0 = 0, cpu0 = 0;
+  for (int step = 0; step < o.warmup + o.steps; step++) {
+    if (step == o.warmup) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      t0 = MPI_Wtime();
+      cpu0 = cpu_seconds();
+    }
+    make_batch(dp_rank, step, o.batch, seq, tokens, targets);
+    CHECK(gaaw_model_forward_backward(model, &batch, &loss));
+    CHECK(gaaw_optimizer_step(opt));
+    if (step == 0) loss_first = loss;
+  }
+  double times[2] = {MPI_Wtime() - t0, cpu_seconds() - cpu0}, slowest, cpu_total;
+  MPI_Reduce(&times[0], &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  MPI_Reduce(&times[1], &cpu_total, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    double step_s = slowest / o.steps, tokens_per_step = (double)n * dp;
+    /* rank 0's loss is its own microbatch's (dp rank 0), as on the PyTorch side */
+    printf("train_gpt_gaaw np=%d tp=%d dp=%d zero=%d batch=%d seq=%d steps=%d step_s=%.6f tok_per_step=%.0f "
+           "tok_s=%.1f cpu_s_per_step=%.4f loss_first=%.4f loss_last=%.4f\n",
+           world, tp, dp, o.zero, o.batch, seq, o.steps, step_s, tokens_per_step, tokens_per_step / step_s,
+           cpu_total / o.steps, loss_first, loss);
+    fflush(stdout);
+  }
+  free(tokens);
+  free(targets);
+  CHECK(gaaw_optimizer_destroy(&opt));
+  CHECK(gaaw_model_destroy(&model));
+  CHECK(gaaw_finalize(&ctx));
+  CHECK(gaaw_config_destroy(&cfg));
+  MPI_Finalize();
+  return 0;
+}

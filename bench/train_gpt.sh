@@ -1,0 +1,99 @@
+#!/bin/bash
+# GPT training throughput, gaaw (bench/train_gpt) against PyTorch
+# (bench/train_gpt_torch.py) on the same model, batch and optimizer, in three pairs:
+#   1proc  gaaw tp 1 dp 1 ZeRO 0, 2 threads      vs PyTorch in one process, 2 threads
+#   ddp2   gaaw dp 2 ZeRO 0, 2 ranks x 1 thread   vs PyTorch DDP (gloo), 2 processes x 1 thread
+#   zero1  gaaw dp 2 ZeRO 1, 2 ranks x 1 thread   vs PyTorch DDP + ZeroRedundancyOptimizer(AdamW)
+# Both sides get the same thread total (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, gaaw's
+# `threads`, torch.set_num_threads) and the same environment. Each round launches
+# both sides once (WARMUP untimed steps, then STEPS timed ones), alternating which
+# goes first; the result line holds the medians over ROUNDS rounds.
+#
+# Run from the build directory:
+#   [ROUNDS=5] [STEPS=4] [WARMUP=2] [MODES="1proc ddp2 zero1"] [THREADS=2] SRCDIR/bench/train_gpt.sh
+# One line per mode:
+#   bench=train_gpt mode=M np=.. tp=1 dp=.. zero=.. threads_total=.. batch=8 seq=128 steps=..
+#   rounds=.. value=X unit=tok/s peer=torch peer_value=Y ratio=X/Y cpu_s_per_step=..
+#   peer_cpu_s_per_step=.. loss_last=.. peer_loss_last=.. openblas_coretype=..
+# tok/s counts every rank's tokens (batch 8 x seq 128 per rank) per step; cpu_s_per_step
+# is the user + system time of all threads of all ranks per timed step.
+# OPENBLAS_CORETYPE defaults to Haswell (the machine's setting) when unset.
+set -eu
+
+ROUNDS=${ROUNDS:-5}
+STEPS=${STEPS:-4}
+WARMUP=${WARMUP:-2}
+MODES=${MODES:-"1proc ddp2 zero1"}
+THREADS=${THREADS:-2}
+here=$(cd "$(dirname "$0")" && pwd)
+GAAW_BIN=${GAAW_BIN:-./bench/train_gpt}
+TORCH_PY=${TORCH_PY:-$here/train_gpt_torch.py}
+PYTHON=${PYTHON:-/usr/bin/python3}
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}
+
+if [ ! -x "$GAAW_BIN" ]; then
+  echo "train_gpt.sh: $GAAW_BIN not found; run from the build directory after make" >&2
+  exit 2
+fi
+
+# Runs a side and prints its result line; a launch that yields none (a crash) is
+# retried once, loudly.
+measure() {
+  local tag=$1 out
+  shift
+  for attempt in 1 2; do
+    if out=$("$@" | grep "^$tag"); then
+      echo "$out"
+      return 0
+    fi
+    echo "train_gpt.sh: '$*' gave no $tag line (attempt $attempt)" >&2
+  done
+  return 1
+}
+# key=value lookup in a result line
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
+# median of the arguments
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+
+for mode in $MODES; do
+  case $mode in
+    1proc) np=1 zero=0 tmode=plain ;;
+    ddp2) np=2 zero=0 tmode=ddp ;;
+    zero1) np=2 zero=1 tmode=zero1 ;;
+    *) echo "train_gpt.sh: unknown mode '$mode'" >&2; exit 2 ;;
+  esac
+  per_rank=$((THREADS / np))
+  [ "$per_rank" -ge 1 ] || per_rank=1
+  export OMP_NUM_THREADS=$per_rank OPENBLAS_NUM_THREADS=$per_rank
+  gaaw_cmd=(mpiexec -n "$np" "$GAAW_BIN" --steps "$STEPS" --warmup "$WARMUP" --zero "$zero" --tp 1
+            --threads "$per_rank")
+  torch_cmd=("$PYTHON" "$TORCH_PY" --mode "$tmode" --nproc "$np" --steps "$STEPS" --warmup "$WARMUP"
+             --threads "$per_rank")
+  g_step=() t_step=() g_cpu=() t_cpu=()
+  for ((r = 0; r < ROUNDS; r++)); do
+    # alternate which side goes first, so that a drift in machine load hits both
+    if ((r % 2 == 0)); then order="gaaw torch"; else order="torch gaaw"; fi
+    for side in $order; do
+      if [ "$side" = gaaw ]; then
+        line=$(measure train_gpt_gaaw "${gaaw_cmd[@]}")
+        g_step+=("$(field step_s "$line")") g_cpu+=("$(field cpu_s_per_step "$line")")
+        g_loss=$(field loss_last "$line")
+      else
+        line=$(measure train_gpt_torch "${torch_cmd[@]}")
+        t_step+=("$(field step_s "$line")") t_cpu+=("$(field cpu_s_per_step "$line")")
+        t_loss=$(field loss_last "$line")
+      fi
+      echo "# mode=$mode round=$r $line" >&2
+    done
+  done
+  tokens=$((np * 8 * 128))
+  gs=$(median "${g_step[@]}") ts=$(median "${t_step[@]}")
+  gc=$(median "${g_cpu[@]}") tc=$(median "${t_cpu[@]}")
+  awk -v mode="$mode" -v np="$np" -v zero="$zero" -v thr="$((per_rank * np))" -v steps="$STEPS" \
+      -v rounds="$ROUNDS" -v tok="$tokens" -v gs="$gs" -v ts="$ts" -v gc="$gc" -v tc="$tc" \
+      -v gl="$g_loss" -v tl="$t_loss" -v ct="$OPENBLAS_CORETYPE" 'BEGIN {
+    printf "bench=train_gpt mode=%s np=%d tp=1 dp=%d zero=%d threads_total=%d batch=8 seq=128 steps=%d rounds=%d " \
+           "value=%.1f unit=tok/s peer=torch peer_value=%.1f ratio=%.3f cpu_s_per_step=%.3f " \
+           "peer_cpu_s_per_step=%.3f loss_last=%s peer_loss_last=%s openblas_coretype=%s\n",
+           mode, np, np, zero, thr, steps, rounds, tok / gs, tok / ts, ts / gs, gc, tc, gl, tl, ct }'
+done
