@@ -3,9 +3,17 @@
  * One line per size:
  *   bench=gemm n=N dtype=f32 backend=host threads=T openblas_coretype=X value=GFLOPS
  *   unit=GFLOP/s peer=cblas_sgemm peer_value=GFLOPS ratio=gaaw/peer
- * Run: mpiexec -n 1 bench/gemm (or bench/gemm as a singleton). */
+ * Run: mpiexec -n 1 bench/gemm (or bench/gemm as a singleton).
+ * Fairness: with a pthreads OpenBLAS, gaaw sets OpenBLAS to one thread per call and
+ * splits each GEMM over its OpenMP threads (backends/host/host_threads.c); the peer
+ * gets OpenBLAS's own thread pool of the same size for its calls. Each side's idle
+ * threads spin for a while after its calls (libgomp briefly, OpenBLAS for up to
+ * ~0.1 s), so the sides alternate in blocks of calls separated by an untimed
+ * 0.3 s pause, and the first call of each block is not timed: neither side is timed
+ * against the other's spinning threads, and each runs in its steady state. */
 #include <mpi.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +25,21 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+
+/* OpenBLAS's thread control, weak: NULL with another BLAS. */
+extern void openblas_set_num_threads(int) __attribute__((weak));
+
+/* The peer's threads: OpenBLAS's own pool of `threads`; gaaw's: one per call. */
+static void blas_threads(int threads)
+{
+  if (openblas_set_num_threads) openblas_set_num_threads(threads);
+}
+
+static void settle(void)
+{
+  struct timespec pause = {0, 300 * 1000 * 1000};
+  nanosleep(&pause, NULL);
+}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -55,7 +78,7 @@ int main(int argc, char **argv)
   const int sizes[] = {256, 512, 1024, 2048};
   for (int si = 0; si < 4; si++) {
     int64_t n = sizes[si];
-    int repeats = n >= 2048 ? 5 : n >= 1024 ? 9 : 15;
+    int repeats;
     gaaw_tensor_t a, b, c;
     CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 2, (int64_t[]){n, n}, GAAW_MEM_ACTIVATIONS, &a));
     CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 2, (int64_t[]){n, n}, GAAW_MEM_ACTIVATIONS, &b));
@@ -69,16 +92,29 @@ int main(int argc, char **argv)
       pb[i] = (float)((i * 5) % 11) / 11.0f - 0.5f;
       pc[i] = 0.0f;
     }
-    double t_gaaw[16], t_peer[16];
-    for (int r = -1; r < repeats; r++) { /* r = -1: warm-up of both */
-      double t0 = MPI_Wtime();
-      CHECK(gaaw_gemm(ctx, GAAW_OP_N, GAAW_OP_N, 1.0f, &a, &b, 0.0f, &c));
-      double t1 = MPI_Wtime();
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, pa, (int)n, pb, (int)n,
-                  0.0f, pc, (int)n);
-      double t2 = MPI_Wtime();
-      if (r >= 0) t_gaaw[r] = t1 - t0, t_peer[r] = t2 - t1;
+    enum { ROUNDS = 5, PER_BLOCK = 4 };
+    double t_gaaw[ROUNDS * PER_BLOCK], t_peer[ROUNDS * PER_BLOCK];
+    int timed = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+      blas_threads(1);
+      settle();
+      for (int k = -1; k < PER_BLOCK; k++) { /* k = -1: untimed first call of the block */
+        double t0 = MPI_Wtime();
+        CHECK(gaaw_gemm(ctx, GAAW_OP_N, GAAW_OP_N, 1.0f, &a, &b, 0.0f, &c));
+        if (k >= 0) t_gaaw[timed + k] = MPI_Wtime() - t0;
+      }
+      blas_threads(threads);
+      settle();
+      for (int k = -1; k < PER_BLOCK; k++) {
+        double t0 = MPI_Wtime();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, pa, (int)n, pb,
+                    (int)n, 0.0f, pc, (int)n);
+        if (k >= 0) t_peer[timed + k] = MPI_Wtime() - t0;
+      }
+      timed += PER_BLOCK;
     }
+    blas_threads(1);
+    repeats = timed;
     double flops = 2.0 * n * n * n;
     double g = flops / median(t_gaaw, repeats) * 1e-9, p = flops / median(t_peer, repeats) * 1e-9;
     printf("bench=gemm n=%lld dtype=f32 backend=host threads=%d openblas_coretype=%s repeats=%d value=%.1f "
