@@ -57,8 +57,9 @@ void gaaw_optimizer_config_default(gaaw_optimizer_config_t *cfg);
  * Collective over the world (every rank must pass the same config). */
 gaaw_status_t gaaw_optimizer_create(gaaw_model_t model, const gaaw_optimizer_config_t *cfg,
                                     gaaw_optimizer_t *opt);
-/* Frees the optimizer's state; the model stays usable only for destruction.
- * NULL is a no-op. Not collective. */
+/* Frees the optimizer's state. Destroy the optimizer before its model; after it,
+ * a model whose gradients or parameters were sharded (stages 2, 3) can only be
+ * destroyed. NULL is a no-op. Not collective. */
 gaaw_status_t gaaw_optimizer_destroy(gaaw_optimizer_t *opt);
 
 /* Reduces the gradients of the step's microbatches over dp, checks them for inf/nan,
