@@ -167,7 +167,7 @@ AC_DEFUN([GAAW_CHECK_CUDA], [
   for gaaw_a in $gaaw_cuda_arch; do gaaw_cuda_gencode="$gaaw_cuda_gencode -gencode arch=compute_$gaaw_a,code=sm_$gaaw_a"; done
   AS_IF([test "x$gaaw_have_cuda" = xyes],
         [AC_DEFINE([GAAW_HAVE_CUDA], [1], [CUDA is available])
-         gaaw_cuda_summary="yes  $NVCC (backend: next issue, slot only)"],
+         gaaw_cuda_summary="yes  $NVCC (the backend runs where a GPU is found)"],
         [gaaw_cuda_summary=no; gaaw_cuda_arch="-"])
   AM_CONDITIONAL([HAVE_CUDA], [test "x$gaaw_have_cuda" = xyes])
   AC_SUBST([NVCC])
@@ -193,7 +193,7 @@ AC_DEFUN([GAAW_CHECK_NCCL], [
   AC_MSG_RESULT([$gaaw_have_nccl])
   AS_IF([test "x$gaaw_have_nccl" = xyes],
         [AC_DEFINE([GAAW_HAVE_NCCL], [1], [NCCL is available])
-         gaaw_nccl_summary="yes  $NCCL_LIBS (backend: next issue, slot only)"],
+         gaaw_nccl_summary="yes  $NCCL_LIBS"],
         [gaaw_nccl_summary=no])
   AM_CONDITIONAL([HAVE_NCCL], [test "x$gaaw_have_nccl" = xyes])
   AC_SUBST([NCCL_CFLAGS])
