@@ -3,8 +3,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "backends/comm.h"
+#include "backends/mpi/mpi_handle.h"
 #include "backends/runtime/context_impl.h"
+#include "backends/runtime/runtime.h"
+#ifdef GAAW_HAVE_NCCL
+#include "backends/nccl/nccl_comm.h"
+#endif
 
 const char *gaaw_comm_op_name(gaaw_comm_op_t op)
 {
@@ -48,6 +54,32 @@ gaaw_status_t gaaw_comm_split(gaaw_comm_t parent, int color, int key, const char
     *child = NULL;
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   }
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_comm_prefer_nccl(gaaw_comm_t *comm)
+{
+  gaaw_context_t ctx = (*comm)->ctx;
+  MPI_Comm mc = gaaw_mpi_comm_handle(*comm);
+  if (mc == MPI_COMM_NULL) return GAAW_SUCCESS; /* not MPI-backed: nothing to decide */
+  /* every member must agree, so every member asks (even without NCCL in its build) */
+#ifdef GAAW_HAVE_NCCL
+  int mine = gaaw_ctx_bool(ctx, "nccl") && strcmp(ctx->device->name, "cuda") == 0;
+#else
+  int mine = 0;
+#endif
+  int all = 0;
+  MPI_Request req;
+  GAAW_MPI_CHECK(ctx, MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN, mc, &req));
+  GAAW_CHECK(gaaw_mpi_wait(ctx, &req, "the choice of NCCL"));
+#ifdef GAAW_HAVE_NCCL
+  if (all) {
+    gaaw_comm_t nccl;
+    GAAW_CHECK(gaaw_nccl_comm_from_mpi(*comm, (*comm)->name, &nccl));
+    gaaw_comm_destroy(comm);
+    *comm = nccl;
+  }
+#endif
   return GAAW_SUCCESS;
 }
 

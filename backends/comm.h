@@ -49,6 +49,10 @@ gaaw_status_t gaaw_comm_create_world(gaaw_context_t ctx, const char *name, gaaw_
 /* A communicator over the members of parent with the same color, ordered by key.
  * Collective over parent. */
 gaaw_status_t gaaw_comm_split(gaaw_comm_t parent, int color, int key, const char *name, gaaw_comm_t *child);
+/* Replaces an MPI-backed *comm by an NCCL communicator over the same ranks when
+ * every member runs the CUDA backend, NCCL is built, and the option `nccl` is on;
+ * leaves it as it is otherwise. Collective over *comm. */
+gaaw_status_t gaaw_comm_prefer_nccl(gaaw_comm_t *comm);
 /* Frees *comm and sets it to NULL; NULL is a no-op. */
 void gaaw_comm_destroy(gaaw_comm_t *comm);
 

@@ -103,6 +103,9 @@ gaaw_status_t gaaw_topology_build(gaaw_context_t ctx)
   for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
     GAAW_CHECK(gaaw_comm_split(world, split[i].color, split[i].key, gaaw_group_name(split[i].group),
                                &t->comms[split[i].group]));
+  /* groups whose members are all CUDA ranks talk through NCCL (the world last: the
+   * others were split from it) */
+  for (int g = GAAW_GROUP_COUNT - 1; g >= 0; g--) GAAW_CHECK(gaaw_comm_prefer_nccl(&t->comms[g]));
   gaaw_log(GAAW_LOG_INFO, "topology dp %d x pp %d x tp %d; this rank dp %d pp %d tp %d", t->dp, t->pp, t->tp,
            t->dp_rank, t->pp_rank, t->tp_rank);
   return GAAW_SUCCESS;

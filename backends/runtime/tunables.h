@@ -28,6 +28,8 @@
   X(zero_bucket_bytes, INT, "16777216",                                                           \
     "ZeRO gradient/parameter bucket size: consecutive layers are reduced (stage 2) or "          \
     "gathered (stage 3) together up to this many bytes; 0 = one bucket per layer")                                         \
+  X(nccl, BOOL, "yes",                                                                            \
+    "groups whose members all run the CUDA backend communicate through NCCL (else MPI)")       \
   X(comm_timeout, DOUBLE, "300",                                                                  \
     "seconds a collective or send/recv waits for its peers before failing with "                 \
     "GAAW_ERR_TIMEOUT and aborting the communicator; 0 = wait forever")                          \
