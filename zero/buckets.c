@@ -214,8 +214,13 @@ static gaaw_status_t before_layer(gaaw_model_t m, int i, gaaw_phase phase, void 
 {
   gaaw_optimizer_t opt = user;
   gaaw_context_t ctx = opt->ctx;
-  int used[GAAW_LAYER_MAX_PARAMS];
-  int n = phase == GAAW_PHASE_ACCESS ? (used[0] = opt->bucket_of_layer[i], used[0] >= 0) : buckets_of_layer(opt, i, used);
+  int used[GAAW_LAYER_MAX_PARAMS], n;
+  if (phase == GAAW_PHASE_ACCESS) { /* one parameter of layer i is read or written */
+    used[0] = opt->bucket_of_layer[i];
+    n = used[0] >= 0;
+  } else {
+    n = buckets_of_layer(opt, i, used);
+  }
   for (int q = 0; q < n; q++) {
     if (opt->cfg.zero_stage == 3) GAAW_CHECK(gather_bucket(opt, used[q]));
     if (phase == GAAW_PHASE_BACKWARD && opt->cfg.zero_stage >= 2) GAAW_CHECK(open_grad_bucket(opt, used[q]));
