@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "backends/runtime/half.h"
+#include "tests/harness/comm_util.h"
 #include "tests/harness/test_util.h"
 
 #ifndef COMM_TEST_BACKEND
@@ -35,22 +36,6 @@ static float reference(gaaw_reduce_op_t op, int size, int64_t i)
   int acc = val(0, i);
   for (int q = 1; q < size; q++) acc = op == GAAW_SUM ? acc + val(q, i) : (val(q, i) > acc ? val(q, i) : acc);
   return (float)acc;
-}
-
-typedef struct {
-  gaaw_context_t ctx;
-  gaaw_comm_t comm;
-  const char *name;
-  int rank, size;
-} group;
-
-static group open_group(gaaw_context_t ctx, gaaw_group_t g)
-{
-  group gr = {ctx, NULL, gaaw_group_name(g), 0, 0};
-  require_ok(ctx, gaaw_topology_comm(ctx, g, &gr.comm));
-  require_ok(ctx, gaaw_comm_rank(gr.comm, &gr.rank));
-  require_ok(ctx, gaaw_comm_size(gr.comm, &gr.size));
-  return gr;
 }
 
 static gaaw_tensor_t make(gaaw_context_t ctx, gaaw_dtype_t dtype, int64_t n)

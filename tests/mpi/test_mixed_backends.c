@@ -23,6 +23,7 @@
 #include <stdlib.h>
 
 #include "backends/runtime/half.h"
+#include "tests/harness/comm_util.h"
 #include "tests/harness/model_util.h"
 
 enum { B = 2, T = 8, STEPS = 5 };
@@ -119,22 +120,6 @@ static void expect_exact(const float *got, const float *want, int64_t n, const c
 }
 
 /* ---- collectives ---- */
-
-typedef struct {
-  gaaw_context_t ctx;
-  gaaw_comm_t comm;
-  const char *name;
-  int rank, size;
-} group;
-
-static group open_group(gaaw_context_t ctx, gaaw_group_t g)
-{
-  group gr = {ctx, NULL, gaaw_group_name(g), 0, 0};
-  require_ok(ctx, gaaw_topology_comm(ctx, g, &gr.comm));
-  require_ok(ctx, gaaw_comm_rank(gr.comm, &gr.rank));
-  require_ok(ctx, gaaw_comm_size(gr.comm, &gr.size));
-  return gr;
-}
 
 /* Every operation with exact integer data against a naive loop. */
 static void check_exact_ops(group *g, gaaw_dtype_t dtype)
