@@ -86,19 +86,30 @@ gaaw_status_t gaaw_comm_prefer_nccl(gaaw_comm_t *comm)
 void gaaw_comm_destroy(gaaw_comm_t *comm)
 {
   if (!comm || !*comm) return;
+  gaaw_comm_orphan_requests(*comm);
   if ((*comm)->ops->destroy) (*comm)->ops->destroy(*comm);
   free(*comm);
   *comm = NULL;
 }
 
 /* Common checks of every operation: a live communicator and well-formed tensors. */
-static gaaw_status_t check_comm(gaaw_comm_t comm)
+static gaaw_status_t check_live(gaaw_comm_t comm)
 {
   GAAW_ARG_NOT_NULL(NULL, comm);
   gaaw_context_t ctx = comm->ctx;
   if (comm->aborted)
     GAAW_FAIL(ctx, GAAW_ERR_COMM, "communicator %s was aborted after an earlier failure; no further "
               "communication is possible on it", comm->name);
+  return GAAW_SUCCESS;
+}
+
+/* Before a blocking operation: a live communicator whose deferred operations have
+ * run (they come first in every member's order). */
+static gaaw_status_t check_comm(gaaw_comm_t comm)
+{
+  GAAW_CHECK_CTX(NULL, check_live(comm));
+  gaaw_context_t ctx = comm->ctx;
+  if (comm->deferred) GAAW_CHECK(gaaw_comm_run_deferred(comm, NULL));
   return GAAW_SUCCESS;
 }
 
@@ -297,4 +308,70 @@ gaaw_status_t gaaw_comm_stats_reset(gaaw_comm_t comm)
   memset(comm->calls, 0, sizeof comm->calls);
   memset(comm->bytes, 0, sizeof comm->bytes);
   return GAAW_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- non-blocking */
+
+/* Hands a checked operation to the backend's start, or defers it; counts it. */
+static gaaw_status_t start(gaaw_comm_t comm, gaaw_comm_op_t op, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
+                           gaaw_reduce_op_t reduce, uint64_t bytes, gaaw_comm_request_t *req)
+{
+  gaaw_context_t ctx = comm->ctx;
+  gaaw_comm_request_t r = calloc(1, sizeof *r);
+  if (!r) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate a communication request");
+  r->comm = comm;
+  r->op = op;
+  r->send = *send;
+  r->recv = *recv;
+  r->reduce = reduce;
+  if (comm->ops->start && comm->ops->complete) {
+    gaaw_status_t st = comm->ops->start(comm, r);
+    if (st != GAAW_SUCCESS) {
+      free(r);
+      return run(comm, op, 0, st);
+    }
+    r->queued = 1;
+  } else {
+    gaaw_comm_defer(comm, r);
+  }
+  *req = r;
+  return run(comm, op, bytes, GAAW_SUCCESS);
+}
+
+gaaw_status_t gaaw_comm_allreduce_start(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
+                                        gaaw_reduce_op_t op, gaaw_comm_request_t *req)
+{
+  GAAW_CHECK_CTX(NULL, check_live(comm));
+  gaaw_context_t ctx = comm->ctx;
+  GAAW_ARG_NOT_NULL(ctx, req);
+  *req = NULL;
+  GAAW_CHECK(check_pair(comm, send, recv, 1, 1));
+  GAAW_CHECK(check_reduce_op(comm, op));
+  GAAW_COMM_REQUIRE_OP(comm, allreduce);
+  return start(comm, GAAW_COMM_ALLREDUCE, send, recv, op, 2 * tensor_bytes(recv), req);
+}
+
+gaaw_status_t gaaw_comm_reduce_scatter_start(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
+                                             gaaw_reduce_op_t op, gaaw_comm_request_t *req)
+{
+  GAAW_CHECK_CTX(NULL, check_live(comm));
+  gaaw_context_t ctx = comm->ctx;
+  GAAW_ARG_NOT_NULL(ctx, req);
+  *req = NULL;
+  GAAW_CHECK(check_pair(comm, send, recv, comm->size, 1));
+  GAAW_CHECK(check_reduce_op(comm, op));
+  GAAW_COMM_REQUIRE_OP(comm, reduce_scatter);
+  return start(comm, GAAW_COMM_REDUCE_SCATTER, send, recv, op, tensor_bytes(send), req);
+}
+
+gaaw_status_t gaaw_comm_allgather_start(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
+                                        gaaw_comm_request_t *req)
+{
+  GAAW_CHECK_CTX(NULL, check_live(comm));
+  gaaw_context_t ctx = comm->ctx;
+  GAAW_ARG_NOT_NULL(ctx, req);
+  *req = NULL;
+  GAAW_CHECK(check_pair(comm, send, recv, 1, comm->size));
+  GAAW_COMM_REQUIRE_OP(comm, allgather);
+  return start(comm, GAAW_COMM_ALLGATHER, send, recv, GAAW_SUM, tensor_bytes(recv), req);
 }

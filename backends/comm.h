@@ -28,7 +28,27 @@ typedef struct gaaw_comm_ops {
   gaaw_status_t (*recv)(gaaw_comm_t comm, gaaw_tensor_t *t, int peer, int tag);
   gaaw_status_t (*alltoall)(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv);
   gaaw_status_t (*barrier)(gaaw_comm_t comm);
+  /* Optional, for backends with a communication stream. start queues req's
+   * operation and returns; complete orders the context's later work after it
+   * (under the deadline) and frees what start kept in req->backend, also when it
+   * fails. Without them, started operations are deferred: the blocking entries
+   * above run them at the wait (backends/comm_request.c). */
+  gaaw_status_t (*start)(gaaw_comm_t comm, gaaw_comm_request_t req);
+  gaaw_status_t (*complete)(gaaw_comm_t comm, gaaw_comm_request_t req);
 } gaaw_comm_ops;
+
+/* A started collective (include/gaaw/comm.h). */
+struct gaaw_comm_request_s {
+  gaaw_comm_t comm;          /* NULL once the communicator was destroyed before the wait */
+  gaaw_comm_op_t op;         /* GAAW_COMM_ALLREDUCE, _REDUCE_SCATTER or _ALLGATHER */
+  gaaw_tensor_t send, recv;
+  gaaw_reduce_op_t reduce;
+  int queued;                /* taken by the backend's start */
+  int ran;                   /* deferred: has run (successfully or not) */
+  gaaw_status_t status;      /* deferred: how it ran */
+  void *backend;             /* the backend's record of a queued operation */
+  gaaw_comm_request_t next;  /* deferred operations of the communicator, in start order */
+};
 
 struct gaaw_comm_s {
   gaaw_context_t ctx;
@@ -39,6 +59,7 @@ struct gaaw_comm_s {
   char name[16]; /* "world", "tp", ... for messages */
   uint64_t calls[GAAW_COMM_OP_COUNT];
   uint64_t bytes[GAAW_COMM_OP_COUNT];
+  gaaw_comm_request_t deferred, deferred_last; /* started, not yet run (backends without start) */
 };
 
 /* The MPI communicator backend's table. */
@@ -53,6 +74,16 @@ gaaw_status_t gaaw_comm_split(gaaw_comm_t parent, int color, int key, const char
  * every member runs the CUDA backend, NCCL is built, and the option `nccl` is on;
  * leaves it as it is otherwise. Collective over *comm. */
 gaaw_status_t gaaw_comm_prefer_nccl(gaaw_comm_t *comm);
+/* Runs the deferred operations of comm in start order, up to and including upto
+ * (all of them when upto is NULL). Returns the first failure; after one, the
+ * communicator is aborted and the later operations fail with GAAW_ERR_COMM.
+ * Collective over comm, like the operations it runs. */
+gaaw_status_t gaaw_comm_run_deferred(gaaw_comm_t comm, gaaw_comm_request_t upto);
+/* Queues req on comm's deferred list. Not collective. */
+void gaaw_comm_defer(gaaw_comm_t comm, gaaw_comm_request_t req);
+/* Detaches comm's deferred requests (at destroy): waiting for them reports an error. */
+void gaaw_comm_orphan_requests(gaaw_comm_t comm);
+
 /* Frees *comm and sets it to NULL; NULL is a no-op. */
 void gaaw_comm_destroy(gaaw_comm_t *comm);
 

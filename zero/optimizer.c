@@ -172,6 +172,8 @@ gaaw_status_t gaaw_optimizer_stats(gaaw_optimizer_t opt, gaaw_step_stats_t *stat
   stats->loss_scale = opt->loss_scale;
   stats->skipped = opt->skipped;
   stats->comm_bytes = opt->last_comm;
+  stats->reductions_in_backward = opt->last_reductions_in_backward;
+  stats->gathers_ahead = opt->last_gathers_ahead;
   return GAAW_SUCCESS;
 }
 

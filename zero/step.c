@@ -4,23 +4,6 @@
 
 #include "zero/zero_impl.h"
 
-gaaw_status_t gaaw_zero_reduce_grads(gaaw_optimizer_t opt)
-{
-  gaaw_context_t ctx = opt->ctx;
-  if (opt->dp_size == 1 || opt->cfg.zero_stage >= 2) return GAAW_SUCCESS; /* stages 2, 3: done in backward */
-  for (int b = 0; b < opt->nbuckets; b++) {
-    const zero_bucket *k = &opt->buckets[b];
-    gaaw_tensor_t whole = gaaw_zero_view(opt->model->params.grads, opt->dtype, k->lo, k->len);
-    if (opt->cfg.zero_stage == 0) {
-      GAAW_CHECK(gaaw_comm_allreduce(opt->dp, &whole, &whole, GAAW_SUM));
-    } else {
-      gaaw_tensor_t mine = gaaw_zero_grad_piece(opt, b);
-      GAAW_CHECK(gaaw_comm_reduce_scatter(opt->dp, &whole, &mine, GAAW_SUM));
-    }
-  }
-  return GAAW_SUCCESS;
-}
-
 gaaw_status_t gaaw_zero_gather_params(gaaw_optimizer_t opt)
 {
   gaaw_context_t ctx = opt->ctx;
@@ -174,7 +157,7 @@ gaaw_status_t gaaw_optimizer_step(gaaw_optimizer_t opt)
 {
   GAAW_ARG_NOT_NULL(NULL, opt);
   gaaw_context_t ctx = opt->ctx;
-  GAAW_CHECK(gaaw_zero_reduce_grads(opt));
+  GAAW_CHECK(gaaw_zero_finish_reductions(opt));
   double sumsq = 0;
   GAAW_CHECK(global_sum_squares(opt, &sumsq));
   /* the mean gradient over dp ranks, microbatches and the loss scale */

@@ -16,6 +16,9 @@ typedef struct {
   int last_backward;     /* the last layer in backward order (the lowest index) */
   gaaw_buffer_t whole_params; /* stage 3: gathered while in use */
   gaaw_buffer_t whole_grads;  /* stages 2, 3: during backward */
+  gaaw_comm_request_t gather; /* stage 3: the all-gather of whole_params, until waited for */
+  gaaw_comm_request_t reduce; /* the reduction of the gradients over dp, until waited for */
+  int reduce_started;         /* stages 0, 1: this step's reduction has been started */
 } zero_bucket;
 
 /* A run of a bucket's piece whose gradient counts in the global norm on this rank
@@ -43,6 +46,9 @@ struct gaaw_optimizer_s {
   gaaw_buffer_t master;          /* f32 master weights of the shard (bf16, f16 models) */
   gaaw_buffer_t moment1, moment2; /* AdamW m and v (SGD: momentum in moment1) */
   /* progress */
+  int backward_passes;           /* completed since the last step */
+  int reductions_in_backward, gathers_ahead;           /* this step so far */
+  int last_reductions_in_backward, last_gathers_ahead; /* the last step's */
   int64_t steps, updates;
   float lr, grad_norm, loss_scale;
   int skipped, good_steps, overflows_in_row;
@@ -62,8 +68,12 @@ gaaw_tensor_t gaaw_zero_view(gaaw_buffer_t buf, gaaw_dtype_t dtype, int64_t at, 
 gaaw_tensor_t gaaw_zero_grad_piece(gaaw_optimizer_t opt, int b);
 gaaw_tensor_t gaaw_zero_param_piece(gaaw_optimizer_t opt, int b);
 
-/* The step's parts (zero/step.c). */
-gaaw_status_t gaaw_zero_reduce_grads(gaaw_optimizer_t opt);
+/* Completes this step's gradient reductions over dp (zero/hooks.c): those backward
+ * started are waited for, the others run now. Afterwards every bucket's gradient
+ * piece holds the sum over dp. Collective over dp. */
+gaaw_status_t gaaw_zero_finish_reductions(gaaw_optimizer_t opt);
+/* Stages 1, 2: the updated pieces all-gathered into the whole parameter buffer
+ * (zero/step.c). Collective over dp. */
 gaaw_status_t gaaw_zero_gather_params(gaaw_optimizer_t opt);
 
 #endif

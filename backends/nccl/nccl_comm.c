@@ -82,15 +82,15 @@ static gaaw_status_t wait_ready(gaaw_comm_t comm, ncclComm_t c, const char *what
   }
 }
 
-/* Waits until the communication stream is idle, watching NCCL's asynchronous errors
- * and the deadline. */
-static gaaw_status_t wait_stream(gaaw_comm_t comm, const char *what)
+/* Waits until ev has happened (or, with ev NULL, until the communication stream is
+ * idle), watching NCCL's asynchronous errors and the deadline. */
+static gaaw_status_t wait_stream(gaaw_comm_t comm, cudaEvent_t ev, const char *what)
 {
   gaaw_context_t ctx = comm->ctx;
   cudaStream_t s = gaaw_cuda_state_of(ctx)->comm;
   double start = now(), timeout = ctx->comm_timeout;
   for (unsigned polls = 0;; polls++) {
-    cudaError_t q = cudaStreamQuery(s);
+    cudaError_t q = ev ? cudaEventQuery(ev) : cudaStreamQuery(s);
     if (q == cudaSuccess) return GAAW_SUCCESS;
     if (q != cudaErrorNotReady) {
       abort_comm(comm);
@@ -275,42 +275,98 @@ static gaaw_status_t finish(gaaw_comm_t comm, ncclResult_t r, const char *what)
     return st;
   }
   if (r == ncclInProgress) GAAW_CHECK(wait_ready(comm, impl_of(comm)->comm, what));
-  GAAW_CHECK(wait_stream(comm, what));
+  GAAW_CHECK(wait_stream(comm, NULL, what));
+  return GAAW_SUCCESS;
+}
+
+/* Queues one of the three collectives of a request on stream s. */
+static ncclResult_t queue_collective(gaaw_comm_t comm, gaaw_comm_op_t op, const gaaw_tensor_t *send,
+                                     gaaw_tensor_t *recv, gaaw_reduce_op_t reduce, cudaStream_t s)
+{
+  ncclComm_t c = impl_of(comm)->comm;
+  size_t n = (size_t)gaaw_tensor_numel(recv);
+  ncclDataType_t type = nccl_type(recv->dtype);
+  switch (op) {
+  case GAAW_COMM_ALLREDUCE: return ncclAllReduce(gaaw_cuda_ptr(send), gaaw_cuda_ptr(recv), n, type, nccl_op(reduce), c, s);
+  case GAAW_COMM_REDUCE_SCATTER:
+    return ncclReduceScatter(gaaw_cuda_ptr(send), gaaw_cuda_ptr(recv), n, type, nccl_op(reduce), c, s);
+  case GAAW_COMM_ALLGATHER:
+    return ncclAllGather(gaaw_cuda_ptr(send), gaaw_cuda_ptr(recv), (size_t)gaaw_tensor_numel(send), type, c, s);
+  default: return ncclInvalidArgument;
+  }
+}
+
+/* A blocking collective: queued, then waited for. */
+static gaaw_status_t run_collective(gaaw_comm_t comm, gaaw_comm_op_t op, const gaaw_tensor_t *send,
+                                    gaaw_tensor_t *recv, gaaw_reduce_op_t reduce)
+{
+  gaaw_context_t ctx = comm->ctx;
+  cudaStream_t s;
+  GAAW_CHECK(begin(comm, &s));
+  GAAW_CHECK(finish(comm, queue_collective(comm, op, send, recv, reduce, s), gaaw_comm_op_name(op)));
   return GAAW_SUCCESS;
 }
 
 static gaaw_status_t nccl_allreduce(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
                                     gaaw_reduce_op_t op)
 {
-  gaaw_context_t ctx = comm->ctx;
-  cudaStream_t s;
-  GAAW_CHECK(begin(comm, &s));
-  ncclResult_t r = ncclAllReduce(gaaw_cuda_ptr(send), gaaw_cuda_ptr(recv), (size_t)gaaw_tensor_numel(recv),
-                                 nccl_type(recv->dtype), nccl_op(op), impl_of(comm)->comm, s);
-  GAAW_CHECK(finish(comm, r, "ncclAllReduce"));
-  return GAAW_SUCCESS;
+  return run_collective(comm, GAAW_COMM_ALLREDUCE, send, recv, op);
 }
 
 static gaaw_status_t nccl_reduce_scatter(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
                                          gaaw_reduce_op_t op)
 {
-  gaaw_context_t ctx = comm->ctx;
-  cudaStream_t s;
-  GAAW_CHECK(begin(comm, &s));
-  ncclResult_t r = ncclReduceScatter(gaaw_cuda_ptr(send), gaaw_cuda_ptr(recv), (size_t)gaaw_tensor_numel(recv),
-                                     nccl_type(recv->dtype), nccl_op(op), impl_of(comm)->comm, s);
-  GAAW_CHECK(finish(comm, r, "ncclReduceScatter"));
-  return GAAW_SUCCESS;
+  return run_collective(comm, GAAW_COMM_REDUCE_SCATTER, send, recv, op);
 }
 
 static gaaw_status_t nccl_allgather(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv)
 {
+  return run_collective(comm, GAAW_COMM_ALLGATHER, send, recv, GAAW_SUM);
+}
+
+/* Non-blocking: queued behind the compute stream's work, with an event recorded
+ * after it on the communication stream; the wait polls the event under the
+ * deadline and makes the compute stream wait for it. */
+static gaaw_status_t nccl_start(gaaw_comm_t comm, gaaw_comm_request_t req)
+{
   gaaw_context_t ctx = comm->ctx;
   cudaStream_t s;
   GAAW_CHECK(begin(comm, &s));
-  ncclResult_t r = ncclAllGather(gaaw_cuda_ptr(send), gaaw_cuda_ptr(recv), (size_t)gaaw_tensor_numel(send),
-                                 nccl_type(send->dtype), impl_of(comm)->comm, s);
-  GAAW_CHECK(finish(comm, r, "ncclAllGather"));
+  ncclResult_t r = queue_collective(comm, req->op, &req->send, &req->recv, req->reduce, s);
+  const char *what = gaaw_comm_op_name(req->op);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    gaaw_status_t st = nccl_error(ctx, r, impl_of(comm)->comm, __FILE__, __LINE__, __func__, what);
+    abort_comm(comm);
+    return st;
+  }
+  if (r == ncclInProgress) GAAW_CHECK(wait_ready(comm, impl_of(comm)->comm, what));
+  cudaEvent_t ev;
+  GAAW_CUDA_CHECK(ctx, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  cudaError_t e = cudaEventRecord(ev, s);
+  if (e != cudaSuccess) {
+    cudaEventDestroy(ev);
+    return gaaw_cuda_error(ctx, e, __FILE__, __LINE__, __func__, "cudaEventRecord");
+  }
+  req->backend = ev;
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t nccl_complete(gaaw_comm_t comm, gaaw_comm_request_t req)
+{
+  gaaw_context_t ctx = comm->ctx;
+  cudaEvent_t ev = req->backend;
+  req->backend = NULL;
+  gaaw_status_t st = GAAW_SUCCESS;
+  if (!impl_of(comm)->comm)
+    st = gaaw_error_raise(ctx, GAAW_ERR_COMM, __FILE__, __LINE__, __func__, "NCCL communicator %s was aborted",
+                          comm->name);
+  if (st == GAAW_SUCCESS) st = wait_stream(comm, ev, gaaw_comm_op_name(req->op));
+  if (st == GAAW_SUCCESS) {
+    cudaError_t e = cudaStreamWaitEvent(gaaw_cuda_state_of(ctx)->compute, ev, 0);
+    if (e != cudaSuccess) st = gaaw_cuda_error(ctx, e, __FILE__, __LINE__, __func__, "cudaStreamWaitEvent");
+  }
+  cudaEventDestroy(ev);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
 
@@ -399,4 +455,6 @@ const gaaw_comm_ops gaaw_nccl_comm_ops = {
   .recv = nccl_recv,
   .alltoall = nccl_alltoall,
   .barrier = nccl_barrier,
+  .start = nccl_start,
+  .complete = nccl_complete,
 };

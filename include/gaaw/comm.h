@@ -58,6 +58,32 @@ gaaw_status_t gaaw_comm_recv(gaaw_comm_t comm, gaaw_tensor_t *t, int peer, int t
 gaaw_status_t gaaw_comm_alltoall(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv);
 gaaw_status_t gaaw_comm_barrier(gaaw_comm_t comm);
 
+/* Non-blocking collectives: the same operations, started now and completed by
+ * gaaw_comm_wait, so that communication can overlap the computation queued in
+ * between. Until the wait, the caller must not write send or read recv. Members
+ * start them in the same order, interleaved with the blocking calls on the same
+ * communicator in the same way.
+ *   NCCL queues the operation on the device's communication stream, behind what
+ *   the compute stream has queued so far, and returns; the wait orders the
+ *   compute stream after it (polling it against the deadline).
+ *   MPI runs it when it is waited for, or when the communicator is next used by a
+ *   blocking call, in the order the operations were started: the host backend is
+ *   synchronous, so there is no overlap there, but the contract is the same.
+ * Traffic counters count an operation when it is started. A request must be waited
+ * for before its communicator is destroyed. Collective over the communicator's
+ * group (start and wait alike). */
+typedef struct gaaw_comm_request_s *gaaw_comm_request_t;
+gaaw_status_t gaaw_comm_allreduce_start(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
+                                        gaaw_reduce_op_t op, gaaw_comm_request_t *req);
+gaaw_status_t gaaw_comm_reduce_scatter_start(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
+                                             gaaw_reduce_op_t op, gaaw_comm_request_t *req);
+gaaw_status_t gaaw_comm_allgather_start(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
+                                        gaaw_comm_request_t *req);
+/* Completes *req (recv is then usable by everything this context runs next) and
+ * sets *req to NULL; *req == NULL is a no-op. A failed operation reports its error
+ * here, and the communicator is aborted. */
+gaaw_status_t gaaw_comm_wait(gaaw_comm_request_t *req);
+
 /* This rank's index in the group and the group's size. Not collective. */
 gaaw_status_t gaaw_comm_rank(gaaw_comm_t comm, int *rank);
 gaaw_status_t gaaw_comm_size(gaaw_comm_t comm, int *size);

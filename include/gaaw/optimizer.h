@@ -11,7 +11,14 @@
  *   stage 2  gradients sharded too: each layer's gradient bucket is reduce-scattered
  *            as soon as backward completes it, and no full gradient buffer is kept
  *   stage 3  parameters sharded too: each layer's parameters are all-gathered just
- *            before its forward and backward and freed after
+ *            before its forward and backward (the next layer's are started while
+ *            it runs) and freed after
+ * Gradient buckets are reduced as backward completes them (stages 0 and 1 on the
+ * step's last microbatch), with the non-blocking collectives of gaaw/comm.h: on
+ * CUDA with NCCL they run on the communication stream while backward continues;
+ * on the MPI communicator they run by the time the next one is needed or at the
+ * step. So a step is at most `accumulation` backward passes: one more is an error
+ * (GAAW_ERR_STATE). Fewer are allowed (the remaining reductions run at the step).
  * Parameters are in the model's compute dtype; with bf16 or f16 the optimizer keeps
  * fp32 master weights and moments in its shard. f16 uses a dynamic loss scale
  * (initial 2^16, x2 after `loss_scale_window` clean steps, halved on overflow after
@@ -76,6 +83,11 @@ typedef struct {
   int skipped;            /* the last step overflowed and was skipped */
   uint64_t comm_bytes;    /* bytes of the last step's gradient and parameter
                              collectives over dp (section 10's accounting) */
+  int reductions_in_backward; /* gradient-bucket reductions the step's backward
+                                 passes started (free to overlap backward on a
+                                 backend with a communication stream) */
+  int gathers_ahead;      /* stage 3: parameter-bucket gathers started one layer
+                             before the layer that needs them (prefetch) */
 } gaaw_step_stats_t;
 gaaw_status_t gaaw_optimizer_stats(gaaw_optimizer_t opt, gaaw_step_stats_t *stats);
 

@@ -3,7 +3,8 @@
  * (GAAW_ERR_UNSUPPORTED). With a GPU per rank, an NCCL communicator made from the
  * MPI world communicator gives exact results on integer-valued data for all-reduce
  * (sum, max), reduce-scatter, all-gather, broadcast, send/recv, all-to-all and
- * barrier. Without enough GPUs that part is skipped (exit 77 when all else passed). */
+ * barrier, and the non-blocking all-reduce, reduce-scatter and all-gather overlap
+ * a kernel on the compute stream. Without enough GPUs that part is skipped (exit 77 when all else passed). */
 #include <mpi.h>
 #include <string.h>
 
@@ -108,6 +109,37 @@ static void check_collectives(gaaw_context_t ctx, gaaw_comm_t nc, int rank, int 
   uint64_t calls = 0;
   expect_status_ctx(ctx, gaaw_comm_stats(nc, GAAW_COMM_ALLREDUCE, &calls, NULL), GAAW_SUCCESS);
   expect_true(calls == 2, "%llu all-reduces counted, expected 2", (unsigned long long)calls);
+
+  /* non-blocking: an all-reduce started on the communication stream while a kernel
+   * runs on the compute stream; the kernel after the wait reads the sum */
+  t = upload(ctx, a, N);
+  gaaw_tensor_t other = upload(ctx, a, N);
+  gaaw_comm_request_t req = NULL;
+  expect_status_ctx(ctx, gaaw_comm_allreduce_start(nc, &t, &t, GAAW_SUM, &req), GAAW_SUCCESS);
+  expect_status_ctx(ctx, gaaw_scale(ctx, &other, 2.0f), GAAW_SUCCESS);
+  expect_status_ctx(ctx, gaaw_comm_wait(&req), GAAW_SUCCESS);
+  expect_status_ctx(ctx, gaaw_scale(ctx, &t, 0.5f), GAAW_SUCCESS);
+  for (int i = 0; i < N; i++) want[i] = 0.5f * (float)(size * (size + 1) / 2) * i;
+  expect_values(ctx, &t, want, N, "started allreduce, then scaled on the compute stream");
+  for (int i = 0; i < N; i++) want[i] = 2.0f * a[i];
+  expect_values(ctx, &other, want, N, "kernel queued while the all-reduce ran");
+  /* reduce-scatter and all-gather started back to back, waited in reverse */
+  for (int i = 0; i < N * size; i++) big[i] = (float)(rank + i);
+  s = upload(ctx, big, (int64_t)N * size);
+  r = upload(ctx, a, N);
+  gaaw_tensor_t g_in = upload(ctx, a, N), g_out = upload(ctx, big, (int64_t)N * size);
+  gaaw_comm_request_t rs = NULL, ag = NULL;
+  expect_status_ctx(ctx, gaaw_comm_reduce_scatter_start(nc, &s, &r, GAAW_SUM, &rs), GAAW_SUCCESS);
+  expect_status_ctx(ctx, gaaw_comm_allgather_start(nc, &g_in, &g_out, &ag), GAAW_SUCCESS);
+  expect_status_ctx(ctx, gaaw_comm_wait(&ag), GAAW_SUCCESS);
+  expect_status_ctx(ctx, gaaw_comm_wait(&rs), GAAW_SUCCESS);
+  for (int i = 0; i < N; i++) want[i] = (float)(size * (rank * N + i) + size * (size - 1) / 2);
+  expect_values(ctx, &r, want, N, "started reduce_scatter");
+  for (int q = 0; q < size; q++)
+    for (int i = 0; i < N; i++) want[q * N + i] = (float)(q + 1) * i;
+  expect_values(ctx, &g_out, want, (int64_t)N * size, "started allgather");
+  gaaw_buffer_free(ctx, &s.buf);
+  gaaw_buffer_free(ctx, &g_in.buf);
 }
 
 int main(int argc, char **argv)

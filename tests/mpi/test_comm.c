@@ -4,7 +4,8 @@
  * divisible by the group, and a large one (ring path). Data are small integers, so
  * sums are exact in every dtype and the expected values are exact. Also: the same
  * call twice gives bit-identical results, identical on every rank; traffic
- * counters follow include/gaaw/comm.h; bad input gives GAAW_ERR_INVALID_ARG.
+ * counters follow include/gaaw/comm.h; the non-blocking collectives give the
+ * blocking results; bad input gives GAAW_ERR_INVALID_ARG.
  * Built three times: test_comm_np2 and test_comm_np4 on host buffers, and
  * test_comm_opencl_np2 on OpenCL buffers (device memory, staged through host
  * memory by the MPI backend). The backend is COMM_TEST_BACKEND, or argv[1]; the
@@ -280,6 +281,69 @@ static void test_stats(group *g)
   drop(ctx, &big);
 }
 
+/* The non-blocking collectives: three started back to back and waited for in
+ * reverse order, then one started before a blocking call on the same communicator
+ * (which runs after it in every member's order) give the blocking results; they
+ * are counted when started; bad input is refused before anything starts, and the
+ * communicator stays usable. */
+static void test_nonblocking(group *g)
+{
+  gaaw_context_t ctx = g->ctx;
+  int64_t n = 1001, total = n * g->size;
+  gaaw_tensor_t a = make(ctx, GAAW_F32, n), sum = make(ctx, GAAW_F32, n);
+  gaaw_tensor_t rs_in = make(ctx, GAAW_BF16, total), rs_out = make(ctx, GAAW_BF16, n);
+  gaaw_tensor_t ag_out = make(ctx, GAAW_I32, total), ag_in = view(ctx, &ag_out, g->rank * n, n);
+  fill(ctx, &a, n, val(g->rank, i));
+  fill(ctx, &rs_in, total, val(g->rank, i));
+  fill(ctx, &ag_in, n, val(g->rank, i));
+  gaaw_comm_request_t req[3] = {NULL, NULL, NULL};
+  uint64_t calls = 0;
+  require_ok(ctx, gaaw_comm_stats_reset(g->comm));
+  expect_status_ctx(ctx, gaaw_comm_allreduce_start(g->comm, &a, &sum, GAAW_SUM, &req[0]), GAAW_SUCCESS);
+  require_ok(ctx, gaaw_comm_stats(g->comm, GAAW_COMM_ALLREDUCE, &calls, NULL));
+  expect_true(calls == 1, "a started all-reduce on %s counts %llu calls, expected 1", g->name,
+              (unsigned long long)calls);
+  expect_status_ctx(ctx, gaaw_comm_reduce_scatter_start(g->comm, &rs_in, &rs_out, GAAW_MAX, &req[1]), GAAW_SUCCESS);
+  expect_status_ctx(ctx, gaaw_comm_allgather_start(g->comm, &ag_in, &ag_out, &req[2]), GAAW_SUCCESS);
+  expect_true(req[0] && req[1] && req[2], "a started operation on %s gave no request", g->name);
+  for (int k = 2; k >= 0; k--) expect_status_ctx(ctx, gaaw_comm_wait(&req[k]), GAAW_SUCCESS);
+  expect_true(!req[0] && !req[1] && !req[2], "gaaw_comm_wait left a request behind on %s", g->name);
+  expect_elements(ctx, &sum, n, reference(GAAW_SUM, g->size, i), "started all-reduce (f32 sum) on %s", g->name);
+  expect_elements(ctx, &rs_out, n, reference(GAAW_MAX, g->size, g->rank * n + i),
+                  "started reduce-scatter (bf16 max) on %s", g->name);
+  expect_elements(ctx, &ag_out, total, (float)val((int)(i / n), i % n), "started all-gather (i32, in place) on %s",
+                  g->name);
+
+  /* started, then a blocking all-reduce of its result: the started one runs first */
+  expect_status_ctx(ctx, gaaw_comm_allreduce_start(g->comm, &a, &sum, GAAW_SUM, &req[0]), GAAW_SUCCESS);
+  expect_status_ctx(ctx, gaaw_comm_allreduce(g->comm, &sum, &sum, GAAW_MAX), GAAW_SUCCESS);
+  expect_status_ctx(ctx, gaaw_comm_wait(&req[0]), GAAW_SUCCESS);
+  expect_elements(ctx, &sum, n, reference(GAAW_SUM, g->size, i),
+                  "a blocking all-reduce after a started one on %s saw the started one's result", g->name);
+
+  /* bad input: refused at the start, nothing queued, the communicator still works */
+  gaaw_tensor_t wrong = a;
+  wrong.dtype = GAAW_F16;
+  req[0] = (gaaw_comm_request_t)&wrong; /* must be overwritten with NULL */
+  expect_status_ctx(ctx, gaaw_comm_allreduce_start(g->comm, &a, &wrong, GAAW_SUM, &req[0]), GAAW_ERR_INVALID_ARG);
+  expect_true(req[0] == NULL, "a refused start on %s left a request", g->name);
+  expect_status_ctx(ctx, gaaw_comm_reduce_scatter_start(g->comm, &a, &a, GAAW_SUM, &req[0]), g->size > 1
+                    ? GAAW_ERR_INVALID_ARG : GAAW_SUCCESS);
+  expect_status_ctx(ctx, gaaw_comm_wait(&req[0]), GAAW_SUCCESS); /* NULL after a refusal: a no-op */
+  expect_status_ctx(ctx, gaaw_comm_allgather_start(g->comm, &a, &a, NULL), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(ctx, gaaw_comm_allreduce_start(NULL, &a, &a, GAAW_SUM, &req[0]), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(ctx, gaaw_comm_allreduce_start(g->comm, &a, &a, (gaaw_reduce_op_t)7, &req[0]),
+                    GAAW_ERR_INVALID_ARG);
+  expect_status(gaaw_comm_wait(NULL), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(ctx, gaaw_comm_allreduce(g->comm, &a, &sum, GAAW_SUM), GAAW_SUCCESS);
+  expect_elements(ctx, &sum, n, reference(GAAW_SUM, g->size, i), "all-reduce after refused starts on %s", g->name);
+  drop(ctx, &a);
+  drop(ctx, &sum);
+  drop(ctx, &rs_in);
+  drop(ctx, &rs_out);
+  drop(ctx, &ag_out);
+}
+
 /* A bit-exact hash of a tensor's bytes. */
 static uint64_t hash_of(gaaw_context_t ctx, const gaaw_tensor_t *t)
 {
@@ -464,6 +528,7 @@ int main(int argc, char **argv)
   test_send_recv(&world);
   test_alltoall(&world);
   test_stats(&world);
+  test_nonblocking(&world);
   test_deterministic(&world);
   test_bad_input(&world);
   test_neighbours(&world);
@@ -474,6 +539,7 @@ int main(int argc, char **argv)
     test_broadcast(&parts[k]);
     test_send_recv(&parts[k]);
     test_stats(&parts[k]);
+    test_nonblocking(&parts[k]);
     test_deterministic(&parts[k]);
   }
   require_ok(ctx, gaaw_finalize(&ctx));

@@ -9,6 +9,10 @@
  *    rank's padded parameter count;
  *  - gradient and parameter traffic per step over dp: 2 Psi (stages 0-2), 3 Psi
  *    (stage 3), in elements of the compute dtype;
+ *  - with 2 microbatches per step, every stage still equals the serial run, and
+ *    backward starts every bucket's reduction (stages 0, 1: on the last
+ *    microbatch; 2, 3: on each), and stage 3 gathers layers one ahead; a backward
+ *    pass more than the accumulation is refused;
  *  - bf16 and f16 loss curves track f32 (within 0.05 over 10 steps);
  *  - an f16 overflow skips the step on every rank and halves the loss scale.
  * Built as test_zero_np2 and test_zero_np4. */
@@ -17,6 +21,7 @@
 
 #include "parallel/model_impl.h"
 #include "tests/harness/model_util.h"
+#include "zero/zero_impl.h"
 
 enum { B = 2, T = 8, STEPS = 10 };
 static int world_rank, world_size;
@@ -76,6 +81,7 @@ typedef struct {
   size_t mem[3];
   uint64_t comm;
   int64_t psi;
+  int nbuckets, reductions_in_backward, gathers_ahead; /* of the last step */
 } run_result;
 
 /* STEPS steps on ctx; each of its dp ranks uses microbatches dp_rank * accum ..,
@@ -106,6 +112,9 @@ static run_result train(gaaw_context_t ctx, gaaw_dtype_t dtype, const gaaw_optim
   gaaw_step_stats_t st;
   gaaw_optimizer_stats(opt, &st);
   r.comm = st.comm_bytes;
+  r.nbuckets = opt->nbuckets;
+  r.reductions_in_backward = st.reductions_in_backward;
+  r.gathers_ahead = st.gathers_ahead;
   gaaw_optimizer_memory(opt, &r.mem[0], &r.mem[1], &r.mem[2]);
   r.params = model_snapshot(model, 0, &r.n);
   gaaw_optimizer_destroy(&opt);
@@ -135,6 +144,52 @@ static void check_layout(gaaw_context_t serial, int tp)
     }
     free(got.params);
   }
+  free(want.params);
+  gaaw_finalize(&par);
+}
+
+/* Two microbatches per step on every dp rank equal the serial run of all 2 dp;
+ * the reductions start in backward and stage 3 gathers ahead. With one bucket per
+ * layer (bucket_bytes 0: embedding, 2 blocks, head) stage 3 gathers 3 buckets ahead
+ * in forward (each next layer's) and 2 in backward (the embedding's bucket is still
+ * resident, the tied head used it): 2 * nbuckets - 3 per microbatch. */
+static void check_accumulation(gaaw_context_t serial, int64_t bucket_bytes)
+{
+  int dp = world_size;
+  gaaw_optimizer_config_t ref_cfg = adamw(0, 2 * dp);
+  run_result want = train(serial, GAAW_F32, &ref_cfg);
+  gaaw_context_t par = open_ctx(MPI_COMM_WORLD, 1, bucket_bytes);
+  for (int stage = 0; stage <= 3; stage++) {
+    gaaw_optimizer_config_t oc = adamw(stage, 2);
+    run_result got = train(par, GAAW_F32, &oc);
+    char what[112];
+    snprintf(what, sizeof what, "stage %d, dp %d, 2 microbatches, %s, rank %d: parameters after %d steps", stage, dp,
+             bucket_bytes ? "one bucket" : "a bucket per layer", world_rank, STEPS);
+    expect_close_scaled(got.params, want.params, want.n, 1e-4, what);
+    int reductions = stage >= 2 ? 2 * got.nbuckets : got.nbuckets;
+    int ahead = stage == 3 && !bucket_bytes ? 2 * (2 * got.nbuckets - 3) : 0;
+    expect_true(got.reductions_in_backward == reductions && got.gathers_ahead == ahead,
+                "%s: %d reductions started in backward (expected %d), %d gathers ahead (expected %d)", what,
+                got.reductions_in_backward, reductions, got.gathers_ahead, ahead);
+    free(got.params);
+  }
+  /* a third backward pass with accumulation 2 */
+  gaaw_gpt_config_t g = small(GAAW_F32);
+  gaaw_model_t model;
+  gaaw_optimizer_t opt;
+  require_ok(par, gaaw_model_create_gpt(par, &g, &model));
+  gaaw_optimizer_config_t oc = adamw(1, 2);
+  require_ok(par, gaaw_optimizer_create(model, &oc, &opt));
+  int32_t tokens[B * T], targets[B * T];
+  gaaw_batch_t b = batch_of(0, world_rank, tokens, targets);
+  require_ok(par, gaaw_model_forward_backward(model, &b, NULL));
+  require_ok(par, gaaw_model_forward_backward(model, &b, NULL));
+  expect_status_ctx(par, gaaw_model_forward_backward(model, &b, NULL), GAAW_ERR_STATE);
+  expect_true(strstr(gaaw_last_error(par), "accumulation is 2") != NULL, "%s", gaaw_last_error(par));
+  expect_status_ctx(par, gaaw_optimizer_step(opt), GAAW_SUCCESS);
+  require_ok(par, gaaw_model_forward_backward(model, &b, NULL));
+  gaaw_optimizer_destroy(&opt);
+  gaaw_model_destroy(&model);
   free(want.params);
   gaaw_finalize(&par);
 }
@@ -217,6 +272,8 @@ int main(int argc, char **argv)
   gaaw_context_t serial = open_ctx(MPI_COMM_SELF, 1, 16 << 20);
   check_layout(serial, 1);
   check_layout(serial, 2);
+  check_accumulation(serial, 0);
+  check_accumulation(serial, 16 << 20);
   check_memory_and_traffic(1, 0);
   check_memory_and_traffic(1, 16 << 20);
   if (world_size == 4) check_memory_and_traffic(2, 0);

@@ -191,8 +191,10 @@ static void bad_input(gaaw_context_t ctx)
   expect_status_ctx(ctx, gaaw_optimizer_create(model, &oc, NULL), GAAW_ERR_INVALID_ARG);
   require_ok(ctx, gaaw_optimizer_create(model, &oc, &opt));
   gaaw_optimizer_t second = NULL;
-  expect_status_ctx(ctx, gaaw_optimizer_create(model, &oc, &second), GAAW_SUCCESS); /* stage 0: no hooks */
-  gaaw_optimizer_destroy(&second);
+  /* one optimizer per model, at every stage (each owns the model's hooks) */
+  expect_status_ctx(ctx, gaaw_optimizer_create(model, &oc, &second), GAAW_ERR_STATE);
+  expect_true(second == NULL && strstr(gaaw_last_error(ctx), "already has an optimizer") != NULL, "%s",
+              gaaw_last_error(ctx));
   expect_status(gaaw_optimizer_step(NULL), GAAW_ERR_INVALID_ARG);
   gaaw_step_stats_t st;
   expect_status(gaaw_optimizer_stats(NULL, &st), GAAW_ERR_INVALID_ARG);

@@ -1,0 +1,296 @@
+/* The model hooks through which ZeRO moves buckets while forward and backward run:
+ *   - gradients: each bucket's reduction over dp is started as soon as backward
+ *     completes the bucket (stages 0 and 1 on the step's last microbatch; stages 2
+ *     and 3 on every microbatch, into the shard), so that on a backend with a
+ *     communication stream it runs while backward goes on below;
+ *   - stage 3 parameters: a layer's buckets are all-gathered before it runs, the
+ *     next layer's are started one layer ahead (prefetch), and each is freed after
+ *     its last use in the pass.
+ * Started collectives are waited for before their memory is read, reused or freed;
+ * on the MPI communicator they run at that wait (backends/comm_request.c). */
+#include "zero/zero_impl.h"
+
+/* ---------------------------------------------------------------- stage 3: parameters */
+
+/* Points the views of bucket b's parameters (or gradients) at buf (NULL: unbound). */
+static void bind_bucket(gaaw_optimizer_t opt, int b, int grads, gaaw_buffer_t buf)
+{
+  gaaw_model_t m = opt->model;
+  const zero_bucket *k = &opt->buckets[b];
+  for (int i = 0; i < m->params.count; i++) {
+    gaaw_param *p = &m->params.items[i];
+    if (opt->bucket_of_layer[p->owner] == b) gaaw_param_bind(p, grads, buf, buf ? p->offset - k->lo : 0, opt->dtype);
+  }
+}
+
+/* Starts gathering bucket b's parameters from the dp shards, in place in a
+ * whole-bucket buffer, and binds the parameter views to it. Returns 1 in *started
+ * when it was neither resident nor on its way. */
+static gaaw_status_t start_gather(gaaw_optimizer_t opt, int b, int *started)
+{
+  gaaw_context_t ctx = opt->ctx;
+  zero_bucket *k = &opt->buckets[b];
+  *started = 0;
+  if (k->whole_params) return GAAW_SUCCESS;
+  GAAW_CHECK(gaaw_buffer_alloc(ctx, (size_t)k->len * gaaw_dtype_size(opt->dtype), GAAW_MEM_PARAMS, &k->whole_params));
+  gaaw_tensor_t whole = gaaw_zero_view(k->whole_params, opt->dtype, 0, k->len);
+  gaaw_tensor_t mine = gaaw_zero_view(k->whole_params, opt->dtype, opt->dp_rank * k->piece, k->piece);
+  gaaw_tensor_t shard = gaaw_zero_param_piece(opt, b);
+  GAAW_CHECK(gaaw_cast(ctx, &shard, &mine));
+  GAAW_CHECK(gaaw_comm_allgather_start(opt->dp, &mine, &whole, &k->gather));
+  bind_bucket(opt, b, 0, k->whole_params);
+  *started = 1;
+  return GAAW_SUCCESS;
+}
+
+/* Bucket b's parameters, resident and complete. */
+static gaaw_status_t gather_bucket(gaaw_optimizer_t opt, int b)
+{
+  gaaw_context_t ctx = opt->ctx;
+  int started;
+  GAAW_CHECK(start_gather(opt, b, &started));
+  GAAW_CHECK(gaaw_comm_wait(&opt->buckets[b].gather));
+  return GAAW_SUCCESS;
+}
+
+/* Frees bucket b's gathered parameters; with keep, this rank's piece is first
+ * copied back to the shard (after gaaw_model_set_param). */
+static gaaw_status_t release_bucket(gaaw_optimizer_t opt, int b, int keep)
+{
+  gaaw_context_t ctx = opt->ctx;
+  zero_bucket *k = &opt->buckets[b];
+  if (!k->whole_params) return GAAW_SUCCESS;
+  GAAW_CHECK(gaaw_comm_wait(&k->gather)); /* never free memory a collective still fills */
+  if (keep) {
+    gaaw_tensor_t mine = gaaw_zero_view(k->whole_params, opt->dtype, opt->dp_rank * k->piece, k->piece);
+    gaaw_tensor_t shard = gaaw_zero_param_piece(opt, b);
+    GAAW_CHECK(gaaw_cast(ctx, &mine, &shard));
+  }
+  bind_bucket(opt, b, 0, NULL);
+  GAAW_CHECK(gaaw_buffer_free(ctx, &k->whole_params));
+  return GAAW_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- gradients */
+
+/* Stages 2, 3: a zeroed whole-bucket gradient buffer for backward to accumulate into. */
+static gaaw_status_t open_grad_bucket(gaaw_optimizer_t opt, int b)
+{
+  gaaw_context_t ctx = opt->ctx;
+  zero_bucket *k = &opt->buckets[b];
+  if (k->whole_grads) return GAAW_SUCCESS;
+  GAAW_CHECK(gaaw_buffer_alloc(ctx, (size_t)k->len * gaaw_dtype_size(opt->dtype), GAAW_MEM_GRADS, &k->whole_grads));
+  gaaw_tensor_t whole = gaaw_zero_view(k->whole_grads, opt->dtype, 0, k->len);
+  GAAW_CHECK(gaaw_fill(ctx, &whole, 0.0f));
+  bind_bucket(opt, b, 1, k->whole_grads);
+  return GAAW_SUCCESS;
+}
+
+/* Starts reducing bucket b's gradients over dp: stage 0 all-reduces the whole
+ * bucket in place; the other stages reduce-scatter it in place, so that this rank's
+ * piece of the sum lands on its own piece (stages 2, 3: of the whole-bucket buffer). */
+static gaaw_status_t start_reduction(gaaw_optimizer_t opt, int b)
+{
+  gaaw_context_t ctx = opt->ctx;
+  zero_bucket *k = &opt->buckets[b];
+  int stage = opt->cfg.zero_stage;
+  gaaw_buffer_t grads = stage >= 2 ? k->whole_grads : opt->model->params.grads;
+  int64_t at = stage >= 2 ? 0 : k->lo;
+  gaaw_tensor_t whole = gaaw_zero_view(grads, opt->dtype, at, k->len);
+  gaaw_tensor_t mine = gaaw_zero_view(grads, opt->dtype, at + opt->dp_rank * k->piece, k->piece);
+  k->reduce_started = 1;
+  if (opt->dp_size == 1 || !grads) return GAAW_SUCCESS;
+  if (stage == 0) GAAW_CHECK(gaaw_comm_allreduce_start(opt->dp, &whole, &whole, GAAW_SUM, &k->reduce));
+  else GAAW_CHECK(gaaw_comm_reduce_scatter_start(opt->dp, &whole, &mine, GAAW_SUM, &k->reduce));
+  return GAAW_SUCCESS;
+}
+
+/* Waits for bucket b's reduction; stages 2, 3 then add the reduced piece to the
+ * shard's gradient (microbatches accumulate there) and free the bucket. */
+static gaaw_status_t finish_reduction(gaaw_optimizer_t opt, int b)
+{
+  gaaw_context_t ctx = opt->ctx;
+  zero_bucket *k = &opt->buckets[b];
+  GAAW_CHECK(gaaw_comm_wait(&k->reduce));
+  k->reduce_started = 0;
+  if (opt->cfg.zero_stage < 2 || !k->whole_grads) return GAAW_SUCCESS;
+  gaaw_tensor_t mine = gaaw_zero_view(k->whole_grads, opt->dtype, opt->dp_rank * k->piece, k->piece);
+  gaaw_tensor_t shard = gaaw_zero_grad_piece(opt, b);
+  GAAW_CHECK(gaaw_axpy(ctx, 1.0f, &mine, &shard));
+  bind_bucket(opt, b, 1, NULL);
+  GAAW_CHECK(gaaw_buffer_free(ctx, &k->whole_grads));
+  return GAAW_SUCCESS;
+}
+
+/* Stages 2, 3: finishes the reductions backward has started (except bucket skip). */
+static gaaw_status_t finish_started_reductions(gaaw_optimizer_t opt, int skip)
+{
+  gaaw_context_t ctx = opt->ctx;
+  for (int b = 0; b < opt->nbuckets; b++)
+    if (b != skip && opt->buckets[b].reduce_started) GAAW_CHECK(finish_reduction(opt, b));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_zero_finish_reductions(gaaw_optimizer_t opt)
+{
+  gaaw_context_t ctx = opt->ctx;
+  int stage = opt->cfg.zero_stage;
+  for (int b = 0; b < opt->nbuckets; b++) {
+    zero_bucket *k = &opt->buckets[b];
+    /* stages 0, 1 after fewer microbatches than accumulation; stages 2, 3 after a
+     * backward that failed before closing the bucket */
+    int unstarted = stage < 2 ? opt->dp_size > 1 && !k->reduce_started : k->whole_grads && !k->reduce_started;
+    if (unstarted) GAAW_CHECK(start_reduction(opt, b));
+    if (k->reduce_started) GAAW_CHECK(finish_reduction(opt, b));
+  }
+  opt->backward_passes = 0;
+  opt->last_reductions_in_backward = opt->reductions_in_backward;
+  opt->last_gathers_ahead = opt->gathers_ahead;
+  opt->reductions_in_backward = opt->gathers_ahead = 0;
+  return GAAW_SUCCESS;
+}
+
+/* Backward has completed bucket b. Stages 2, 3 keep one reduction in flight (the
+ * previous bucket's is finished first, bounding the gradient memory); stages 0, 1
+ * reduce on the step's last microbatch only (the others accumulate locally). */
+static gaaw_status_t close_grad_bucket(gaaw_optimizer_t opt, int b)
+{
+  gaaw_context_t ctx = opt->ctx;
+  if (opt->cfg.zero_stage >= 2) {
+    GAAW_CHECK(finish_started_reductions(opt, b));
+  } else if (opt->dp_size == 1 || opt->backward_passes + 1 < opt->cfg.accumulation) {
+    return GAAW_SUCCESS;
+  }
+  GAAW_CHECK(start_reduction(opt, b));
+  opt->reductions_in_backward++;
+  return GAAW_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- hooks */
+
+/* The buckets layer i reads: its own and those of parameters it shares (tied head). */
+static int buckets_of_layer(gaaw_optimizer_t opt, int i, int *out)
+{
+  gaaw_model_t m = opt->model;
+  int n = 0;
+  for (int j = 0; j < GAAW_LAYER_MAX_PARAMS; j++) {
+    int p = m->layers[i].params[j];
+    if (p < 0) continue;
+    int b = opt->bucket_of_layer[m->params.items[p].owner];
+    int seen = 0;
+    for (int q = 0; q < n; q++) seen |= out[q] == b;
+    if (!seen && b >= 0) out[n++] = b;
+  }
+  return n;
+}
+
+/* Stage 3: starts gathering the buckets of the next layer with parameters in the
+ * pass's direction, so that they arrive while layer i runs. */
+static gaaw_status_t prefetch_after(gaaw_optimizer_t opt, int i, gaaw_phase phase)
+{
+  gaaw_context_t ctx = opt->ctx;
+  int step = phase == GAAW_PHASE_FORWARD ? 1 : -1, used[GAAW_LAYER_MAX_PARAMS];
+  for (int j = i + step; j >= 0 && j < opt->model->nlayers; j += step) {
+    int n = buckets_of_layer(opt, j, used);
+    for (int q = 0; q < n; q++) {
+      int started;
+      GAAW_CHECK(start_gather(opt, used[q], &started));
+      opt->gathers_ahead += started;
+    }
+    if (n > 0) break;
+  }
+  return GAAW_SUCCESS;
+}
+
+/* A backward pass begins: at most `accumulation` per step, since stages 0 and 1
+ * start reducing on the last one; stages 2, 3 finish the previous pass's last
+ * reduction before its buckets can open again. */
+static gaaw_status_t begin_backward(gaaw_optimizer_t opt)
+{
+  gaaw_context_t ctx = opt->ctx;
+  if (opt->backward_passes >= opt->cfg.accumulation)
+    GAAW_FAIL(ctx, GAAW_ERR_STATE, "backward pass %d since the last gaaw_optimizer_step, but the optimizer's "
+              "accumulation is %d: call gaaw_optimizer_step after every %d microbatches", opt->backward_passes + 1,
+              opt->cfg.accumulation, opt->cfg.accumulation);
+  if (opt->cfg.zero_stage >= 2) GAAW_CHECK(finish_started_reductions(opt, -1));
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t before_layer(gaaw_model_t m, int i, gaaw_phase phase, void *user)
+{
+  gaaw_optimizer_t opt = user;
+  gaaw_context_t ctx = opt->ctx;
+  int stage = opt->cfg.zero_stage, used[GAAW_LAYER_MAX_PARAMS], n;
+  if (phase == GAAW_PHASE_BACKWARD && i == m->nlayers - 1) GAAW_CHECK(begin_backward(opt));
+  if (phase == GAAW_PHASE_ACCESS) { /* one parameter of layer i is read or written */
+    used[0] = opt->bucket_of_layer[i];
+    n = used[0] >= 0;
+  } else {
+    n = buckets_of_layer(opt, i, used);
+  }
+  for (int q = 0; q < n; q++) {
+    if (stage == 3) GAAW_CHECK(gather_bucket(opt, used[q]));
+    if (phase == GAAW_PHASE_BACKWARD && stage >= 2) GAAW_CHECK(open_grad_bucket(opt, used[q]));
+  }
+  if (stage == 3 && phase != GAAW_PHASE_ACCESS) GAAW_CHECK(prefetch_after(opt, i, phase));
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t after_layer(gaaw_model_t m, int i, gaaw_phase phase, void *user)
+{
+  gaaw_optimizer_t opt = user;
+  gaaw_context_t ctx = opt->ctx;
+  for (int b = 0; b < opt->nbuckets; b++) {
+    zero_bucket *k = &opt->buckets[b];
+    int done = phase == GAAW_PHASE_FORWARD    ? k->last_forward == i
+               : phase == GAAW_PHASE_BACKWARD ? k->last_backward == i
+                                              : opt->bucket_of_layer[i] == b;
+    if (!done) continue;
+    if (phase == GAAW_PHASE_BACKWARD) GAAW_CHECK(close_grad_bucket(opt, b));
+    if (opt->cfg.zero_stage == 3) GAAW_CHECK(release_bucket(opt, b, phase == GAAW_PHASE_ACCESS));
+  }
+  if (phase == GAAW_PHASE_BACKWARD && i == 0) opt->backward_passes++;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_zero_attach(gaaw_optimizer_t opt)
+{
+  gaaw_model_t m = opt->model;
+  gaaw_context_t ctx = opt->ctx;
+  size_t es = gaaw_dtype_size(opt->dtype), shard_bytes = (size_t)(opt->shard_numel ? opt->shard_numel : 1) * es;
+  if (opt->cfg.zero_stage >= 2) {
+    GAAW_CHECK(gaaw_buffer_alloc(ctx, shard_bytes, GAAW_MEM_GRADS, &opt->shard_grads));
+    gaaw_tensor_t all = gaaw_zero_view(opt->shard_grads, opt->dtype, 0, opt->shard_numel);
+    GAAW_CHECK(gaaw_fill(ctx, &all, 0.0f));
+    for (int i = 0; i < m->params.count; i++) gaaw_param_bind(&m->params.items[i], 1, NULL, 0, opt->dtype);
+    GAAW_CHECK(gaaw_buffer_free(ctx, &m->params.grads));
+  }
+  if (opt->cfg.zero_stage == 3) {
+    GAAW_CHECK(gaaw_buffer_alloc(ctx, shard_bytes, GAAW_MEM_PARAMS, &opt->shard_params));
+    for (int b = 0; b < opt->nbuckets; b++) {
+      const zero_bucket *k = &opt->buckets[b];
+      gaaw_tensor_t from = gaaw_zero_view(m->params.values, opt->dtype, k->lo + opt->dp_rank * k->piece, k->piece);
+      gaaw_tensor_t to = gaaw_zero_param_piece(opt, b);
+      GAAW_CHECK(gaaw_cast(ctx, &from, &to));
+    }
+    for (int i = 0; i < m->params.count; i++) gaaw_param_bind(&m->params.items[i], 0, NULL, 0, opt->dtype);
+    GAAW_CHECK(gaaw_buffer_free(ctx, &m->params.values));
+  }
+  gaaw_model_hooks hooks = {opt, before_layer, after_layer};
+  gaaw_model_set_hooks(m, &hooks);
+  return GAAW_SUCCESS;
+}
+
+void gaaw_zero_detach(gaaw_optimizer_t opt)
+{
+  gaaw_context_t ctx = opt->ctx;
+  if (opt->model->hooks.user == opt) gaaw_model_set_hooks(opt->model, NULL);
+  for (int b = 0; b < opt->nbuckets; b++) {
+    zero_bucket *k = &opt->buckets[b];
+    /* collectives still in flight (after a failure) end before their memory goes */
+    gaaw_comm_wait(&k->gather);
+    gaaw_comm_wait(&k->reduce);
+    gaaw_buffer_free(ctx, &k->whole_params);
+    gaaw_buffer_free(ctx, &k->whole_grads);
+  }
+}
