@@ -158,13 +158,18 @@ int main(int argc, char **argv)
   double times[2] = {MPI_Wtime() - t0, cpu_seconds() - cpu0}, slowest, cpu_total;
   MPI_Reduce(&times[0], &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   MPI_Reduce(&times[1], &cpu_total, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  /* Model FLOPs per token trained (forward + backward), as PaLM's MFU counts them:
+   * 6 per weight of every matrix product (the blocks' 12 dim^2 and the tied LM
+   * head's vocab x dim) plus 12 layers seq dim for attention's two products. */
+  double d = g.dim, matmul_weights = g.layers * 12.0 * d * d + (double)g.vocab * d;
+  double flops_per_token = 6.0 * matmul_weights + 12.0 * g.layers * (double)seq * d;
   if (rank == 0) {
     double step_s = slowest / o.steps, tokens_per_step = (double)n * dp;
     /* rank 0's loss is its own microbatch's (dp rank 0), as on the PyTorch side */
     printf("train_gpt_gaaw np=%d tp=%d dp=%d zero=%d batch=%d seq=%d steps=%d step_s=%.6f tok_per_step=%.0f "
-           "tok_s=%.1f cpu_s_per_step=%.4f loss_first=%.4f loss_last=%.4f\n",
+           "tok_s=%.1f cpu_s_per_step=%.4f loss_first=%.4f loss_last=%.4f model_flops_per_token=%.0f\n",
            world, tp, dp, o.zero, o.batch, seq, o.steps, step_s, tokens_per_step, tokens_per_step / step_s,
-           cpu_total / o.steps, loss_first, loss);
+           cpu_total / o.steps, loss_first, loss, flops_per_token);
     fflush(stdout);
   }
   free(tokens);

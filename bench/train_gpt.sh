@@ -15,8 +15,14 @@
 #   bench=train_gpt mode=M np=.. tp=1 dp=.. zero=.. threads_total=.. batch=8 seq=128 steps=..
 #   rounds=.. value=X unit=tok/s peer=torch peer_value=Y ratio=X/Y cpu_s_per_step=..
 #   peer_cpu_s_per_step=.. loss_last=.. peer_loss_last=.. openblas_coretype=..
+#   model_gflops=.. peer_model_gflops=.. sgemm_peak_gflops=.. ceiling_tok_s=.. goal_tok_s=..
 # tok/s counts every rank's tokens (batch 8 x seq 128 per rank) per step; cpu_s_per_step
 # is the user + system time of all threads of all ranks per timed step.
+# The roofline: model_gflops is tok/s x the model FLOPs per token (PaLM's count,
+# printed by bench/train_gpt), sgemm_peak_gflops the best cblas_sgemm rate bench/gemm
+# measures on THREADS threads at the start of the run, and ceiling_tok_s the tok/s a
+# step would reach if all of its model FLOPs ran at that rate (no step can beat it);
+# goal_tok_s is 2 x the peer's tok/s.
 # OPENBLAS_CORETYPE defaults to Haswell (the machine's setting) when unset.
 set -eu
 
@@ -50,6 +56,15 @@ measure() {
   done
   return 1
 }
+# The machine's GEMM ceiling, measured first (empty without CBLAS).
+GEMM_BIN=${GEMM_BIN:-./bench/gemm}
+peak=""
+if [ -x "$GEMM_BIN" ]; then
+  peak=$(OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS mpiexec -n 1 "$GEMM_BIN" |
+         sed -n 's/.* peer_value=\([^ ]*\).*/\1/p' | sort -g | tail -1)
+  echo "# sgemm peak on $THREADS threads: ${peak:-unknown} GFLOP/s" >&2
+fi
+
 # key=value lookup in a result line
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
 # median of the arguments
@@ -77,7 +92,7 @@ for mode in $MODES; do
       if [ "$side" = gaaw ]; then
         line=$(measure train_gpt_gaaw "${gaaw_cmd[@]}")
         g_step+=("$(field step_s "$line")") g_cpu+=("$(field cpu_s_per_step "$line")")
-        g_loss=$(field loss_last "$line")
+        g_loss=$(field loss_last "$line") flops=$(field model_flops_per_token "$line")
       else
         line=$(measure train_gpt_torch "${torch_cmd[@]}")
         t_step+=("$(field step_s "$line")") t_cpu+=("$(field cpu_s_per_step "$line")")
@@ -91,9 +106,12 @@ for mode in $MODES; do
   gc=$(median "${g_cpu[@]}") tc=$(median "${t_cpu[@]}")
   awk -v mode="$mode" -v np="$np" -v zero="$zero" -v thr="$((per_rank * np))" -v steps="$STEPS" \
       -v rounds="$ROUNDS" -v tok="$tokens" -v gs="$gs" -v ts="$ts" -v gc="$gc" -v tc="$tc" \
-      -v gl="$g_loss" -v tl="$t_loss" -v ct="$OPENBLAS_CORETYPE" 'BEGIN {
+      -v gl="$g_loss" -v tl="$t_loss" -v ct="$OPENBLAS_CORETYPE" -v fl="$flops" -v peak="$peak" 'BEGIN {
     printf "bench=train_gpt mode=%s np=%d tp=1 dp=%d zero=%d threads_total=%d batch=8 seq=128 steps=%d rounds=%d " \
            "value=%.1f unit=tok/s peer=torch peer_value=%.1f ratio=%.3f cpu_s_per_step=%.3f " \
-           "peer_cpu_s_per_step=%.3f loss_last=%s peer_loss_last=%s openblas_coretype=%s\n",
-           mode, np, np, zero, thr, steps, rounds, tok / gs, tok / ts, ts / gs, gc, tc, gl, tl, ct }'
+           "peer_cpu_s_per_step=%.3f loss_last=%s peer_loss_last=%s openblas_coretype=%s " \
+           "model_gflops=%.1f peer_model_gflops=%.1f sgemm_peak_gflops=%s ceiling_tok_s=%s goal_tok_s=%.1f\n",
+           mode, np, np, zero, thr, steps, rounds, tok / gs, tok / ts, ts / gs, gc, tc, gl, tl, ct,
+           tok / gs * fl * 1e-9, tok / ts * fl * 1e-9, peak == "" ? "na" : peak,
+           peak == "" ? "na" : sprintf("%.1f", peak * 1e9 / fl), 2 * tok / ts }'
 done
