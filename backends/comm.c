@@ -103,13 +103,14 @@ static gaaw_status_t check_live(gaaw_comm_t comm)
   return GAAW_SUCCESS;
 }
 
-/* Before a blocking operation: a live communicator whose deferred operations have
- * run (they come first in every member's order). */
+/* Before a blocking collective: a live communicator whose deferred operations have
+ * run (they come first in every member's order). Point-to-point calls do not run
+ * them: only two members take part. */
 static gaaw_status_t check_comm(gaaw_comm_t comm)
 {
   GAAW_CHECK_CTX(NULL, check_live(comm));
   gaaw_context_t ctx = comm->ctx;
-  if (comm->deferred) GAAW_CHECK(gaaw_comm_run_deferred(comm, NULL));
+  if (comm->deferred > 0) GAAW_CHECK(gaaw_comm_run_deferred(comm, NULL));
   return GAAW_SUCCESS;
 }
 
@@ -232,7 +233,7 @@ static gaaw_status_t check_peer(gaaw_comm_t comm, int peer, int tag)
 
 gaaw_status_t gaaw_comm_send(gaaw_comm_t comm, const gaaw_tensor_t *t, int peer, int tag)
 {
-  GAAW_CHECK_CTX(NULL, check_comm(comm));
+  GAAW_CHECK_CTX(NULL, check_live(comm));
   gaaw_context_t ctx = comm->ctx;
   GAAW_CHECK(check_tensor(comm, t, "send"));
   GAAW_CHECK(check_peer(comm, peer, tag));
@@ -242,7 +243,7 @@ gaaw_status_t gaaw_comm_send(gaaw_comm_t comm, const gaaw_tensor_t *t, int peer,
 
 gaaw_status_t gaaw_comm_recv(gaaw_comm_t comm, gaaw_tensor_t *t, int peer, int tag)
 {
-  GAAW_CHECK_CTX(NULL, check_comm(comm));
+  GAAW_CHECK_CTX(NULL, check_live(comm));
   gaaw_context_t ctx = comm->ctx;
   GAAW_CHECK(check_tensor(comm, t, "recv"));
   GAAW_CHECK(check_peer(comm, peer, tag));
@@ -331,9 +332,8 @@ static gaaw_status_t start(gaaw_comm_t comm, gaaw_comm_op_t op, const gaaw_tenso
       return run(comm, op, 0, st);
     }
     r->queued = 1;
-  } else {
-    gaaw_comm_defer(comm, r);
   }
+  gaaw_comm_track(comm, r);
   *req = r;
   return run(comm, op, bytes, GAAW_SUCCESS);
 }

@@ -43,11 +43,11 @@ struct gaaw_comm_request_s {
   gaaw_comm_op_t op;         /* GAAW_COMM_ALLREDUCE, _REDUCE_SCATTER or _ALLGATHER */
   gaaw_tensor_t send, recv;
   gaaw_reduce_op_t reduce;
-  int queued;                /* taken by the backend's start */
+  int queued;                /* taken by the backend's start (else deferred) */
   int ran;                   /* deferred: has run (successfully or not) */
   gaaw_status_t status;      /* deferred: how it ran */
   void *backend;             /* the backend's record of a queued operation */
-  gaaw_comm_request_t next;  /* deferred operations of the communicator, in start order */
+  gaaw_comm_request_t next;  /* the communicator's live requests, in start order */
 };
 
 struct gaaw_comm_s {
@@ -59,7 +59,8 @@ struct gaaw_comm_s {
   char name[16]; /* "world", "tp", ... for messages */
   uint64_t calls[GAAW_COMM_OP_COUNT];
   uint64_t bytes[GAAW_COMM_OP_COUNT];
-  gaaw_comm_request_t deferred, deferred_last; /* started, not yet run (backends without start) */
+  gaaw_comm_request_t requests, requests_last; /* started, not yet waited for */
+  int deferred;                                /* of which not yet run (backends without start) */
 };
 
 /* The MPI communicator backend's table. */
@@ -74,14 +75,19 @@ gaaw_status_t gaaw_comm_split(gaaw_comm_t parent, int color, int key, const char
  * every member runs the CUDA backend, NCCL is built, and the option `nccl` is on;
  * leaves it as it is otherwise. Collective over *comm. */
 gaaw_status_t gaaw_comm_prefer_nccl(gaaw_comm_t *comm);
+/* Appends a started request to comm's live requests. Not collective. */
+void gaaw_comm_track(gaaw_comm_t comm, gaaw_comm_request_t req);
 /* Runs the deferred operations of comm in start order, up to and including upto
  * (all of them when upto is NULL). Returns the first failure; after one, the
  * communicator is aborted and the later operations fail with GAAW_ERR_COMM.
  * Collective over comm, like the operations it runs. */
 gaaw_status_t gaaw_comm_run_deferred(gaaw_comm_t comm, gaaw_comm_request_t upto);
-/* Queues req on comm's deferred list. Not collective. */
-void gaaw_comm_defer(gaaw_comm_t comm, gaaw_comm_request_t req);
-/* Detaches comm's deferred requests (at destroy): waiting for them reports an error. */
+/* Drops *req without running it if it is deferred (every member must drop the
+ * same ones), or waits for it (under the deadline) if the backend queued it, and
+ * sets *req to NULL. For engines tearing down after a failure. Not collective. */
+void gaaw_comm_cancel(gaaw_comm_request_t *req);
+/* At destroy: queued requests are waited for (under the deadline), and every live
+ * request is detached, so that waiting for it later reports an error. */
 void gaaw_comm_orphan_requests(gaaw_comm_t comm);
 
 /* Frees *comm and sets it to NULL; NULL is a no-op. */

@@ -1,19 +1,37 @@
-/* Requests of the non-blocking collectives: the deferred list of backends without
- * a communication stream, and gaaw_comm_wait. (The start functions, which share
- * the argument checks of the blocking ones, are in backends/comm.c.) */
+/* Requests of the non-blocking collectives: each communicator's live requests in
+ * start order, the deferred ones of backends without a communication stream, and
+ * gaaw_comm_wait. (The start functions, which share the argument checks of the
+ * blocking ones, are in backends/comm.c.) */
 #include <stdlib.h>
 
 #include "backends/comm.h"
 #include "backends/runtime/runtime.h"
 
-void gaaw_comm_defer(gaaw_comm_t comm, gaaw_comm_request_t req)
+void gaaw_comm_track(gaaw_comm_t comm, gaaw_comm_request_t req)
 {
   req->next = NULL;
-  if (comm->deferred_last)
-    comm->deferred_last->next = req;
+  if (comm->requests_last)
+    comm->requests_last->next = req;
   else
-    comm->deferred = req;
-  comm->deferred_last = req;
+    comm->requests = req;
+  comm->requests_last = req;
+  if (!req->queued) comm->deferred++;
+}
+
+static void untrack(gaaw_comm_t comm, gaaw_comm_request_t req)
+{
+  gaaw_comm_request_t prev = NULL;
+  for (gaaw_comm_request_t r = comm->requests; r; prev = r, r = r->next) {
+    if (r != req) continue;
+    if (prev)
+      prev->next = r->next;
+    else
+      comm->requests = r->next;
+    if (comm->requests_last == r) comm->requests_last = prev;
+    break;
+  }
+  req->next = NULL;
+  if (!req->queued && !req->ran) comm->deferred--;
 }
 
 /* Runs one deferred operation through the backend's blocking entry. */
@@ -32,12 +50,10 @@ gaaw_status_t gaaw_comm_run_deferred(gaaw_comm_t comm, gaaw_comm_request_t upto)
 {
   gaaw_context_t ctx = comm->ctx;
   gaaw_status_t first = GAAW_SUCCESS;
-  while (comm->deferred) {
-    gaaw_comm_request_t r = comm->deferred;
-    comm->deferred = r->next;
-    if (!comm->deferred) comm->deferred_last = NULL;
-    r->next = NULL;
+  for (gaaw_comm_request_t r = comm->requests; r && comm->deferred > 0; r = r->next) {
+    if (r->queued || r->ran) continue;
     r->ran = 1;
+    comm->deferred--;
     if (comm->aborted) {
       r->status = gaaw_error_raise(ctx, GAAW_ERR_COMM, __FILE__, __LINE__, __func__,
                                    "%s on communicator %s was not run: the communicator was aborted by an earlier "
@@ -55,12 +71,28 @@ gaaw_status_t gaaw_comm_run_deferred(gaaw_comm_t comm, gaaw_comm_request_t upto)
 
 void gaaw_comm_orphan_requests(gaaw_comm_t comm)
 {
-  for (gaaw_comm_request_t r = comm->deferred, next; r; r = next) {
+  for (gaaw_comm_request_t r = comm->requests, next; r; r = next) {
     next = r->next;
+    if (r->queued) comm->ops->complete(comm, r); /* its memory may be freed right after */
+    r->queued = 0;
+    r->ran = 1;
     r->next = NULL;
     r->comm = NULL;
   }
-  comm->deferred = comm->deferred_last = NULL;
+  comm->requests = comm->requests_last = NULL;
+  comm->deferred = 0;
+}
+
+void gaaw_comm_cancel(gaaw_comm_request_t *req)
+{
+  if (!req || !*req) return;
+  gaaw_comm_request_t r = *req;
+  *req = NULL;
+  if (r->comm) {
+    untrack(r->comm, r);
+    if (r->queued) r->comm->ops->complete(r->comm, r);
+  }
+  free(r);
 }
 
 gaaw_status_t gaaw_comm_wait(gaaw_comm_request_t *req)
@@ -78,10 +110,12 @@ gaaw_status_t gaaw_comm_wait(gaaw_comm_request_t *req)
   gaaw_comm_op_t op = r->op;
   gaaw_status_t st;
   if (r->queued) {
+    untrack(comm, r);
     st = comm->ops->complete(comm, r);
     if (st != GAAW_SUCCESS) comm->aborted = 1;
   } else {
     if (!r->ran) gaaw_comm_run_deferred(comm, r); /* an earlier one's failure fails r too */
+    untrack(comm, r);
     st = r->status;
   }
   free(r);

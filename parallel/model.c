@@ -488,11 +488,20 @@ gaaw_status_t gaaw_model_forward_backward(gaaw_model_t m, const gaaw_batch_t *b,
   return GAAW_SUCCESS;
 }
 
+/* The data-parallel engine's hook before gradients are read or zeroed. */
+static gaaw_status_t grads_access(gaaw_model_t m, int reset)
+{
+  if (!m->hooks.grads_access) return GAAW_SUCCESS;
+  GAAW_CHECK_CTX(m->ctx, m->hooks.grads_access(m, reset, m->hooks.user));
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_model_zero_grad(gaaw_model_t m)
 {
   GAAW_ARG_NOT_NULL(NULL, m);
   gaaw_context_t ctx = m->ctx;
-  if (!m->params.grads) return GAAW_SUCCESS; /* sharded away (ZeRO 2, 3): the optimizer's */
+  GAAW_CHECK(grads_access(m, 1));
+  if (!m->params.grads) return GAAW_SUCCESS; /* sharded away (ZeRO 2, 3): the hook zeroed the shard */
   gaaw_tensor_t all;
   int64_t n = m->params.numel > 0 ? m->params.numel : 1;
   GAAW_CHECK(gaaw_tensor_view(m->params.grads, 0, m->dtype, 1, &n, &all));
@@ -657,6 +666,7 @@ gaaw_status_t gaaw_model_get_grad(gaaw_model_t m, const char *name, float *value
   GAAW_CHECK_CTX(m ? m->ctx : NULL, find_param(m, name, &p));
   gaaw_context_t ctx = m->ctx;
   GAAW_ARG_NOT_NULL(ctx, values);
+  GAAW_CHECK(grads_access(m, 0));
   if (!p->grad.buf)
     GAAW_FAIL(ctx, GAAW_ERR_STATE, "the gradient of %s is sharded over dp (ZeRO stage 2 or 3) and has no "
               "whole copy to read", name);

@@ -46,11 +46,14 @@ typedef enum { GAAW_PHASE_FORWARD = 0, GAAW_PHASE_BACKWARD = 1, GAAW_PHASE_ACCES
 
 /* Hooks a data-parallel engine (zero/) registers: before a layer runs in a phase
  * (make its parameters, and in backward its gradients, usable), and after (its
- * gradients are complete after backward: reduce them). */
+ * gradients are complete after backward: reduce them); and when the gradients are
+ * read (reset 0) or zeroed (reset 1) through the model API (finish what is in
+ * flight on them; a reset starts the step's accumulation over). */
 typedef struct {
   void *user;
   gaaw_status_t (*before_layer)(gaaw_model_t m, int layer, gaaw_phase phase, void *user);
   gaaw_status_t (*after_layer)(gaaw_model_t m, int layer, gaaw_phase phase, void *user);
+  gaaw_status_t (*grads_access)(gaaw_model_t m, int reset, void *user);
 } gaaw_model_hooks;
 
 struct gaaw_model_s {

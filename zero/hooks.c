@@ -36,8 +36,12 @@ static gaaw_status_t start_gather(gaaw_optimizer_t opt, int b, int *started)
   gaaw_tensor_t whole = gaaw_zero_view(k->whole_params, opt->dtype, 0, k->len);
   gaaw_tensor_t mine = gaaw_zero_view(k->whole_params, opt->dtype, opt->dp_rank * k->piece, k->piece);
   gaaw_tensor_t shard = gaaw_zero_param_piece(opt, b);
-  GAAW_CHECK(gaaw_cast(ctx, &shard, &mine));
-  GAAW_CHECK(gaaw_comm_allgather_start(opt->dp, &mine, &whole, &k->gather));
+  gaaw_status_t st = gaaw_cast(ctx, &shard, &mine);
+  if (st == GAAW_SUCCESS) st = gaaw_comm_allgather_start(opt->dp, &mine, &whole, &k->gather);
+  if (st != GAAW_SUCCESS) { /* not resident after all: the next use starts over */
+    gaaw_buffer_free(ctx, &k->whole_params);
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
   bind_bucket(opt, b, 0, k->whole_params);
   *started = 1;
   return GAAW_SUCCESS;
@@ -86,22 +90,37 @@ static gaaw_status_t open_grad_bucket(gaaw_optimizer_t opt, int b)
   return GAAW_SUCCESS;
 }
 
+/* Stages 2, 3: drops the whole-bucket gradients a failed backward left open (not
+ * reduced), so that no rank reduces what its peers do not. */
+static void drop_open_grad_buckets(gaaw_optimizer_t opt)
+{
+  for (int b = 0; b < opt->nbuckets; b++) {
+    zero_bucket *k = &opt->buckets[b];
+    if (!k->whole_grads || k->reduction != ZERO_LOCAL) continue;
+    bind_bucket(opt, b, 1, NULL);
+    gaaw_buffer_free(opt->ctx, &k->whole_grads);
+  }
+}
+
 /* Starts reducing bucket b's gradients over dp: stage 0 all-reduces the whole
  * bucket in place; the other stages reduce-scatter it in place, so that this rank's
- * piece of the sum lands on its own piece (stages 2, 3: of the whole-bucket buffer). */
+ * piece of the sum lands on its own piece (stages 2, 3: of the whole-bucket buffer,
+ * whose views are unbound at once: nothing may read it until the reduction ends). */
 static gaaw_status_t start_reduction(gaaw_optimizer_t opt, int b)
 {
   gaaw_context_t ctx = opt->ctx;
   zero_bucket *k = &opt->buckets[b];
   int stage = opt->cfg.zero_stage;
+  if (k->reduction != ZERO_LOCAL) return GAAW_SUCCESS;
   gaaw_buffer_t grads = stage >= 2 ? k->whole_grads : opt->model->params.grads;
+  if (!grads) return GAAW_SUCCESS;
   int64_t at = stage >= 2 ? 0 : k->lo;
   gaaw_tensor_t whole = gaaw_zero_view(grads, opt->dtype, at, k->len);
   gaaw_tensor_t mine = gaaw_zero_view(grads, opt->dtype, at + opt->dp_rank * k->piece, k->piece);
-  k->reduce_started = 1;
-  if (opt->dp_size == 1 || !grads) return GAAW_SUCCESS;
-  if (stage == 0) GAAW_CHECK(gaaw_comm_allreduce_start(opt->dp, &whole, &whole, GAAW_SUM, &k->reduce));
-  else GAAW_CHECK(gaaw_comm_reduce_scatter_start(opt->dp, &whole, &mine, GAAW_SUM, &k->reduce));
+  if (opt->dp_size > 1 && stage == 0) GAAW_CHECK(gaaw_comm_allreduce_start(opt->dp, &whole, &whole, GAAW_SUM, &k->reduce));
+  if (opt->dp_size > 1 && stage > 0) GAAW_CHECK(gaaw_comm_reduce_scatter_start(opt->dp, &whole, &mine, GAAW_SUM, &k->reduce));
+  if (stage >= 2) bind_bucket(opt, b, 1, NULL);
+  k->reduction = ZERO_REDUCING;
   return GAAW_SUCCESS;
 }
 
@@ -111,39 +130,44 @@ static gaaw_status_t finish_reduction(gaaw_optimizer_t opt, int b)
 {
   gaaw_context_t ctx = opt->ctx;
   zero_bucket *k = &opt->buckets[b];
+  if (k->reduction != ZERO_REDUCING) return GAAW_SUCCESS;
   GAAW_CHECK(gaaw_comm_wait(&k->reduce));
-  k->reduce_started = 0;
-  if (opt->cfg.zero_stage < 2 || !k->whole_grads) return GAAW_SUCCESS;
+  k->reduction = ZERO_REDUCED;
+  if (opt->cfg.zero_stage < 2) return GAAW_SUCCESS;
   gaaw_tensor_t mine = gaaw_zero_view(k->whole_grads, opt->dtype, opt->dp_rank * k->piece, k->piece);
   gaaw_tensor_t shard = gaaw_zero_grad_piece(opt, b);
   GAAW_CHECK(gaaw_axpy(ctx, 1.0f, &mine, &shard));
-  bind_bucket(opt, b, 1, NULL);
   GAAW_CHECK(gaaw_buffer_free(ctx, &k->whole_grads));
+  k->reduction = ZERO_LOCAL;
   return GAAW_SUCCESS;
 }
 
-/* Stages 2, 3: finishes the reductions backward has started (except bucket skip). */
+/* Finishes the reductions in flight (except bucket skip's). */
 static gaaw_status_t finish_started_reductions(gaaw_optimizer_t opt, int skip)
 {
   gaaw_context_t ctx = opt->ctx;
   for (int b = 0; b < opt->nbuckets; b++)
-    if (b != skip && opt->buckets[b].reduce_started) GAAW_CHECK(finish_reduction(opt, b));
+    if (b != skip) GAAW_CHECK(finish_reduction(opt, b));
   return GAAW_SUCCESS;
+}
+
+/* The step's accumulation starts over (after the step, or gaaw_model_zero_grad). */
+static void restart_accumulation(gaaw_optimizer_t opt)
+{
+  for (int b = 0; b < opt->nbuckets; b++) opt->buckets[b].reduction = ZERO_LOCAL;
+  opt->backward_passes = 0;
 }
 
 gaaw_status_t gaaw_zero_finish_reductions(gaaw_optimizer_t opt)
 {
   gaaw_context_t ctx = opt->ctx;
-  int stage = opt->cfg.zero_stage;
+  if (opt->cfg.zero_stage >= 2) drop_open_grad_buckets(opt);
   for (int b = 0; b < opt->nbuckets; b++) {
-    zero_bucket *k = &opt->buckets[b];
-    /* stages 0, 1 after fewer microbatches than accumulation; stages 2, 3 after a
-     * backward that failed before closing the bucket */
-    int unstarted = stage < 2 ? opt->dp_size > 1 && !k->reduce_started : k->whole_grads && !k->reduce_started;
-    if (unstarted) GAAW_CHECK(start_reduction(opt, b));
-    if (k->reduce_started) GAAW_CHECK(finish_reduction(opt, b));
+    /* stages 0, 1 after fewer backward passes than accumulation */
+    if (opt->cfg.zero_stage < 2 && opt->dp_size > 1) GAAW_CHECK(start_reduction(opt, b));
+    GAAW_CHECK(finish_reduction(opt, b));
   }
-  opt->backward_passes = 0;
+  restart_accumulation(opt);
   opt->last_reductions_in_backward = opt->reductions_in_backward;
   opt->last_gathers_ahead = opt->gathers_ahead;
   opt->reductions_in_backward = opt->gathers_ahead = 0;
@@ -162,7 +186,24 @@ static gaaw_status_t close_grad_bucket(gaaw_optimizer_t opt, int b)
     return GAAW_SUCCESS;
   }
   GAAW_CHECK(start_reduction(opt, b));
-  opt->reductions_in_backward++;
+  if (opt->dp_size > 1) opt->reductions_in_backward++;
+  return GAAW_SUCCESS;
+}
+
+/* Gradients read or zeroed through the model: what is in flight finishes first. */
+static gaaw_status_t grads_access(gaaw_model_t m, int reset, void *user)
+{
+  gaaw_optimizer_t opt = user;
+  gaaw_context_t ctx = opt->ctx;
+  (void)m;
+  if (opt->cfg.zero_stage >= 2) drop_open_grad_buckets(opt);
+  GAAW_CHECK(finish_started_reductions(opt, -1));
+  if (!reset) return GAAW_SUCCESS;
+  restart_accumulation(opt);
+  if (opt->cfg.zero_stage >= 2) {
+    gaaw_tensor_t all = gaaw_zero_view(opt->shard_grads, opt->dtype, 0, opt->shard_numel);
+    GAAW_CHECK(gaaw_fill(ctx, &all, 0.0f));
+  }
   return GAAW_SUCCESS;
 }
 
@@ -212,7 +253,10 @@ static gaaw_status_t begin_backward(gaaw_optimizer_t opt)
     GAAW_FAIL(ctx, GAAW_ERR_STATE, "backward pass %d since the last gaaw_optimizer_step, but the optimizer's "
               "accumulation is %d: call gaaw_optimizer_step after every %d microbatches", opt->backward_passes + 1,
               opt->cfg.accumulation, opt->cfg.accumulation);
-  if (opt->cfg.zero_stage >= 2) GAAW_CHECK(finish_started_reductions(opt, -1));
+  if (opt->cfg.zero_stage >= 2) {
+    GAAW_CHECK(finish_started_reductions(opt, -1));
+    drop_open_grad_buckets(opt); /* left by a failed pass */
+  }
   return GAAW_SUCCESS;
 }
 
@@ -276,7 +320,7 @@ gaaw_status_t gaaw_zero_attach(gaaw_optimizer_t opt)
     for (int i = 0; i < m->params.count; i++) gaaw_param_bind(&m->params.items[i], 0, NULL, 0, opt->dtype);
     GAAW_CHECK(gaaw_buffer_free(ctx, &m->params.values));
   }
-  gaaw_model_hooks hooks = {opt, before_layer, after_layer};
+  gaaw_model_hooks hooks = {opt, before_layer, after_layer, grads_access};
   gaaw_model_set_hooks(m, &hooks);
   return GAAW_SUCCESS;
 }
@@ -287,9 +331,10 @@ void gaaw_zero_detach(gaaw_optimizer_t opt)
   if (opt->model->hooks.user == opt) gaaw_model_set_hooks(opt->model, NULL);
   for (int b = 0; b < opt->nbuckets; b++) {
     zero_bucket *k = &opt->buckets[b];
-    /* collectives still in flight (after a failure) end before their memory goes */
-    gaaw_comm_wait(&k->gather);
-    gaaw_comm_wait(&k->reduce);
+    /* collectives still in flight end before their memory goes; deferred ones are
+     * dropped, not run (a rank tearing down after a failure must not wait on peers) */
+    gaaw_comm_cancel(&k->gather);
+    gaaw_comm_cancel(&k->reduce);
     gaaw_buffer_free(ctx, &k->whole_params);
     gaaw_buffer_free(ctx, &k->whole_grads);
   }

@@ -133,18 +133,6 @@ static gaaw_status_t update_shard(gaaw_optimizer_t opt, float grad_scale)
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t zero_grads(gaaw_optimizer_t opt)
-{
-  gaaw_context_t ctx = opt->ctx;
-  if (opt->cfg.zero_stage < 2) {
-    GAAW_CHECK(gaaw_model_zero_grad(opt->model));
-  } else {
-    gaaw_tensor_t all = gaaw_zero_view(opt->shard_grads, opt->dtype, 0, opt->shard_numel);
-    GAAW_CHECK(gaaw_fill(ctx, &all, 0.0f));
-  }
-  return GAAW_SUCCESS;
-}
-
 static uint64_t dp_bytes(gaaw_optimizer_t opt)
 {
   uint64_t total = 0, bytes;
@@ -177,7 +165,7 @@ gaaw_status_t gaaw_optimizer_step(gaaw_optimizer_t opt)
   }
   update_loss_scale(opt, overflow);
   opt->model->loss_scale = opt->loss_scale;
-  GAAW_CHECK(zero_grads(opt));
+  GAAW_CHECK(gaaw_model_zero_grad(opt->model)); /* the shard's too (zero/hooks.c) */
   uint64_t now = dp_bytes(opt);
   opt->last_comm = now - opt->comm_mark;
   opt->comm_mark = now;

@@ -6,6 +6,10 @@
 #include "gaaw/optimizer.h"
 #include "parallel/model_impl.h"
 
+/* Where a bucket's gradient reduction over dp stands in the step. Stages 2 and 3
+ * go back to LOCAL when one finishes (the piece is added to the shard). */
+typedef enum { ZERO_LOCAL = 0, ZERO_REDUCING = 1, ZERO_REDUCED = 2 } zero_reduction;
+
 /* The parameters of consecutive layers: the flat range [lo, lo + len) of the
  * model's buffers, len a multiple of dp. Dp rank r owns the piece
  * [lo + r * piece, + piece), stored at shard_at in the shard buffers. */
@@ -18,7 +22,7 @@ typedef struct {
   gaaw_buffer_t whole_grads;  /* stages 2, 3: during backward */
   gaaw_comm_request_t gather; /* stage 3: the all-gather of whole_params, until waited for */
   gaaw_comm_request_t reduce; /* the reduction of the gradients over dp, until waited for */
-  int reduce_started;         /* stages 0, 1: this step's reduction has been started */
+  zero_reduction reduction;
 } zero_bucket;
 
 /* A run of a bucket's piece whose gradient counts in the global norm on this rank

@@ -332,20 +332,28 @@ static gaaw_status_t nccl_start(gaaw_comm_t comm, gaaw_comm_request_t req)
   gaaw_context_t ctx = comm->ctx;
   cudaStream_t s;
   GAAW_CHECK(begin(comm, &s));
-  ncclResult_t r = queue_collective(comm, req->op, &req->send, &req->recv, req->reduce, s);
-  const char *what = gaaw_comm_op_name(req->op);
-  if (r != ncclSuccess && r != ncclInProgress) {
-    gaaw_status_t st = nccl_error(ctx, r, impl_of(comm)->comm, __FILE__, __LINE__, __func__, what);
-    abort_comm(comm);
-    return st;
-  }
-  if (r == ncclInProgress) GAAW_CHECK(wait_ready(comm, impl_of(comm)->comm, what));
-  cudaEvent_t ev;
+  cudaEvent_t ev; /* made first: once the collective is queued, nothing may fail quietly */
   GAAW_CUDA_CHECK(ctx, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-  cudaError_t e = cudaEventRecord(ev, s);
-  if (e != cudaSuccess) {
+  const char *what = gaaw_comm_op_name(req->op);
+  ncclResult_t r = queue_collective(comm, req->op, &req->send, &req->recv, req->reduce, s);
+  gaaw_status_t st = GAAW_SUCCESS;
+  if (r != ncclSuccess && r != ncclInProgress) {
+    st = nccl_error(ctx, r, impl_of(comm)->comm, __FILE__, __LINE__, __func__, what);
+    abort_comm(comm);
+  }
+  if (st == GAAW_SUCCESS && r == ncclInProgress) st = wait_ready(comm, impl_of(comm)->comm, what);
+  if (st == GAAW_SUCCESS) {
+    cudaError_t e = cudaEventRecord(ev, s);
+    if (e != cudaSuccess) {
+      /* the collective is queued but cannot be waited for: no one may use the
+       * communicator, or trust the buffers, again */
+      abort_comm(comm);
+      st = gaaw_cuda_error(ctx, e, __FILE__, __LINE__, __func__, "cudaEventRecord");
+    }
+  }
+  if (st != GAAW_SUCCESS) {
     cudaEventDestroy(ev);
-    return gaaw_cuda_error(ctx, e, __FILE__, __LINE__, __func__, "cudaEventRecord");
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   }
   req->backend = ev;
   return GAAW_SUCCESS;

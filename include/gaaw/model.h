@@ -81,7 +81,10 @@ gaaw_status_t gaaw_model_forward(gaaw_model_t model, const gaaw_batch_t *batch, 
 gaaw_status_t gaaw_model_backward(gaaw_model_t model);
 /* Both, as one training step's model part. Collective over the tp group. */
 gaaw_status_t gaaw_model_forward_backward(gaaw_model_t model, const gaaw_batch_t *batch, float *loss);
-/* Sets every gradient to zero. Not collective. */
+/* Sets every gradient to zero (with an optimizer, starting its accumulation over).
+ * Not collective, except with an optimizer at dp > 1 between a step's last
+ * backward and gaaw_optimizer_step: then it first completes the gradient
+ * reductions that backward started, collectively over the dp group. */
 gaaw_status_t gaaw_model_zero_grad(gaaw_model_t model);
 
 /* The parameter registry: count, and each parameter's name and global shape
@@ -91,7 +94,11 @@ gaaw_status_t gaaw_model_param_info(gaaw_model_t model, int index, const char **
                                     int64_t shape[2]);
 /* A whole parameter (or its gradient) by name, in its global layout, f32,
  * gathered over the tp group into values (every rank gets all of it).
- * Collective over the tp group. */
+ * Collective over the tp group. With an optimizer at dp > 1, reading a gradient
+ * between a step's last backward and gaaw_optimizer_step first completes the
+ * reductions backward started (collective over the dp group too): at ZeRO stage 0
+ * the gradient is then the sum over dp, at stage 1 only this rank's shard of it is
+ * reduced; at stages 2 and 3 gradients are sharded and cannot be read. */
 gaaw_status_t gaaw_model_get_param(gaaw_model_t model, const char *name, float *values);
 gaaw_status_t gaaw_model_get_grad(gaaw_model_t model, const char *name, float *values);
 /* Sets a whole parameter from its global layout; each rank keeps its slice.
