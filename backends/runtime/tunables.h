@@ -26,8 +26,9 @@
     "order of the rank grid, fastest-varying first (Megatron-LM's default tp-dp-pp)")             \
   /* communication */                                                                             \
   X(zero_bucket_bytes, INT, "16777216",                                                           \
-    "ZeRO gradient/parameter bucket size: consecutive layers are reduced (stage 2) or "          \
-    "gathered (stage 3) together up to this many bytes; 0 = one bucket per layer")                                         \
+    "ZeRO bucket size: consecutive layers' gradients are reduced together (started as "          \
+    "backward completes them) and, at stage 3, their parameters gathered together (one "         \
+    "bucket ahead), up to this many bytes; 0 = one bucket per layer")                                         \
   X(nccl, BOOL, "yes",                                                                            \
     "groups whose members all run the CUDA backend communicate through NCCL (else MPI)")       \
   X(comm_timeout, DOUBLE, "300",                                                                  \
