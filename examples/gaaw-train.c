@@ -106,17 +106,16 @@ static void train_loop(trainer *t, FILE *metrics)
   for (int64_t step = 1; step <= o->steps; step++) {
     gaaw_step_stats_t stats;
     train_step_info s = {.step = step, .stats = &stats};
-    size_t params, grads, state, current;
+    size_t current;
     double start = MPI_Wtime();
     if (trainer_step(t, step, &s.loss)) abort_run(t);
     s.ms = (MPI_Wtime() - start) * 1000;
     s.tokens = (double)o->accum * o->batch * o->seq * t->dp;
-    if (gaaw_optimizer_stats(t->opt, &stats) || gaaw_optimizer_memory(t->opt, &params, &grads, &state) ||
+    if (gaaw_optimizer_stats(t->opt, &stats) || gaaw_optimizer_memory(t->opt, &s.params_bytes, &s.grads_bytes, &s.optimizer_bytes) ||
         gaaw_memory_usage(t->ctx, GAAW_MEM_ACTIVATIONS, &current, &s.activation_peak)) {
       snprintf(t->err, sizeof t->err, "reading the step's statistics failed:\n%s", gaaw_last_error(t->ctx));
       abort_run(t);
     }
-    s.state_bytes = params + grads + state;
     int have_val = step == o->steps || (o->eval_every > 0 && step % o->eval_every == 0);
     if (world_rank == 0) report_step(&r, &s);
     if (have_val && trainer_eval(t, &val)) abort_run(t);

@@ -19,10 +19,11 @@ void report_step(train_report *r, const train_step_info *s)
     r->timed_seconds += s->ms / 1000;
     r->timed_tokens += s->tokens;
   }
-  printf("step %5lld/%lld | loss %.4f | lr %.3e | norm %.4f | %8.1f ms | %9.0f tok/s | mem %.2f MiB state, "
-         "%.2f MiB act peak",
+  printf("step %5lld/%lld | loss %.4f | lr %.3e | norm %.4f | %8.1f ms | %9.0f tok/s | state %.2f+%.2f+%.2f MiB "
+         "| act peak %.2f MiB | dp comm %.2f MiB",
          (long long)s->step, (long long)r->steps, s->loss, st->lr, st->grad_norm, s->ms, s->tokens / (s->ms / 1000),
-         mib(s->state_bytes), mib(s->activation_peak));
+         mib(s->params_bytes), mib(s->grads_bytes), mib(s->optimizer_bytes), mib(s->activation_peak),
+         mib((size_t)st->comm_bytes));
   if (st->loss_scale != 1) printf(" | scale %g", st->loss_scale);
   printf("%s\n", st->skipped ? " | skipped (overflow)" : "");
   fflush(stdout);
@@ -54,8 +55,11 @@ void report_metrics(train_report *r, const train_step_info *s, int have_val, flo
   json_float(f, "lr", s->stats->lr);
   json_float(f, "grad_norm", s->stats->grad_norm);
   json_float(f, "loss_scale", s->stats->loss_scale);
-  fprintf(f, ",\"ms\":%.3f,\"tokens_per_s\":%.1f,\"skipped\":%d}\n", s->ms, s->tokens / (s->ms / 1000),
+  fprintf(f, ",\"ms\":%.3f,\"tokens_per_s\":%.1f,\"skipped\":%d", s->ms, s->tokens / (s->ms / 1000),
           s->stats->skipped ? 1 : 0);
+  fprintf(f, ",\"params_bytes\":%zu,\"grads_bytes\":%zu,\"optimizer_bytes\":%zu,\"activation_peak_bytes\":%zu",
+          s->params_bytes, s->grads_bytes, s->optimizer_bytes, s->activation_peak);
+  fprintf(f, ",\"dp_comm_bytes\":%llu}\n", (unsigned long long)s->stats->comm_bytes);
   fflush(f);
 }
 

@@ -22,7 +22,8 @@ typedef struct {
   float loss;
   const gaaw_step_stats_t *stats;
   double ms, tokens;
-  size_t state_bytes, activation_peak;
+  size_t params_bytes, grads_bytes, optimizer_bytes; /* model state on this rank, by category */
+  size_t activation_peak;
 } train_step_info;
 
 void report_step(train_report *r, const train_step_info *s);

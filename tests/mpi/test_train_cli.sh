@@ -8,8 +8,9 @@
 #  - precedence: default < config file < environment < command line;
 #  - 20 steps of a tiny GPT on the shipped corpus (np 2 and np 4, tp 2, ZeRO 1):
 #    on the host backend: exit 0, the training and validation losses fall, one JSON object per step, a
-#    sample and a summary; the np 4 run twice gives identical metrics (all but the
-#    timings ms and tokens_per_s).
+#    sample and a summary; the metrics hold the memory by category and the dp
+#    traffic (2 Psi per step); the np 4 run twice gives identical metrics (all but
+#    the timings ms and tokens_per_s).
 # GAAW_TRAIN overrides the program (default ./examples/gaaw-train in the build tree).
 prog=${GAAW_TRAIN:-./examples/gaaw-train}
 src=${GAAW_TOP_SRCDIR:-.}
@@ -108,10 +109,19 @@ train() {
   cat "$tmp/out"
   test $rc -eq 0 || { err "np $1: exit $rc"; cat "$tmp/err"; return; }
   test `grep -c '^{"step":' "$tmp/$2.jsonl"` -eq 20 || err "np $1: the metrics file does not hold 20 steps"
-  for key in loss lr grad_norm loss_scale ms tokens_per_s skipped; do
+  for key in loss lr grad_norm loss_scale ms tokens_per_s skipped params_bytes grads_bytes optimizer_bytes \
+             activation_peak_bytes dp_comm_bytes; do
     test `grep -c "\"$key\":" "$tmp/$2.jsonl"` -eq 20 || err "np $1: '$key' is missing from some metrics lines"
   done
   test `grep -c '"val_loss":' "$tmp/$2.jsonl"` -eq 2 || err "np $1: expected val_loss at steps 10 and 20"
+  # ZeRO 1 in f32 over dp = np / 2: the gradient reduce-scatter and parameter
+  # all-gather move 2 Psi (here 2 params_bytes, plus the trainer's few bytes of loss
+  # average); nothing at dp 1
+  sed -n 's/.*"params_bytes":\([0-9]*\).*"dp_comm_bytes":\([0-9]*\).*/\1 \2/p' "$tmp/$2.jsonl" |
+    awk -v dp=$(($1 / 2)) '{ ok = dp == 1 ? $2 == 0 : $2 >= 2 * $1 && $2 <= 2 * $1 + 64 }
+                           !ok { bad = 1; print "  params " $1 " bytes, dp traffic " $2 " bytes" }
+                           END { exit bad }' ||
+    err "np $1: the step's dp traffic is not 2 Psi (DESIGN.md section 10)"
   first=`losses loss "$tmp/$2.jsonl" | head -1`
   last5=`losses loss "$tmp/$2.jsonl" | tail -5 | awk '{ s += $1 } END { print s / NR }'`
   val0=`sed -n 's/^step  *0\/20 | val loss \([0-9.]*\)$/\1/p' "$tmp/$2.out"`
