@@ -21,7 +21,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/nvi
 make -C "$build" -j16 >> "$out/build.log" 2>&1 || { log "make failed (see build.log)"; exit 1; }
 log "built"
 
-tests="tests/cuda/test_cuda_device tests/cuda/test_conformance_cuda"
+tests="tests/cuda/test_cuda_device tests/cuda/test_conformance_cuda tests/backend/train_cuda"
 grep -q '^#define GAAW_HAVE_NCCL 1' "$build/config.h" && tests="$tests tests/cuda/test_nccl_np2"
 make -C "$build" -j16 check TESTS="$tests" > "$out/check.log" 2>&1
 status=$?

@@ -39,6 +39,24 @@ static inline void model_random_batch(int batch, int seq, int vocab, uint64_t se
     targets[i] = i % 7 == 3 ? -1 : tokens[(i + 1) % ((long)batch * seq)];
 }
 
+/* steps training steps of model and opt: step s runs the random batch (batch x seq)
+ * of seed seed0 + seed_step * s, and its loss goes to losses[s]. Collective over
+ * the world. */
+static inline void model_train(gaaw_context_t ctx, gaaw_model_t model, gaaw_optimizer_t opt, int steps, int batch,
+                               int seq, int vocab, uint64_t seed0, uint64_t seed_step, float *losses)
+{
+  size_t bytes = sizeof(int32_t) * (size_t)batch * (size_t)seq;
+  int32_t *tokens = malloc(bytes), *targets = malloc(bytes);
+  for (int s = 0; s < steps; s++) {
+    model_random_batch(batch, seq, vocab, seed0 + seed_step * (uint64_t)s, tokens, targets);
+    gaaw_batch_t b = {.batch = batch, .seq = seq, .tokens = tokens, .targets = targets};
+    require_ok(ctx, gaaw_model_forward_backward(model, &b, &losses[s]));
+    require_ok(ctx, gaaw_optimizer_step(opt));
+  }
+  free(tokens);
+  free(targets);
+}
+
 /* Every parameter's (get = 0) value or (get = 1) gradient, concatenated in
  * registry order; *n receives the total. Collective over tp. */
 static inline float *model_snapshot(gaaw_model_t model, int grads, long *n)

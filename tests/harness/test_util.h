@@ -76,6 +76,17 @@ static inline void expect_close_at(const float *got, const float *want, long n, 
 }
 #define expect_close(got, want, n, tol, what) expect_close_at((got), (want), (n), (tol), (what), __FILE__, __LINE__)
 
+/* Whether the device backend named name is built and finds a device here. */
+static inline int test_backend_usable(const char *name)
+{
+  for (int i = 0; i < gaaw_info_backend_count(); i++) {
+    const char *b;
+    int devices = 0;
+    if (gaaw_info_backend(i, &b, &devices) == GAAW_SUCCESS && strcmp(b, name) == 0) return devices > 0;
+  }
+  return 0;
+}
+
 /* The test's exit code, with a one-line summary. */
 static inline int test_finish(const char *name)
 {

@@ -469,17 +469,6 @@ static void test_neighbours(group *g)
 
 static const char *backend = COMM_TEST_BACKEND;
 
-/* Whether the backend is built here and finds a device. */
-static int backend_usable(const char *name)
-{
-  for (int i = 0; i < gaaw_info_backend_count(); i++) {
-    const char *b;
-    int devices = 0;
-    if (gaaw_info_backend(i, &b, &devices) == GAAW_SUCCESS && strcmp(b, name) == 0) return devices > 0;
-  }
-  return 0;
-}
-
 /* On a device backend the tensors must really be device memory, or nothing here
  * tests the staging. */
 static void check_memory_kind(gaaw_context_t ctx)
@@ -511,7 +500,7 @@ int main(int argc, char **argv)
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (argc > 1) backend = argv[1];
-  if (!backend_usable(backend)) {
+  if (!test_backend_usable(backend)) {
     if (rank == 0) printf("test_comm: backend %s is not built or finds no device; skipping\n", backend);
     MPI_Finalize();
     return 77;

@@ -35,17 +35,6 @@ static int val(int q, int64_t i)
   return (int)((i * 7 + q * 13) % 11) - 5;
 }
 
-/* Whether the backend named name is built and finds a device here. */
-static int backend_usable(const char *name)
-{
-  for (int i = 0; i < gaaw_info_backend_count(); i++) {
-    const char *b;
-    int devices = 0;
-    if (gaaw_info_backend(i, &b, &devices) == GAAW_SUCCESS && strcmp(b, name) == 0) return devices > 0;
-  }
-  return 0;
-}
-
 /* backend NULL: from the environment (GAAW_BACKEND), as launched. */
 static gaaw_context_t open_ctx(const char *backend)
 {
@@ -301,13 +290,7 @@ static run_result train(gaaw_context_t ctx)
   gaaw_optimizer_t opt;
   require_ok(ctx, gaaw_model_create_gpt(ctx, &g, &model));
   require_ok(ctx, gaaw_optimizer_create(model, &oc, &opt));
-  int32_t tokens[B * T], targets[B * T];
-  for (int s = 0; s < STEPS; s++) {
-    model_random_batch(B, T, g.vocab, 1000 + 97 * (uint64_t)s + (uint64_t)dp_rank, tokens, targets);
-    gaaw_batch_t b = {.batch = B, .seq = T, .tokens = tokens, .targets = targets};
-    require_ok(ctx, gaaw_model_forward_backward(model, &b, &r.losses[s]));
-    require_ok(ctx, gaaw_optimizer_step(opt));
-  }
+  model_train(ctx, model, opt, STEPS, B, T, g.vocab, 1000 + (uint64_t)dp_rank, 97, r.losses);
   r.params = model_snapshot(model, 0, &r.n);
   gaaw_optimizer_destroy(&opt);
   gaaw_model_destroy(&model);
@@ -359,7 +342,7 @@ int main(int argc, char **argv)
   }
   /* every rank's launch backend must be usable, or all skip */
   const char *env = getenv("GAAW_BACKEND");
-  int usable = backend_usable(env ? env : "host"), all_usable;
+  int usable = test_backend_usable(env ? env : "host"), all_usable;
   MPI_Allreduce(&usable, &all_usable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (!all_usable) {
     if (world_rank == 0) printf("test_mixed_backends: a rank's backend is not built or finds no device; skipping\n");
