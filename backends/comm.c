@@ -179,15 +179,43 @@ static uint64_t tensor_bytes(const gaaw_tensor_t *t)
       GAAW_FAIL((comm)->ctx, GAAW_ERR_UNSUPPORTED, "the %s communicator backend has no %s", (comm)->ops->name, #opname); \
   } while (0)
 
+/* The checks of the three collectives that also start non-blocking (their tensor
+ * ratios, the reduction, the backend's entry), and the bytes they count. */
+static gaaw_status_t check_collective(gaaw_comm_t comm, gaaw_comm_op_t op, const gaaw_tensor_t *send,
+                                      const gaaw_tensor_t *recv, gaaw_reduce_op_t reduce, uint64_t *bytes)
+{
+  gaaw_context_t ctx = comm->ctx;
+  switch (op) {
+  case GAAW_COMM_ALLREDUCE:
+    GAAW_CHECK(check_pair(comm, send, recv, 1, 1));
+    GAAW_CHECK(check_reduce_op(comm, reduce));
+    GAAW_COMM_REQUIRE_OP(comm, allreduce);
+    *bytes = 2 * tensor_bytes(recv);
+    return GAAW_SUCCESS;
+  case GAAW_COMM_REDUCE_SCATTER:
+    GAAW_CHECK(check_pair(comm, send, recv, comm->size, 1));
+    GAAW_CHECK(check_reduce_op(comm, reduce));
+    GAAW_COMM_REQUIRE_OP(comm, reduce_scatter);
+    *bytes = tensor_bytes(send);
+    return GAAW_SUCCESS;
+  case GAAW_COMM_ALLGATHER:
+    GAAW_CHECK(check_pair(comm, send, recv, 1, comm->size));
+    GAAW_COMM_REQUIRE_OP(comm, allgather);
+    *bytes = tensor_bytes(recv);
+    return GAAW_SUCCESS;
+  default:
+    GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "%s is not a collective with a non-blocking form", gaaw_comm_op_name(op));
+  }
+}
+
 gaaw_status_t gaaw_comm_allreduce(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
                                   gaaw_reduce_op_t op)
 {
   GAAW_CHECK_CTX(NULL, check_comm(comm));
   gaaw_context_t ctx = comm->ctx;
-  GAAW_CHECK(check_pair(comm, send, recv, 1, 1));
-  GAAW_CHECK(check_reduce_op(comm, op));
-  GAAW_COMM_REQUIRE_OP(comm, allreduce);
-  return run(comm, GAAW_COMM_ALLREDUCE, 2 * tensor_bytes(recv), comm->ops->allreduce(comm, send, recv, op));
+  uint64_t bytes;
+  GAAW_CHECK(check_collective(comm, GAAW_COMM_ALLREDUCE, send, recv, op, &bytes));
+  return run(comm, GAAW_COMM_ALLREDUCE, bytes, comm->ops->allreduce(comm, send, recv, op));
 }
 
 gaaw_status_t gaaw_comm_reduce_scatter(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
@@ -195,19 +223,18 @@ gaaw_status_t gaaw_comm_reduce_scatter(gaaw_comm_t comm, const gaaw_tensor_t *se
 {
   GAAW_CHECK_CTX(NULL, check_comm(comm));
   gaaw_context_t ctx = comm->ctx;
-  GAAW_CHECK(check_pair(comm, send, recv, comm->size, 1));
-  GAAW_CHECK(check_reduce_op(comm, op));
-  GAAW_COMM_REQUIRE_OP(comm, reduce_scatter);
-  return run(comm, GAAW_COMM_REDUCE_SCATTER, tensor_bytes(send), comm->ops->reduce_scatter(comm, send, recv, op));
+  uint64_t bytes;
+  GAAW_CHECK(check_collective(comm, GAAW_COMM_REDUCE_SCATTER, send, recv, op, &bytes));
+  return run(comm, GAAW_COMM_REDUCE_SCATTER, bytes, comm->ops->reduce_scatter(comm, send, recv, op));
 }
 
 gaaw_status_t gaaw_comm_allgather(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv)
 {
   GAAW_CHECK_CTX(NULL, check_comm(comm));
   gaaw_context_t ctx = comm->ctx;
-  GAAW_CHECK(check_pair(comm, send, recv, 1, comm->size));
-  GAAW_COMM_REQUIRE_OP(comm, allgather);
-  return run(comm, GAAW_COMM_ALLGATHER, tensor_bytes(recv), comm->ops->allgather(comm, send, recv));
+  uint64_t bytes;
+  GAAW_CHECK(check_collective(comm, GAAW_COMM_ALLGATHER, send, recv, GAAW_SUM, &bytes));
+  return run(comm, GAAW_COMM_ALLGATHER, bytes, comm->ops->allgather(comm, send, recv));
 }
 
 gaaw_status_t gaaw_comm_broadcast(gaaw_comm_t comm, gaaw_tensor_t *t, int root)
@@ -313,11 +340,16 @@ gaaw_status_t gaaw_comm_stats_reset(gaaw_comm_t comm)
 
 /* ---------------------------------------------------------------- non-blocking */
 
-/* Hands a checked operation to the backend's start, or defers it; counts it. */
+/* Checks an operation and hands it to the backend's start, or defers it; counts it. */
 static gaaw_status_t start(gaaw_comm_t comm, gaaw_comm_op_t op, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
-                           gaaw_reduce_op_t reduce, uint64_t bytes, gaaw_comm_request_t *req)
+                           gaaw_reduce_op_t reduce, gaaw_comm_request_t *req)
 {
+  GAAW_CHECK_CTX(NULL, check_live(comm));
   gaaw_context_t ctx = comm->ctx;
+  GAAW_ARG_NOT_NULL(ctx, req);
+  *req = NULL;
+  uint64_t bytes;
+  GAAW_CHECK(check_collective(comm, op, send, recv, reduce, &bytes));
   gaaw_comm_request_t r = calloc(1, sizeof *r);
   if (!r) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate a communication request");
   r->comm = comm;
@@ -341,37 +373,17 @@ static gaaw_status_t start(gaaw_comm_t comm, gaaw_comm_op_t op, const gaaw_tenso
 gaaw_status_t gaaw_comm_allreduce_start(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
                                         gaaw_reduce_op_t op, gaaw_comm_request_t *req)
 {
-  GAAW_CHECK_CTX(NULL, check_live(comm));
-  gaaw_context_t ctx = comm->ctx;
-  GAAW_ARG_NOT_NULL(ctx, req);
-  *req = NULL;
-  GAAW_CHECK(check_pair(comm, send, recv, 1, 1));
-  GAAW_CHECK(check_reduce_op(comm, op));
-  GAAW_COMM_REQUIRE_OP(comm, allreduce);
-  return start(comm, GAAW_COMM_ALLREDUCE, send, recv, op, 2 * tensor_bytes(recv), req);
+  return start(comm, GAAW_COMM_ALLREDUCE, send, recv, op, req);
 }
 
 gaaw_status_t gaaw_comm_reduce_scatter_start(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
                                              gaaw_reduce_op_t op, gaaw_comm_request_t *req)
 {
-  GAAW_CHECK_CTX(NULL, check_live(comm));
-  gaaw_context_t ctx = comm->ctx;
-  GAAW_ARG_NOT_NULL(ctx, req);
-  *req = NULL;
-  GAAW_CHECK(check_pair(comm, send, recv, comm->size, 1));
-  GAAW_CHECK(check_reduce_op(comm, op));
-  GAAW_COMM_REQUIRE_OP(comm, reduce_scatter);
-  return start(comm, GAAW_COMM_REDUCE_SCATTER, send, recv, op, tensor_bytes(send), req);
+  return start(comm, GAAW_COMM_REDUCE_SCATTER, send, recv, op, req);
 }
 
 gaaw_status_t gaaw_comm_allgather_start(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
                                         gaaw_comm_request_t *req)
 {
-  GAAW_CHECK_CTX(NULL, check_live(comm));
-  gaaw_context_t ctx = comm->ctx;
-  GAAW_ARG_NOT_NULL(ctx, req);
-  *req = NULL;
-  GAAW_CHECK(check_pair(comm, send, recv, 1, comm->size));
-  GAAW_COMM_REQUIRE_OP(comm, allgather);
-  return start(comm, GAAW_COMM_ALLGATHER, send, recv, GAAW_SUM, tensor_bytes(recv), req);
+  return start(comm, GAAW_COMM_ALLGATHER, send, recv, GAAW_SUM, req);
 }

@@ -151,7 +151,8 @@ static gaaw_status_t finish_started_reductions(gaaw_optimizer_t opt, int skip)
   return GAAW_SUCCESS;
 }
 
-/* The step's accumulation starts over (after the step, or gaaw_model_zero_grad). */
+/* The step's accumulation starts over (gaaw_model_zero_grad, also at the end of
+ * every step). */
 static void restart_accumulation(gaaw_optimizer_t opt)
 {
   for (int b = 0; b < opt->nbuckets; b++) opt->buckets[b].reduction = ZERO_LOCAL;
@@ -167,7 +168,7 @@ gaaw_status_t gaaw_zero_finish_reductions(gaaw_optimizer_t opt)
     if (opt->cfg.zero_stage < 2 && opt->dp_size > 1) GAAW_CHECK(start_reduction(opt, b));
     GAAW_CHECK(finish_reduction(opt, b));
   }
-  restart_accumulation(opt);
+  /* the step's gaaw_model_zero_grad restarts the accumulation (grads_access) */
   opt->last_reductions_in_backward = opt->reductions_in_backward;
   opt->last_gathers_ahead = opt->gathers_ahead;
   opt->reductions_in_backward = opt->gathers_ahead = 0;

@@ -58,26 +58,41 @@ static void pause_briefly(unsigned polls)
   nanosleep(&pause, NULL);
 }
 
+/* One poll's checks, which abort the communicator when they fail: NCCL's
+ * asynchronous state of c (in *state: ncclSuccess or ncclInProgress when it is
+ * not an error), and, while there is still something to wait for (c in progress,
+ * or stream_busy), the deadline counted from start. */
+static gaaw_status_t poll_state(gaaw_comm_t comm, ncclComm_t c, double start, int stream_busy, const char *what,
+                                ncclResult_t *state)
+{
+  gaaw_context_t ctx = comm->ctx;
+  double timeout = ctx->comm_timeout;
+  ncclResult_t r = ncclCommGetAsyncError(c, state);
+  if (r != ncclSuccess) *state = r;
+  if (*state != ncclSuccess && *state != ncclInProgress) {
+    gaaw_status_t st = nccl_error(ctx, *state, c, __FILE__, __LINE__, __func__, what);
+    abort_comm(comm);
+    return st;
+  }
+  int waiting = stream_busy || *state == ncclInProgress;
+  if (waiting && timeout > 0 && now() - start > timeout) {
+    abort_comm(comm);
+    GAAW_FAIL(ctx, GAAW_ERR_TIMEOUT, "%s on communicator %s did not complete within comm_timeout = %g s; the NCCL "
+              "communicator was aborted", what, comm->name, timeout);
+  }
+  return GAAW_SUCCESS;
+}
+
 /* Polls until c has no operation in progress (initialisation, split, a call that
  * returned ncclInProgress); aborts on error or at the deadline. */
 static gaaw_status_t wait_ready(gaaw_comm_t comm, ncclComm_t c, const char *what)
 {
   gaaw_context_t ctx = comm->ctx;
-  double start = now(), timeout = ctx->comm_timeout;
+  double start = now();
   for (unsigned polls = 0;; polls++) {
-    ncclResult_t state = ncclSuccess, r = ncclCommGetAsyncError(c, &state);
-    if (r != ncclSuccess) state = r;
+    ncclResult_t state;
+    GAAW_CHECK(poll_state(comm, c, start, 0, what, &state));
     if (state == ncclSuccess) return GAAW_SUCCESS;
-    if (state != ncclInProgress) {
-      gaaw_status_t st = nccl_error(ctx, state, c, __FILE__, __LINE__, __func__, what);
-      abort_comm(comm);
-      return st;
-    }
-    if (timeout > 0 && now() - start > timeout) {
-      abort_comm(comm);
-      GAAW_FAIL(ctx, GAAW_ERR_TIMEOUT, "%s on communicator %s did not complete within comm_timeout = %g s; the NCCL "
-                "communicator was aborted", what, comm->name, timeout);
-    }
     pause_briefly(polls);
   }
 }
@@ -88,7 +103,7 @@ static gaaw_status_t wait_stream(gaaw_comm_t comm, cudaEvent_t ev, const char *w
 {
   gaaw_context_t ctx = comm->ctx;
   cudaStream_t s = gaaw_cuda_state_of(ctx)->comm;
-  double start = now(), timeout = ctx->comm_timeout;
+  double start = now();
   for (unsigned polls = 0;; polls++) {
     cudaError_t q = ev ? cudaEventQuery(ev) : cudaStreamQuery(s);
     if (q == cudaSuccess) return GAAW_SUCCESS;
@@ -96,18 +111,8 @@ static gaaw_status_t wait_stream(gaaw_comm_t comm, cudaEvent_t ev, const char *w
       abort_comm(comm);
       return gaaw_cuda_error(ctx, q, __FILE__, __LINE__, __func__, what);
     }
-    ncclResult_t state = ncclSuccess;
-    ncclCommGetAsyncError(impl_of(comm)->comm, &state);
-    if (state != ncclSuccess && state != ncclInProgress) {
-      gaaw_status_t st = nccl_error(ctx, state, impl_of(comm)->comm, __FILE__, __LINE__, __func__, what);
-      abort_comm(comm);
-      return st;
-    }
-    if (timeout > 0 && now() - start > timeout) {
-      abort_comm(comm);
-      GAAW_FAIL(ctx, GAAW_ERR_TIMEOUT, "%s on communicator %s did not complete within comm_timeout = %g s; the NCCL "
-                "communicator was aborted", what, comm->name, timeout);
-    }
+    ncclResult_t state;
+    GAAW_CHECK(poll_state(comm, impl_of(comm)->comm, start, 1, what, &state));
     pause_briefly(polls);
   }
 }
