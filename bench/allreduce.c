@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "gaaw.h"
+#include "bench/bench_util.h"
 
 #define CHECK(call)                                                                                  \
   do {                                                                                               \
@@ -29,18 +30,6 @@
       MPI_Abort(MPI_COMM_WORLD, 1);                                                                  \
     }                                                                                                \
   } while (0)
-
-static int cmp_double(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void fill(float *x, size_t n, int rank)
 {
@@ -135,7 +124,7 @@ int main(int argc, char **argv)
     }
     MPI_Allreduce(MPI_IN_PLACE, tg, reps, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, tm, reps, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    double g_t = median(tg, reps), m_t = median(tm, reps);
+    double g_t = bench_median(tg, reps), m_t = bench_median(tm, reps);
     double bus = 2.0 * (size - 1) / size * (double)bytes;
     if (rank == 0)
       printf("bench=allreduce np=%d backend=%s dtype=f32 op=sum inplace=yes bytes=%zu reps=%d OPENBLAS_CORETYPE=%s "

@@ -19,6 +19,7 @@
 
 #include "config.h"
 #include "gaaw.h"
+#include "bench/bench_util.h"
 
 #ifdef GAAW_HAVE_CBLAS
 #include <cblas.h>
@@ -39,18 +40,6 @@ static void settle(void)
 {
   struct timespec pause = {0, 300 * 1000 * 1000};
   nanosleep(&pause, NULL);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-  qsort(v, n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 #define CHECK(call)                                                                                      \
@@ -116,7 +105,7 @@ int main(int argc, char **argv)
     blas_threads(1);
     repeats = timed;
     double flops = 2.0 * n * n * n;
-    double g = flops / median(t_gaaw, repeats) * 1e-9, p = flops / median(t_peer, repeats) * 1e-9;
+    double g = flops / bench_median(t_gaaw, repeats) * 1e-9, p = flops / bench_median(t_peer, repeats) * 1e-9;
     printf("bench=gemm n=%lld dtype=f32 backend=host threads=%d openblas_coretype=%s repeats=%d value=%.1f "
            "unit=GFLOP/s peer=cblas_sgemm peer_value=%.1f ratio=%.3f\n",
            (long long)n, threads, coretype ? coretype : "unset", repeats, g, p, g / p);

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "gaaw.h"
+#include "bench/bench_util.h"
 
 enum { REPEATS = 7, ITERS = 10 };
 
@@ -23,18 +24,6 @@ static double now(void)
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-  qsort(v, n, sizeof *v, cmp_double);
-  return v[n / 2];
 }
 
 #define CHECK(call)                                                                       \
@@ -74,8 +63,8 @@ static void time_pair(pair_t p, cudaStream_t peer_stream, double *t_gaaw, double
     g[r] = (t1 - t0) / ITERS;
     q[r] = (t2 - t1) / ITERS;
   }
-  *t_gaaw = median(g, REPEATS);
-  *t_peer = median(q, REPEATS);
+  *t_gaaw = bench_median(g, REPEATS);
+  *t_peer = bench_median(q, REPEATS);
 }
 
 static const char *coretype(void)

@@ -18,24 +18,13 @@
 #include <clblast_c.h>
 
 #include "backends/opencl/opencl.h"
+#include "bench/bench_util.h"
 
 static double now(void)
 {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 #define CHECK(call)                                                                                        \
@@ -105,7 +94,7 @@ int main(int argc, char **argv)
       }
     }
     double flops = 2.0 * (double)n * (double)n * (double)n;
-    double g = flops / median(tg, repeats) * 1e-9, p = flops / median(tp, repeats) * 1e-9;
+    double g = flops / bench_median(tg, repeats) * 1e-9, p = flops / bench_median(tp, repeats) * 1e-9;
     printf("bench=gemm_opencl n=%lld dtype=f32 backend=opencl device=%s openblas_coretype=%s value=%.2f "
            "unit=GFLOP/s peer=clblast_sgemm peer_value=%.2f ratio=%.3f\n",
            (long long)n, device, coretype ? coretype : "unset", g, p, g / p);

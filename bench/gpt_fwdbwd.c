@@ -23,12 +23,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "gaaw.h"
+#include "bench/bench_util.h"
 
 #ifndef GAAW_SRCDIR
 #define GAAW_SRCDIR "."
@@ -55,28 +55,6 @@ static void die(const char *what)
 {
   fprintf(stderr, "bench/gpt_fwdbwd: %s\n", what);
   MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n)
-{
-  double s[MAX_REPEATS];
-  memcpy(s, v, (size_t)n * sizeof *s);
-  qsort(s, (size_t)n, sizeof *s, cmp_double);
-  return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-}
-
-static double cpu_seconds(void)
-{
-  struct rusage r;
-  getrusage(RUSAGE_SELF, &r);
-  return (double)r.ru_utime.tv_sec + 1e-6 * (double)r.ru_utime.tv_usec + (double)r.ru_stime.tv_sec +
-         1e-6 * (double)r.ru_stime.tv_usec;
 }
 
 /* ---------------------------------------------------------------- the PyTorch child */
@@ -235,13 +213,13 @@ int main(int argc, char **argv)
   double step_s[MAX_REPEATS], cpu_s[MAX_REPEATS], peer_step_s[MAX_REPEATS], peer_cpu_s[MAX_REPEATS];
   for (int r = 0; r < o.repeats; r++) {
     MPI_Barrier(MPI_COMM_WORLD);
-    double c0 = cpu_seconds(), t0 = MPI_Wtime();
+    double c0 = bench_cpu_seconds(), t0 = MPI_Wtime();
     for (int k = 0; k < o.steps; k++) {
       CHECK(gaaw_model_zero_grad(model));
       CHECK(gaaw_model_forward_backward(model, &batch, NULL));
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    double t1 = MPI_Wtime(), cpu = (cpu_seconds() - c0) / o.steps, cpu_all;
+    double t1 = MPI_Wtime(), cpu = (bench_cpu_seconds() - c0) / o.steps, cpu_all;
     MPI_Reduce(&cpu, &cpu_all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
     step_s[r] = (t1 - t0) / o.steps;
     cpu_s[r] = cpu_all;
@@ -283,20 +261,20 @@ int main(int argc, char **argv)
 
   if (rank == 0) {
     const char *coretype = getenv("OPENBLAS_CORETYPE"), *l2 = getenv("OPENBLAS_L2_SIZE");
-    double tok = (double)B * T, step = median(step_s, o.repeats), value = tok / step;
+    double tok = (double)B * T, step = bench_median(step_s, o.repeats), value = tok / step;
     printf("bench=gpt_fwdbwd backend=host ranks=%d tp=%d vocab=%d dim=%d heads=%d layers=%d seq=%d batch=%d "
            "threads=%d openblas_threads=%d steps=%d repeats=%d layers_ms=%.1f step_ms=%.1f value=%.0f unit=tok/s",
            size, o.tp, g.vocab, g.dim, g.heads, g.layers, T, B, threads,
            openblas_get_num_threads ? openblas_get_num_threads() : -1, o.steps, o.repeats, 1e3 * (fsum + bsum),
            1e3 * step, value);
     if (o.peer) {
-      double peer_value = tok / median(peer_step_s, o.repeats);
+      double peer_value = tok / bench_median(peer_step_s, o.repeats);
       printf(" peer=torch peer_value=%.0f ratio=%.3f", peer_value, value / peer_value);
     } else {
       printf(" peer=none peer_value=0 ratio=0");
     }
     printf(" cpu_s_per_step=%.3f peer_cpu_s_per_step=%.3f openblas_coretype=%s openblas_l2_size=%s peer_threads=%d\n",
-           median(cpu_s, o.repeats), o.peer ? median(peer_cpu_s, o.repeats) : 0.0, coretype ? coretype : "unset",
+           bench_median(cpu_s, o.repeats), o.peer ? bench_median(peer_cpu_s, o.repeats) : 0.0, coretype ? coretype : "unset",
            l2 ? l2 : "unset", threads * size);
   }
   free(tokens);

@@ -19,9 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "gaaw.h"
+#include "bench/bench_util.h"
 
 #define CHECK(call)                                                                                  \
   do {                                                                                               \
@@ -88,14 +88,6 @@ static void make_batch(int dp_rank, int step, int batch, int seq, int32_t *token
     }
 }
 
-static double cpu_seconds(void)
-{
-  struct rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec + (double)u.ru_stime.tv_sec +
-         1e-6 * (double)u.ru_stime.tv_usec;
-}
-
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -148,14 +140,14 @@ int main(int argc, char **argv)
     if (step == o.warmup) {
       MPI_Barrier(MPI_COMM_WORLD);
       t0 = MPI_Wtime();
-      cpu0 = cpu_seconds();
+      cpu0 = bench_cpu_seconds();
     }
     make_batch(dp_rank, step, o.batch, seq, tokens, targets);
     CHECK(gaaw_model_forward_backward(model, &batch, &loss));
     CHECK(gaaw_optimizer_step(opt));
     if (step == 0) loss_first = loss;
   }
-  double times[2] = {MPI_Wtime() - t0, cpu_seconds() - cpu0}, slowest, cpu_total;
+  double times[2] = {MPI_Wtime() - t0, bench_cpu_seconds() - cpu0}, slowest, cpu_total;
   MPI_Reduce(&times[0], &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   MPI_Reduce(&times[1], &cpu_total, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
   /* Model FLOPs per token trained (forward + backward), as PaLM's MFU counts them:

@@ -13,19 +13,7 @@
 
 #include "tests/harness/model_util.h"
 
-enum { B = 2, T = 8, STEPS = 5, VOCAB = 40 };
-
-static gaaw_context_t open_ctx(const char *backend)
-{
-  gaaw_config_t cfg;
-  gaaw_context_t ctx;
-  require_ok(NULL, gaaw_config_create(&cfg));
-  require_ok(NULL, gaaw_config_set(cfg, "backend", backend));
-  require_ok(NULL, gaaw_config_set_int(cfg, "zero_bucket_bytes", 0));
-  require_ok(NULL, gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
-  gaaw_config_destroy(&cfg);
-  return ctx;
-}
+enum { B = 2, T = 8, STEPS = 5 };
 
 typedef struct {
   float *params;
@@ -37,13 +25,7 @@ typedef struct {
 static run_result train(gaaw_context_t ctx, int stage)
 {
   run_result r = {0};
-  gaaw_gpt_config_t g;
-  gaaw_gpt_config_default(&g);
-  g.vocab = VOCAB;
-  g.max_seq = T;
-  g.layers = 2;
-  g.heads = 2;
-  g.dim = 16;
+  gaaw_gpt_config_t g = model_tiny_gpt(T, GAAW_F32);
   gaaw_optimizer_config_t oc;
   gaaw_optimizer_config_default(&oc);
   oc.zero_stage = stage;
@@ -52,7 +34,7 @@ static run_result train(gaaw_context_t ctx, int stage)
   gaaw_optimizer_t opt;
   require_ok(ctx, gaaw_model_create_gpt(ctx, &g, &model));
   require_ok(ctx, gaaw_optimizer_create(model, &oc, &opt));
-  model_train(ctx, model, opt, STEPS, B, T, VOCAB, 4242, 31, r.losses);
+  model_train(ctx, model, opt, STEPS, B, T, g.vocab, 4242, 31, r.losses);
   gaaw_step_stats_t st;
   require_ok(ctx, gaaw_optimizer_stats(opt, &st));
   r.gathers_ahead = st.gathers_ahead;
@@ -71,7 +53,8 @@ int main(int argc, char **argv)
     MPI_Finalize();
     return TEST_SKIP;
   }
-  gaaw_context_t host = open_ctx("host"), dev = open_ctx(backend);
+  gaaw_context_t host = test_context(MPI_COMM_WORLD, "backend=host zero_bucket_bytes=0");
+  gaaw_context_t dev = test_context(MPI_COMM_WORLD, "backend=" TRAIN_BACKEND " zero_bucket_bytes=0");
   for (int stage = 0; stage <= 3; stage += 3) {
     run_result want = train(host, stage), got = train(dev, stage), again = train(dev, stage);
     char what[96];

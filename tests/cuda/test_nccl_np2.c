@@ -14,18 +14,6 @@
 
 enum { N = 1000 };
 
-static gaaw_context_t open_context(const char *backend)
-{
-  gaaw_config_t cfg;
-  gaaw_context_t ctx = NULL;
-  require_ok(NULL, gaaw_config_create(&cfg));
-  require_ok(NULL, gaaw_config_set(cfg, "backend", backend));
-  require_ok(NULL, gaaw_config_set(cfg, "comm_timeout", "60"));
-  require_ok(NULL, gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
-  gaaw_config_destroy(&cfg);
-  return ctx;
-}
-
 static gaaw_tensor_t upload(gaaw_context_t ctx, const float *v, int64_t n)
 {
   gaaw_tensor_t t;
@@ -150,7 +138,7 @@ int main(int argc, char **argv)
   MPI_Comm_size(MPI_COMM_WORLD, &size);
 
   /* Bad input, on a host context. */
-  gaaw_context_t host = open_context("host");
+  gaaw_context_t host = test_context(MPI_COMM_WORLD, "backend=host comm_timeout=60");
   gaaw_comm_t world = NULL, nc = NULL;
   require_ok(host, gaaw_topology_comm(host, GAAW_GROUP_WORLD, &world));
   expect_status(gaaw_nccl_comm_from_mpi(NULL, "x", &nc), GAAW_ERR_INVALID_ARG);
@@ -170,7 +158,7 @@ int main(int argc, char **argv)
   enough = devices >= local_size;
   MPI_Allreduce(&enough, &all_enough, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (all_enough) {
-    gaaw_context_t ctx = open_context("cuda");
+    gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=cuda comm_timeout=60");
     require_ok(ctx, gaaw_topology_comm(ctx, GAAW_GROUP_WORLD, &world));
     require_ok(ctx, gaaw_nccl_comm_from_mpi(world, "nccl-world", &nc));
     const char *backend = NULL;

@@ -39,6 +39,21 @@ static inline void model_random_batch(int batch, int seq, int vocab, uint64_t se
     targets[i] = i % 7 == 3 ? -1 : tokens[(i + 1) % ((long)batch * seq)];
 }
 
+/* The small GPT the training tests use: vocabulary 40, 2 layers, 2 heads, width
+ * 16, context seq. */
+static inline gaaw_gpt_config_t model_tiny_gpt(int seq, gaaw_dtype_t dtype)
+{
+  gaaw_gpt_config_t g;
+  gaaw_gpt_config_default(&g);
+  g.vocab = 40;
+  g.max_seq = seq;
+  g.layers = 2;
+  g.heads = 2;
+  g.dim = 16;
+  g.dtype = dtype;
+  return g;
+}
+
 /* steps training steps of model and opt: step s runs the random batch (batch x seq)
  * of seed seed0 + seed_step * s, and its loss goes to losses[s]. Collective over
  * the world. */

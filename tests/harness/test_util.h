@@ -76,6 +76,19 @@ static inline void expect_close_at(const float *got, const float *want, long n, 
 }
 #define expect_close(got, want, n, tol, what) expect_close_at((got), (want), (n), (tol), (what), __FILE__, __LINE__)
 
+/* A context over comm with the options of list ("key=value" pairs, as
+ * gaaw_config_parse reads them, e.g. "backend=host tp=2"). */
+static inline gaaw_context_t test_context(MPI_Comm comm, const char *list)
+{
+  gaaw_config_t cfg;
+  gaaw_context_t ctx = NULL;
+  require_ok(NULL, gaaw_config_create(&cfg));
+  require_ok(NULL, gaaw_config_parse(cfg, list));
+  require_ok(NULL, gaaw_init(comm, cfg, &ctx));
+  gaaw_config_destroy(&cfg);
+  return ctx;
+}
+
 /* Whether the device backend named name is built and finds a device here. */
 static inline int test_backend_usable(const char *name)
 {

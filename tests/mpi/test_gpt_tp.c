@@ -13,14 +13,9 @@ static int world_rank, world_size;
 
 static gaaw_context_t open_ctx(MPI_Comm comm, int tp)
 {
-  gaaw_config_t cfg;
-  gaaw_context_t ctx;
-  require_ok(NULL, gaaw_config_create(&cfg));
-  require_ok(NULL, gaaw_config_set(cfg, "backend", "host"));
-  require_ok(NULL, gaaw_config_set_int(cfg, "tp", tp));
-  require_ok(NULL, gaaw_init(comm, cfg, &ctx));
-  gaaw_config_destroy(&cfg);
-  return ctx;
+  char list[32];
+  snprintf(list, sizeof list, "backend=host tp=%d", tp);
+  return test_context(comm, list);
 }
 
 static gaaw_gpt_config_t small_gpt(int layers, int sp)

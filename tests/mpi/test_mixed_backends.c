@@ -273,14 +273,7 @@ static run_result train(gaaw_context_t ctx)
   memset(&r, 0, sizeof r);
   int dp_rank, dp;
   require_ok(ctx, gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, &dp_rank, &dp));
-  gaaw_gpt_config_t g;
-  gaaw_gpt_config_default(&g);
-  g.vocab = 40;
-  g.max_seq = T;
-  g.layers = 2;
-  g.heads = 2;
-  g.dim = 16;
-  g.dtype = GAAW_F32;
+  gaaw_gpt_config_t g = model_tiny_gpt(T, GAAW_F32);
   gaaw_optimizer_config_t oc;
   gaaw_optimizer_config_default(&oc);
   oc.zero_stage = 1;

@@ -35,11 +35,7 @@ int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  gaaw_config_t cfg;
-  gaaw_context_t ctx;
-  require_ok(NULL, gaaw_config_create(&cfg));
-  require_ok(NULL, gaaw_config_parse(cfg, "backend=host tp=2 comm_timeout=30"));
-  require_ok(NULL, gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
+  gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=host tp=2 comm_timeout=30");
 
   gaaw_gpt_config_t g = small();
   g.heads = 3, g.dim = 18;
@@ -155,7 +151,6 @@ int main(int argc, char **argv)
   gaaw_model_destroy(&model);
 
   gaaw_finalize(&ctx);
-  gaaw_config_destroy(&cfg);
   int failures = test_failures, total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   MPI_Finalize();

@@ -33,29 +33,11 @@ static int world_rank, world_size;
  * gather layer by layer during forward and backward) */
 static gaaw_context_t open_ctx(MPI_Comm comm, int tp, int64_t bucket_bytes)
 {
-  gaaw_config_t cfg;
-  gaaw_context_t ctx;
-  require_ok(NULL, gaaw_config_create(&cfg));
-  require_ok(NULL, gaaw_config_set(cfg, "backend", "host"));
-  require_ok(NULL, gaaw_config_set_int(cfg, "tp", tp));
-  require_ok(NULL, gaaw_config_set_int(cfg, "zero_bucket_bytes", bucket_bytes));
-  require_ok(NULL, gaaw_init(comm, cfg, &ctx));
-  gaaw_config_destroy(&cfg);
-  return ctx;
+  char list[64];
+  snprintf(list, sizeof list, "backend=host tp=%d zero_bucket_bytes=%lld", tp, (long long)bucket_bytes);
+  return test_context(comm, list);
 }
 
-static gaaw_gpt_config_t small(gaaw_dtype_t dtype)
-{
-  gaaw_gpt_config_t g;
-  gaaw_gpt_config_default(&g);
-  g.vocab = 40;
-  g.max_seq = T;
-  g.layers = 2;
-  g.heads = 2;
-  g.dim = 16;
-  g.dtype = dtype;
-  return g;
-}
 
 static gaaw_optimizer_config_t adamw(int stage, int accumulation)
 {
@@ -95,7 +77,7 @@ static run_result train(gaaw_context_t ctx, gaaw_dtype_t dtype, const gaaw_optim
   memset(&r, 0, sizeof r);
   int dp_rank, dp;
   gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, &dp_rank, &dp);
-  gaaw_gpt_config_t g = small(dtype);
+  gaaw_gpt_config_t g = model_tiny_gpt(T, dtype);
   gaaw_model_t model;
   gaaw_optimizer_t opt;
   require_ok(ctx, gaaw_model_create_gpt(ctx, &g, &model));
@@ -177,7 +159,7 @@ static void check_accumulation(gaaw_context_t serial, int64_t bucket_bytes)
     free(got.params);
   }
   /* a third backward pass with accumulation 2 */
-  gaaw_gpt_config_t g = small(GAAW_F32);
+  gaaw_gpt_config_t g = model_tiny_gpt(T, GAAW_F32);
   gaaw_model_t model;
   gaaw_optimizer_t opt;
   require_ok(par, gaaw_model_create_gpt(par, &g, &model));
@@ -202,7 +184,7 @@ static void check_gradient_access(gaaw_context_t serial)
 {
   int dp = world_size;
   int32_t tokens[B * T], targets[B * T];
-  gaaw_gpt_config_t g = small(GAAW_F32);
+  gaaw_gpt_config_t g = model_tiny_gpt(T, GAAW_F32);
   gaaw_model_t ref;
   require_ok(serial, gaaw_model_create_gpt(serial, &g, &ref));
   for (int micro = 0; micro < dp; micro++) {
@@ -298,7 +280,7 @@ static void check_mixed_precision(void)
   free(f16.params);
 
   /* a loss scale far too large overflows f16: every rank skips, the scale halves */
-  gaaw_gpt_config_t g = small(GAAW_F16);
+  gaaw_gpt_config_t g = model_tiny_gpt(T, GAAW_F16);
   gaaw_model_t model;
   gaaw_optimizer_t opt;
   require_ok(par, gaaw_model_create_gpt(par, &g, &model));

@@ -79,15 +79,10 @@ static int run_case(gaaw_context_t ctx, gaaw_norm_t norm, gaaw_activation_t act,
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
-  gaaw_config_t cfg;
-  gaaw_context_t ctx;
-  require_ok(NULL, gaaw_config_create(&cfg));
-  require_ok(NULL, gaaw_config_set(cfg, "backend", "host"));
-  require_ok(NULL, gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
+  gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=host");
   int rc = run_case(ctx, GAAW_NORM_LAYERNORM, GAAW_ACT_GELU, 1);
   if (rc != 77) rc = run_case(ctx, GAAW_NORM_RMSNORM, GAAW_ACT_SWIGLU, 0);
   gaaw_finalize(&ctx);
-  gaaw_config_destroy(&cfg);
   MPI_Finalize();
   if (rc == 77) {
     fprintf(stderr, "test_gpt_torch: PyTorch (python3-torch) is missing: skipped\n");

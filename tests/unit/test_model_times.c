@@ -125,15 +125,10 @@ static void check_mlp(gaaw_context_t ctx)
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
-  gaaw_config_t cfg;
-  gaaw_context_t ctx;
-  require_ok(NULL, gaaw_config_create(&cfg));
-  require_ok(NULL, gaaw_config_set(cfg, "backend", "host"));
-  require_ok(NULL, gaaw_init(MPI_COMM_SELF, cfg, &ctx));
+  gaaw_context_t ctx = test_context(MPI_COMM_SELF, "backend=host");
   check_gpt(ctx);
   check_mlp(ctx);
   gaaw_finalize(&ctx);
-  gaaw_config_destroy(&cfg);
   int rc = test_finish("test_model_times");
   MPI_Finalize();
   return rc;

@@ -209,17 +209,12 @@ static void bad_input(gaaw_context_t ctx)
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
-  gaaw_config_t cfg;
-  gaaw_context_t ctx;
-  require_ok(NULL, gaaw_config_create(&cfg));
-  require_ok(NULL, gaaw_config_set(cfg, "backend", "host"));
-  require_ok(NULL, gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
+  gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=host");
   int rc = adamw_against_torch(ctx);
   sgd_formula(ctx);
   schedule_and_clipping(ctx);
   bad_input(ctx);
   gaaw_finalize(&ctx);
-  gaaw_config_destroy(&cfg);
   MPI_Finalize();
   if (rc == 77) fprintf(stderr, "test_optimizer_torch: PyTorch missing: the AdamW comparison was skipped\n");
   return test_finish("test_optimizer_torch");
