@@ -6,6 +6,7 @@
 #include "config.h"
 #include "backends/comm.h"
 #include "backends/mpi/mpi_handle.h"
+#include "backends/runtime/abort.h"
 #include "backends/runtime/context_impl.h"
 #include "backends/runtime/runtime.h"
 #ifdef GAAW_HAVE_NCCL
@@ -27,18 +28,40 @@ static gaaw_status_t new_comm(gaaw_context_t ctx, const gaaw_comm_ops *ops, cons
   if (!c) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate a communicator");
   c->ctx = ctx;
   c->ops = ops;
+  c->control = MPI_COMM_NULL;
   strncpy(c->name, name ? name : "", sizeof c->name - 1);
   *out = c;
   return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_comm_attach_control(gaaw_comm_t comm, MPI_Comm base)
+{
+  GAAW_MPI_CHECK(comm->ctx, MPI_Comm_dup(base, &comm->control));
+  MPI_Comm_set_errhandler(comm->control, MPI_ERRORS_RETURN);
+  return GAAW_SUCCESS;
+}
+
+/* The child's control communicator: the parent's, split the same way. */
+static gaaw_status_t split_control(gaaw_comm_t parent, int color, int key, gaaw_comm_t child)
+{
+  GAAW_MPI_CHECK(parent->ctx, MPI_Comm_split(parent->control, color, key, &child->control));
+  MPI_Comm_set_errhandler(child->control, MPI_ERRORS_RETURN);
+  return GAAW_SUCCESS;
+}
+
+void gaaw_comm_mark_aborted(gaaw_comm_t comm)
+{
+  comm->aborted = 1;
+  gaaw_context_abort(comm->ctx);
 }
 
 gaaw_status_t gaaw_comm_create_world(gaaw_context_t ctx, const char *name, gaaw_comm_t *comm)
 {
   GAAW_CHECK(new_comm(ctx, &gaaw_mpi_comm_ops, name, comm));
   gaaw_status_t st = (*comm)->ops->create_world(*comm);
+  if (st == GAAW_SUCCESS) st = gaaw_comm_attach_control(*comm, ctx->world);
   if (st != GAAW_SUCCESS) {
-    free(*comm);
-    *comm = NULL;
+    gaaw_comm_destroy(comm);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   }
   return GAAW_SUCCESS;
@@ -49,9 +72,9 @@ gaaw_status_t gaaw_comm_split(gaaw_comm_t parent, int color, int key, const char
   gaaw_context_t ctx = parent->ctx;
   GAAW_CHECK(new_comm(ctx, parent->ops, name, child));
   gaaw_status_t st = parent->ops->split(parent, color, key, *child);
+  if (st == GAAW_SUCCESS) st = split_control(parent, color, key, *child);
   if (st != GAAW_SUCCESS) {
-    free(*child);
-    *child = NULL;
+    gaaw_comm_destroy(child);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   }
   return GAAW_SUCCESS;
@@ -87,7 +110,9 @@ void gaaw_comm_destroy(gaaw_comm_t *comm)
 {
   if (!comm || !*comm) return;
   gaaw_comm_orphan_requests(*comm);
-  if ((*comm)->ops->destroy) (*comm)->ops->destroy(*comm);
+  if ((*comm)->ops->destroy && (*comm)->impl) (*comm)->ops->destroy(*comm);
+  /* after a failure, freeing could wait on a peer that never comes: abandoned */
+  if ((*comm)->control != MPI_COMM_NULL && !(*comm)->aborted) MPI_Comm_free(&(*comm)->control);
   free(*comm);
   *comm = NULL;
 }
@@ -98,8 +123,9 @@ static gaaw_status_t check_live(gaaw_comm_t comm)
   GAAW_ARG_NOT_NULL(NULL, comm);
   gaaw_context_t ctx = comm->ctx;
   if (comm->aborted)
-    GAAW_FAIL(ctx, GAAW_ERR_COMM, "communicator %s was aborted after an earlier failure; no further "
-              "communication is possible on it", comm->name);
+    GAAW_FAIL(ctx, GAAW_ERR_COMM, "communicator %s was aborted after an earlier failure (%s); no further "
+              "communication is possible on it", comm->name, ctx->aborted ? ctx->abort_reason : "see the log");
+  GAAW_CHECK(gaaw_context_check_live(ctx));
   return GAAW_SUCCESS;
 }
 
@@ -160,7 +186,7 @@ static gaaw_status_t run(gaaw_comm_t comm, gaaw_comm_op_t op, uint64_t bytes, ga
 {
   gaaw_context_t ctx = comm->ctx;
   if (st != GAAW_SUCCESS) {
-    if (st != GAAW_ERR_INVALID_ARG && st != GAAW_ERR_UNSUPPORTED) comm->aborted = 1;
+    if (st != GAAW_ERR_INVALID_ARG && st != GAAW_ERR_UNSUPPORTED) gaaw_comm_mark_aborted(comm);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, gaaw_comm_op_name(op));
   }
   comm->calls[op]++;

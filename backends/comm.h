@@ -7,6 +7,8 @@
 #ifndef GAAW_BACKENDS_COMM_H
 #define GAAW_BACKENDS_COMM_H
 
+#include <mpi.h>
+
 #include "gaaw/comm.h"
 
 typedef struct gaaw_comm_ops {
@@ -56,6 +58,7 @@ struct gaaw_comm_s {
   void *impl;   /* the backend's state */
   int rank, size;
   int aborted;  /* set after a timeout or a failed collective: later calls fail */
+  MPI_Comm control; /* over the same ranks, for agreements (backends/agree.c) */
   char name[16]; /* "world", "tp", ... for messages */
   uint64_t calls[GAAW_COMM_OP_COUNT];
   uint64_t bytes[GAAW_COMM_OP_COUNT];
@@ -89,6 +92,13 @@ void gaaw_comm_cancel(gaaw_comm_request_t *req);
 /* At destroy: queued requests are waited for (under the deadline), and every live
  * request is detached, so that waiting for it later reports an error. */
 void gaaw_comm_orphan_requests(gaaw_comm_t comm);
+
+/* Gives comm its control communicator, a duplicate of base (the MPI communicator
+ * over the same ranks). Collective over base. */
+gaaw_status_t gaaw_comm_attach_control(gaaw_comm_t comm, MPI_Comm base);
+/* After a failure that leaves comm's members out of step: comm and its context are
+ * aborted (runtime/abort.h), and every rank is told. Not collective. */
+void gaaw_comm_mark_aborted(gaaw_comm_t comm);
 
 /* Frees *comm and sets it to NULL; NULL is a no-op. */
 void gaaw_comm_destroy(gaaw_comm_t *comm);

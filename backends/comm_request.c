@@ -60,7 +60,7 @@ gaaw_status_t gaaw_comm_run_deferred(gaaw_comm_t comm, gaaw_comm_request_t upto)
                                    "failure", gaaw_comm_op_name(r->op), comm->name);
     } else {
       r->status = execute(comm, r);
-      if (r->status != GAAW_SUCCESS) comm->aborted = 1; /* peers may be inside it: no retry */
+      if (r->status != GAAW_SUCCESS) gaaw_comm_mark_aborted(comm); /* peers may be inside it: no retry */
     }
     if (first == GAAW_SUCCESS) first = r->status;
     if (r == upto) break;
@@ -112,7 +112,7 @@ gaaw_status_t gaaw_comm_wait(gaaw_comm_request_t *req)
   if (r->queued) {
     untrack(comm, r);
     st = comm->ops->complete(comm, r);
-    if (st != GAAW_SUCCESS) comm->aborted = 1;
+    if (st != GAAW_SUCCESS) gaaw_comm_mark_aborted(comm);
   } else {
     if (!r->ran) gaaw_comm_run_deferred(comm, r); /* an earlier one's failure fails r too */
     untrack(comm, r);

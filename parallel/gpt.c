@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "backends/agree.h"
 #include "backends/runtime/half.h"
 #include "parallel/linear.h"
 #include "parallel/model_impl.h"
@@ -239,15 +240,26 @@ static gaaw_status_t check_gpt_config(gaaw_context_t ctx, const gaaw_gpt_config_
   return GAAW_SUCCESS;
 }
 
-/* Every rank of the tp group must build the same model. */
-static gaaw_status_t agree_over_tp(gaaw_model_t m, const gaaw_gpt_config_t *g)
+/* Every rank must build the same model: the tp group splits one, and the dp
+ * replicas must be the same one. Collective over world. */
+static gaaw_status_t agree_on_config(gaaw_context_t ctx, gaaw_status_t st, const gaaw_gpt_config_t *g)
 {
-  int32_t v[12] = {g->vocab, g->max_seq, g->layers, g->heads, g->dim, g->ffn, (int32_t)g->norm,
-                   (int32_t)g->activation, g->tied_embeddings != 0, g->sequence_parallel != 0,
-                   (int32_t)(uint32_t)g->seed, (int32_t)(uint32_t)(g->seed >> 32)};
-  static const char *const names[12] = {"vocab", "max_seq", "layers", "heads", "dim", "ffn", "norm",
-                                        "activation", "tied_embeddings", "sequence_parallel", "seed", "seed"};
-  GAAW_CHECK_CTX(m->ctx, gaaw_model_tp_agree(m, "GPT", v, names, 12));
+  gaaw_field f[] = {
+    GAAW_FIELD_INT("vocab", g ? g->vocab : 0),
+    GAAW_FIELD_INT("max_seq", g ? g->max_seq : 0),
+    GAAW_FIELD_INT("layers", g ? g->layers : 0),
+    GAAW_FIELD_INT("heads", g ? g->heads : 0),
+    GAAW_FIELD_INT("dim", g ? g->dim : 0),
+    GAAW_FIELD_INT("ffn", g ? g->ffn : 0),
+    GAAW_FIELD_NAMED("norm", g ? g->norm : 0, g ? gaaw_norm_name(g->norm) : ""),
+    GAAW_FIELD_NAMED("activation", g ? g->activation : 0, g ? gaaw_activation_name(g->activation) : ""),
+    GAAW_FIELD_INT("tied_embeddings", g ? g->tied_embeddings != 0 : 0),
+    GAAW_FIELD_INT("sequence_parallel", g ? g->sequence_parallel != 0 : 0),
+    GAAW_FIELD_INT("seed", g ? (int64_t)g->seed : 0),
+    GAAW_FIELD_NAMED("dtype", g ? g->dtype : 0, g ? gaaw_dtype_name(g->dtype) : ""),
+  };
+  int n = st == GAAW_SUCCESS ? (int)(sizeof f / sizeof f[0]) : 0;
+  GAAW_CHECK(gaaw_agree_world(ctx, st, "the GPT configuration", f, n));
   return GAAW_SUCCESS;
 }
 
@@ -326,17 +338,21 @@ static gaaw_status_t build_gpt(gaaw_model_t m)
 gaaw_status_t gaaw_model_create_gpt(gaaw_context_t ctx, const gaaw_gpt_config_t *cfg, gaaw_model_t *model)
 {
   GAAW_ARG_NOT_NULL(ctx, ctx);
-  GAAW_ARG_NOT_NULL(ctx, cfg);
-  GAAW_ARG_NOT_NULL(ctx, model);
-  *model = NULL;
-  gaaw_model_t m;
-  GAAW_CHECK(gaaw_model_begin(ctx, GAAW_MODEL_GPT, cfg->dtype, &m));
-  m->gpt = *cfg;
-  if (!m->gpt.ffn) m->gpt.ffn = 4 * cfg->dim;
-  /* agreement first: a rank whose config fails its checks still takes part */
-  gaaw_status_t st = agree_over_tp(m, cfg);
-  if (st == GAAW_SUCCESS) st = check_gpt_config(ctx, cfg, m->tp_size);
+  if (model) *model = NULL;
+  gaaw_model_t m = NULL;
+  /* every check is local; then the ranks agree, so that all fail together */
+  gaaw_status_t st = cfg && model ? GAAW_SUCCESS
+                                  : gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
+                                                     "%s must not be NULL", cfg ? "model" : "cfg");
+  if (st == GAAW_SUCCESS) st = gaaw_model_begin(ctx, GAAW_MODEL_GPT, cfg->dtype, &m);
+  if (st == GAAW_SUCCESS) {
+    m->gpt = *cfg;
+    st = check_gpt_config(ctx, cfg, m->tp_size);
+    if (st == GAAW_SUCCESS && !m->gpt.ffn) m->gpt.ffn = 4 * cfg->dim; /* checked to fit */
+  }
+  st = agree_on_config(ctx, st, cfg);
   if (st == GAAW_SUCCESS) st = build_gpt(m);
+  st = gaaw_agree_world(ctx, st, "building the GPT", NULL, 0);
   if (st != GAAW_SUCCESS) {
     gaaw_model_destroy(&m);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
@@ -349,10 +365,14 @@ gaaw_status_t gaaw_model_get_logits(gaaw_model_t m, float *logits)
 {
   GAAW_ARG_NOT_NULL(NULL, m);
   gaaw_context_t ctx = m->ctx;
-  GAAW_ARG_NOT_NULL(ctx, logits);
-  GAAW_ARG_CHECK(ctx, m->kind == GAAW_MODEL_GPT, "only a GPT has logits");
-  if (!m->have_forward)
-    GAAW_FAIL(ctx, GAAW_ERR_STATE, "logits exist between gaaw_model_forward and gaaw_model_backward only");
+  gaaw_status_t ok = GAAW_SUCCESS;
+  if (!logits || m->kind != GAAW_MODEL_GPT)
+    ok = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
+                          logits ? "only a GPT has logits" : "logits must not be NULL");
+  else if (!m->have_forward)
+    ok = gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
+                          "logits exist between gaaw_model_forward and gaaw_model_backward only");
+  GAAW_CHECK(gaaw_agree(m->tp, ok, "gaaw_model_get_logits", NULL, 0));
   const gaaw_tensor_t *mine = &m->layers[m->nlayers - 1].saved[HS_LOGITS];
   int64_t N = m->rows, Vl = m->vocab_local, nv = m->vocab_valid_local, P = m->tp_size, V = m->gpt.vocab;
   gaaw_dtype_t dt = mine->dtype;

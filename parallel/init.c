@@ -1,7 +1,36 @@
 /* gaaw_init and gaaw_finalize: the runtime (backends/) plus the topology. */
+#include "backends/agree.h"
 #include "backends/runtime/log.h"
 #include "backends/runtime/runtime.h"
 #include "parallel/topology_impl.h"
+
+/* What this rank can check alone: options that gaaw does not support yet. */
+static gaaw_status_t check_supported(gaaw_context_t ctx)
+{
+  int64_t pp = gaaw_ctx_int(ctx, "pp");
+  GAAW_ARG_CHECK(ctx, pp == 1, "option pp = %lld: pipeline parallelism is not built yet, pp must be 1",
+                 (long long)pp);
+  return GAAW_SUCCESS;
+}
+
+/* The options every rank must share: the grid, and what decides how collectives
+ * and ZeRO buckets are cut (ranks that differ there would pair unlike messages). */
+static gaaw_status_t agree_on_options(gaaw_context_t ctx, gaaw_status_t local)
+{
+  const char *order = gaaw_ctx_string(ctx, "rank_order");
+  gaaw_field fields[] = {
+    GAAW_FIELD_INT("tp", gaaw_ctx_int(ctx, "tp")),
+    GAAW_FIELD_INT("pp", gaaw_ctx_int(ctx, "pp")),
+    GAAW_FIELD_INT("dp", gaaw_ctx_int(ctx, "dp")),
+    GAAW_FIELD_TEXT("rank_order", order),
+    GAAW_FIELD_INT("zero_bucket_bytes", gaaw_ctx_int(ctx, "zero_bucket_bytes")),
+    GAAW_FIELD_INT("allreduce_ring_bytes", gaaw_ctx_int(ctx, "allreduce_ring_bytes")),
+    GAAW_FIELD_INT("nccl", gaaw_ctx_bool(ctx, "nccl")),
+    GAAW_FIELD_REAL("comm_timeout", ctx->comm_timeout),
+  };
+  GAAW_CHECK(gaaw_agree_world(ctx, local, "the gaaw_init options", fields, (int)(sizeof fields / sizeof fields[0])));
+  return GAAW_SUCCESS;
+}
 
 gaaw_status_t gaaw_init_version(MPI_Comm comm, gaaw_config_t cfg, gaaw_context_t *out, int header_version)
 {
@@ -10,13 +39,11 @@ gaaw_status_t gaaw_init_version(MPI_Comm comm, gaaw_config_t cfg, gaaw_context_t
   gaaw_context_t ctx;
   GAAW_CHECK_CTX(NULL, gaaw_runtime_open(comm, cfg, header_version, &ctx));
   /* Planning is local and depends only on options and sizes; a rank whose options
-   * differ fails here, and the agreement makes every rank fail with it. */
-  gaaw_status_t st = gaaw_world_agree(ctx, gaaw_topology_plan(ctx, ctx->size, ctx->rank, &ctx->topo));
-  if (st == GAAW_SUCCESS) {
-    int64_t mine[3] = {ctx->topo.dp, ctx->topo.pp, ctx->topo.tp};
-    st = gaaw_world_agree_values(ctx, "dp, pp, tp", mine, 3);
-  }
-  if (st == GAAW_SUCCESS) st = gaaw_world_agree(ctx, gaaw_topology_build(ctx));
+   * are wrong or differ fails here, and the agreement makes every rank fail with it. */
+  gaaw_status_t st = check_supported(ctx);
+  if (st == GAAW_SUCCESS) st = gaaw_topology_plan(ctx, ctx->size, ctx->rank, &ctx->topo);
+  st = agree_on_options(ctx, st);
+  if (st == GAAW_SUCCESS) st = gaaw_agree_world(ctx, gaaw_topology_build(ctx), "building the topology", NULL, 0);
   if (st != GAAW_SUCCESS) {
     *gaaw_error_record_of(NULL) = ctx->error;
     gaaw_topology_free(ctx);

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "backends/agree.h"
 #include "parallel/linear.h"
 #include "parallel/model_impl.h"
 #include "parallel/tp.h"
@@ -175,17 +176,23 @@ static gaaw_status_t check_mlp_config(gaaw_context_t ctx, const gaaw_mlp_config_
   return GAAW_SUCCESS;
 }
 
-/* Every rank of the tp group must build the same model. */
-static gaaw_status_t agree_over_tp(gaaw_model_t m, const gaaw_mlp_config_t *c)
+/* Every rank must build the same model (tp splits it, dp replicates it).
+ * Collective over world. */
+static gaaw_status_t agree_on_config(gaaw_context_t ctx, gaaw_status_t st, const gaaw_mlp_config_t *c)
 {
-  static const char *const names[] = {"nsizes", "activation", "seed", "seed", "sizes[0]", "sizes[1]", "sizes[2]",
-                                      "sizes[3]", "sizes[4]", "sizes[5]", "sizes[6]", "sizes[7]", "sizes[8]",
-                                      "sizes[9]", "sizes[10]", "sizes[11]", "sizes[12]", "sizes[13]", "sizes[14]",
-                                      "sizes[15]", "sizes[16]"};
-  int32_t v[4 + GAAW_MLP_MAX_LAYERS + 1] = {c->nsizes, (int32_t)c->activation, (int32_t)(uint32_t)c->seed,
-                                            (int32_t)(uint32_t)(c->seed >> 32)};
-  for (int i = 0; i <= GAAW_MLP_MAX_LAYERS; i++) v[4 + i] = i < c->nsizes ? c->sizes[i] : 0; /* unused: ignored */
-  GAAW_CHECK_CTX(m->ctx, gaaw_model_tp_agree(m, "MLP", v, names, 4 + GAAW_MLP_MAX_LAYERS + 1));
+  static const char *const size_names[GAAW_MLP_MAX_LAYERS + 1] = {
+    "sizes[0]", "sizes[1]", "sizes[2]", "sizes[3]", "sizes[4]", "sizes[5]", "sizes[6]", "sizes[7]", "sizes[8]",
+    "sizes[9]", "sizes[10]", "sizes[11]", "sizes[12]", "sizes[13]", "sizes[14]", "sizes[15]", "sizes[16]"};
+  gaaw_field f[4 + GAAW_MLP_MAX_LAYERS + 1];
+  int n = 0;
+  if (st == GAAW_SUCCESS) {
+    f[n++] = GAAW_FIELD_INT("nsizes", c->nsizes);
+    for (int i = 0; i < c->nsizes; i++) f[n++] = GAAW_FIELD_INT(size_names[i], c->sizes[i]);
+    f[n++] = GAAW_FIELD_NAMED("activation", c->activation, gaaw_activation_name(c->activation));
+    f[n++] = GAAW_FIELD_INT("seed", (int64_t)c->seed);
+    f[n++] = GAAW_FIELD_NAMED("dtype", c->dtype, gaaw_dtype_name(c->dtype));
+  }
+  GAAW_CHECK(gaaw_agree_world(ctx, st, "the MLP configuration", f, n));
   return GAAW_SUCCESS;
 }
 
@@ -220,16 +227,20 @@ static gaaw_status_t build_mlp(gaaw_model_t m)
 gaaw_status_t gaaw_model_create_mlp(gaaw_context_t ctx, const gaaw_mlp_config_t *cfg, gaaw_model_t *model)
 {
   GAAW_ARG_NOT_NULL(ctx, ctx);
-  GAAW_ARG_NOT_NULL(ctx, cfg);
-  GAAW_ARG_NOT_NULL(ctx, model);
-  *model = NULL;
-  gaaw_model_t m;
-  GAAW_CHECK(gaaw_model_begin(ctx, GAAW_MODEL_MLP, cfg->dtype, &m));
-  m->mlp = *cfg;
-  /* agreement first: a rank whose config fails its checks still takes part */
-  gaaw_status_t st = agree_over_tp(m, cfg);
-  if (st == GAAW_SUCCESS) st = check_mlp_config(ctx, cfg, m->tp_size);
+  if (model) *model = NULL;
+  gaaw_model_t m = NULL;
+  /* every check is local; then the ranks agree, so that all fail together */
+  gaaw_status_t st = cfg && model ? GAAW_SUCCESS
+                                  : gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
+                                                     "%s must not be NULL", cfg ? "model" : "cfg");
+  if (st == GAAW_SUCCESS) st = gaaw_model_begin(ctx, GAAW_MODEL_MLP, cfg->dtype, &m);
+  if (st == GAAW_SUCCESS) {
+    m->mlp = *cfg;
+    st = check_mlp_config(ctx, cfg, m->tp_size);
+  }
+  st = agree_on_config(ctx, st, cfg);
   if (st == GAAW_SUCCESS) st = build_mlp(m);
+  st = gaaw_agree_world(ctx, st, "building the MLP", NULL, 0);
   if (st != GAAW_SUCCESS) {
     gaaw_model_destroy(&m);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);

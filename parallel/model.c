@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "backends/agree.h"
+#include "backends/runtime/abort.h"
 #include "backends/runtime/half.h"
 #include "parallel/model_impl.h"
 #include "parallel/tp.h"
@@ -118,6 +120,25 @@ gaaw_tensor_t gaaw_reshape(const gaaw_tensor_t *t, int ndim, const int64_t *shap
   return v;
 }
 
+const char *gaaw_norm_name(gaaw_norm_t norm)
+{
+  switch (norm) {
+  case GAAW_NORM_LAYERNORM: return "layernorm";
+  case GAAW_NORM_RMSNORM: return "rmsnorm";
+  }
+  return "invalid";
+}
+
+const char *gaaw_activation_name(gaaw_activation_t activation)
+{
+  switch (activation) {
+  case GAAW_ACT_GELU: return "gelu";
+  case GAAW_ACT_SWIGLU: return "swiglu";
+  case GAAW_ACT_NONE: return "none";
+  }
+  return "invalid";
+}
+
 /* ---------------------------------------------------------------- building */
 
 gaaw_status_t gaaw_model_begin(gaaw_context_t ctx, gaaw_model_kind kind, gaaw_dtype_t dtype, gaaw_model_t *model)
@@ -131,6 +152,7 @@ gaaw_status_t gaaw_model_begin(gaaw_context_t ctx, gaaw_model_kind kind, gaaw_dt
   m->dtype = m->params.dtype = dtype;
   m->loss_scale = 1.0f;
   gaaw_status_t st = gaaw_topology_comm(ctx, GAAW_GROUP_TP, &m->tp);
+  if (st == GAAW_SUCCESS) st = gaaw_topology_comm(ctx, GAAW_GROUP_WORLD, &m->world);
   if (st == GAAW_SUCCESS) st = gaaw_topology_group_rank(ctx, GAAW_GROUP_TP, &m->tp_rank, &m->tp_size);
   if (st == GAAW_SUCCESS) st = gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, NULL, &m->dp_size);
   if (st != GAAW_SUCCESS) {
@@ -292,47 +314,64 @@ static gaaw_status_t load_mlp_batch(gaaw_model_t m, const gaaw_batch_t *b)
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_model_tp_max(gaaw_model_t m, int32_t *values, int n)
+/* Checks and uploads a microbatch. Not collective. */
+static gaaw_status_t load_batch(gaaw_model_t m, const gaaw_batch_t *b)
 {
   gaaw_context_t ctx = m->ctx;
-  if (m->tp_size == 1) return GAAW_SUCCESS;
-  gaaw_tensor_t t;
-  int64_t count = n;
-  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_I32, 1, &count, GAAW_MEM_WORKSPACE, &t));
-  gaaw_status_t st = gaaw_buffer_write(ctx, t.buf, 0, values, (size_t)n * sizeof *values);
-  if (st == GAAW_SUCCESS) st = gaaw_comm_allreduce(m->tp, &t, &t, GAAW_MAX);
-  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, t.buf, 0, values, (size_t)n * sizeof *values);
-  gaaw_buffer_free(ctx, &t.buf);
+  GAAW_ARG_NOT_NULL(ctx, b);
+  GAAW_ARG_CHECK(ctx, b->batch >= 1, "batch must be >= 1, got %d", b->batch);
+  GAAW_CHECK(m->kind == GAAW_MODEL_GPT ? load_gpt_batch(m, b) : load_mlp_batch(m, b));
+  return GAAW_SUCCESS;
+}
+
+/* Digests of what this rank was given, which the ranks of the tp group must share
+ * (they split the work of one microbatch). */
+static int batch_digests(gaaw_model_t m, const gaaw_batch_t *b, gaaw_field *out)
+{
+  if (m->kind == GAAW_MODEL_GPT) {
+    size_t bytes = (size_t)m->rows * sizeof(int32_t);
+    out[0] = GAAW_FIELD_DIGEST("tokens", gaaw_digest(b->tokens, bytes));
+    out[1] = GAAW_FIELD_DIGEST("targets", gaaw_digest(b->targets, bytes));
+  } else {
+    const gaaw_mlp_config_t *c = &m->mlp;
+    out[0] = GAAW_FIELD_DIGEST("inputs", gaaw_digest(b->inputs, (size_t)b->batch * c->sizes[0] * sizeof(float)));
+    out[1] = GAAW_FIELD_DIGEST("outputs",
+                               gaaw_digest(b->outputs, (size_t)b->batch * c->sizes[c->nsizes - 1] * sizeof(float)));
+  }
+  return 2;
+}
+
+/* Every rank of the work group learns whether each one's batch was good, and that
+ * they fit together: the same data over tp, the same shape over world. */
+static gaaw_status_t agree_batch(gaaw_model_t m, gaaw_status_t st, const gaaw_batch_t *b)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_field fields[4];
+  int n = 0;
+  if (st == GAAW_SUCCESS) {
+    fields[n++] = GAAW_FIELD_INT("batch", b->batch);
+    fields[n++] = GAAW_FIELD_INT("seq", b->seq);
+  }
+  if (m->tp_size > 1)
+    st = gaaw_agree(m->tp, st, "the batch of a tp group", fields,
+                    st == GAAW_SUCCESS ? n + batch_digests(m, b, fields + n) : 0);
+  gaaw_comm_t group = gaaw_model_work_group(m);
+  if (group != m->tp) st = gaaw_agree(group, st, "the batch's shape", fields, st == GAAW_SUCCESS ? n : 0);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_model_tp_agree(gaaw_model_t m, const char *what, const int32_t *values,
-                                  const char *const *names, int n)
+gaaw_comm_t gaaw_model_work_group(gaaw_model_t m)
 {
-  gaaw_context_t ctx = m->ctx;
-  enum { MAX_VALUES = 32 };
-  GAAW_ARG_CHECK(ctx, n >= 1 && n <= MAX_VALUES, "n must be in 1..%d, got %d", MAX_VALUES, n);
-  int32_t both[2 * MAX_VALUES];
-  for (int i = 0; i < n; i++) both[i] = values[i], both[n + i] = ~values[i]; /* max(~v) = ~min(v) */
-  GAAW_CHECK(gaaw_model_tp_max(m, both, 2 * n));
-  for (int i = 0; i < n; i++)
-    GAAW_ARG_CHECK(ctx, both[i] == ~both[n + i], "the ranks of the tp group disagree on the %s's %s (this rank: %d)",
-                   what, names[i], values[i]);
-  return GAAW_SUCCESS;
+  return m->hooks.user ? m->world : m->tp;
 }
 
-/* The worst status over the tp group, so that a rank with bad input does not leave
- * the others waiting in a collective. */
-static gaaw_status_t agree_status_over_tp(gaaw_model_t m, gaaw_status_t local)
+/* A pass failed after its agreement: the other ranks may be inside a collective
+ * this rank will not join, so the context is aborted and they are told at once. */
+static gaaw_status_t fail_together(gaaw_model_t m, gaaw_status_t st)
 {
-  gaaw_context_t ctx = m->ctx;
-  int32_t worst = -local; /* max of -status = min of status */
-  GAAW_CHECK(gaaw_model_tp_max(m, &worst, 1));
-  if (local != GAAW_SUCCESS) return local;
-  if (worst != 0)
-    GAAW_FAIL(ctx, -worst, "another rank of the tp group failed (%s); see its log", gaaw_status_name(-worst));
-  return GAAW_SUCCESS;
+  if (gaaw_model_work_group(m)->size > 1) gaaw_context_abort(m->ctx);
+  return st;
 }
 
 void gaaw_model_set_hooks(gaaw_model_t m, const gaaw_model_hooks *hooks)
@@ -363,6 +402,13 @@ static gaaw_status_t before_layer(gaaw_model_t m, int layer, gaaw_phase phase)
   return GAAW_SUCCESS;
 }
 
+static gaaw_status_t check_pass(gaaw_model_t m, gaaw_phase phase)
+{
+  if (!m->hooks.check_pass) return GAAW_SUCCESS;
+  GAAW_CHECK_CTX(m->ctx, m->hooks.check_pass(m, phase, m->hooks.user));
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t after_layer(gaaw_model_t m, int layer, gaaw_phase phase)
 {
   if (!m->hooks.after_layer) return GAAW_SUCCESS;
@@ -378,25 +424,40 @@ static double now_seconds(void)
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-gaaw_status_t gaaw_model_forward(gaaw_model_t m, const gaaw_batch_t *b, float *loss)
+/* Forward over every layer; the batch is loaded. */
+static gaaw_status_t run_forward(gaaw_model_t m)
 {
-  GAAW_ARG_NOT_NULL(NULL, m);
-  gaaw_context_t ctx = m->ctx;
-  GAAW_ARG_NOT_NULL(ctx, b);
-  GAAW_ARG_CHECK(ctx, b->batch >= 1, "batch must be >= 1, got %d", b->batch);
-  drop_forward(m);
-  free_batch(m);
-  m->batch = b->batch;
-  m->seq = b->seq;
-  GAAW_CHECK(agree_status_over_tp(m, m->kind == GAAW_MODEL_GPT ? load_gpt_batch(m, b) : load_mlp_batch(m, b)));
   /* the first layer reads the batch itself; acts[0] stays empty */
   for (int i = 0; i < m->nlayers; i++) {
     gaaw_layer *l = &m->layers[i];
     double t0 = now_seconds();
-    GAAW_CHECK(before_layer(m, i, GAAW_PHASE_FORWARD));
-    GAAW_CHECK(l->ops->forward(m, l, &m->acts[i], &m->acts[i + 1]));
-    GAAW_CHECK(after_layer(m, i, GAAW_PHASE_FORWARD));
+    GAAW_CHECK_CTX(m->ctx, before_layer(m, i, GAAW_PHASE_FORWARD));
+    GAAW_CHECK_CTX(m->ctx, l->ops->forward(m, l, &m->acts[i], &m->acts[i + 1]));
+    GAAW_CHECK_CTX(m->ctx, after_layer(m, i, GAAW_PHASE_FORWARD));
     l->forward_seconds += now_seconds() - t0; /* with the hooks: ZeRO 3's gathers count */
+  }
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_forward(gaaw_model_t m, const gaaw_batch_t *b, float *loss)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  gaaw_context_t ctx = m->ctx;
+  drop_forward(m);
+  free_batch(m);
+  gaaw_status_t st = load_batch(m, b);
+  if (st == GAAW_SUCCESS) st = check_pass(m, GAAW_PHASE_FORWARD);
+  st = agree_batch(m, st, b);
+  if (st != GAAW_SUCCESS) {
+    free_batch(m);
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
+  m->batch = b->batch;
+  m->seq = b->seq;
+  st = run_forward(m);
+  if (st != GAAW_SUCCESS) {
+    drop_forward(m);
+    return gaaw_error_trace(ctx, fail_together(m, st), __FILE__, __LINE__, __func__);
   }
   m->have_forward = 1;
   if (loss) *loss = m->loss;
@@ -463,17 +524,25 @@ gaaw_status_t gaaw_model_backward(gaaw_model_t m)
 {
   GAAW_ARG_NOT_NULL(NULL, m);
   gaaw_context_t ctx = m->ctx;
-  if (!m->have_forward) GAAW_FAIL(ctx, GAAW_ERR_STATE, "gaaw_model_backward needs a gaaw_model_forward first");
+  gaaw_status_t st = m->have_forward ? GAAW_SUCCESS
+                                     : gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
+                                                        "gaaw_model_backward needs a gaaw_model_forward first");
+  if (st == GAAW_SUCCESS) st = check_pass(m, GAAW_PHASE_BACKWARD);
+  st = gaaw_agree(gaaw_model_work_group(m), st, "gaaw_model_backward", NULL, 0);
+  if (st != GAAW_SUCCESS) {
+    drop_forward(m);
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
   gaaw_tensor_t dy = {0};
   for (int i = m->nlayers - 1; i >= 0; i--) {
     gaaw_tensor_t dx = {0};
     double t0 = now_seconds();
-    gaaw_status_t st = layer_backward(m, i, &dy, &dx);
+    st = layer_backward(m, i, &dy, &dx);
     m->layers[i].backward_seconds += now_seconds() - t0;
     if (st != GAAW_SUCCESS) {
       gaaw_act_free(m, &dx);
       drop_forward(m);
-      return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+      return gaaw_error_trace(ctx, fail_together(m, st), __FILE__, __LINE__, __func__);
     }
     dy = dx;
   }
@@ -642,11 +711,24 @@ static gaaw_status_t access_param(gaaw_model_t m, gaaw_param *p, int write, cons
   return GAAW_SUCCESS;
 }
 
+/* Finds the parameter a collective read names; every rank of the work group must
+ * name the same one and pass somewhere to put it. */
+static gaaw_status_t agree_read(gaaw_model_t m, const char *name, const float *values, gaaw_param **p)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_status_t st = find_param(m, name, p);
+  if (st == GAAW_SUCCESS && !values)
+    st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__, "values must not be NULL");
+  gaaw_field f = GAAW_FIELD_TEXT("name", name);
+  GAAW_CHECK(gaaw_agree(gaaw_model_work_group(m), st, "the parameter to read", &f, st == GAAW_SUCCESS));
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_model_get_param(gaaw_model_t m, const char *name, float *values)
 {
   gaaw_param *p;
-  GAAW_CHECK_CTX(m ? m->ctx : NULL, find_param(m, name, &p));
-  GAAW_ARG_NOT_NULL(m->ctx, values);
+  GAAW_ARG_NOT_NULL(NULL, m);
+  GAAW_CHECK_CTX(m->ctx, agree_read(m, name, values, &p));
   GAAW_CHECK_CTX(m->ctx, access_param(m, p, 0, NULL, values));
   return GAAW_SUCCESS;
 }
@@ -663,9 +745,9 @@ gaaw_status_t gaaw_model_set_param(gaaw_model_t m, const char *name, const float
 gaaw_status_t gaaw_model_get_grad(gaaw_model_t m, const char *name, float *values)
 {
   gaaw_param *p;
-  GAAW_CHECK_CTX(m ? m->ctx : NULL, find_param(m, name, &p));
+  GAAW_ARG_NOT_NULL(NULL, m);
   gaaw_context_t ctx = m->ctx;
-  GAAW_ARG_NOT_NULL(ctx, values);
+  GAAW_CHECK(agree_read(m, name, values, &p));
   GAAW_CHECK(grads_access(m, 0));
   if (!p->grad.buf)
     GAAW_FAIL(ctx, GAAW_ERR_STATE, "the gradient of %s is sharded over dp (ZeRO stage 2 or 3) and has no "

@@ -44,21 +44,25 @@ typedef enum { GAAW_MODEL_GPT = 0, GAAW_MODEL_MLP = 1 } gaaw_model_kind;
  * gaaw_model_get/set_param. */
 typedef enum { GAAW_PHASE_FORWARD = 0, GAAW_PHASE_BACKWARD = 1, GAAW_PHASE_ACCESS = 2 } gaaw_phase;
 
-/* Hooks a data-parallel engine (zero/) registers: before a layer runs in a phase
- * (make its parameters, and in backward its gradients, usable), and after (its
- * gradients are complete after backward: reduce them); and when the gradients are
- * read (reset 0) or zeroed (reset 1) through the model API (finish what is in
- * flight on them; a reset starts the step's accumulation over). */
+/* Hooks a data-parallel engine (zero/) registers: before a pass starts, whether
+ * it may (a local check, no communication: its verdict enters the agreement of
+ * every rank before anything runs); before a layer runs in a phase (make its
+ * parameters, and in backward its gradients, usable), and after (its gradients
+ * are complete after backward: reduce them); and when the gradients are read
+ * (reset 0) or zeroed (reset 1) through the model API (finish what is in flight on
+ * them; a reset starts the step's accumulation over). While hooks are installed
+ * the model's passes are collective over world (gaaw_model_work_group). */
 typedef struct {
   void *user;
   gaaw_status_t (*before_layer)(gaaw_model_t m, int layer, gaaw_phase phase, void *user);
   gaaw_status_t (*after_layer)(gaaw_model_t m, int layer, gaaw_phase phase, void *user);
   gaaw_status_t (*grads_access)(gaaw_model_t m, int reset, void *user);
+  gaaw_status_t (*check_pass)(gaaw_model_t m, gaaw_phase phase, void *user);
 } gaaw_model_hooks;
 
 struct gaaw_model_s {
   gaaw_context_t ctx;
-  gaaw_comm_t tp;
+  gaaw_comm_t tp, world;
   int tp_size, tp_rank;
   gaaw_model_kind kind;
   gaaw_dtype_t dtype;          /* compute dtype of parameters and activations */
@@ -135,12 +139,13 @@ gaaw_status_t gaaw_model_add_layer(gaaw_model_t m, const gaaw_layer_ops *ops, ga
 gaaw_status_t gaaw_model_add_param(gaaw_model_t m, gaaw_layer *l, int k, const char *name, int ndim,
                                    int64_t d0, int64_t d1, int split_axis, int fused_blocks,
                                    gaaw_init_kind init, float init_value);
-/* values[0..n) = their maximum over the tp group. Collective over tp. */
-gaaw_status_t gaaw_model_tp_max(gaaw_model_t m, int32_t *values, int n);
-/* Checks that values[0..n) (n <= 32) are the same on every rank of the tp group; an
- * error names the first that differs. Collective over tp. */
-gaaw_status_t gaaw_model_tp_agree(gaaw_model_t m, const char *what, const int32_t *values,
-                                  const char *const *names, int n);
+/* The ranks that share the model's passes: world while a data-parallel engine is
+ * attached (its reductions, and at ZeRO stage 3 its gathers, span dp), else the
+ * tp group. */
+gaaw_comm_t gaaw_model_work_group(gaaw_model_t m);
+/* "layernorm", "rmsnorm"; "gelu", "swiglu", "none" ("invalid" otherwise), for messages. */
+const char *gaaw_norm_name(gaaw_norm_t norm);
+const char *gaaw_activation_name(gaaw_activation_t activation);
 /* Allocates and initialises the parameters (after all layers are added). */
 gaaw_status_t gaaw_model_finish(gaaw_model_t m, uint64_t seed);
 

@@ -244,16 +244,24 @@ static gaaw_status_t prefetch_after(gaaw_optimizer_t opt, int i, gaaw_phase phas
   return GAAW_SUCCESS;
 }
 
-/* A backward pass begins: at most `accumulation` per step, since stages 0 and 1
- * start reducing on the last one; stages 2, 3 finish the previous pass's last
- * reduction before its buckets can open again. */
+/* A backward pass may begin: at most `accumulation` per step, since stages 0 and 1
+ * start reducing on the last one (checked before the pass's agreement). */
+static gaaw_status_t check_pass(gaaw_model_t m, gaaw_phase phase, void *user)
+{
+  gaaw_optimizer_t opt = user;
+  (void)m;
+  if (phase == GAAW_PHASE_BACKWARD && opt->backward_passes >= opt->cfg.accumulation)
+    GAAW_FAIL(opt->ctx, GAAW_ERR_STATE, "backward pass %d since the last gaaw_optimizer_step, but the optimizer's "
+              "accumulation is %d: call gaaw_optimizer_step after every %d microbatches", opt->backward_passes + 1,
+              opt->cfg.accumulation, opt->cfg.accumulation);
+  return GAAW_SUCCESS;
+}
+
+/* A backward pass begins: stages 2, 3 finish the previous pass's last reduction
+ * before its buckets can open again. */
 static gaaw_status_t begin_backward(gaaw_optimizer_t opt)
 {
   gaaw_context_t ctx = opt->ctx;
-  if (opt->backward_passes >= opt->cfg.accumulation)
-    GAAW_FAIL(ctx, GAAW_ERR_STATE, "backward pass %d since the last gaaw_optimizer_step, but the optimizer's "
-              "accumulation is %d: call gaaw_optimizer_step after every %d microbatches", opt->backward_passes + 1,
-              opt->cfg.accumulation, opt->cfg.accumulation);
   if (opt->cfg.zero_stage >= 2) {
     GAAW_CHECK(finish_started_reductions(opt, -1));
     drop_open_grad_buckets(opt); /* left by a failed pass */
@@ -321,7 +329,7 @@ gaaw_status_t gaaw_zero_attach(gaaw_optimizer_t opt)
     for (int i = 0; i < m->params.count; i++) gaaw_param_bind(&m->params.items[i], 0, NULL, 0, opt->dtype);
     GAAW_CHECK(gaaw_buffer_free(ctx, &m->params.values));
   }
-  gaaw_model_hooks hooks = {opt, before_layer, after_layer, grads_access};
+  gaaw_model_hooks hooks = {opt, before_layer, after_layer, grads_access, check_pass};
   gaaw_model_set_hooks(m, &hooks);
   return GAAW_SUCCESS;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/agree.h"
 #include "backends/runtime/runtime.h"
 #include "zero/zero_impl.h"
 
@@ -51,19 +52,29 @@ static gaaw_status_t check_config(gaaw_context_t ctx, const gaaw_optimizer_confi
   return GAAW_SUCCESS;
 }
 
-/* Every rank must run the same optimizer. */
-static gaaw_status_t agree(gaaw_context_t ctx, const gaaw_optimizer_config_t *c)
+/* Every rank must run the same optimizer. Collective over world. */
+static gaaw_status_t agree_on_config(gaaw_context_t ctx, gaaw_status_t st, const gaaw_optimizer_config_t *c)
 {
-  float f[10] = {c->lr, c->min_lr, c->beta1, c->beta2, c->eps, c->weight_decay, c->momentum, c->clip_norm,
-                 c->initial_loss_scale, 0};
-  int64_t v[16] = {c->kind, c->zero_stage, c->warmup_steps, c->decay_steps, c->accumulation, c->loss_scale_window,
-                   c->hysteresis};
-  for (int i = 0; i < 9; i++) {
-    uint32_t bits;
-    memcpy(&bits, &f[i], 4);
-    v[7 + i] = bits;
-  }
-  GAAW_CHECK(gaaw_world_agree_values(ctx, "the optimizer configuration", v, 16));
+  gaaw_field f[] = {
+    GAAW_FIELD_NAMED("kind", c ? c->kind : 0, c && c->kind == GAAW_SGD ? "sgd" : c && c->kind == GAAW_ADAMW ? "adamw" : "invalid"),
+    GAAW_FIELD_INT("zero_stage", c ? c->zero_stage : 0),
+    GAAW_FIELD_FLOAT("lr", c ? c->lr : 0),
+    GAAW_FIELD_FLOAT("min_lr", c ? c->min_lr : 0),
+    GAAW_FIELD_INT("warmup_steps", c ? c->warmup_steps : 0),
+    GAAW_FIELD_INT("decay_steps", c ? c->decay_steps : 0),
+    GAAW_FIELD_FLOAT("beta1", c ? c->beta1 : 0),
+    GAAW_FIELD_FLOAT("beta2", c ? c->beta2 : 0),
+    GAAW_FIELD_FLOAT("eps", c ? c->eps : 0),
+    GAAW_FIELD_FLOAT("weight_decay", c ? c->weight_decay : 0),
+    GAAW_FIELD_FLOAT("momentum", c ? c->momentum : 0),
+    GAAW_FIELD_FLOAT("clip_norm", c ? c->clip_norm : 0),
+    GAAW_FIELD_INT("accumulation", c ? c->accumulation : 0),
+    GAAW_FIELD_FLOAT("initial_loss_scale", c ? c->initial_loss_scale : 0),
+    GAAW_FIELD_INT("loss_scale_window", c ? c->loss_scale_window : 0),
+    GAAW_FIELD_INT("hysteresis", c ? c->hysteresis : 0),
+  };
+  int n = st == GAAW_SUCCESS ? (int)(sizeof f / sizeof f[0]) : 0;
+  GAAW_CHECK(gaaw_agree_world(ctx, st, "the optimizer configuration", f, n));
   return GAAW_SUCCESS;
 }
 
@@ -123,21 +134,27 @@ gaaw_status_t gaaw_optimizer_create(gaaw_model_t model, const gaaw_optimizer_con
 {
   GAAW_ARG_NOT_NULL(NULL, model);
   gaaw_context_t ctx = model->ctx;
-  GAAW_ARG_NOT_NULL(ctx, cfg);
-  GAAW_ARG_NOT_NULL(ctx, out);
-  *out = NULL;
-  /* agreement first: a rank whose config fails its checks still takes part */
-  GAAW_CHECK(gaaw_world_agree(ctx, agree(ctx, cfg)));
-  GAAW_CHECK(check_config(ctx, cfg));
-  if (model->hooks.before_layer)
-    GAAW_FAIL(ctx, GAAW_ERR_STATE, "the model already has an optimizer; destroy it first");
+  if (out) *out = NULL;
+  /* every check is local; then the ranks agree, so that all fail together */
+  gaaw_status_t st = cfg && out ? GAAW_SUCCESS
+                                : gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
+                                                   "%s must not be NULL", cfg ? "out" : "cfg");
+  if (st == GAAW_SUCCESS) st = check_config(ctx, cfg);
+  if (st == GAAW_SUCCESS && model->hooks.before_layer)
+    st = gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
+                          "the model already has an optimizer; destroy it first");
+  GAAW_CHECK(agree_on_config(ctx, st, cfg));
   gaaw_optimizer_t opt = calloc(1, sizeof *opt);
-  if (!opt) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate an optimizer");
-  opt->model = model;
-  opt->ctx = ctx;
-  opt->cfg = *cfg;
-  opt->dtype = model->dtype;
-  gaaw_status_t st = gaaw_world_agree(ctx, setup(opt));
+  st = opt ? GAAW_SUCCESS
+           : gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__, "cannot allocate an optimizer");
+  if (opt) {
+    opt->model = model;
+    opt->ctx = ctx;
+    opt->cfg = *cfg;
+    opt->dtype = model->dtype;
+    st = setup(opt);
+  }
+  st = gaaw_agree_world(ctx, st, "setting up the optimizer", NULL, 0);
   if (st != GAAW_SUCCESS) {
     gaaw_optimizer_destroy(&opt);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);

@@ -2,6 +2,7 @@
  * overflow), update this rank's shard, and gather the parameters back. */
 #include <math.h>
 
+#include "backends/agree.h"
 #include "zero/zero_impl.h"
 
 gaaw_status_t gaaw_zero_gather_params(gaaw_optimizer_t opt)
@@ -145,6 +146,14 @@ gaaw_status_t gaaw_optimizer_step(gaaw_optimizer_t opt)
 {
   GAAW_ARG_NOT_NULL(NULL, opt);
   gaaw_context_t ctx = opt->ctx;
+  /* a step without gradients would still decay and move the weights */
+  gaaw_status_t ready = opt->backward_passes > 0
+                          ? GAAW_SUCCESS
+                          : gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
+                                             "no backward pass since the last step (or gaaw_model_zero_grad): "
+                                             "there are no gradients to step with");
+  gaaw_field passes = GAAW_FIELD_INT("backward passes since the last step", opt->backward_passes);
+  GAAW_CHECK(gaaw_agree_world(ctx, ready, "gaaw_optimizer_step", &passes, ready == GAAW_SUCCESS));
   GAAW_CHECK(gaaw_zero_finish_reductions(opt));
   double sumsq = 0;
   GAAW_CHECK(global_sum_squares(opt, &sumsq));

@@ -8,6 +8,7 @@
 
 #include "backends/cuda/cuda.h"
 #include "backends/mpi/mpi_handle.h"
+#include "backends/runtime/abort.h"
 #include "backends/nccl/nccl_comm.h"
 #include "backends/runtime/runtime.h"
 
@@ -40,7 +41,7 @@ static void abort_comm(gaaw_comm_t comm)
     ncclCommAbort(impl->comm);
     impl->comm = NULL;
   }
-  comm->aborted = 1;
+  gaaw_comm_mark_aborted(comm);
 }
 
 static double now(void)
@@ -73,6 +74,10 @@ static gaaw_status_t poll_state(gaaw_comm_t comm, ncclComm_t c, double start, in
     gaaw_status_t st = nccl_error(ctx, *state, c, __FILE__, __LINE__, __func__, what);
     abort_comm(comm);
     return st;
+  }
+  if (gaaw_context_check_live(ctx) != GAAW_SUCCESS) { /* another rank failed: this wait cannot end well */
+    abort_comm(comm);
+    return gaaw_error_trace(ctx, GAAW_ERR_COMM, __FILE__, __LINE__, __func__);
   }
   int waiting = stream_busy || *state == ncclInProgress;
   if (waiting && timeout > 0 && now() - start > timeout) {
@@ -231,8 +236,10 @@ gaaw_status_t gaaw_nccl_comm_from_mpi(gaaw_comm_t mpi_comm, const char *name, ga
   if (!c) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate a communicator");
   c->ctx = ctx;
   c->ops = &gaaw_nccl_comm_ops;
+  c->control = MPI_COMM_NULL;
   snprintf(c->name, sizeof c->name, "%s", name ? name : mpi_comm->name);
   gaaw_status_t st = init_over_mpi(c, mc);
+  if (st == GAAW_SUCCESS) st = gaaw_comm_attach_control(c, mc);
   if (st != GAAW_SUCCESS) {
     gaaw_comm_destroy(&c);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "backends/agree.h"
+#include "backends/runtime/abort.h"
 #include "backends/runtime/config_impl.h"
 #include "backends/runtime/context_impl.h"
 #include "backends/runtime/log.h"
@@ -57,19 +59,6 @@ gaaw_status_t gaaw_mpi_status(gaaw_context_t ctx, int mpi_err, const char *file,
   return gaaw_error_raise(ctx, GAAW_ERR_COMM, file, line, func, "%s failed: %s", call, text);
 }
 
-gaaw_status_t gaaw_world_agree(gaaw_context_t ctx, gaaw_status_t local)
-{
-  /* The lowest status wins (errors are negative). Non-blocking, so that a rank that
-   * never arrives gives a timeout here instead of a hang. */
-  int in = local, out = 0;
-  MPI_Request req;
-  GAAW_MPI_CHECK(ctx, MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_MIN, ctx->world, &req));
-  GAAW_CHECK(gaaw_mpi_wait(ctx, &req, "agreement on the status of every rank"));
-  if (out != GAAW_SUCCESS && local == GAAW_SUCCESS)
-    GAAW_FAIL(ctx, out, "another rank failed (%s); see its log", gaaw_status_name(out));
-  return out == GAAW_SUCCESS ? GAAW_SUCCESS : local;
-}
-
 gaaw_status_t gaaw_mpi_waitall(gaaw_context_t ctx, int n, MPI_Request *reqs, const char *what)
 {
   double timeout = ctx->comm_timeout;
@@ -86,6 +75,8 @@ gaaw_status_t gaaw_mpi_waitall(gaaw_context_t ctx, int n, MPI_Request *reqs, con
     }
     if (!active) return GAAW_SUCCESS;
     if (spins % 16) continue;
+    /* a peer that failed has told us: what we wait for may never come */
+    GAAW_CHECK(gaaw_context_check_live(ctx));
     /* Every 16 polls, give the core away: with more ranks than cores (4 on 2 here)
      * the peer we wait for may need it, and sched_yield costs nothing when no one
      * else is runnable. Sleeping instead would stall MPI's large transfers, which
@@ -108,27 +99,6 @@ gaaw_status_t gaaw_mpi_waitall(gaaw_context_t ctx, int n, MPI_Request *reqs, con
 gaaw_status_t gaaw_mpi_wait(gaaw_context_t ctx, MPI_Request *req, const char *what)
 {
   return gaaw_mpi_waitall(ctx, 1, req, what);
-}
-
-gaaw_status_t gaaw_world_agree_values(gaaw_context_t ctx, const char *what, const int64_t *values, int n)
-{
-  enum { MAX_VALUES = 16 };
-  GAAW_ARG_CHECK(ctx, n >= 1 && n <= MAX_VALUES, "n must be in 1..%d, got %d", MAX_VALUES, n);
-  /* max(v) and max(-v) in one reduction: all equal when max(v) == -max(-v). */
-  int64_t in[2 * MAX_VALUES], out[2 * MAX_VALUES];
-  for (int i = 0; i < n; i++) {
-    in[i] = values[i];
-    in[n + i] = -values[i];
-  }
-  MPI_Request req;
-  GAAW_MPI_CHECK(ctx, MPI_Iallreduce(in, out, 2 * n, MPI_INT64_T, MPI_MAX, ctx->world, &req));
-  GAAW_CHECK(gaaw_mpi_wait(ctx, &req, "agreement on the configuration"));
-  for (int i = 0; i < n; i++)
-    if (out[i] != -out[n + i])
-      GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "ranks disagree on %s: value %d is %lld on this rank (rank %d) but "
-                "ranges over %lld..%lld across ranks", what, i, (long long)values[i], ctx->rank,
-                (long long)-out[n + i], (long long)out[i]);
-  return GAAW_SUCCESS;
 }
 
 /* Node-local rank and size, from the ranks that share memory with this one. */
@@ -192,6 +162,8 @@ static gaaw_status_t setup(gaaw_context_t ctx, MPI_Comm comm, gaaw_config_t cfg)
   GAAW_CHECK(gaaw_config_copy(cfg, &ctx->config));
   GAAW_MPI_CHECK(ctx, MPI_Comm_dup(comm, &ctx->world));
   MPI_Comm_set_errhandler(ctx->world, MPI_ERRORS_RETURN);
+  GAAW_MPI_CHECK(ctx, MPI_Comm_dup(ctx->world, &ctx->control));
+  MPI_Comm_set_errhandler(ctx->control, MPI_ERRORS_RETURN);
   MPI_Comm_rank(ctx->world, &ctx->rank);
   MPI_Comm_size(ctx->world, &ctx->size);
   int level = gaaw_log_level_parse(gaaw_ctx_string(ctx, "log"));
@@ -222,13 +194,13 @@ gaaw_status_t gaaw_runtime_open(MPI_Comm comm, gaaw_config_t cfg, int header_ver
   GAAW_ARG_CHECK(NULL, comm != MPI_COMM_NULL, "comm is MPI_COMM_NULL");
   gaaw_context_t ctx = calloc(1, sizeof *ctx);
   if (!ctx) GAAW_FAIL(NULL, GAAW_ERR_NO_MEMORY, "cannot allocate a context (%zu bytes)", sizeof *ctx);
-  ctx->world = MPI_COMM_NULL;
+  ctx->world = ctx->control = MPI_COMM_NULL;
   ctx->comm_timeout = 300;
   gaaw_status_t st = setup(ctx, comm, cfg);
-  if (ctx->world != MPI_COMM_NULL) {
+  if (ctx->control != MPI_COMM_NULL) {
     /* From here on every rank fails together, so no rank waits for a dead peer. */
     if (st == GAAW_SUCCESS) st = open_device(ctx);
-    st = gaaw_world_agree(ctx, st);
+    st = gaaw_agree_world(ctx, st, "opening the device", NULL, 0);
   }
   if (st != GAAW_SUCCESS) {
     /* Hand the report to the thread record: the caller gets no context to ask. */
@@ -248,6 +220,9 @@ void gaaw_runtime_close(gaaw_context_t ctx)
     gaaw_allocator_release_cached(ctx);
     ctx->device->close(ctx);
   }
+  gaaw_context_abort_release(ctx);
+  /* after an abort, freeing could wait on a peer that never comes: abandoned */
+  if (ctx->control != MPI_COMM_NULL && !ctx->aborted) MPI_Comm_free(&ctx->control);
   if (ctx->world != MPI_COMM_NULL) MPI_Comm_free(&ctx->world);
   gaaw_config_destroy(&ctx->config);
   free(ctx);

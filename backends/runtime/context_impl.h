@@ -9,6 +9,8 @@
 #include "backends/runtime/error.h"
 #include "gaaw/topology.h"
 
+#define GAAW_ABORT_REASON_MAX 512
+
 typedef struct {
   int dp, pp, tp;
   int dp_rank, pp_rank, tp_rank;
@@ -28,6 +30,11 @@ struct gaaw_context_s {
   gaaw_allocator allocator;
   gaaw_topology topo;
   double comm_timeout;      /* seconds, 0 = none */
+  MPI_Comm control;         /* a duplicate of world for agreements and abort notices (runtime/abort.c) */
+  int aborted;              /* after a failed collective here or on another rank: no more communication */
+  char abort_reason[GAAW_ABORT_REASON_MAX]; /* the original failure, for every later error */
+  char *abort_notice;       /* what this rank sent its peers, kept until their sends complete */
+  MPI_Request *abort_sends; /* one per other rank of world */
 };
 
 /* Reads an option of the context's config that must exist (a bug otherwise). */

@@ -11,15 +11,6 @@ gaaw_status_t gaaw_runtime_open(MPI_Comm comm, gaaw_config_t cfg, int header_ver
 /* Frees it. Not collective (MPI_Comm_free is local). */
 void gaaw_runtime_close(gaaw_context_t ctx);
 
-/* The lowest status over every rank of the world: a rank whose local status is
- * fine gets an error when any other rank failed, so all ranks fail together.
- * Collective over world, with the comm_timeout deadline. */
-gaaw_status_t gaaw_world_agree(gaaw_context_t ctx, gaaw_status_t local);
-
-/* Checks that values[0..n) (n <= 16) are the same on every rank; an error names
- * what and the range seen. Collective over world, with the deadline. */
-gaaw_status_t gaaw_world_agree_values(gaaw_context_t ctx, const char *what, const int64_t *values, int n);
-
 /* Waits for an MPI request until the comm_timeout deadline (GAAW_ERR_TIMEOUT after,
  * naming what). On timeout the request stays active and is the caller's: it may
  * cancel a point-to-point one; a collective one can only be abandoned. */
