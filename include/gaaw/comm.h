@@ -3,8 +3,12 @@
  * (MPI, staging device tensors through host memory; NCCL among CUDA ranks). Every
  * call has a deadline (tunable comm_timeout, GAAW_COMM_TIMEOUT, seconds; 0 = none):
  * when a peer does not take part in time the call returns GAAW_ERR_TIMEOUT instead
- * of hanging, and the communicator is aborted (every later call on it fails with
- * GAAW_ERR_COMM).
+ * of hanging. After a timeout or any other failed collective the ranks are out of
+ * step, so the communicator and its whole context are aborted: every rank of the
+ * context is told at once, and every later collective or send/recv, on any
+ * communicator of the context and on every rank, fails with GAAW_ERR_COMM naming
+ * the original failure. gaaw_finalize still works. (Wrong arguments refused before
+ * any traffic abort nothing.)
  *
  * Every collective is collective over the communicator's group: all members call it
  * in the same order with the same counts, dtype, op and root. */

@@ -18,7 +18,12 @@ typedef struct gaaw_context_s *gaaw_context_t;
  * GAAW_* environment), picks the device backend (`backend`: auto = cuda > opencl >
  * host), binds a device by node-local rank, and builds the dp x pp x tp topology
  * and its communicators. comm is duplicated; MPI must already be initialised.
- * Collective over comm; tp, pp and dp must agree on every rank (checked).
+ * Collective over comm. Ranks agree or fail together: when one rank's options are
+ * wrong, every rank returns that rank's error; the options that must be the same
+ * everywhere (tp, pp, dp, rank_order, zero_bucket_bytes, allreduce_ring_bytes,
+ * nccl, comm_timeout) are compared, and a difference is GAAW_ERR_INVALID_ARG on
+ * every rank naming the option and each rank's value ("tp: 4 on rank 0, 2 on ranks
+ * 1-3"). Pipeline parallelism is not built yet: pp must be 1.
  * gaaw_init is a macro so that the library can check the header version it was
  * compiled against (GAAW_ERR_VERSION when they differ). */
 #define gaaw_init(comm, cfg, ctx) gaaw_init_version((comm), (cfg), (ctx), GAAW_VERSION_NUMBER)

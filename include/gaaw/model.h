@@ -43,9 +43,11 @@ typedef struct {
  * ffn 4*dim, layernorm, GELU, tied, no sequence parallelism, seed 1337, f32. */
 void gaaw_gpt_config_default(gaaw_gpt_config_t *cfg);
 
-/* Builds the GPT on this rank's share of the tp group. Collective over the tp group
- * (sizes are checked to agree); every rank reports the same error for a config
- * that does not fit. */
+/* Builds the GPT on this rank's share of the tp group. Collective over world: every
+ * field of cfg (dtype and seed included) must be the same on every rank, since dp
+ * replicas must be the same model; a difference is GAAW_ERR_INVALID_ARG on every
+ * rank naming the field and each rank's value, and a config that one rank finds
+ * wrong fails every rank with that rank's message. *model is NULL after a failure. */
 gaaw_status_t gaaw_model_create_gpt(gaaw_context_t ctx, const gaaw_gpt_config_t *cfg, gaaw_model_t *model);
 
 /* An MLP for surrogates: sizes[0] inputs, hidden layers sizes[1..n-2] with the
@@ -59,6 +61,7 @@ typedef struct {
   uint64_t seed;
   gaaw_dtype_t dtype;    /* compute dtype (GAAW_F32 = 0 by default) */
 } gaaw_mlp_config_t;
+/* Collective over world, checked like gaaw_model_create_gpt. */
 gaaw_status_t gaaw_model_create_mlp(gaaw_context_t ctx, const gaaw_mlp_config_t *cfg, gaaw_model_t *model);
 
 /* Frees the model; NULL is a no-op. Not collective. */
@@ -73,13 +76,27 @@ typedef struct {
   const float *inputs, *outputs;
 } gaaw_batch_t;
 
+/* The model's work group: the tp group, or world once an optimizer is attached
+ * (its gradient reductions, and at ZeRO stage 3 its gathers, span dp). The passes
+ * below are collective over it. Each checks its arguments locally and then the
+ * ranks agree before anything runs: a bad batch on one rank only (NULL, batch 0, a
+ * token or target outside the vocabulary) fails every rank of the work group at
+ * once with that rank's message, batch and seq must be the same on every rank of
+ * it, and the ranks of a tp group must be given the same data (compared by a
+ * hash). Such a failure leaves the model as it was: the next good call gives the
+ * result it would have given without it. A failure after the agreement (inside a
+ * layer) aborts the context (gaaw/comm.h), since the peers may be inside a
+ * collective this rank will not join. */
+
 /* Forward pass and loss (mean over counted tokens or output elements), keeping
- * the activations backward needs. Collective over the tp group. */
+ * the activations backward needs. Collective over the work group. */
 gaaw_status_t gaaw_model_forward(gaaw_model_t model, const gaaw_batch_t *batch, float *loss);
 /* Backward pass of the last forward: every parameter gradient += d loss / d p
- * (accumulates over microbatches). Collective over the tp group. */
+ * (accumulates over microbatches). Collective over the work group; GAAW_ERR_STATE
+ * on every rank when a rank has no forward to go back through, or when the
+ * optimizer's accumulation is already complete. */
 gaaw_status_t gaaw_model_backward(gaaw_model_t model);
-/* Both, as one training step's model part. Collective over the tp group. */
+/* Both, as one training step's model part. Collective over the work group. */
 gaaw_status_t gaaw_model_forward_backward(gaaw_model_t model, const gaaw_batch_t *batch, float *loss);
 /* Sets every gradient to zero (with an optimizer, starting its accumulation over).
  * Not collective, except with an optimizer at dp > 1 between a step's last
@@ -94,7 +111,7 @@ gaaw_status_t gaaw_model_param_info(gaaw_model_t model, int index, const char **
                                     int64_t shape[2]);
 /* A whole parameter (or its gradient) by name, in its global layout, f32,
  * gathered over the tp group into values (every rank gets all of it).
- * Collective over the tp group. With an optimizer at dp > 1, reading a gradient
+ * Collective over the work group (every rank names the same parameter). With an optimizer at dp > 1, reading a gradient
  * between a step's last backward and gaaw_optimizer_step first completes the
  * reductions backward started (collective over the dp group too): at ZeRO stage 0
  * the gradient is then the sum over dp, at stage 1 only this rank's shard of it is

@@ -61,7 +61,9 @@ typedef struct {
 void gaaw_optimizer_config_default(gaaw_optimizer_config_t *cfg);
 
 /* Takes over the model's parameters and gradients as the ZeRO stage says.
- * Collective over the world (every rank must pass the same config). */
+ * Collective over the world: every field of cfg must be the same on every rank (a
+ * difference is GAAW_ERR_INVALID_ARG on every rank naming the field and each
+ * rank's value). From now on the model's passes are collective over world. */
 gaaw_status_t gaaw_optimizer_create(gaaw_model_t model, const gaaw_optimizer_config_t *cfg,
                                     gaaw_optimizer_t *opt);
 /* Frees the optimizer's state. Destroy the optimizer before its model; after it,
@@ -71,7 +73,10 @@ gaaw_status_t gaaw_optimizer_destroy(gaaw_optimizer_t *opt);
 
 /* Reduces the gradients of the step's microbatches over dp, checks them for inf/nan,
  * clips, updates the parameters, gathers them where sharded, and zeroes the
- * gradients for the next step. Collective over the world. */
+ * gradients for the next step. Collective over the world. A step with no backward
+ * pass since the last step (or since gaaw_model_zero_grad) is GAAW_ERR_STATE on
+ * every rank and changes nothing; ranks that ran different numbers of backward
+ * passes get GAAW_ERR_INVALID_ARG saying how many each ran. */
 gaaw_status_t gaaw_optimizer_step(gaaw_optimizer_t opt);
 
 /* What the last step did. */
