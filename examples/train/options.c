@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef enum { TYPE_INT, TYPE_DOUBLE, TYPE_STRING } option_type;
 
@@ -119,8 +120,9 @@ static char *trim(char *s)
 }
 
 /* A config file: "name = value" lines, blank lines and lines whose first non-blank
- * character is '#'. Trainer options are set; library options only where the
- * environment did not set them already (the environment outranks the file). */
+ * character is '#'; text, so a NUL byte is an error, and a directory is not a file.
+ * Trainer options are set; library options only where the environment did not set
+ * them already (the environment outranks the file). */
 static int read_config_file(train_options *o, gaaw_config_t cfg, const char *path, char *err, size_t len)
 {
   FILE *f = fopen(path, "r");
@@ -128,12 +130,26 @@ static int read_config_file(train_options *o, gaaw_config_t cfg, const char *pat
     fail(err, len, "cannot read the config file '%s': %s", path, strerror(errno));
     return TRAIN_EXIT_USAGE;
   }
-  char line[TRAIN_STRING_MAX + 128], where[TRAIN_STRING_MAX + 32];
+  struct stat info;
+  if (fstat(fileno(f), &info) == 0 && S_ISDIR(info.st_mode)) {
+    fail(err, len, "the config file '%s' is a directory", path);
+    fclose(f);
+    return TRAIN_EXIT_USAGE;
+  }
+  char *line = NULL, where[TRAIN_STRING_MAX + 32];
+  size_t cap = 0;
+  ssize_t n;
   int lineno = 0, rc = TRAIN_EXIT_OK;
-  while (rc == TRAIN_EXIT_OK && fgets(line, sizeof line, f)) {
+  errno = 0;
+  while (rc == TRAIN_EXIT_OK && (n = getline(&line, &cap, f)) >= 0) {
     lineno++;
     snprintf(where, sizeof where, "%s:%d", path, lineno);
-    if (!strchr(line, '\n') && !feof(f)) {
+    if (memchr(line, '\0', (size_t)n)) {
+      fail(err, len, "%s: holds a NUL byte (a config file is text)", where);
+      rc = TRAIN_EXIT_USAGE;
+      break;
+    }
+    if ((size_t)n > TRAIN_STRING_MAX + 128) {
       fail(err, len, "%s: line too long", where);
       rc = TRAIN_EXIT_USAGE;
       break;
@@ -166,6 +182,11 @@ static int read_config_file(train_options *o, gaaw_config_t cfg, const char *pat
       rc = TRAIN_EXIT_USAGE;
     }
   }
+  if (rc == TRAIN_EXIT_OK && ferror(f)) {
+    fail(err, len, "cannot read the config file '%s': %s", path, strerror(errno ? errno : EIO));
+    rc = TRAIN_EXIT_USAGE;
+  }
+  free(line);
   fclose(f);
   return rc;
 }

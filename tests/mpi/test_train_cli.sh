@@ -5,6 +5,8 @@
 #  - bad options, a missing or empty data file, a bad config file and layouts that
 #    do not fit the world (tp 3 on 4 ranks, heads not divisible by tp) exit 2 with one
 #    message before any training, on every rank, without hanging;
+#  - a config file that is a directory, cannot be opened or holds a NUL byte is an
+#    error naming it (exit 2, before the data file is read);
 #  - precedence: default < config file < environment < command line;
 #  - 20 steps of a tiny GPT on the shipped corpus (np 2 and np 4, tp 2, ZeRO 1):
 #    on the host backend: exit 0, the training and validation losses fall, one JSON object per step, a
@@ -92,6 +94,16 @@ expect_usage "--tp over config file" "cannot read the data file" 4 --config "$tm
 printf 'steps = 3\nno_such_key = 1\n' >"$tmp/unknown.cfg"
 expect_usage "unknown config key" "$tmp/unknown.cfg:2: unknown option 'no_such_key'" 1 --config "$tmp/unknown.cfg"
 expect_usage "missing config file" "cannot read the config file '$tmp/none.cfg'" 1 --config "$tmp/none.cfg"
+
+# config files that are not text files (as root, chmod 000 does not stop a read:
+# a path below a plain file cannot be opened by anyone)
+expect_usage "--config DIR" "the config file '$tmp' is a directory" 2 --config "$tmp" $missing
+GAAW_CONFIG="$tmp" expect_usage "GAAW_CONFIG=DIR" "the config file '$tmp' is a directory" 1 $missing
+printf 'x\n' >"$tmp/plain"
+expect_usage "unreadable config file" "cannot read the config file '$tmp/plain/x.cfg': Not a directory" \
+  1 --config "$tmp/plain/x.cfg" $missing
+printf 'steps = 3\nzero = 1\0 # hidden\n' >"$tmp/nul.cfg"
+expect_usage "NUL byte in the config file" "$tmp/nul.cfg:2: holds a NUL byte" 1 --config "$tmp/nul.cfg" $missing
 
 if test $fail -ne 0; then
   echo "the command-line checks failed; the training runs are not tried"
