@@ -4,7 +4,9 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,8 +79,13 @@ static int set_option(train_options *o, int i, const char *value, const char *wh
   switch (s->type) {
   case TYPE_INT: {
     long v = strtol(value, &end, 10);
-    if (end == value || *end || errno || v < INT_MIN || v > INT_MAX) {
+    if (end == value || *end) {
       fail(err, len, "%s: --%s needs an integer, got '%s'", where, flag_name(s, flag, sizeof flag), value);
+      return TRAIN_EXIT_USAGE;
+    }
+    if (errno || v < INT_MIN || v > INT_MAX) {
+      fail(err, len, "%s: --%s %s is out of range (%d..%d)", where, flag_name(s, flag, sizeof flag), value, INT_MIN,
+           INT_MAX);
       return TRAIN_EXIT_USAGE;
     }
     *(long *)field = v;
@@ -86,8 +93,8 @@ static int set_option(train_options *o, int i, const char *value, const char *wh
   }
   case TYPE_DOUBLE: {
     double v = strtod(value, &end);
-    if (end == value || *end || errno || v != v) {
-      fail(err, len, "%s: --%s needs a number, got '%s'", where, flag_name(s, flag, sizeof flag), value);
+    if (end == value || *end || errno || !isfinite(v)) { /* inf and nan are never meant */
+      fail(err, len, "%s: --%s needs a finite number, got '%s'", where, flag_name(s, flag, sizeof flag), value);
       return TRAIN_EXIT_USAGE;
     }
     *(double *)field = v;
@@ -283,7 +290,13 @@ static int validate(const train_options *o, gaaw_config_t cfg, int world, char *
   CHECK(o->batch >= 1, "--batch must be >= 1, got %ld", o->batch);
   CHECK(o->accum >= 1, "--accum must be >= 1, got %ld", o->accum);
   CHECK(o->steps >= 1, "--steps must be >= 1, got %ld", o->steps);
-  CHECK(o->lr > 0, "--lr must be > 0, got %g", o->lr);
+  /* the optimizer takes these as float */
+  const struct { const char *flag; double value; } reals[] = {
+    {"--lr", o->lr}, {"--min-lr", o->min_lr}, {"--weight-decay", o->weight_decay}, {"--clip", o->clip}};
+  for (size_t k = 0; k < sizeof reals / sizeof reals[0]; k++)
+    CHECK(fabs(reals[k].value) <= FLT_MAX, "%s %g is beyond the range of a float (the optimizer's type)",
+          reals[k].flag, reals[k].value);
+  CHECK((float)o->lr > 0, "--lr must be > 0, got %g", o->lr);
   CHECK(o->min_lr >= 0 && o->min_lr <= o->lr, "--min-lr must be in 0..lr (%g), got %g", o->lr, o->min_lr);
   CHECK(o->warmup >= 0, "--warmup must be >= 0, got %ld", o->warmup);
   CHECK(o->weight_decay >= 0, "--weight-decay must be >= 0, got %g", o->weight_decay);
@@ -293,9 +306,11 @@ static int validate(const train_options *o, gaaw_config_t cfg, int world, char *
   CHECK(o->eval_batches >= 1, "--eval-batches must be >= 1, got %ld", o->eval_batches);
   CHECK(o->sample >= 0, "--sample must be >= 0, got %ld", o->sample);
   CHECK(o->temperature >= 0, "--temperature must be >= 0 (0 = greedy), got %g", o->temperature);
-  CHECK(o->sample == 0 || o->prompt[0], "--prompt must not be empty when --sample is %ld", o->sample);
-  for (const unsigned char *p = (const unsigned char *)o->prompt; *p; p++)
-    CHECK(*p < o->vocab, "--prompt holds byte %d, outside --vocab %ld", *p, o->vocab);
+  if (o->sample > 0) { /* the prompt is only used to sample */
+    CHECK(o->prompt[0], "--prompt must not be empty when --sample is %ld", o->sample);
+    for (const unsigned char *p = (const unsigned char *)o->prompt; *p; p++)
+      CHECK(*p < o->vocab, "--prompt holds byte %d, outside --vocab %ld", *p, o->vocab);
+  }
 
   /* the layout: world = dp x tp (no pipeline stages in gaaw-train) */
   int64_t tp = 1, pp = 1, dp = 0;

@@ -7,6 +7,8 @@
 #    message before any training, on every rank, without hanging;
 #  - a config file that is a directory, cannot be opened or holds a NUL byte is an
 #    error naming it (exit 2, before the data file is read);
+#  - inf and nan for any real option, a real beyond float and an integer beyond int
+#    are refused naming the option; the prompt is not checked with --sample 0;
 #  - precedence: default < config file < environment < command line;
 #  - 20 steps of a tiny GPT on the shipped corpus (np 2 and np 4, tp 2, ZeRO 1):
 #    on the host backend: exit 0, the training and validation losses fall, one JSON object per step, a
@@ -95,6 +97,18 @@ printf 'steps = 3\nno_such_key = 1\n' >"$tmp/unknown.cfg"
 expect_usage "unknown config key" "$tmp/unknown.cfg:2: unknown option 'no_such_key'" 1 --config "$tmp/unknown.cfg"
 expect_usage "missing config file" "cannot read the config file '$tmp/none.cfg'" 1 --config "$tmp/none.cfg"
 
+# inf and nan where a finite number is meant: every real option
+for opt in lr min-lr weight-decay clip temperature; do
+  for value in inf nan -inf; do
+    expect_usage "--$opt $value" "command line: --$opt needs a finite number, got '$value'" 1 --$opt $value $missing
+  done
+done
+printf 'lr = nan\n' >"$tmp/nan.cfg"
+expect_usage "nan in the config file" "$tmp/nan.cfg:1: --lr needs a finite number, got 'nan'" 1 --config "$tmp/nan.cfg" \
+  $missing
+GAAW_CLIP=inf expect_usage "GAAW_CLIP=inf" "GAAW_CLIP: --clip needs a finite number, got 'inf'" 1 $missing
+expect_usage "--lr 1e300" "--lr 1e+300 is beyond the range of a float" 1 --lr 1e300 $missing
+
 # config files that are not text files (as root, chmod 000 does not stop a read:
 # a path below a plain file cannot be opened by anyone)
 expect_usage "--config DIR" "the config file '$tmp' is a directory" 2 --config "$tmp" $missing
@@ -104,6 +118,14 @@ expect_usage "unreadable config file" "cannot read the config file '$tmp/plain/x
   1 --config "$tmp/plain/x.cfg" $missing
 printf 'steps = 3\nzero = 1\0 # hidden\n' >"$tmp/nul.cfg"
 expect_usage "NUL byte in the config file" "$tmp/nul.cfg:2: holds a NUL byte" 1 --config "$tmp/nul.cfg" $missing
+
+expect_usage "--dim beyond int" "command line: --dim 3000000000 is out of range" 1 --dim 3000000000 $missing
+
+# the prompt only matters when sampling
+high=`printf '\310'`
+expect_usage "bad prompt, --sample 0" "cannot read the data file" 1 --sample 0 --prompt "x${high}" --vocab 128 $missing
+expect_usage "bad prompt, --sample 4" "--prompt holds byte 200, outside --vocab 128" \
+  1 --sample 4 --prompt "x${high}" --vocab 128 $missing
 
 if test $fail -ne 0; then
   echo "the command-line checks failed; the training runs are not tried"
