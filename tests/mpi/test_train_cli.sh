@@ -5,10 +5,13 @@
 #  - bad options, a missing or empty data file, a bad config file and layouts that
 #    do not fit the world (tp 3 on 4 ranks, heads not divisible by tp) exit 2 with one
 #    message before any training, on every rank, without hanging;
-#  - a config file that is a directory, cannot be opened or holds a NUL byte is an
-#    error naming it (exit 2, before the data file is read);
-#  - inf and nan for any real option, a real beyond float and an integer beyond int
-#    are refused naming the option; the prompt is not checked with --sample 0;
+#  - before the data file is read (a missing --data would be reported otherwise),
+#    with a message naming the option: bad library options (backend, threads, log,
+#    device, comm_timeout, rank_order; from the command line, GAAW_* or the config
+#    file), inf and nan for any real option, a config file that is a directory,
+#    cannot be opened or holds a NUL byte, an integer beyond int, and a model or
+#    batch too big for the node's memory (the estimate in the message); the prompt
+#    is not checked with --sample 0; a device gaaw_init cannot find exits 2 too;
 #  - precedence: default < config file < environment < command line;
 #  - 20 steps of a tiny GPT on the shipped corpus (np 2 and np 4, tp 2, ZeRO 1):
 #    on the host backend: exit 0, the training and validation losses fall, one JSON object per step, a
@@ -97,6 +100,24 @@ printf 'steps = 3\nno_such_key = 1\n' >"$tmp/unknown.cfg"
 expect_usage "unknown config key" "$tmp/unknown.cfg:2: unknown option 'no_such_key'" 1 --config "$tmp/unknown.cfg"
 expect_usage "missing config file" "cannot read the config file '$tmp/none.cfg'" 1 --config "$tmp/none.cfg"
 
+# library options, checked with the trainer's before the data file is read
+expect_usage "--backend bogus" "option backend must be auto, host, opencl or cuda (built: .*), got 'bogus'" \
+  2 --backend bogus $missing
+expect_usage "--threads -3" "option threads must be in 0..4096, got -3\$" 2 --threads -3 $missing
+GAAW_THREADS=-3 expect_usage "GAAW_THREADS=-3" "option threads must be in 0..4096, got -3 (from GAAW_THREADS)" \
+  2 $missing
+printf 'threads = 5000\n' >"$tmp/threads.cfg"
+expect_usage "threads in the config file" "option threads must be in 0..4096, got 5000" 1 --config "$tmp/threads.cfg" \
+  $missing
+expect_usage "--log chatty" "option log must be none, error, warn, info, debug or trace, got 'chatty'" \
+  1 --log chatty $missing
+expect_usage "--device -2" "option device must be in -1..2147483647, got -2" 1 --device -2 $missing
+expect_usage "--comm-timeout -1" "option comm_timeout must be >= 0, got -1" 1 --comm-timeout -1 $missing
+expect_usage "--rank-order tp-tp-pp" "option rank_order must name tp, dp and pp once each" \
+  1 --rank-order tp-tp-pp $missing
+# a device that only gaaw_init can find missing: exit 2 too (after the data, before training)
+expect_usage "--device 7" "device 7 does not exist" 1 --backend host --device 7 --steps 1
+
 # inf and nan where a finite number is meant: every real option
 for opt in lr min-lr weight-decay clip temperature; do
   for value in inf nan -inf; do
@@ -119,6 +140,11 @@ expect_usage "unreadable config file" "cannot read the config file '$tmp/plain/x
 printf 'steps = 3\nzero = 1\0 # hidden\n' >"$tmp/nul.cfg"
 expect_usage "NUL byte in the config file" "$tmp/nul.cfg:2: holds a NUL byte" 1 --config "$tmp/nul.cfg" $missing
 
+# sizes: 64-bit arithmetic, and the memory estimate against the node's memory
+expect_usage "--dim 600000000" "the model and batch do not fit this node's memory: each rank needs at least .* EiB" \
+  2 --dim 600000000 $missing
+expect_usage "a batch too big" "do not fit this node's memory: .* + activations .* TiB, at tp 1, dp 1, ZeRO 0" \
+  1 --batch 100000 --seq 1024 --dim 1024 $missing
 expect_usage "--dim beyond int" "command line: --dim 3000000000 is out of range" 1 --dim 3000000000 $missing
 
 # the prompt only matters when sampling
