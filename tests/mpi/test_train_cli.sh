@@ -115,6 +115,12 @@ expect_usage "--device -2" "option device must be in -1..2147483647, got -2" 1 -
 expect_usage "--comm-timeout -1" "option comm_timeout must be >= 0, got -1" 1 --comm-timeout -1 $missing
 expect_usage "--rank-order tp-tp-pp" "option rank_order must name tp, dp and pp once each" \
   1 --rank-order tp-tp-pp $missing
+# on one rank only (MPMD): every rank exits 2, the message once, naming the rank
+timeout -k 5 120 $MPIEXEC -n 1 $prog $missing : -n 1 $prog --threads -3 $missing >"$tmp/out" 2>"$tmp/err"
+rc=$?
+test $rc -eq 2 || { err "--threads -3 on rank 1 only: exit $rc, expected 2"; cat "$tmp/err"; }
+n=`grep -c "rank 1: .*option threads must be in 0..4096, got -3" "$tmp/err"`
+test "$n" -eq 1 || err "--threads -3 on rank 1 only: the message appears $n times, expected once: `cat $tmp/err`"
 # a device that only gaaw_init can find missing: exit 2 too (after the data, before training)
 expect_usage "--device 7" "device 7 does not exist" 1 --backend host --device 7 --steps 1
 
