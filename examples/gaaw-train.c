@@ -6,8 +6,11 @@
  * Rank 0 logs one line per step (loss averaged over dp, lr, grad norm, time,
  * tokens/s, memory), the validation loss before training, every --eval-every steps
  * and at the end, a generated sample, and a summary line. --help lists every
- * option. Exit status: 0 done, 1 a failure while running, 2 bad options, config,
- * data or layout (reported before any training, by one rank, the same on all).
+ * option. Exit status: 0 done, 1 a failure while running, 2 bad options (the
+ * trainer's and the library's), config file, data or layout, or a model and batch
+ * that cannot fit the node's memory (reported before any training, by one rank,
+ * the same on all; everything but the data and what only gaaw_init can judge, such
+ * as a device index, before the data file is read).
  *
  * Files: train/options.c (the options and their checks), train/data.c (the text,
  * its split and microbatches), train/trainer.c (steps, validation, sampling),
@@ -17,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "examples/train/data.h"
 #include "examples/train/options.h"
@@ -81,10 +85,10 @@ static void print_header(trainer *t)
          o->zero, o->optimizer);
   printf("model: GPT %ld layers, %ld heads, dim %ld, seq %ld, vocab %ld, %s, %.3f M parameters\n", o->layers,
          o->heads, o->dim, o->seq, o->vocab, o->dtype, (double)params / 1e6);
-  printf("steps %ld x (%ld microbatch%s x %ld sequences x dp %d) = %ld tokens per step, lr %g (warmup %ld, "
+  printf("steps %ld x (%ld microbatch%s x %ld sequences x dp %d) = %.0f tokens per step, lr %g (warmup %ld, "
          "cosine to %g), clip %g, seed %ld\n",
-         o->steps, o->accum, o->accum == 1 ? "" : "es", o->batch, t->dp, o->accum * o->batch * o->seq * t->dp, o->lr,
-         o->warmup, o->min_lr, o->clip, o->seed);
+         o->steps, o->accum, o->accum == 1 ? "" : "es", o->batch, t->dp,
+         (double)o->accum * (double)o->batch * (double)o->seq * t->dp, o->lr, o->warmup, o->min_lr, o->clip, o->seed);
   fflush(stdout);
 }
 
@@ -143,9 +147,13 @@ static int train(gaaw_config_t cfg, const train_options *o, const train_data *da
   gaaw_context_t ctx = NULL;
   trainer t;
   char err[4096];
-  if (gaaw_init(MPI_COMM_WORLD, cfg, &ctx) != GAAW_SUCCESS) {
+  gaaw_status_t st = gaaw_init(MPI_COMM_WORLD, cfg, &ctx);
+  if (st != GAAW_SUCCESS) {
+    /* an option gaaw_init judges with the device in hand (a device index that does
+     * not exist, a backend with no device here) is a bad option too */
+    int bad_option = st == GAAW_ERR_INVALID_ARG || st == GAAW_ERR_UNSUPPORTED;
     snprintf(err, sizeof err, "gaaw_init failed:\n%s", gaaw_last_error(NULL));
-    return agree(TRAIN_EXIT_FAILURE, err);
+    return agree(bad_option ? TRAIN_EXIT_USAGE : TRAIN_EXIT_FAILURE, err);
   }
   int code = agree(trainer_setup(&t, ctx, o, data) == GAAW_SUCCESS ? TRAIN_EXIT_OK : TRAIN_EXIT_FAILURE, t.err);
   if (code == TRAIN_EXIT_OK) {
@@ -157,19 +165,35 @@ static int train(gaaw_config_t cfg, const train_options *o, const train_data *da
   return code;
 }
 
+/* The world, the ranks on this node and the node's physical memory. */
+static void find_machine(train_machine *m)
+{
+  MPI_Comm node;
+  m->world = world_size;
+  m->node_ranks = 1;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_size(node, &m->node_ranks);
+    MPI_Comm_free(&node);
+  }
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  m->node_memory = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+}
+
 static int run(int argc, char **argv)
 {
   gaaw_config_t cfg = NULL;
+  train_machine machine;
   train_options *opts = calloc(1, sizeof *opts);
   train_data data = {0};
   FILE *metrics = NULL;
   char err[4096] = "out of memory";
   int help = 0, code = TRAIN_EXIT_FAILURE;
+  find_machine(&machine); /* collective: before anything that may fail on one rank */
   if (opts && gaaw_config_create(&cfg) != GAAW_SUCCESS) {
     snprintf(err, sizeof err, "%s", gaaw_last_error(NULL)); /* a malformed GAAW_* variable */
     code = TRAIN_EXIT_USAGE;
   } else if (opts) {
-    code = train_options_load(opts, cfg, argc, argv, world_size, &help, err, sizeof err);
+    code = train_options_load(opts, cfg, argc, argv, &machine, &help, err, sizeof err);
   }
   if (help && code == TRAIN_EXIT_OK) { /* the same command line everywhere: no need to agree */
     if (world_rank == 0) train_options_usage(stdout, "gaaw-train");

@@ -1,14 +1,17 @@
 /* The config object: one typed value per tunable, with where it came from. */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "backends/device.h"
 #include "backends/runtime/config_impl.h"
 #include "backends/runtime/error.h"
+#include "backends/runtime/log.h"
 #include "backends/runtime/tunables.h"
 
 typedef struct {
@@ -78,6 +81,14 @@ static gaaw_status_t parse_bool(const char *text, int *value)
   return GAAW_ERR_INVALID_ARG;
 }
 
+/* The environment variable of tunable i: GAAW_ and its name in capitals. */
+static void env_name(int i, char *var, size_t len)
+{
+  size_t n = (size_t)snprintf(var, len, "GAAW_");
+  for (const char *p = tunables[i].name; *p && n + 1 < len; p++) var[n++] = (char)toupper((unsigned char)*p);
+  var[n < len ? n : len - 1] = '\0';
+}
+
 /* Parses text as tunable i's type into out; on failure names the option and source. */
 static gaaw_status_t parse_value(int i, const char *text, const char *origin, gaaw_config_value *out)
 {
@@ -129,9 +140,8 @@ gaaw_status_t gaaw_config_create(gaaw_config_t *cfg)
       free(c);
       GAAW_FAIL(NULL, GAAW_ERR_INTERNAL, "default of option %s does not parse", tunables[i].name);
     }
-    char var[80] = "GAAW_";
-    for (size_t k = 0; tunables[i].name[k] && k + 6 < sizeof var; k++)
-      var[k + 5] = (char)toupper((unsigned char)tunables[i].name[k]);
+    char var[80];
+    env_name(i, var, sizeof var);
     const char *env = getenv(var);
     if (env) {
       st = parse_value(i, env, var, &c->values[i]);
@@ -187,8 +197,15 @@ static gaaw_status_t find_typed(gaaw_config_t cfg, const char *key, gaaw_tunable
 gaaw_status_t gaaw_config_set_int(gaaw_config_t cfg, const char *key, int64_t value)
 {
   int i;
-  GAAW_CHECK_CTX(NULL, find_typed(cfg, key, GAAW_TUNABLE_INT, &i));
-  cfg->values[i].i = value;
+  GAAW_ARG_NOT_NULL(NULL, cfg);
+  GAAW_CHECK_CTX(NULL, find(key, &i));
+  /* any number option: a real one takes the integer as a double */
+  if (tunables[i].type == GAAW_TUNABLE_DOUBLE) {
+    cfg->values[i].d = (double)value;
+  } else {
+    GAAW_CHECK_CTX(NULL, find_typed(cfg, key, GAAW_TUNABLE_INT, &i));
+    cfg->values[i].i = value;
+  }
   cfg->values[i].source = GAAW_SOURCE_SET;
   return GAAW_SUCCESS;
 }
@@ -342,5 +359,111 @@ gaaw_status_t gaaw_config_describe(gaaw_config_t cfg, const char *key, const cha
   }
   if (value) *value = tunables[i].type == GAAW_TUNABLE_STRING ? v->s : cfg->describe_text;
   if (source) *source = source_names[v->source];
+  return GAAW_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- gaaw_config_check */
+
+/* The accepted range of each number option. A number option missing here is not
+ * checked; test_config fails for it, so add its range with the tunable. */
+typedef struct {
+  const char *name;
+  double min, max;
+} number_range;
+static const number_range ranges[] = {
+  {"device", -1, INT_MAX},
+  {"threads", 0, 4096},
+  {"opencl_device", -1, INT_MAX},
+  {"tp", 1, INT_MAX},
+  {"pp", 1, INT_MAX},
+  {"dp", 0, INT_MAX},
+  {"zero_bucket_bytes", 0, HUGE_VAL},
+  {"comm_timeout", 0, HUGE_VAL},
+  {"allreduce_ring_bytes", 0, HUGE_VAL},
+};
+
+/* rank_order: tp, dp and pp once each, separated by '-' or ',' (empty pieces, as
+ * in "tp--dp-pp", are skipped, as gaaw_init's parser does). */
+static int rank_order_valid(const char *text)
+{
+  static const char *const dims[3] = {"tp", "dp", "pp"};
+  int seen = 0;
+  for (const char *p = text; *p;) {
+    size_t n = strcspn(p, "-,");
+    if (n > 0) {
+      int d = 0;
+      while (d < 3 && !(n == strlen(dims[d]) && strncmp(p, dims[d], n) == 0)) d++;
+      if (d == 3 || seen & (1 << d)) return 0;
+      seen |= 1 << d;
+    }
+    p += n + (p[n] != '\0');
+  }
+  return seen == 7;
+}
+
+/* The backends built into this gaaw, as "cuda, opencl, host". */
+static void built_backends(char *names, size_t len)
+{
+  int n = 0;
+  const gaaw_device_ops *const *all = gaaw_device_backends(&n);
+  names[0] = '\0';
+  for (int k = 0; k < n; k++) {
+    strncat(names, k ? ", " : "", len - strlen(names) - 1);
+    strncat(names, all[k]->name, len - strlen(names) - 1);
+  }
+}
+
+/* Checks tunable i's value; origin (" (from GAAW_X)" or "") ends each message. */
+static gaaw_status_t check_value(int i, const gaaw_config_value *v, const char *origin)
+{
+  const char *name = tunables[i].name;
+  if (tunables[i].type == GAAW_TUNABLE_INT || tunables[i].type == GAAW_TUNABLE_DOUBLE) {
+    int is_int = tunables[i].type == GAAW_TUNABLE_INT;
+    double x = is_int ? (double)v->i : v->d;
+    char got[40];
+    if (is_int) snprintf(got, sizeof got, "%lld", (long long)v->i);
+    else snprintf(got, sizeof got, "%g", v->d);
+    for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
+      if (strcmp(ranges[r].name, name) != 0) continue;
+      if (ranges[r].max == HUGE_VAL)
+        GAAW_ARG_CHECK(NULL, x >= ranges[r].min, "option %s must be >= %.15g, got %s%s", name, ranges[r].min, got,
+                       origin);
+      else
+        GAAW_ARG_CHECK(NULL, x >= ranges[r].min && x <= ranges[r].max, "option %s must be in %.15g..%.15g, got %s%s",
+                       name, ranges[r].min, ranges[r].max, got, origin);
+    }
+    return GAAW_SUCCESS;
+  }
+  if (strcmp(name, "log") == 0)
+    GAAW_ARG_CHECK(NULL, gaaw_log_level_parse(v->s) >= 0,
+                   "option log must be none, error, warn, info, debug or trace, got '%s'%s", v->s, origin);
+  if (strcmp(name, "rank_order") == 0)
+    GAAW_ARG_CHECK(NULL, rank_order_valid(v->s),
+                   "option rank_order must name tp, dp and pp once each, fastest first (e.g. tp-dp-pp), got '%s'%s",
+                   v->s, origin);
+  if (strcmp(name, "backend") == 0 && strcmp(v->s, "auto") != 0 && !gaaw_device_backend(v->s)) {
+    char built[128];
+    built_backends(built, sizeof built);
+    if (strcmp(v->s, "host") == 0 || strcmp(v->s, "opencl") == 0 || strcmp(v->s, "cuda") == 0)
+      GAAW_FAIL(NULL, GAAW_ERR_UNSUPPORTED, "option backend: '%s' is not built into this gaaw (built: %s)%s", v->s,
+                built, origin);
+    GAAW_FAIL(NULL, GAAW_ERR_INVALID_ARG, "option backend must be auto, host, opencl or cuda (built: %s), got '%s'%s",
+              built, v->s, origin);
+  }
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_config_check(gaaw_config_t cfg)
+{
+  GAAW_ARG_NOT_NULL(NULL, cfg);
+  for (int i = 0; i < TUNABLE_COUNT; i++) {
+    char origin[96] = "";
+    if (cfg->values[i].source == GAAW_SOURCE_ENV) {
+      char var[80];
+      env_name(i, var, sizeof var);
+      snprintf(origin, sizeof origin, " (from %s)", var);
+    }
+    GAAW_CHECK_CTX(NULL, check_value(i, &cfg->values[i], origin));
+  }
   return GAAW_SUCCESS;
 }

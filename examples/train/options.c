@@ -4,10 +4,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef enum { TYPE_INT, TYPE_DOUBLE, TYPE_STRING } option_type;
 
@@ -76,8 +80,13 @@ static int set_option(train_options *o, int i, const char *value, const char *wh
   switch (s->type) {
   case TYPE_INT: {
     long v = strtol(value, &end, 10);
-    if (end == value || *end || errno || v < INT_MIN || v > INT_MAX) {
+    if (end == value || *end) {
       fail(err, len, "%s: --%s needs an integer, got '%s'", where, flag_name(s, flag, sizeof flag), value);
+      return TRAIN_EXIT_USAGE;
+    }
+    if (errno || v < INT_MIN || v > INT_MAX) {
+      fail(err, len, "%s: --%s %s is out of range (%d..%d)", where, flag_name(s, flag, sizeof flag), value, INT_MIN,
+           INT_MAX);
       return TRAIN_EXIT_USAGE;
     }
     *(long *)field = v;
@@ -85,8 +94,8 @@ static int set_option(train_options *o, int i, const char *value, const char *wh
   }
   case TYPE_DOUBLE: {
     double v = strtod(value, &end);
-    if (end == value || *end || errno || v != v) {
-      fail(err, len, "%s: --%s needs a number, got '%s'", where, flag_name(s, flag, sizeof flag), value);
+    if (end == value || *end || errno || !isfinite(v)) { /* inf and nan are never meant */
+      fail(err, len, "%s: --%s needs a finite number, got '%s'", where, flag_name(s, flag, sizeof flag), value);
       return TRAIN_EXIT_USAGE;
     }
     *(double *)field = v;
@@ -119,8 +128,9 @@ static char *trim(char *s)
 }
 
 /* A config file: "name = value" lines, blank lines and lines whose first non-blank
- * character is '#'. Trainer options are set; library options only where the
- * environment did not set them already (the environment outranks the file). */
+ * character is '#'; text, so a NUL byte is an error, and a directory is not a file.
+ * Trainer options are set; library options only where the environment did not set
+ * them already (the environment outranks the file). */
 static int read_config_file(train_options *o, gaaw_config_t cfg, const char *path, char *err, size_t len)
 {
   FILE *f = fopen(path, "r");
@@ -128,12 +138,26 @@ static int read_config_file(train_options *o, gaaw_config_t cfg, const char *pat
     fail(err, len, "cannot read the config file '%s': %s", path, strerror(errno));
     return TRAIN_EXIT_USAGE;
   }
-  char line[TRAIN_STRING_MAX + 128], where[TRAIN_STRING_MAX + 32];
+  struct stat info;
+  if (fstat(fileno(f), &info) == 0 && S_ISDIR(info.st_mode)) {
+    fail(err, len, "the config file '%s' is a directory", path);
+    fclose(f);
+    return TRAIN_EXIT_USAGE;
+  }
+  char *line = NULL, where[TRAIN_STRING_MAX + 32];
+  size_t cap = 0;
+  ssize_t n;
   int lineno = 0, rc = TRAIN_EXIT_OK;
-  while (rc == TRAIN_EXIT_OK && fgets(line, sizeof line, f)) {
+  errno = 0;
+  while (rc == TRAIN_EXIT_OK && (n = getline(&line, &cap, f)) >= 0) {
     lineno++;
     snprintf(where, sizeof where, "%s:%d", path, lineno);
-    if (!strchr(line, '\n') && !feof(f)) {
+    if (memchr(line, '\0', (size_t)n)) {
+      fail(err, len, "%s: holds a NUL byte (a config file is text)", where);
+      rc = TRAIN_EXIT_USAGE;
+      break;
+    }
+    if ((size_t)n > TRAIN_STRING_MAX + 128) {
       fail(err, len, "%s: line too long", where);
       rc = TRAIN_EXIT_USAGE;
       break;
@@ -166,6 +190,11 @@ static int read_config_file(train_options *o, gaaw_config_t cfg, const char *pat
       rc = TRAIN_EXIT_USAGE;
     }
   }
+  if (rc == TRAIN_EXIT_OK && ferror(f)) {
+    fail(err, len, "cannot read the config file '%s': %s", path, strerror(errno ? errno : EIO));
+    rc = TRAIN_EXIT_USAGE;
+  }
+  free(line);
   fclose(f);
   return rc;
 }
@@ -244,12 +273,78 @@ static int one_of(const char *value, const char *const *choices)
     }                                      \
   } while (0)
 
-/* Everything that can be checked from the options and the world size alone, so
- * every rank reaches the same verdict. */
-static int validate(const train_options *o, gaaw_config_t cfg, int world, char *err, size_t len)
+/* The GPT's parameters on one tp rank: the token embedding's share of the padded
+ * vocabulary, the position embedding, per block the column- and row-parallel
+ * weights and split biases (12 C^2 + 7 C over tp) and the replicated norms and
+ * output biases (6 C), and the final norm (2 C); the LM head is tied. */
+static double params_per_rank(const train_options *o, int tp)
+{
+  double C = (double)o->dim, rows = (double)((o->vocab + tp - 1) / tp);
+  return rows * C + (double)o->seq * C + (double)o->layers * ((12 * C * C + 7 * C) / tp + 6 * C) + 2 * C;
+}
+
+void train_memory_estimate(const train_options *o, int tp, int dp, train_memory *mem)
+{
+  double P = params_per_rank(o, tp);
+  double bytes = !strcmp(o->dtype, "f32") ? 4 : 2;
+  double state = (!strcmp(o->optimizer, "sgd") ? 4 : 8) + (bytes == 4 ? 0 : 4); /* moments (+ f32 master) */
+  mem->params = P * bytes / (o->zero >= 3 ? dp : 1);
+  mem->grads = P * bytes / (o->zero >= 2 ? dp : 1);
+  mem->optimizer = P * state / (o->zero >= 1 ? dp : 1);
+  /* what one microbatch keeps for backward, N = batch x seq tokens: per block the
+   * block input, both norms' outputs and the residual (4 C), this rank's q, k, v,
+   * attention output and MLP hidden before and after the activation (12 C / tp),
+   * and the attention probabilities (heads / tp x seq x seq per sequence); then
+   * the final norm and this rank's logits */
+  double N = (double)o->batch * (double)o->seq, C = (double)o->dim, T = (double)o->seq;
+  double block = N * (4 * C + 12 * C / tp) + (double)o->batch * ((double)o->heads / tp) * T * T;
+  double head = N * (C + (double)((o->vocab + tp - 1) / tp));
+  mem->activations = ((double)o->layers * block + head) * bytes;
+}
+
+/* bytes as "1.5 GiB" */
+static const char *format_bytes(double bytes, char *buf, size_t len)
+{
+  static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 6) {
+    bytes /= 1024;
+    u++;
+  }
+  snprintf(buf, len, u ? "%.4g %s" : "%.0f %s", bytes, units[u]);
+  return buf;
+}
+
+/* The model and batch fit this node's memory: every rank on it holds as much
+ * (train_memory_estimate), against the physical memory. */
+static int check_memory(const train_options *o, const train_machine *mc, int tp, int dp, char *err, size_t len)
+{
+  train_memory m;
+  train_memory_estimate(o, tp, dp, &m);
+  double rank = m.params + m.grads + m.optimizer + m.activations, node = rank * mc->node_ranks;
+  if (mc->node_memory <= 0 || node <= mc->node_memory) return TRAIN_EXIT_OK;
+  char total[32], p[32], g[32], s[32], a[32], nb[32], have[32];
+  fail(err, len,
+       "the model and batch do not fit this node's memory: each rank needs at least %s (parameters %s + "
+       "gradients %s + optimizer state %s + activations %s, at tp %d, dp %d, ZeRO %ld, %s, %s); with %d rank%s on "
+       "this node that is %s, but it has %s of physical memory; make --dim, --layers, --batch or --seq smaller, or "
+       "use more ranks or a higher --zero",
+       format_bytes(rank, total, sizeof total), format_bytes(m.params, p, sizeof p),
+       format_bytes(m.grads, g, sizeof g), format_bytes(m.optimizer, s, sizeof s),
+       format_bytes(m.activations, a, sizeof a), tp, dp, o->zero, o->dtype, o->optimizer, mc->node_ranks,
+       mc->node_ranks == 1 ? "" : "s", format_bytes(node, nb, sizeof nb),
+       format_bytes(mc->node_memory, have, sizeof have));
+  return TRAIN_EXIT_USAGE;
+}
+
+/* Everything that can be checked from the options and the machine alone, so every
+ * rank reaches the same verdict (the memory is per node: the lowest failing rank
+ * reports). Sizes are multiplied in 64 bits or as doubles, never in int. */
+static int validate(const train_options *o, gaaw_config_t cfg, const train_machine *mc, char *err, size_t len)
 {
   static const char *const dtypes[] = {"f32", "bf16", "f16", NULL};
   static const char *const optimizers[] = {"adamw", "sgd", NULL};
+  int world = mc->world;
   CHECK(one_of(o->dtype, dtypes), "--dtype must be f32, bf16 or f16, got '%s'", o->dtype);
   CHECK(one_of(o->optimizer, optimizers), "--optimizer must be adamw or sgd, got '%s'", o->optimizer);
   CHECK(o->zero >= 0 && o->zero <= 3, "--zero must be 0, 1, 2 or 3, got %ld", o->zero);
@@ -262,7 +357,13 @@ static int validate(const train_options *o, gaaw_config_t cfg, int world, char *
   CHECK(o->batch >= 1, "--batch must be >= 1, got %ld", o->batch);
   CHECK(o->accum >= 1, "--accum must be >= 1, got %ld", o->accum);
   CHECK(o->steps >= 1, "--steps must be >= 1, got %ld", o->steps);
-  CHECK(o->lr > 0, "--lr must be > 0, got %g", o->lr);
+  /* the optimizer takes these as float */
+  const struct { const char *flag; double value; } reals[] = {
+    {"--lr", o->lr}, {"--min-lr", o->min_lr}, {"--weight-decay", o->weight_decay}, {"--clip", o->clip}};
+  for (size_t k = 0; k < sizeof reals / sizeof reals[0]; k++)
+    CHECK(fabs(reals[k].value) <= FLT_MAX, "%s %g is beyond the range of a float (the optimizer's type)",
+          reals[k].flag, reals[k].value);
+  CHECK((float)o->lr > 0, "--lr must be > 0, got %g", o->lr);
   CHECK(o->min_lr >= 0 && o->min_lr <= o->lr, "--min-lr must be in 0..lr (%g), got %g", o->lr, o->min_lr);
   CHECK(o->warmup >= 0, "--warmup must be >= 0, got %ld", o->warmup);
   CHECK(o->weight_decay >= 0, "--weight-decay must be >= 0, got %g", o->weight_decay);
@@ -272,9 +373,14 @@ static int validate(const train_options *o, gaaw_config_t cfg, int world, char *
   CHECK(o->eval_batches >= 1, "--eval-batches must be >= 1, got %ld", o->eval_batches);
   CHECK(o->sample >= 0, "--sample must be >= 0, got %ld", o->sample);
   CHECK(o->temperature >= 0, "--temperature must be >= 0 (0 = greedy), got %g", o->temperature);
-  CHECK(o->sample == 0 || o->prompt[0], "--prompt must not be empty when --sample is %ld", o->sample);
-  for (const unsigned char *p = (const unsigned char *)o->prompt; *p; p++)
-    CHECK(*p < o->vocab, "--prompt holds byte %d, outside --vocab %ld", *p, o->vocab);
+  if (o->sample > 0) { /* the prompt is only used to sample */
+    CHECK(o->prompt[0], "--prompt must not be empty when --sample is %ld", o->sample);
+    for (const unsigned char *p = (const unsigned char *)o->prompt; *p; p++)
+      CHECK(*p < o->vocab, "--prompt holds byte %d, outside --vocab %ld", *p, o->vocab);
+  }
+
+  /* the library's options, each on its own (no device or MPI needed) */
+  CHECK(gaaw_config_check(cfg) == GAAW_SUCCESS, "%s", gaaw_last_error(NULL));
 
   /* the layout: world = dp x tp (no pipeline stages in gaaw-train) */
   int64_t tp = 1, pp = 1, dp = 0;
@@ -285,16 +391,25 @@ static int validate(const train_options *o, gaaw_config_t cfg, int world, char *
   CHECK(pp == 1, "gaaw-train has no pipeline parallelism: --pp must be 1, got %lld", (long long)pp);
   CHECK(dp == 0 || dp * tp == world, "--dp %lld x --tp %lld is not the world size %d", (long long)dp,
         (long long)tp, world);
+  if (dp == 0) dp = world / tp;
   CHECK(o->heads % tp == 0, "--heads (%ld) must be divisible by --tp (%lld)", o->heads, (long long)tp);
-  CHECK((4 * o->dim) % tp == 0, "the MLP width 4 x --dim (%ld) must be divisible by --tp (%lld)", 4 * o->dim,
+  int64_t ffn = 4 * (int64_t)o->dim, tokens = (int64_t)o->batch * o->seq;
+  CHECK(ffn % tp == 0, "the MLP width 4 x --dim (%lld) must be divisible by --tp (%lld)", (long long)ffn,
         (long long)tp);
-  long rows = (o->vocab + tp - 1) / tp; /* vocabulary rows per tp rank, padded */
+  int64_t rows = (o->vocab + tp - 1) / tp; /* vocabulary rows per tp rank, padded */
   CHECK(o->vocab > (tp - 1) * rows, "--vocab %ld is too small to split over --tp %lld", o->vocab, (long long)tp);
+
+  /* what fits: the memory first (it explains a huge size best), then the sizes
+   * gaaw keeps as int (the MLP width, the tokens of a microbatch) */
+  if (check_memory(o, mc, (int)tp, (int)dp, err, len) != TRAIN_EXIT_OK) return TRAIN_EXIT_USAGE;
+  CHECK(ffn <= INT_MAX, "the MLP width 4 x --dim = %lld is more than gaaw supports (%d)", (long long)ffn, INT_MAX);
+  CHECK(tokens <= INT_MAX, "--batch x --seq = %lld tokens per microbatch is more than gaaw supports (%d)",
+        (long long)tokens, INT_MAX);
   return TRAIN_EXIT_OK;
 }
 
-int train_options_load(train_options *o, gaaw_config_t cfg, int argc, char **argv, int world, int *help,
-                       char *err, size_t len)
+int train_options_load(train_options *o, gaaw_config_t cfg, int argc, char **argv, const train_machine *machine,
+                       int *help, char *err, size_t len)
 {
   int rc = TRAIN_EXIT_OK, n = 0;
   *help = 0;
@@ -333,7 +448,7 @@ int train_options_load(train_options *o, gaaw_config_t cfg, int argc, char **arg
   }
   for (int k = 0; k < n && rc == TRAIN_EXIT_OK; k++)
     rc = set_option(o, settings[k].index, settings[k].value, "command line", err, len);
-  if (rc == TRAIN_EXIT_OK) rc = validate(o, cfg, world, err, len);
+  if (rc == TRAIN_EXIT_OK) rc = validate(o, cfg, machine, err, len);
 done:
   gaaw_config_destroy(&scratch);
   free(args);
@@ -361,7 +476,8 @@ void train_options_usage(FILE *out, const char *prog)
           "(dp = world / tp) with ZeRO stage --zero; rank 0 logs every step.\n"
           "Options as --name VALUE or --name=VALUE; also 'name = value' lines in --config FILE and\n"
           "GAAW_<NAME> environment variables. Precedence: default < config file < environment <\n"
-          "command line. Exit status: 0 done, 1 failure while running, 2 bad options or data.\n\n"
+          "command line. Exit status: 0 done, 1 failure while running, 2 bad options, data or\n"
+          "layout, or a model and batch too big for the node's memory (checked before training).\n\n"
           "Trainer options (default in brackets):\n",
           prog);
   for (int i = 0; i < OPTION_COUNT; i++) print_option(out, &specs[i]);

@@ -58,13 +58,34 @@ typedef struct {
 /* Exit statuses of gaaw-train. */
 enum { TRAIN_EXIT_OK = 0, TRAIN_EXIT_FAILURE = 1, TRAIN_EXIT_USAGE = 2 };
 
+/* What the options are checked against: the world, this node's share of it and the
+ * node's physical memory (0 = unknown: the memory is not checked). */
+typedef struct {
+  int world;            /* ranks in MPI_COMM_WORLD */
+  int node_ranks;       /* of which on this node */
+  double node_memory;   /* bytes: sysconf(_SC_PHYS_PAGES) x the page size */
+} train_machine;
+
 /* Fills opts and the library's cfg (already created: defaults + environment) from
  * the config file, the environment and the command line, then checks every value
- * that can be checked without other ranks (ranges, choices, divisibility by tp,
- * world % tp given world). Returns TRAIN_EXIT_OK, or TRAIN_EXIT_USAGE with the
- * reason in err. *help is set when --help was given (nothing else is checked). */
-int train_options_load(train_options *opts, gaaw_config_t cfg, int argc, char **argv, int world, int *help,
-                       char *err, size_t errlen);
+ * that can be checked without other ranks: the trainer's options (ranges, choices,
+ * finite numbers, divisibility by tp), the library's (gaaw_config_check), the
+ * layout against the world size, sizes gaaw holds as int, and the memory estimate
+ * of train_memory_estimate against the node's memory. Returns TRAIN_EXIT_OK, or
+ * TRAIN_EXIT_USAGE with the reason in err. *help is set when --help was given
+ * (nothing else is checked). */
+int train_options_load(train_options *opts, gaaw_config_t cfg, int argc, char **argv, const train_machine *machine,
+                       int *help, char *err, size_t errlen);
+
+/* What one rank holds at least, in bytes, training opts' GPT at tp x dp: its share
+ * of the parameters, gradients and optimizer state (f32 master weights and
+ * moments; each sharded over dp from ZeRO stage 3, 2 and 1), and the activations
+ * one microbatch keeps for backward. A lower bound: workspace and the allocator's
+ * cache come on top. */
+typedef struct {
+  double params, grads, optimizer, activations;
+} train_memory;
+void train_memory_estimate(const train_options *opts, int tp, int dp, train_memory *mem);
 
 /* --help: every trainer option and every library option with its default. */
 void train_options_usage(FILE *out, const char *prog);

@@ -35,7 +35,11 @@ gaaw_status_t gaaw_config_create(gaaw_config_t *cfg);
 gaaw_status_t gaaw_config_destroy(gaaw_config_t *cfg);
 
 /* Sets a tunable from text, checked against its type ("yes/no/true/false/1/0/on/off"
- * for booleans). Unknown keys are GAAW_ERR_NOT_FOUND; bad values GAAW_ERR_INVALID_ARG. */
+ * for booleans). Unknown keys are GAAW_ERR_NOT_FOUND; bad values GAAW_ERR_INVALID_ARG.
+ * The typed setters check the type too: set_int takes any number option (an integer
+ * one, or a real one such as comm_timeout, which gets the value as a double);
+ * set_double takes real options only and refuses inf and nan. Only the type is
+ * checked here, not the range: gaaw_config_check (below) or gaaw_init does that. */
 gaaw_status_t gaaw_config_set(gaaw_config_t cfg, const char *key, const char *value);
 gaaw_status_t gaaw_config_set_int(gaaw_config_t cfg, const char *key, int64_t value);
 gaaw_status_t gaaw_config_set_double(gaaw_config_t cfg, const char *key, double value);
@@ -58,6 +62,19 @@ gaaw_status_t gaaw_config_parse(gaaw_config_t cfg, const char *list);
  * `--key value`. Recognised arguments are removed from argv and *argc is reduced;
  * the rest stay, in order, for the program. argv[0] is never touched. */
 gaaw_status_t gaaw_config_parse_args(gaaw_config_t cfg, int *argc, char **argv);
+
+/* Checks every option's value on its own, as gaaw_init will, without MPI, a context
+ * or a device, so that a program can refuse bad options before it reads its input:
+ * log is a known level; backend is auto or a backend built into this gaaw
+ * (GAAW_ERR_UNSUPPORTED for host, opencl or cuda when not built,
+ * GAAW_ERR_INVALID_ARG for any other name); device and opencl_device >= -1;
+ * threads in 0..4096; tp, pp >= 1 and dp >= 0; rank_order names tp, dp and pp once
+ * each; comm_timeout, zero_bucket_bytes and allreduce_ring_bytes >= 0. Stops at the
+ * first bad option: GAAW_ERR_INVALID_ARG with a message naming it, its value and,
+ * for a GAAW_* variable, the variable. What needs the world or the node is left to
+ * gaaw_init: whether tp x pp x dp fits the world size, whether the device exists,
+ * whether log_file can be opened. Not collective. */
+gaaw_status_t gaaw_config_check(gaaw_config_t cfg);
 
 /* The tunables table, for listings such as gaaw-info: count, then each entry's name,
  * type, default (as text) and help. Pointers stay valid for the program's life. */

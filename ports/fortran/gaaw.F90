@@ -33,7 +33,7 @@ module gaaw
 
   public :: gaaw_init, gaaw_finalize, gaaw_version, gaaw_status_string, gaaw_status_name
   public :: gaaw_last_error, gaaw_last_status, gaaw_clear_error
-  public :: gaaw_config_create, gaaw_config_destroy, gaaw_config_set, gaaw_config_parse
+  public :: gaaw_config_create, gaaw_config_destroy, gaaw_config_set, gaaw_config_parse, gaaw_config_check
   public :: gaaw_config_set_int, gaaw_config_set_double, gaaw_config_set_bool, gaaw_config_set_string
   public :: gaaw_config_get_int, gaaw_config_get_double, gaaw_config_get_bool, gaaw_config_get_string
   public :: gaaw_world_rank, gaaw_world_size, gaaw_backend_name
@@ -173,6 +173,11 @@ module gaaw
       character(kind=c_char), dimension(*) :: list
       integer(c_int) :: c_config_parse
     end function c_config_parse
+    function c_config_check(cfg) bind(C, name="gaaw_config_check")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: cfg
+      integer(c_int) :: c_config_check
+    end function c_config_check
     function c_world_rank(ctx, rank) bind(C, name="gaaw_world_rank")
       import :: c_int, c_ptr
       type(c_ptr), value :: ctx
@@ -461,6 +466,14 @@ contains
     character(len=*), intent(in) :: list
     st = c_config_parse(cfg%ptr, c_str(list))
   end function gaaw_config_parse
+
+  ! Checks every option's value on its own, without MPI or a device (gaaw_config_check
+  ! in gaaw/config.h): the first bad one is GAAW_ERR_INVALID_ARG (or
+  ! GAAW_ERR_UNSUPPORTED for a backend not built), named by gaaw_last_error().
+  integer(c_int) function gaaw_config_check(cfg) result(st)
+    type(gaaw_config), intent(in) :: cfg
+    st = c_config_check(cfg%ptr)
+  end function gaaw_config_check
 
   ! ------------------------------------------------------------------ topology
   ! None of these is collective.

@@ -43,6 +43,15 @@ program fortran_init_np2
   call check_true("allocator_cache is false", .not. flag)
   call check_status("get_string", gaaw_config_get_string(cfg, "backend", text), GAAW_SUCCESS)
   call check_true("backend reads back as host", text == "host")
+  call check_status("set_int on a real option", gaaw_config_set_int(cfg, "comm_timeout", 40), GAAW_SUCCESS)
+  call check_status("get_double", gaaw_config_get_double(cfg, "comm_timeout", x), GAAW_SUCCESS)
+  call check_true("comm_timeout is 40", x == 40.0_c_double)
+  call check_status("config_check", gaaw_config_check(cfg), GAAW_SUCCESS)
+  call check_status("set threads -3", gaaw_config_set(cfg, "threads", "-3"), GAAW_SUCCESS)
+  call check_status("config_check threads -3", gaaw_config_check(cfg), GAAW_ERR_INVALID_ARG)
+  s = gaaw_last_error()
+  call check_true("report names threads: "//s, index(s, "option threads") > 0)
+  call check_status("set threads 0", gaaw_config_set(cfg, "threads", "0"), GAAW_SUCCESS)
 
   ! ---- bad options: the named codes, the report names the key, tp unchanged
   call check_status("unknown key", gaaw_config_set(cfg, "no_such_option", "1"), GAAW_ERR_NOT_FOUND)

@@ -5,6 +5,13 @@
 #  - bad options, a missing or empty data file, a bad config file and layouts that
 #    do not fit the world (tp 3 on 4 ranks, heads not divisible by tp) exit 2 with one
 #    message before any training, on every rank, without hanging;
+#  - before the data file is read (a missing --data would be reported otherwise),
+#    with a message naming the option: bad library options (backend, threads, log,
+#    device, comm_timeout, rank_order; from the command line, GAAW_* or the config
+#    file), inf and nan for any real option, a config file that is a directory,
+#    cannot be opened or holds a NUL byte, an integer beyond int, and a model or
+#    batch too big for the node's memory (the estimate in the message); the prompt
+#    is not checked with --sample 0; a device gaaw_init cannot find exits 2 too;
 #  - precedence: default < config file < environment < command line;
 #  - 20 steps of a tiny GPT on the shipped corpus (np 2 and np 4, tp 2, ZeRO 1):
 #    on the host backend: exit 0, the training and validation losses fall, one JSON object per step, a
@@ -92,6 +99,65 @@ expect_usage "--tp over config file" "cannot read the data file" 4 --config "$tm
 printf 'steps = 3\nno_such_key = 1\n' >"$tmp/unknown.cfg"
 expect_usage "unknown config key" "$tmp/unknown.cfg:2: unknown option 'no_such_key'" 1 --config "$tmp/unknown.cfg"
 expect_usage "missing config file" "cannot read the config file '$tmp/none.cfg'" 1 --config "$tmp/none.cfg"
+
+# library options, checked with the trainer's before the data file is read
+expect_usage "--backend bogus" "option backend must be auto, host, opencl or cuda (built: .*), got 'bogus'" \
+  2 --backend bogus $missing
+expect_usage "--threads -3" "option threads must be in 0..4096, got -3\$" 2 --threads -3 $missing
+GAAW_THREADS=-3 expect_usage "GAAW_THREADS=-3" "option threads must be in 0..4096, got -3 (from GAAW_THREADS)" \
+  2 $missing
+printf 'threads = 5000\n' >"$tmp/threads.cfg"
+expect_usage "threads in the config file" "option threads must be in 0..4096, got 5000" 1 --config "$tmp/threads.cfg" \
+  $missing
+expect_usage "--log chatty" "option log must be none, error, warn, info, debug or trace, got 'chatty'" \
+  1 --log chatty $missing
+expect_usage "--device -2" "option device must be in -1..2147483647, got -2" 1 --device -2 $missing
+expect_usage "--comm-timeout -1" "option comm_timeout must be >= 0, got -1" 1 --comm-timeout -1 $missing
+expect_usage "--rank-order tp-tp-pp" "option rank_order must name tp, dp and pp once each" \
+  1 --rank-order tp-tp-pp $missing
+# on one rank only (MPMD): every rank exits 2, the message once, naming the rank
+timeout -k 5 120 $MPIEXEC -n 1 $prog $missing : -n 1 $prog --threads -3 $missing >"$tmp/out" 2>"$tmp/err"
+rc=$?
+test $rc -eq 2 || { err "--threads -3 on rank 1 only: exit $rc, expected 2"; cat "$tmp/err"; }
+n=`grep -c "rank 1: .*option threads must be in 0..4096, got -3" "$tmp/err"`
+test "$n" -eq 1 || err "--threads -3 on rank 1 only: the message appears $n times, expected once: `cat $tmp/err`"
+# a device that only gaaw_init can find missing: exit 2 too (after the data, before training)
+expect_usage "--device 7" "device 7 does not exist" 1 --backend host --device 7 --steps 1
+
+# inf and nan where a finite number is meant: every real option
+for opt in lr min-lr weight-decay clip temperature; do
+  for value in inf nan -inf; do
+    expect_usage "--$opt $value" "command line: --$opt needs a finite number, got '$value'" 1 --$opt $value $missing
+  done
+done
+printf 'lr = nan\n' >"$tmp/nan.cfg"
+expect_usage "nan in the config file" "$tmp/nan.cfg:1: --lr needs a finite number, got 'nan'" 1 --config "$tmp/nan.cfg" \
+  $missing
+GAAW_CLIP=inf expect_usage "GAAW_CLIP=inf" "GAAW_CLIP: --clip needs a finite number, got 'inf'" 1 $missing
+expect_usage "--lr 1e300" "--lr 1e+300 is beyond the range of a float" 1 --lr 1e300 $missing
+
+# config files that are not text files (as root, chmod 000 does not stop a read:
+# a path below a plain file cannot be opened by anyone)
+expect_usage "--config DIR" "the config file '$tmp' is a directory" 2 --config "$tmp" $missing
+GAAW_CONFIG="$tmp" expect_usage "GAAW_CONFIG=DIR" "the config file '$tmp' is a directory" 1 $missing
+printf 'x\n' >"$tmp/plain"
+expect_usage "unreadable config file" "cannot read the config file '$tmp/plain/x.cfg': Not a directory" \
+  1 --config "$tmp/plain/x.cfg" $missing
+printf 'steps = 3\nzero = 1\0 # hidden\n' >"$tmp/nul.cfg"
+expect_usage "NUL byte in the config file" "$tmp/nul.cfg:2: holds a NUL byte" 1 --config "$tmp/nul.cfg" $missing
+
+# sizes: 64-bit arithmetic, and the memory estimate against the node's memory
+expect_usage "--dim 600000000" "the model and batch do not fit this node's memory: each rank needs at least .* EiB" \
+  2 --dim 600000000 $missing
+expect_usage "a batch too big" "do not fit this node's memory: .* + activations .* TiB, at tp 1, dp 1, ZeRO 0" \
+  1 --batch 100000 --seq 1024 --dim 1024 $missing
+expect_usage "--dim beyond int" "command line: --dim 3000000000 is out of range" 1 --dim 3000000000 $missing
+
+# the prompt only matters when sampling
+high=`printf '\310'`
+expect_usage "bad prompt, --sample 0" "cannot read the data file" 1 --sample 0 --prompt "x${high}" --vocab 128 $missing
+expect_usage "bad prompt, --sample 4" "--prompt holds byte 200, outside --vocab 128" \
+  1 --sample 4 --prompt "x${high}" --vocab 128 $missing
 
 if test $fail -ne 0; then
   echo "the command-line checks failed; the training runs are not tried"

@@ -1,5 +1,6 @@
 /* Options: defaults, GAAW_* environment, typed setters/getters, key=value lists,
- * command lines, and the errors for each kind of bad input. */
+ * command lines, the errors for each kind of bad input, and gaaw_config_check's
+ * verdict on each option's value. */
 #include <mpi.h>
 #include <stdlib.h>
 
@@ -13,6 +14,98 @@ static void expect_value(gaaw_config_t cfg, const char *key, const char *want_va
               want_value);
   expect_true(source && strcmp(source, want_source) == 0, "%s comes from '%s', expected '%s'", key,
               source ? source : "(null)", want_source);
+}
+
+/* key = value is refused by gaaw_config_check with status want and a message holding
+ * text; the config is put back to its defaults afterwards. */
+static void expect_refused(const char *key, const char *value, gaaw_status_t want, const char *text)
+{
+  gaaw_config_t cfg;
+  require_ok(NULL, gaaw_config_create(&cfg));
+  expect_status(gaaw_config_set(cfg, key, value), GAAW_SUCCESS);
+  expect_status(gaaw_config_check(cfg), want);
+  expect_true(strstr(gaaw_last_error(NULL), text) != NULL, "%s = '%s': the report does not hold \"%s\": %s", key,
+              value, text, gaaw_last_error(NULL));
+  gaaw_config_destroy(&cfg);
+}
+
+static void expect_accepted(const char *key, const char *value)
+{
+  gaaw_config_t cfg;
+  require_ok(NULL, gaaw_config_create(&cfg));
+  expect_status(gaaw_config_set(cfg, key, value), GAAW_SUCCESS);
+  gaaw_status_t st = gaaw_config_check(cfg);
+  expect_true(st == GAAW_SUCCESS, "%s = '%s' is refused: %s", key, value, gaaw_last_error(NULL));
+  gaaw_config_destroy(&cfg);
+}
+
+/* gaaw_config_check: every option's value on its own, without MPI or a device */
+static void check_values(void)
+{
+  gaaw_config_t cfg;
+  require_ok(NULL, gaaw_config_create(&cfg));
+  expect_status(gaaw_config_check(cfg), GAAW_SUCCESS); /* the defaults */
+  gaaw_config_destroy(&cfg);
+  expect_status(gaaw_config_check(NULL), GAAW_ERR_INVALID_ARG);
+
+  expect_refused("backend", "bogus", GAAW_ERR_INVALID_ARG, "option backend must be auto, host, opencl or cuda");
+  expect_refused("backend", "bogus", GAAW_ERR_INVALID_ARG, "got 'bogus'");
+  expect_accepted("backend", "auto");
+  expect_accepted("backend", "host");
+  for (const char *const *b = (const char *const[]){"opencl", "cuda", NULL}; *b; b++) {
+    require_ok(NULL, gaaw_config_create(&cfg));
+    require_ok(NULL, gaaw_config_set(cfg, "backend", *b));
+    gaaw_status_t st = gaaw_config_check(cfg);
+    expect_true(st == GAAW_SUCCESS || (st == GAAW_ERR_UNSUPPORTED && strstr(gaaw_last_error(NULL), "not built")),
+                "backend %s: %s %s", *b, gaaw_status_name(st), gaaw_last_error(NULL));
+    gaaw_config_destroy(&cfg);
+  }
+  expect_refused("log", "chatty", GAAW_ERR_INVALID_ARG, "option log must be none, error, warn, info, debug or trace");
+  expect_accepted("log", "TRACE");
+  expect_refused("threads", "-3", GAAW_ERR_INVALID_ARG, "option threads must be in 0..4096, got -3");
+  expect_refused("threads", "4097", GAAW_ERR_INVALID_ARG, "option threads must be in 0..4096, got 4097");
+  expect_accepted("threads", "4096");
+  expect_refused("device", "-2", GAAW_ERR_INVALID_ARG, "option device must be in -1..2147483647, got -2");
+  expect_refused("device", "4294967296", GAAW_ERR_INVALID_ARG, "option device must be in -1..2147483647");
+  expect_refused("opencl_device", "-2", GAAW_ERR_INVALID_ARG, "option opencl_device must be in -1..");
+  expect_refused("tp", "0", GAAW_ERR_INVALID_ARG, "option tp must be in 1..2147483647, got 0");
+  expect_refused("pp", "-1", GAAW_ERR_INVALID_ARG, "option pp must be in 1..");
+  expect_refused("dp", "-1", GAAW_ERR_INVALID_ARG, "option dp must be in 0..");
+  expect_refused("comm_timeout", "-5", GAAW_ERR_INVALID_ARG, "option comm_timeout must be >= 0, got -5");
+  expect_accepted("comm_timeout", "0");
+  expect_refused("zero_bucket_bytes", "-1", GAAW_ERR_INVALID_ARG, "option zero_bucket_bytes must be >= 0, got -1");
+  expect_refused("allreduce_ring_bytes", "-1", GAAW_ERR_INVALID_ARG, "option allreduce_ring_bytes must be >= 0");
+  const char *bad_orders[] = {"tp-tp-pp", "tp-dp", "", "tp-dp-pp-tp", "tp-dp-xx", "tpdp-pp", NULL};
+  for (const char *const *o = bad_orders; *o; o++)
+    expect_refused("rank_order", *o, GAAW_ERR_INVALID_ARG, "option rank_order must name tp, dp and pp once each");
+  expect_accepted("rank_order", "dp,tp,pp");
+  expect_accepted("rank_order", "pp-tp--dp");
+
+  /* every number option has a range, so a value far below any sensible one is
+   * refused (the whole table: a new tunable needs its range in config.c) */
+  for (int t = 0; t < gaaw_tunable_count(); t++) {
+    const char *name;
+    gaaw_tunable_type_t type;
+    gaaw_tunable_info(t, &name, &type, NULL, NULL);
+    if (type != GAAW_TUNABLE_INT && type != GAAW_TUNABLE_DOUBLE) continue;
+    require_ok(NULL, gaaw_config_create(&cfg));
+    expect_status(gaaw_config_set_int(cfg, name, -1000000000000), GAAW_SUCCESS);
+    expect_status(gaaw_config_check(cfg), GAAW_ERR_INVALID_ARG);
+    expect_true(strstr(gaaw_last_error(NULL), name) != NULL, "option %s: the report does not name it: %s", name,
+                gaaw_last_error(NULL));
+    gaaw_config_destroy(&cfg);
+  }
+
+  /* a bad value from the environment names the variable */
+  setenv("GAAW_THREADS", "-3", 1);
+  require_ok(NULL, gaaw_config_create(&cfg));
+  unsetenv("GAAW_THREADS");
+  expect_status(gaaw_config_check(cfg), GAAW_ERR_INVALID_ARG);
+  expect_true(strstr(gaaw_last_error(NULL), "got -3 (from GAAW_THREADS)") != NULL, "%s", gaaw_last_error(NULL));
+  /* the first bad option is reported; fixed, the config passes */
+  expect_status(gaaw_config_set_int(cfg, "threads", 2), GAAW_SUCCESS);
+  expect_status(gaaw_config_check(cfg), GAAW_SUCCESS);
+  gaaw_config_destroy(&cfg);
 }
 
 int main(int argc, char **argv)
@@ -49,6 +142,15 @@ int main(int argc, char **argv)
   expect_true(strcmp(s, "dp-tp-pp") == 0, "rank_order %s", s);
   expect_status(gaaw_config_get_bool(cfg, "allocator_cache", &b), GAAW_SUCCESS);
   expect_true(b == 0, "allocator_cache %d", b);
+  /* set_int takes any number option: a real one gets the integer as a double */
+  expect_status(gaaw_config_set_int(cfg, "comm_timeout", 3), GAAW_SUCCESS);
+  expect_status(gaaw_config_get_double(cfg, "comm_timeout", &d), GAAW_SUCCESS);
+  expect_true(d == 3.0, "comm_timeout after set_int 3 is %g", d);
+  expect_value(cfg, "comm_timeout", "3", "set");
+  expect_status(gaaw_config_set_int(cfg, "comm_timeout", -(INT64_C(1) << 53)), GAAW_SUCCESS);
+  expect_status(gaaw_config_get_double(cfg, "comm_timeout", &d), GAAW_SUCCESS);
+  expect_true(d == -9007199254740992.0, "comm_timeout after set_int -2^53 is %.17g", d);
+  expect_status(gaaw_config_set_double(cfg, "comm_timeout", 7.25), GAAW_SUCCESS);
   for (const char *const *yes = (const char *const[]){"yes", "TRUE", "on", "1", NULL}; *yes; yes++) {
     expect_status(gaaw_config_set(cfg, "allocator_cache", *yes), GAAW_SUCCESS);
     expect_status(gaaw_config_get_bool(cfg, "allocator_cache", &b), GAAW_SUCCESS);
@@ -103,9 +205,11 @@ int main(int argc, char **argv)
   expect_status(gaaw_config_set(cfg, NULL, "1"), GAAW_ERR_INVALID_ARG);
   expect_status(gaaw_config_set(cfg, "tp", NULL), GAAW_ERR_INVALID_ARG);
   expect_status(gaaw_config_set(NULL, "tp", "1"), GAAW_ERR_INVALID_ARG);
-  expect_status(gaaw_config_set_int(cfg, "comm_timeout", 3), GAAW_ERR_INVALID_ARG);
-  expect_true(strstr(gaaw_last_error(NULL), "comm_timeout is of type number, not integer") != NULL, "%s",
+  expect_status(gaaw_config_set_int(cfg, "allocator_cache", 1), GAAW_ERR_INVALID_ARG);
+  expect_true(strstr(gaaw_last_error(NULL), "allocator_cache is of type boolean, not integer") != NULL, "%s",
               gaaw_last_error(NULL));
+  expect_status(gaaw_config_set_int(cfg, "log", 1), GAAW_ERR_INVALID_ARG);
+  expect_status(gaaw_config_set_int(cfg, "no_such_option", 1), GAAW_ERR_NOT_FOUND);
   expect_status(gaaw_config_set_double(cfg, "tp", 3), GAAW_ERR_INVALID_ARG);
   expect_status(gaaw_config_set_double(cfg, "comm_timeout", 1.0 / 0.0), GAAW_ERR_INVALID_ARG);
   expect_status(gaaw_config_set_string(cfg, "tp", "3"), GAAW_ERR_INVALID_ARG);
@@ -146,6 +250,8 @@ int main(int argc, char **argv)
   expect_true(strstr(gaaw_last_error(NULL), "GAAW_TP") != NULL, "%s", gaaw_last_error(NULL));
   expect_true(cfg == NULL, "no config after a failure");
   unsetenv("GAAW_TP");
+
+  check_values();
 
   /* the tunables table: every entry complete, its default parses, names unique */
   int count = gaaw_tunable_count();
