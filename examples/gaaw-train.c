@@ -155,7 +155,13 @@ static int train(gaaw_config_t cfg, const train_options *o, const train_data *da
     snprintf(err, sizeof err, "gaaw_init failed:\n%s", gaaw_last_error(NULL));
     return agree(bad_option ? TRAIN_EXIT_USAGE : TRAIN_EXIT_FAILURE, err);
   }
-  int code = agree(trainer_setup(&t, ctx, o, data) == GAAW_SUCCESS ? TRAIN_EXIT_OK : TRAIN_EXIT_FAILURE, t.err);
+  /* the library refuses a model or optimizer whose settings differ across ranks
+   * (an MPMD launch with other options) as invalid: a usage error too */
+  gaaw_status_t setup = trainer_setup(&t, ctx, o, data);
+  int code = agree(setup == GAAW_SUCCESS            ? TRAIN_EXIT_OK
+                   : setup == GAAW_ERR_INVALID_ARG ? TRAIN_EXIT_USAGE
+                                                   : TRAIN_EXIT_FAILURE,
+                   t.err);
   if (code == TRAIN_EXIT_OK) {
     if (world_rank == 0) print_header(&t);
     train_loop(&t, metrics);

@@ -351,8 +351,7 @@ gaaw_status_t gaaw_model_create_gpt(gaaw_context_t ctx, const gaaw_gpt_config_t 
     if (st == GAAW_SUCCESS && !m->gpt.ffn) m->gpt.ffn = 4 * cfg->dim; /* checked to fit */
   }
   st = agree_on_config(ctx, st, cfg);
-  if (st == GAAW_SUCCESS) st = build_gpt(m);
-  st = gaaw_agree_world(ctx, st, "building the GPT", NULL, 0);
+  if (st == GAAW_SUCCESS) st = gaaw_agree_world(ctx, build_gpt(m), "building the GPT", NULL, 0);
   if (st != GAAW_SUCCESS) {
     gaaw_model_destroy(&m);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);

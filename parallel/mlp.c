@@ -239,8 +239,7 @@ gaaw_status_t gaaw_model_create_mlp(gaaw_context_t ctx, const gaaw_mlp_config_t 
     st = check_mlp_config(ctx, cfg, m->tp_size);
   }
   st = agree_on_config(ctx, st, cfg);
-  if (st == GAAW_SUCCESS) st = build_mlp(m);
-  st = gaaw_agree_world(ctx, st, "building the MLP", NULL, 0);
+  if (st == GAAW_SUCCESS) st = gaaw_agree_world(ctx, build_mlp(m), "building the MLP", NULL, 0);
   if (st != GAAW_SUCCESS) {
     gaaw_model_destroy(&m);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);

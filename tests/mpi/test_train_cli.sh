@@ -121,6 +121,19 @@ rc=$?
 test $rc -eq 2 || { err "--threads -3 on rank 1 only: exit $rc, expected 2"; cat "$tmp/err"; }
 n=`grep -c "rank 1: .*option threads must be in 0..4096, got -3" "$tmp/err"`
 test "$n" -eq 1 || err "--threads -3 on rank 1 only: the message appears $n times, expected once: `cat $tmp/err`"
+# ranks started with different model or optimizer options (MPMD) all exit 2 before
+# training, the message naming the field and each rank's value
+for pair in "--dim 32:--dim 64:dim: 32 on rank 0, 64 on rank 1" \
+            "--dtype f32:--dtype bf16:dtype: f32 on rank 0, bf16 on rank 1" \
+            "--zero 0:--zero 1:zero_stage: 0 on rank 0, 1 on rank 1"; do
+  a=`echo "$pair" | cut -d: -f1` b=`echo "$pair" | cut -d: -f2` want=`echo "$pair" | cut -d: -f3-`
+  timeout -k 5 120 $MPIEXEC -n 1 $prog --backend host --steps 2 $a : -n 1 $prog --backend host --steps 2 $b \
+    >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  test $rc -eq 2 || { err "$a / $b (MPMD): exit $rc, expected 2"; cat "$tmp/err"; }
+  grep -q -- "$want" "$tmp/err" || err "$a / $b (MPMD): '$want' not in: `cat $tmp/err`"
+  if grep -q '^step' "$tmp/out"; then err "$a / $b (MPMD): a step was trained"; fi
+done
 # a device that only gaaw_init can find missing: exit 2 too (after the data, before training)
 expect_usage "--device 7" "device 7 does not exist" 1 --backend host --device 7 --steps 1
 
