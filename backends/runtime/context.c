@@ -166,15 +166,17 @@ static gaaw_status_t setup(gaaw_context_t ctx, MPI_Comm comm, gaaw_config_t cfg)
   MPI_Comm_set_errhandler(ctx->control, MPI_ERRORS_RETURN);
   MPI_Comm_rank(ctx->world, &ctx->rank);
   MPI_Comm_size(ctx->world, &ctx->size);
-  int level = gaaw_log_level_parse(gaaw_ctx_string(ctx, "log"));
-  GAAW_ARG_CHECK(ctx, level >= 0, "option log must be none, error, warn, info, debug or trace, got '%s'",
-                 gaaw_ctx_string(ctx, "log"));
-  GAAW_CHECK(gaaw_log_configure(level, gaaw_ctx_string(ctx, "log_file"), ctx->rank));
+  GAAW_CHECK(find_local_rank(ctx)); /* collective: before anything that may fail on one rank */
+  /* every option's value, by gaaw_config_check's rules (after the duplicates, so
+   * that the ranks can agree when only one has a bad option) */
+  if (gaaw_config_check(ctx->config) != GAAW_SUCCESS) {
+    ctx->error = *gaaw_error_record_of(NULL);
+    return gaaw_error_trace(ctx, ctx->error.status, __FILE__, __LINE__, __func__);
+  }
+  GAAW_CHECK(gaaw_log_configure(gaaw_log_level_parse(gaaw_ctx_string(ctx, "log")), gaaw_ctx_string(ctx, "log_file"),
+                                ctx->rank));
   ctx->comm_timeout = gaaw_ctx_double(ctx, "comm_timeout");
-  GAAW_ARG_CHECK(ctx, ctx->comm_timeout >= 0, "option comm_timeout must be >= 0 seconds, got %g",
-                 ctx->comm_timeout);
   ctx->allocator.cache_enabled = gaaw_ctx_bool(ctx, "allocator_cache");
-  GAAW_CHECK(find_local_rank(ctx));
   return GAAW_SUCCESS;
 }
 

@@ -118,6 +118,14 @@ int main(int argc, char **argv)
                 gaaw_last_error(NULL));
   gaaw_config_destroy(&cfg);
 
+  /* a bad option value on one rank only (checked before the device is opened) */
+  cfg = host_config(world_rank == 1 ? "log=chatty" : "");
+  expect_init_fails(cfg, GAAW_ERR_INVALID_ARG, "log=chatty on rank 1");
+  expect_true(strstr(gaaw_last_error(NULL), "option log must be none, error, warn, info, debug or trace") != NULL &&
+                (world_rank == 1 || strstr(gaaw_last_error(NULL), "world rank 1 failed") != NULL),
+              "rank %d: %s", world_rank, gaaw_last_error(NULL));
+  gaaw_config_destroy(&cfg);
+
   /* and the job goes on: a good init after the failures */
   cfg = host_config("");
   require_ok(NULL, gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
