@@ -25,7 +25,7 @@ typedef enum {
 } gaaw_field_kind;
 
 /* One argument that must be the same on every rank of a group. */
-typedef struct {
+typedef struct gaaw_field_s {
   const char *name;  /* as the user knows it: "dim", "zero_stage", "tokens" */
   gaaw_field_kind kind;
   int64_t i;         /* INT, NAMED, DIGEST */

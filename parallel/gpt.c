@@ -240,27 +240,25 @@ static gaaw_status_t check_gpt_config(gaaw_context_t ctx, const gaaw_gpt_config_
   return GAAW_SUCCESS;
 }
 
-/* Every rank must build the same model: the tp group splits one, and the dp
- * replicas must be the same one. Collective over world. */
-static gaaw_status_t agree_on_config(gaaw_context_t ctx, gaaw_status_t st, const gaaw_gpt_config_t *g)
+/* What every rank must share: the tp group splits one model, and the dp
+ * replicas must be the same model. */
+static int gpt_fields(const void *cfg, gaaw_field *f)
 {
-  gaaw_field f[] = {
-    GAAW_FIELD_INT("vocab", g ? g->vocab : 0),
-    GAAW_FIELD_INT("max_seq", g ? g->max_seq : 0),
-    GAAW_FIELD_INT("layers", g ? g->layers : 0),
-    GAAW_FIELD_INT("heads", g ? g->heads : 0),
-    GAAW_FIELD_INT("dim", g ? g->dim : 0),
-    GAAW_FIELD_INT("ffn", g ? g->ffn : 0),
-    GAAW_FIELD_NAMED("norm", g ? g->norm : 0, g ? gaaw_norm_name(g->norm) : ""),
-    GAAW_FIELD_NAMED("activation", g ? g->activation : 0, g ? gaaw_activation_name(g->activation) : ""),
-    GAAW_FIELD_INT("tied_embeddings", g ? g->tied_embeddings != 0 : 0),
-    GAAW_FIELD_INT("sequence_parallel", g ? g->sequence_parallel != 0 : 0),
-    GAAW_FIELD_INT("seed", g ? (int64_t)g->seed : 0),
-    GAAW_FIELD_NAMED("dtype", g ? g->dtype : 0, g ? gaaw_dtype_name(g->dtype) : ""),
-  };
-  int n = st == GAAW_SUCCESS ? (int)(sizeof f / sizeof f[0]) : 0;
-  GAAW_CHECK(gaaw_agree_world(ctx, st, "the GPT configuration", f, n));
-  return GAAW_SUCCESS;
+  const gaaw_gpt_config_t *g = cfg;
+  int n = 0;
+  f[n++] = GAAW_FIELD_INT("vocab", g->vocab);
+  f[n++] = GAAW_FIELD_INT("max_seq", g->max_seq);
+  f[n++] = GAAW_FIELD_INT("layers", g->layers);
+  f[n++] = GAAW_FIELD_INT("heads", g->heads);
+  f[n++] = GAAW_FIELD_INT("dim", g->dim);
+  f[n++] = GAAW_FIELD_INT("ffn", g->ffn);
+  f[n++] = GAAW_FIELD_NAMED("norm", g->norm, gaaw_norm_name(g->norm));
+  f[n++] = GAAW_FIELD_NAMED("activation", g->activation, gaaw_activation_name(g->activation));
+  f[n++] = GAAW_FIELD_INT("tied_embeddings", g->tied_embeddings != 0);
+  f[n++] = GAAW_FIELD_INT("sequence_parallel", g->sequence_parallel != 0);
+  f[n++] = GAAW_FIELD_INT("seed", (int64_t)g->seed);
+  f[n++] = GAAW_FIELD_NAMED("dtype", g->dtype, gaaw_dtype_name(g->dtype));
+  return n;
 }
 
 static gaaw_status_t add_norm(gaaw_model_t m, gaaw_layer *l, int slot_w, int slot_b, const char *prefix)
@@ -335,28 +333,25 @@ static gaaw_status_t build_gpt(gaaw_model_t m)
   return GAAW_SUCCESS;
 }
 
+static gaaw_dtype_t gpt_dtype(const void *cfg)
+{
+  return ((const gaaw_gpt_config_t *)cfg)->dtype;
+}
+
+static gaaw_status_t gpt_adopt(gaaw_model_t m, const void *cfg)
+{
+  const gaaw_gpt_config_t *g = cfg;
+  m->gpt = *g;
+  GAAW_CHECK_CTX(m->ctx, check_gpt_config(m->ctx, g, m->tp_size));
+  if (!m->gpt.ffn) m->gpt.ffn = 4 * g->dim; /* checked to fit */
+  return GAAW_SUCCESS;
+}
+
+static const gaaw_model_builder gpt_builder = {GAAW_MODEL_GPT, "GPT", gpt_dtype, gpt_adopt, gpt_fields, build_gpt};
+
 gaaw_status_t gaaw_model_create_gpt(gaaw_context_t ctx, const gaaw_gpt_config_t *cfg, gaaw_model_t *model)
 {
-  GAAW_ARG_NOT_NULL(ctx, ctx);
-  if (model) *model = NULL;
-  gaaw_model_t m = NULL;
-  /* every check is local; then the ranks agree, so that all fail together */
-  gaaw_status_t st = cfg && model ? GAAW_SUCCESS
-                                  : gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
-                                                     "%s must not be NULL", cfg ? "model" : "cfg");
-  if (st == GAAW_SUCCESS) st = gaaw_model_begin(ctx, GAAW_MODEL_GPT, cfg->dtype, &m);
-  if (st == GAAW_SUCCESS) {
-    m->gpt = *cfg;
-    st = check_gpt_config(ctx, cfg, m->tp_size);
-    if (st == GAAW_SUCCESS && !m->gpt.ffn) m->gpt.ffn = 4 * cfg->dim; /* checked to fit */
-  }
-  st = agree_on_config(ctx, st, cfg);
-  if (st == GAAW_SUCCESS) st = gaaw_agree_world(ctx, build_gpt(m), "building the GPT", NULL, 0);
-  if (st != GAAW_SUCCESS) {
-    gaaw_model_destroy(&m);
-    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
-  }
-  *model = m;
+  GAAW_CHECK_CTX(ctx, gaaw_model_build(ctx, &gpt_builder, cfg, model));
   return GAAW_SUCCESS;
 }
 

@@ -176,24 +176,20 @@ static gaaw_status_t check_mlp_config(gaaw_context_t ctx, const gaaw_mlp_config_
   return GAAW_SUCCESS;
 }
 
-/* Every rank must build the same model (tp splits it, dp replicates it).
- * Collective over world. */
-static gaaw_status_t agree_on_config(gaaw_context_t ctx, gaaw_status_t st, const gaaw_mlp_config_t *c)
+/* What every rank must share (tp splits the model, dp replicates it). */
+static int mlp_fields(const void *cfg, gaaw_field *f)
 {
   static const char *const size_names[GAAW_MLP_MAX_LAYERS + 1] = {
     "sizes[0]", "sizes[1]", "sizes[2]", "sizes[3]", "sizes[4]", "sizes[5]", "sizes[6]", "sizes[7]", "sizes[8]",
     "sizes[9]", "sizes[10]", "sizes[11]", "sizes[12]", "sizes[13]", "sizes[14]", "sizes[15]", "sizes[16]"};
-  gaaw_field f[4 + GAAW_MLP_MAX_LAYERS + 1];
+  const gaaw_mlp_config_t *c = cfg;
   int n = 0;
-  if (st == GAAW_SUCCESS) {
-    f[n++] = GAAW_FIELD_INT("nsizes", c->nsizes);
-    for (int i = 0; i < c->nsizes; i++) f[n++] = GAAW_FIELD_INT(size_names[i], c->sizes[i]);
-    f[n++] = GAAW_FIELD_NAMED("activation", c->activation, gaaw_activation_name(c->activation));
-    f[n++] = GAAW_FIELD_INT("seed", (int64_t)c->seed);
-    f[n++] = GAAW_FIELD_NAMED("dtype", c->dtype, gaaw_dtype_name(c->dtype));
-  }
-  GAAW_CHECK(gaaw_agree_world(ctx, st, "the MLP configuration", f, n));
-  return GAAW_SUCCESS;
+  f[n++] = GAAW_FIELD_INT("nsizes", c->nsizes);
+  for (int i = 0; i < c->nsizes; i++) f[n++] = GAAW_FIELD_INT(size_names[i], c->sizes[i]);
+  f[n++] = GAAW_FIELD_NAMED("activation", c->activation, gaaw_activation_name(c->activation));
+  f[n++] = GAAW_FIELD_INT("seed", (int64_t)c->seed);
+  f[n++] = GAAW_FIELD_NAMED("dtype", c->dtype, gaaw_dtype_name(c->dtype));
+  return n;
 }
 
 static gaaw_status_t build_mlp(gaaw_model_t m)
@@ -224,26 +220,22 @@ static gaaw_status_t build_mlp(gaaw_model_t m)
   return GAAW_SUCCESS;
 }
 
+static gaaw_dtype_t mlp_dtype(const void *cfg)
+{
+  return ((const gaaw_mlp_config_t *)cfg)->dtype;
+}
+
+static gaaw_status_t mlp_adopt(gaaw_model_t m, const void *cfg)
+{
+  m->mlp = *(const gaaw_mlp_config_t *)cfg;
+  GAAW_CHECK_CTX(m->ctx, check_mlp_config(m->ctx, cfg, m->tp_size));
+  return GAAW_SUCCESS;
+}
+
+static const gaaw_model_builder mlp_builder = {GAAW_MODEL_MLP, "MLP", mlp_dtype, mlp_adopt, mlp_fields, build_mlp};
+
 gaaw_status_t gaaw_model_create_mlp(gaaw_context_t ctx, const gaaw_mlp_config_t *cfg, gaaw_model_t *model)
 {
-  GAAW_ARG_NOT_NULL(ctx, ctx);
-  if (model) *model = NULL;
-  gaaw_model_t m = NULL;
-  /* every check is local; then the ranks agree, so that all fail together */
-  gaaw_status_t st = cfg && model ? GAAW_SUCCESS
-                                  : gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
-                                                     "%s must not be NULL", cfg ? "model" : "cfg");
-  if (st == GAAW_SUCCESS) st = gaaw_model_begin(ctx, GAAW_MODEL_MLP, cfg->dtype, &m);
-  if (st == GAAW_SUCCESS) {
-    m->mlp = *cfg;
-    st = check_mlp_config(ctx, cfg, m->tp_size);
-  }
-  st = agree_on_config(ctx, st, cfg);
-  if (st == GAAW_SUCCESS) st = gaaw_agree_world(ctx, build_mlp(m), "building the MLP", NULL, 0);
-  if (st != GAAW_SUCCESS) {
-    gaaw_model_destroy(&m);
-    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
-  }
-  *model = m;
+  GAAW_CHECK_CTX(ctx, gaaw_model_build(ctx, &mlp_builder, cfg, model));
   return GAAW_SUCCESS;
 }

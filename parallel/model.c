@@ -1,6 +1,7 @@
 /* The model object: layer list, activations, forward/backward driver and the
  * parameter access of include/gaaw/model.h. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -157,6 +158,32 @@ gaaw_status_t gaaw_model_begin(gaaw_context_t ctx, gaaw_model_kind kind, gaaw_dt
   if (st == GAAW_SUCCESS) st = gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, NULL, &m->dp_size);
   if (st != GAAW_SUCCESS) {
     free(m);
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
+  *model = m;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_build(gaaw_context_t ctx, const gaaw_model_builder *b, const void *cfg,
+                               gaaw_model_t *model)
+{
+  GAAW_ARG_NOT_NULL(ctx, ctx);
+  if (model) *model = NULL;
+  gaaw_model_t m = NULL;
+  /* every check is local; then the ranks agree, so that all fail together */
+  gaaw_status_t st = cfg && model ? GAAW_SUCCESS
+                                  : gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
+                                                     "%s must not be NULL", cfg ? "model" : "cfg");
+  if (st == GAAW_SUCCESS) st = gaaw_model_begin(ctx, b->kind, b->dtype(cfg), &m);
+  if (st == GAAW_SUCCESS) st = b->adopt(m, cfg);
+  gaaw_field fields[GAAW_MODEL_MAX_FIELDS];
+  char what[64];
+  snprintf(what, sizeof what, "the %s configuration", b->name);
+  st = gaaw_agree_world(ctx, st, what, fields, st == GAAW_SUCCESS ? b->fields(cfg, fields) : 0);
+  snprintf(what, sizeof what, "building the %s", b->name);
+  if (st == GAAW_SUCCESS) st = gaaw_agree_world(ctx, b->build(m), what, NULL, 0);
+  if (st != GAAW_SUCCESS) {
+    gaaw_model_destroy(&m);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   }
   *model = m;

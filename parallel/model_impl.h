@@ -127,6 +127,24 @@ gaaw_tensor_t gaaw_rows_view(const gaaw_tensor_t *t, int64_t row0, int64_t rows)
 /* A view of the same memory with another shape (same element count). */
 gaaw_tensor_t gaaw_reshape(const gaaw_tensor_t *t, int ndim, const int64_t *shape);
 
+/* What a model builder (gpt.c, mlp.c) tells gaaw_model_build. */
+struct gaaw_field_s;
+typedef struct {
+  gaaw_model_kind kind;
+  const char *name;                                /* "GPT": for messages */
+  gaaw_dtype_t (*dtype)(const void *cfg);          /* the compute dtype the config asks for */
+  gaaw_status_t (*adopt)(gaaw_model_t m, const void *cfg); /* keeps cfg in m and checks it; local */
+  int (*fields)(const void *cfg, struct gaaw_field_s *out); /* what must match on every rank */
+  gaaw_status_t (*build)(gaaw_model_t m);          /* layers and parameters; local */
+} gaaw_model_builder;
+#define GAAW_MODEL_MAX_FIELDS 32
+
+/* Builds a model from cfg: the builder's checks on every rank, then the ranks
+ * agree on its fields, then it is built; every rank fails together, and *model
+ * is NULL after a failure. Collective over world. */
+gaaw_status_t gaaw_model_build(gaaw_context_t ctx, const gaaw_model_builder *b, const void *cfg,
+                               gaaw_model_t *model);
+
 /* Creates an empty model over the tp group; builders add parameters and layers. */
 gaaw_status_t gaaw_model_begin(gaaw_context_t ctx, gaaw_model_kind kind, gaaw_dtype_t dtype, gaaw_model_t *model);
 /* Installs (or, with NULL, removes) the data-parallel hooks. */
