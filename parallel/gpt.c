@@ -38,9 +38,9 @@ static int sequence_parallel(gaaw_model_t m)
   return m->gpt.sequence_parallel && m->tp_size > 1;
 }
 
-static int64_t local_rows(gaaw_model_t m)
+static int64_t local_rows(gaaw_model_t m, const gaaw_frame *f)
 {
-  return sequence_parallel(m) ? m->rows / m->tp_size : m->rows;
+  return sequence_parallel(m) ? f->rows / m->tp_size : f->rows;
 }
 
 static int64_t vocab_start(gaaw_model_t m)
@@ -52,18 +52,19 @@ static int64_t vocab_start(gaaw_model_t m)
 
 enum { E_WTE, E_WPE };
 
-static gaaw_status_t embedding_forward(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *unused, gaaw_tensor_t *y)
+static gaaw_status_t embedding_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *unused,
+                                       gaaw_tensor_t *y)
 {
   gaaw_context_t ctx = m->ctx;
-  int64_t C = m->gpt.dim, N = m->rows, Nl = local_rows(m);
+  int64_t C = m->gpt.dim, N = f->rows, Nl = local_rows(m, f);
   gaaw_scratch s = {0};
   gaaw_tensor_t *full, *pe;
-  gaaw_tensor_t pos = gaaw_rows_view(&m->positions, sequence_parallel(m) ? m->tp_rank * Nl : 0, Nl);
+  gaaw_tensor_t pos = gaaw_rows_view(&f->positions, sequence_parallel(m) ? m->tp_rank * Nl : 0, Nl);
   /* this rank's vocabulary slice gives its tokens' rows, zeros for the others;
    * summed over tp (reduce_from_tp), or reduce-scattered to Nl rows */
   gaaw_status_t st = gaaw_act_alloc(m, GAAW_SHAPE(Nl, C), y);
   if (st == GAAW_SUCCESS) st = gaaw_scratch_alloc(m, &s, 0, GAAW_SHAPE(N, C), &full);
-  if (st == GAAW_SUCCESS) st = gaaw_embedding_forward(ctx, &m->tokens, gaaw_layer_param(m, l, E_WTE), vocab_start(m), full);
+  if (st == GAAW_SUCCESS) st = gaaw_embedding_forward(ctx, &f->tokens, gaaw_layer_param(m, l, E_WTE), vocab_start(m), full);
   if (st == GAAW_SUCCESS && sequence_parallel(m)) st = gaaw_tp_reduce_scatter_rows(m->tp, full, y);
   if (st == GAAW_SUCCESS && !sequence_parallel(m)) st = gaaw_tp_allreduce(m->tp, full);
   if (st == GAAW_SUCCESS && !sequence_parallel(m)) st = gaaw_cast(ctx, full, y);
@@ -75,14 +76,15 @@ static gaaw_status_t embedding_forward(gaaw_model_t m, gaaw_layer *l, const gaaw
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t embedding_backward(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *dy, gaaw_tensor_t *dx)
+static gaaw_status_t embedding_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *dy,
+                                        gaaw_tensor_t *dx)
 {
   gaaw_context_t ctx = m->ctx;
-  int64_t C = m->gpt.dim, N = m->rows, Nl = local_rows(m);
-  gaaw_tensor_t pos = gaaw_rows_view(&m->positions, sequence_parallel(m) ? m->tp_rank * Nl : 0, Nl);
+  int64_t C = m->gpt.dim, N = f->rows, Nl = local_rows(m, f);
+  gaaw_tensor_t pos = gaaw_rows_view(&f->positions, sequence_parallel(m) ? m->tp_rank * Nl : 0, Nl);
   GAAW_CHECK(gaaw_embedding_backward(ctx, &pos, dy, 0, gaaw_layer_grad(m, l, E_WPE)));
   if (!sequence_parallel(m)) {
-    GAAW_CHECK(gaaw_embedding_backward(ctx, &m->tokens, dy, vocab_start(m), gaaw_layer_grad(m, l, E_WTE)));
+    GAAW_CHECK(gaaw_embedding_backward(ctx, &f->tokens, dy, vocab_start(m), gaaw_layer_grad(m, l, E_WTE)));
     return GAAW_SUCCESS;
   }
   gaaw_scratch s = {0};
@@ -90,7 +92,7 @@ static gaaw_status_t embedding_backward(gaaw_model_t m, gaaw_layer *l, const gaa
   gaaw_status_t st = gaaw_scratch_alloc(m, &s, 0, GAAW_SHAPE(N, C), &full);
   if (st == GAAW_SUCCESS) st = gaaw_tp_gather_rows(m->tp, dy, full);
   if (st == GAAW_SUCCESS)
-    st = gaaw_embedding_backward(ctx, &m->tokens, full, vocab_start(m), gaaw_layer_grad(m, l, E_WTE));
+    st = gaaw_embedding_backward(ctx, &f->tokens, full, vocab_start(m), gaaw_layer_grad(m, l, E_WTE));
   gaaw_scratch_free(m, &s);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
@@ -110,104 +112,107 @@ static gaaw_tensor_t valid_rows(gaaw_model_t m, const gaaw_tensor_t *w)
 }
 
 /* Mean over counted targets of log(sumexp) + max - target logit. */
-static gaaw_status_t reduce_loss(gaaw_model_t m, gaaw_layer *l)
+static gaaw_status_t reduce_loss(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f)
 {
   gaaw_context_t ctx = m->ctx;
-  int64_t N = m->rows;
+  int64_t N = f->rows;
   float *host = malloc((size_t)N * 3 * sizeof *host);
   int32_t *targets = malloc((size_t)N * sizeof *targets);
   gaaw_status_t st = host && targets ? GAAW_SUCCESS
                                      : gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
                                                         "cannot allocate the loss of %lld tokens", (long long)N);
   for (int k = 0; k < 3 && st == GAAW_SUCCESS; k++) {
-    const gaaw_tensor_t *t = &l->saved[HS_MAX + k];
+    const gaaw_tensor_t *t = &gaaw_layer_saved(f, l)[HS_MAX + k];
     st = gaaw_buffer_read(ctx, t->buf, t->offset, host + k * N, (size_t)N * sizeof *host);
   }
-  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, m->targets.buf, m->targets.offset, targets, (size_t)N * 4);
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, f->targets.buf, f->targets.offset, targets, (size_t)N * 4);
   double sum = 0;
   for (int64_t i = 0; st == GAAW_SUCCESS && i < N; i++)
     if (targets[i] >= 0) sum += log((double)host[N + i]) + host[i] - host[2 * N + i];
-  m->loss = m->counted ? (float)(sum / (double)m->counted) : 0.0f;
+  f->loss = f->counted ? (float)(sum / (double)f->counted) : 0.0f;
   free(host);
   free(targets);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t head_forward_body(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *x)
+static gaaw_status_t head_forward_body(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *x)
 {
   gaaw_context_t ctx = m->ctx;
-  int64_t C = m->gpt.dim, N = m->rows, Nl = local_rows(m);
+  int64_t C = m->gpt.dim, N = f->rows, Nl = local_rows(m, f);
   gaaw_tensor_t *h, *mean = NULL, *rstd, *hg, *logits, *max, *sumexp, *target;
   int layernorm = m->gpt.norm == GAAW_NORM_LAYERNORM;
-  GAAW_CHECK(gaaw_layer_alloc(m, l, HS_H, 0, GAAW_SHAPE(Nl, C), &h));
-  if (layernorm) GAAW_CHECK(gaaw_layer_alloc_stat(m, l, HS_MEAN, Nl, &mean));
-  GAAW_CHECK(gaaw_layer_alloc_stat(m, l, HS_RSTD, Nl, &rstd));
+  GAAW_CHECK(gaaw_layer_alloc(m, f, l, HS_H, 0, GAAW_SHAPE(Nl, C), &h));
+  if (layernorm) GAAW_CHECK(gaaw_layer_alloc_stat(m, f, l, HS_MEAN, Nl, &mean));
+  GAAW_CHECK(gaaw_layer_alloc_stat(m, f, l, HS_RSTD, Nl, &rstd));
   GAAW_CHECK(gaaw_norm_forward(ctx, m->gpt.norm, x, gaaw_layer_param(m, l, H_LNF_W),
                                layernorm ? gaaw_layer_param(m, l, H_LNF_B) : NULL, h, mean, rstd));
   hg = h;
   if (sequence_parallel(m)) {
-    GAAW_CHECK(gaaw_layer_alloc(m, l, HS_HG, 0, GAAW_SHAPE(N, C), &hg));
+    GAAW_CHECK(gaaw_layer_alloc(m, f, l, HS_HG, 0, GAAW_SHAPE(N, C), &hg));
     GAAW_CHECK(gaaw_tp_gather_rows(m->tp, h, hg));
   }
   gaaw_tensor_t w = valid_rows(m, gaaw_layer_param(m, l, H_LM));
-  GAAW_CHECK(gaaw_layer_alloc(m, l, HS_LOGITS, 0, GAAW_SHAPE(N, m->vocab_valid_local), &logits));
+  GAAW_CHECK(gaaw_layer_alloc(m, f, l, HS_LOGITS, 0, GAAW_SHAPE(N, m->vocab_valid_local), &logits));
   GAAW_CHECK(gaaw_linear_forward(ctx, hg, &w, NULL, logits));
   /* vocab-parallel cross-entropy: three all-reduces over tp */
-  GAAW_CHECK(gaaw_layer_alloc_stat(m, l, HS_MAX, N, &max));
-  GAAW_CHECK(gaaw_layer_alloc_stat(m, l, HS_SUMEXP, N, &sumexp));
-  GAAW_CHECK(gaaw_layer_alloc_stat(m, l, HS_TARGET, N, &target));
+  GAAW_CHECK(gaaw_layer_alloc_stat(m, f, l, HS_MAX, N, &max));
+  GAAW_CHECK(gaaw_layer_alloc_stat(m, f, l, HS_SUMEXP, N, &sumexp));
+  GAAW_CHECK(gaaw_layer_alloc_stat(m, f, l, HS_TARGET, N, &target));
   GAAW_CHECK(gaaw_row_max(ctx, logits, max));
   if (m->tp_size > 1) GAAW_CHECK(gaaw_comm_allreduce(m->tp, max, max, GAAW_MAX));
   GAAW_CHECK(gaaw_row_sum_exp(ctx, logits, max, sumexp));
   GAAW_CHECK(gaaw_tp_allreduce(m->tp, sumexp));
-  GAAW_CHECK(gaaw_target_logit(ctx, logits, &m->targets, vocab_start(m), target));
+  GAAW_CHECK(gaaw_target_logit(ctx, logits, &f->targets, vocab_start(m), target));
   GAAW_CHECK(gaaw_tp_allreduce(m->tp, target));
-  GAAW_CHECK(reduce_loss(m, l));
+  GAAW_CHECK(reduce_loss(m, l, f));
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t head_forward(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *x, gaaw_tensor_t *y)
+static gaaw_status_t head_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *x,
+                                  gaaw_tensor_t *y)
 {
   (void)y; /* the loss is the output */
-  GAAW_CHECK_CTX(m->ctx, head_forward_body(m, l, x));
+  GAAW_CHECK_CTX(m->ctx, head_forward_body(m, l, f, x));
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t head_backward_body(gaaw_model_t m, gaaw_layer *l, gaaw_scratch *s, gaaw_tensor_t *dx)
+static gaaw_status_t head_backward_body(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, gaaw_scratch *s,
+                                        gaaw_tensor_t *dx)
 {
   gaaw_context_t ctx = m->ctx;
-  int64_t C = m->gpt.dim, N = m->rows;
-  gaaw_tensor_t *sv = l->saved, *dlogits, *dhg, *dh;
+  int64_t C = m->gpt.dim, N = f->rows;
+  gaaw_tensor_t *sv = gaaw_layer_saved(f, l), *dlogits, *dhg, *dh;
   const gaaw_tensor_t *hg = sequence_parallel(m) ? &sv[HS_HG] : &sv[HS_H];
-  float dloss = m->counted ? m->loss_scale / (float)m->counted : 0.0f;
+  float dloss = f->counted ? m->loss_scale / (float)f->counted : 0.0f;
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(N, m->vocab_valid_local), &dlogits));
-  GAAW_CHECK(gaaw_cross_entropy_backward(ctx, &sv[HS_LOGITS], &sv[HS_MAX], &sv[HS_SUMEXP], &m->targets,
+  GAAW_CHECK(gaaw_cross_entropy_backward(ctx, &sv[HS_LOGITS], &sv[HS_MAX], &sv[HS_SUMEXP], &f->targets,
                                          vocab_start(m), dloss, dlogits));
   gaaw_tensor_t w = valid_rows(m, gaaw_layer_param(m, l, H_LM)), dw = valid_rows(m, gaaw_layer_grad(m, l, H_LM));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(N, C), &dhg));
   GAAW_CHECK(gaaw_linear_backward(ctx, dlogits, hg, &w, dhg, &dw, NULL));
   /* conjugate of copy_to_tp (or of gather_from_sequence) */
   if (sequence_parallel(m)) {
-    GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(local_rows(m), C), &dh));
+    GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(local_rows(m, f), C), &dh));
     GAAW_CHECK(gaaw_tp_reduce_scatter_rows(m->tp, dhg, dh));
   } else {
     GAAW_CHECK(gaaw_tp_allreduce(m->tp, dhg));
     dh = dhg;
   }
   int layernorm = m->gpt.norm == GAAW_NORM_LAYERNORM;
-  GAAW_CHECK(gaaw_norm_backward(ctx, m->gpt.norm, dh, gaaw_layer_input(m, l), gaaw_layer_param(m, l, H_LNF_W),
+  GAAW_CHECK(gaaw_norm_backward(ctx, m->gpt.norm, dh, gaaw_layer_input(f, l), gaaw_layer_param(m, l, H_LNF_W),
                                 &sv[HS_MEAN], &sv[HS_RSTD], dx, gaaw_layer_grad(m, l, H_LNF_W),
                                 layernorm ? gaaw_layer_grad(m, l, H_LNF_B) : NULL));
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t head_backward(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *unused, gaaw_tensor_t *dx)
+static gaaw_status_t head_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *unused,
+                                   gaaw_tensor_t *dx)
 {
   gaaw_context_t ctx = m->ctx;
   gaaw_scratch s = {0};
-  gaaw_status_t st = gaaw_act_zeros(m, GAAW_SHAPE(local_rows(m), m->gpt.dim), dx);
-  if (st == GAAW_SUCCESS) st = head_backward_body(m, l, &s, dx);
+  gaaw_status_t st = gaaw_act_zeros(m, GAAW_SHAPE(local_rows(m, f), m->gpt.dim), dx);
+  if (st == GAAW_SUCCESS) st = head_backward_body(m, l, f, &s, dx);
   gaaw_scratch_free(m, &s);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
@@ -359,16 +364,17 @@ gaaw_status_t gaaw_model_get_logits(gaaw_model_t m, float *logits)
 {
   GAAW_ARG_NOT_NULL(NULL, m);
   gaaw_context_t ctx = m->ctx;
+  gaaw_frame *f = &m->frame;
   gaaw_status_t ok = GAAW_SUCCESS;
   if (!logits || m->kind != GAAW_MODEL_GPT)
     ok = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
                           logits ? "only a GPT has logits" : "logits must not be NULL");
-  else if (!m->have_forward)
+  else if (!f->have_forward)
     ok = gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
                           "logits exist between gaaw_model_forward and gaaw_model_backward only");
   GAAW_CHECK(gaaw_agree(m->tp, ok, "gaaw_model_get_logits", NULL, 0));
-  const gaaw_tensor_t *mine = &m->layers[m->nlayers - 1].saved[HS_LOGITS];
-  int64_t N = m->rows, Vl = m->vocab_local, nv = m->vocab_valid_local, P = m->tp_size, V = m->gpt.vocab;
+  const gaaw_tensor_t *mine = &gaaw_layer_saved(f, &m->layers[m->nlayers - 1])[HS_LOGITS];
+  int64_t N = f->rows, Vl = m->vocab_local, nv = m->vocab_valid_local, P = m->tp_size, V = m->gpt.vocab;
   gaaw_dtype_t dt = mine->dtype;
   size_t es = gaaw_dtype_size(dt);
   /* (N, nv) padded to (N, Vl), so that every rank sends the same size */

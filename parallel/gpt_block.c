@@ -17,16 +17,18 @@ enum { P_LN1_W, P_LN1_B, P_ATTN_W, P_ATTN_B, P_PROJ_W, P_PROJ_B, P_LN2_W, P_LN2_
 enum { S_H1, S_MEAN1, S_RSTD1, S_H1G, S_QKVP, S_PROBS, S_ATT, S_X2, S_H2, S_MEAN2, S_RSTD2, S_H2G, S_U, S_A };
 
 typedef struct {
+  gaaw_frame *f; /* the microbatch */
   int64_t B, T, N, Nl, C, Hl, D, Cl, Fl, Fu;
   int sp;
 } block_dims;
 
-static block_dims dims_of(gaaw_model_t m)
+static block_dims dims_of(gaaw_model_t m, gaaw_frame *f)
 {
   const gaaw_gpt_config_t *g = &m->gpt;
   block_dims d;
-  d.B = m->batch;
-  d.T = m->seq;
+  d.f = f;
+  d.B = f->batch;
+  d.T = f->seq;
   d.N = d.B * d.T;
   d.sp = g->sequence_parallel && m->tp_size > 1;
   d.Nl = d.sp ? d.N / m->tp_size : d.N;
@@ -56,7 +58,7 @@ static gaaw_status_t enter_tp(gaaw_model_t m, gaaw_layer *l, int slot, const blo
     *hg = h;
     return GAAW_SUCCESS;
   }
-  GAAW_CHECK(gaaw_layer_alloc(m, l, slot, 0, GAAW_SHAPE(d->N, d->C), hg));
+  GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, slot, 0, GAAW_SHAPE(d->N, d->C), hg));
   GAAW_CHECK(gaaw_tp_gather_rows(m->tp, h, *hg));
   return GAAW_SUCCESS;
 }
@@ -129,9 +131,9 @@ static gaaw_status_t attention_forward(gaaw_model_t m, gaaw_layer *l, const bloc
 {
   gaaw_context_t ctx = m->ctx;
   gaaw_tensor_t *h1, *mean1 = NULL, *rstd1, *h1g, *qkv, *heads, *qkvp, *probs, *o, *att, *proj, *y;
-  GAAW_CHECK(gaaw_layer_alloc(m, l, S_H1, 0, GAAW_SHAPE(d->Nl, d->C), &h1));
-  if (m->gpt.norm == GAAW_NORM_LAYERNORM) GAAW_CHECK(gaaw_layer_alloc_stat(m, l, S_MEAN1, d->Nl, &mean1));
-  GAAW_CHECK(gaaw_layer_alloc_stat(m, l, S_RSTD1, d->Nl, &rstd1));
+  GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_H1, 0, GAAW_SHAPE(d->Nl, d->C), &h1));
+  if (m->gpt.norm == GAAW_NORM_LAYERNORM) GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_MEAN1, d->Nl, &mean1));
+  GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_RSTD1, d->Nl, &rstd1));
   GAAW_CHECK(gaaw_norm_forward(ctx, m->gpt.norm, x, PARAM(P_LN1_W), NORM_BIAS(P_LN1_B), h1, mean1, rstd1));
   GAAW_CHECK(enter_tp(m, l, S_H1G, d, h1, &h1g));
   /* qkv (N, 3 Cl) = (B, T, 3 Hl, D) -> (B, 3 Hl, T, D) -> (3, B, Hl T D) */
@@ -140,22 +142,22 @@ static gaaw_status_t attention_forward(gaaw_model_t m, gaaw_layer *l, const bloc
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B, 3 * d->Hl, d->T, d->D), &heads));
   gaaw_tensor_t in = as4(qkv, d->B, d->T, 3 * d->Hl, d->D);
   GAAW_CHECK(gaaw_permute_0213(ctx, &in, heads));
-  GAAW_CHECK(gaaw_layer_alloc(m, l, S_QKVP, 0, GAAW_SHAPE(1, 3, d->B, d->Hl * d->T * d->D), &qkvp));
+  GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_QKVP, 0, GAAW_SHAPE(1, 3, d->B, d->Hl * d->T * d->D), &qkvp));
   in = as4(heads, 1, d->B, 3, d->Hl * d->T * d->D);
   GAAW_CHECK(gaaw_permute_0213(ctx, &in, qkvp));
   gaaw_tensor_t q = qkv_part(qkvp, d, 0), k = qkv_part(qkvp, d, 1), v = qkv_part(qkvp, d, 2);
-  GAAW_CHECK(gaaw_layer_alloc(m, l, S_PROBS, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &probs));
+  GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_PROBS, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &probs));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->D), &o));
   GAAW_CHECK(gaaw_attention_forward(ctx, &q, &k, &v, probs, o));
   /* merge heads: (B, Hl, T, D) -> (B, T, Hl, D) = (N, Cl) */
-  GAAW_CHECK(gaaw_layer_alloc(m, l, S_ATT, 0, GAAW_SHAPE(d->N, d->Cl), &att));
+  GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_ATT, 0, GAAW_SHAPE(d->N, d->Cl), &att));
   in = as4(o, d->B, d->Hl, d->T, d->D);
   gaaw_tensor_t out4 = as4(att, d->B, d->T, d->Hl, d->D);
   GAAW_CHECK(gaaw_permute_0213(ctx, &in, &out4));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &proj));
   GAAW_CHECK(gaaw_linear_forward(ctx, att, PARAM(P_PROJ_W), NULL, proj));
   GAAW_CHECK(leave_tp(m, d, s, proj, PARAM(P_PROJ_B), &y));
-  GAAW_CHECK(gaaw_layer_alloc(m, l, S_X2, 0, GAAW_SHAPE(d->Nl, d->C), x2));
+  GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_X2, 0, GAAW_SHAPE(d->Nl, d->C), x2));
   GAAW_CHECK(gaaw_add(ctx, x, y, *x2));
   return GAAW_SUCCESS;
 }
@@ -165,14 +167,14 @@ static gaaw_status_t mlp_forward(gaaw_model_t m, gaaw_layer *l, const block_dims
 {
   gaaw_context_t ctx = m->ctx;
   gaaw_tensor_t *h2, *mean2 = NULL, *rstd2, *h2g, *u, *a, *z, *y;
-  GAAW_CHECK(gaaw_layer_alloc(m, l, S_H2, 0, GAAW_SHAPE(d->Nl, d->C), &h2));
-  if (m->gpt.norm == GAAW_NORM_LAYERNORM) GAAW_CHECK(gaaw_layer_alloc_stat(m, l, S_MEAN2, d->Nl, &mean2));
-  GAAW_CHECK(gaaw_layer_alloc_stat(m, l, S_RSTD2, d->Nl, &rstd2));
+  GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_H2, 0, GAAW_SHAPE(d->Nl, d->C), &h2));
+  if (m->gpt.norm == GAAW_NORM_LAYERNORM) GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_MEAN2, d->Nl, &mean2));
+  GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_RSTD2, d->Nl, &rstd2));
   GAAW_CHECK(gaaw_norm_forward(ctx, m->gpt.norm, x2, PARAM(P_LN2_W), NORM_BIAS(P_LN2_B), h2, mean2, rstd2));
   GAAW_CHECK(enter_tp(m, l, S_H2G, d, h2, &h2g));
-  GAAW_CHECK(gaaw_layer_alloc(m, l, S_U, 0, GAAW_SHAPE(d->N, d->Fu), &u));
+  GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_U, 0, GAAW_SHAPE(d->N, d->Fu), &u));
   GAAW_CHECK(gaaw_linear_forward(ctx, h2g, PARAM(P_FC_W), PARAM(P_FC_B), u));
-  GAAW_CHECK(gaaw_layer_alloc(m, l, S_A, 0, GAAW_SHAPE(d->N, d->Fl), &a));
+  GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_A, 0, GAAW_SHAPE(d->N, d->Fl), &a));
   GAAW_CHECK(m->gpt.activation == GAAW_ACT_SWIGLU ? gaaw_swiglu_forward(ctx, u, a) : gaaw_gelu_forward(ctx, u, a));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &z));
   GAAW_CHECK(gaaw_linear_forward(ctx, a, PARAM(P_FC2_W), NULL, z));
@@ -181,10 +183,11 @@ static gaaw_status_t mlp_forward(gaaw_model_t m, gaaw_layer *l, const block_dims
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t block_forward(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *x, gaaw_tensor_t *out)
+static gaaw_status_t block_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *x,
+                                   gaaw_tensor_t *out)
 {
   gaaw_context_t ctx = m->ctx;
-  block_dims d = dims_of(m);
+  block_dims d = dims_of(m, f);
   gaaw_scratch s = {0};
   gaaw_tensor_t *x2 = NULL;
   gaaw_status_t st = gaaw_act_alloc(m, GAAW_SHAPE(d.Nl, d.C), out);
@@ -202,7 +205,7 @@ static gaaw_status_t mlp_backward(gaaw_model_t m, gaaw_layer *l, const block_dim
                                   const gaaw_tensor_t *dout, gaaw_tensor_t *dx2)
 {
   gaaw_context_t ctx = m->ctx;
-  gaaw_tensor_t *sv = l->saved, *da, *du, *dh2g, *dh2;
+  gaaw_tensor_t *sv = gaaw_layer_saved(d->f, l), *da, *du, *dh2g, *dh2;
   const gaaw_tensor_t *dz, *h2g = d->sp ? &sv[S_H2G] : &sv[S_H2];
   GAAW_CHECK(gaaw_bias_backward(ctx, dout, GRAD(P_FC2_B)));
   GAAW_CHECK(enter_tp_backward(m, d, s, dout, &dz));
@@ -224,7 +227,7 @@ static gaaw_status_t attention_backward(gaaw_model_t m, gaaw_layer *l, const blo
                                         const gaaw_tensor_t *x, const gaaw_tensor_t *dx2, gaaw_tensor_t *dx)
 {
   gaaw_context_t ctx = m->ctx;
-  gaaw_tensor_t *sv = l->saved, *datt, *dheads, *dqkvp, *dprobs, *tmp, *dqkv, *dh1g, *dh1;
+  gaaw_tensor_t *sv = gaaw_layer_saved(d->f, l), *datt, *dheads, *dqkvp, *dprobs, *tmp, *dqkv, *dh1g, *dh1;
   const gaaw_tensor_t *dy, *h1g = d->sp ? &sv[S_H1G] : &sv[S_H1];
   GAAW_CHECK(gaaw_bias_backward(ctx, dx2, GRAD(P_PROJ_B)));
   GAAW_CHECK(enter_tp_backward(m, d, s, dx2, &dy));
@@ -255,11 +258,12 @@ static gaaw_status_t attention_backward(gaaw_model_t m, gaaw_layer *l, const blo
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t block_backward(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *dout, gaaw_tensor_t *dx)
+static gaaw_status_t block_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *dout,
+                                    gaaw_tensor_t *dx)
 {
   gaaw_context_t ctx = m->ctx;
   if (!dx) GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "a transformer block cannot be the first layer");
-  block_dims d = dims_of(m);
+  block_dims d = dims_of(m, f);
   gaaw_scratch s = {0};
   gaaw_tensor_t *dx2;
   /* residuals: d(x2) = d(out) + .., d(x) = d(x2) + .. */
@@ -267,7 +271,7 @@ static gaaw_status_t block_backward(gaaw_model_t m, gaaw_layer *l, const gaaw_te
   if (st == GAAW_SUCCESS) st = gaaw_cast(ctx, dout, dx2);
   if (st == GAAW_SUCCESS) st = mlp_backward(m, l, &d, &s, dout, dx2);
   if (st == GAAW_SUCCESS) st = gaaw_act_copy(m, dx2, dx);
-  if (st == GAAW_SUCCESS) st = attention_backward(m, l, &d, &s, gaaw_layer_input(m, l), dx2, dx);
+  if (st == GAAW_SUCCESS) st = attention_backward(m, l, &d, &s, gaaw_layer_input(f, l), dx2, dx);
   gaaw_scratch_free(m, &s);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;

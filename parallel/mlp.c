@@ -42,9 +42,9 @@ static gaaw_status_t activate_backward(gaaw_context_t ctx, gaaw_activation_t act
 }
 
 /* The first layer reads the batch inputs. */
-static const gaaw_tensor_t *layer_x(gaaw_model_t m, const gaaw_layer *l)
+static const gaaw_tensor_t *layer_x(const gaaw_frame *f, const gaaw_layer *l)
 {
-  return l->index == 0 ? &m->inputs : gaaw_layer_input(m, l);
+  return l->index == 0 ? &f->inputs : gaaw_layer_input(f, l);
 }
 
 static int gathers_output(gaaw_model_t m, const gaaw_layer *l)
@@ -52,13 +52,13 @@ static int gathers_output(gaaw_model_t m, const gaaw_layer *l)
   return l->column_parallel && l->index == m->nlayers - 2 && m->tp_size > 1;
 }
 
-static gaaw_status_t linear_forward_body(gaaw_model_t m, gaaw_layer *l, gaaw_scratch *s, const gaaw_tensor_t *x,
+static gaaw_status_t linear_forward_body(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, gaaw_scratch *s, const gaaw_tensor_t *x,
                                          gaaw_tensor_t *y)
 {
   gaaw_context_t ctx = m->ctx;
-  int64_t N = m->rows, out = l->out_features;
+  int64_t N = f->rows, out = l->out_features;
   gaaw_tensor_t *u, *local;
-  GAAW_CHECK(gaaw_layer_alloc(m, l, LS_U, 0, GAAW_SHAPE(N, pre_width(l, out)), &u));
+  GAAW_CHECK(gaaw_layer_alloc(m, f, l, LS_U, 0, GAAW_SHAPE(N, pre_width(l, out)), &u));
   GAAW_CHECK(gaaw_linear_forward(ctx, x, gaaw_layer_param(m, l, L_W), l->column_parallel ? gaaw_layer_param(m, l, L_B)
                                                                                          : NULL, u));
   if (!l->column_parallel) {
@@ -79,31 +79,32 @@ static gaaw_status_t linear_forward_body(gaaw_model_t m, gaaw_layer *l, gaaw_scr
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t linear_forward(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *x, gaaw_tensor_t *y)
+static gaaw_status_t linear_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *x,
+                                    gaaw_tensor_t *y)
 {
   gaaw_scratch s = {0};
-  gaaw_status_t st = linear_forward_body(m, l, &s, layer_x(m, l), y);
+  gaaw_status_t st = linear_forward_body(m, l, f, &s, layer_x(f, l), y);
   gaaw_scratch_free(m, &s);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(m->ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t linear_backward_body(gaaw_model_t m, gaaw_layer *l, gaaw_scratch *s, const gaaw_tensor_t *dy,
+static gaaw_status_t linear_backward_body(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, gaaw_scratch *s, const gaaw_tensor_t *dy,
                                           gaaw_tensor_t *dx)
 {
   gaaw_context_t ctx = m->ctx;
-  int64_t N = m->rows, out = l->out_features;
+  int64_t N = f->rows, out = l->out_features;
   gaaw_tensor_t *du, *dy_local;
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(N, pre_width(l, out)), &du));
   if (gathers_output(m, l)) {
     GAAW_CHECK(gaaw_tp_split_columns(m->tp, dy, du)); /* conjugate of gather_from_tp */
   } else {
     dy_local = (gaaw_tensor_t *)dy;
-    GAAW_CHECK(activate_backward(ctx, l->activation, dy_local, &l->saved[LS_U], du));
+    GAAW_CHECK(activate_backward(ctx, l->activation, dy_local, &gaaw_layer_saved(f, l)[LS_U], du));
   }
   /* column-parallel: this rank's bias slice; row-parallel: the replicated bias, whose
    * gradient is the same on every rank (du is whole there) */
-  const gaaw_tensor_t *x = layer_x(m, l);
+  const gaaw_tensor_t *x = layer_x(f, l);
   if (dx) {
     GAAW_CHECK(gaaw_act_alloc(m, GAAW_SHAPE(N, l->in_features), dx));
   }
@@ -113,10 +114,11 @@ static gaaw_status_t linear_backward_body(gaaw_model_t m, gaaw_layer *l, gaaw_sc
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t linear_backward(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *dy, gaaw_tensor_t *dx)
+static gaaw_status_t linear_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *dy,
+                                     gaaw_tensor_t *dx)
 {
   gaaw_scratch s = {0};
-  gaaw_status_t st = linear_backward_body(m, l, &s, dy, dx);
+  gaaw_status_t st = linear_backward_body(m, l, f, &s, dy, dx);
   gaaw_scratch_free(m, &s);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(m->ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
@@ -128,31 +130,33 @@ const gaaw_layer_ops gaaw_linear_ops = {"linear", linear_forward, linear_backwar
 
 enum { MS_DIFF };
 
-static gaaw_status_t mse_forward(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *x, gaaw_tensor_t *y)
+static gaaw_status_t mse_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *x,
+                                 gaaw_tensor_t *y)
 {
   gaaw_context_t ctx = m->ctx;
   gaaw_tensor_t *diff, sum;
   int64_t one = 1;
   float total = 0;
-  GAAW_CHECK(gaaw_layer_alloc(m, l, MS_DIFF, 0, x->ndim, x->shape, &diff));
+  GAAW_CHECK(gaaw_layer_alloc(m, f, l, MS_DIFF, 0, x->ndim, x->shape, &diff));
   GAAW_CHECK(gaaw_cast(ctx, x, diff));
-  GAAW_CHECK(gaaw_axpy(ctx, -1.0f, &m->outputs, diff));
+  GAAW_CHECK(gaaw_axpy(ctx, -1.0f, &f->outputs, diff));
   GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &one, GAAW_MEM_WORKSPACE, &sum));
   gaaw_status_t st = gaaw_sum_squares(ctx, diff, &sum);
   if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, sum.buf, sum.offset, &total, sizeof total);
   gaaw_buffer_free(ctx, &sum.buf);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
-  m->loss = total / (float)m->counted;
+  f->loss = total / (float)f->counted;
   return GAAW_SUCCESS;
 }
 
 /* dx = 2 (y - t) / count (times the loss scale) */
-static gaaw_status_t mse_backward(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *dy, gaaw_tensor_t *dx)
+static gaaw_status_t mse_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *dy,
+                                  gaaw_tensor_t *dx)
 {
   gaaw_context_t ctx = m->ctx;
-  const gaaw_tensor_t *diff = &l->saved[MS_DIFF];
+  const gaaw_tensor_t *diff = &gaaw_layer_saved(f, l)[MS_DIFF];
   GAAW_CHECK(gaaw_act_zeros(m, diff->ndim, diff->shape, dx));
-  GAAW_CHECK(gaaw_axpy(ctx, 2.0f * m->loss_scale / (float)m->counted, diff, dx));
+  GAAW_CHECK(gaaw_axpy(ctx, 2.0f * m->loss_scale / (float)f->counted, diff, dx));
   return GAAW_SUCCESS;
 }
 

@@ -40,34 +40,45 @@ void gaaw_act_free(gaaw_model_t m, gaaw_tensor_t *t)
   if (t->buf) gaaw_buffer_free(m->ctx, &t->buf);
 }
 
-gaaw_status_t gaaw_layer_alloc(gaaw_model_t m, gaaw_layer *l, int slot, int zero, int ndim, const int64_t *shape,
-                               gaaw_tensor_t **t)
+/* Slot `slot` of what layer l keeps in frame f, freed and ready to be reused. */
+static gaaw_status_t saved_slot(gaaw_model_t m, gaaw_frame *f, const gaaw_layer *l, int slot, gaaw_tensor_t **t)
 {
   gaaw_context_t ctx = m->ctx;
   if (slot < 0 || slot >= GAAW_LAYER_MAX_SAVED)
     GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "layer %d (%s): saved slot %d", l->index, l->ops->kind, slot);
-  gaaw_act_free(m, &l->saved[slot]);
-  if (slot >= l->nsaved) l->nsaved = slot + 1;
-  GAAW_CHECK(zero ? gaaw_act_zeros(m, ndim, shape, &l->saved[slot]) : gaaw_act_alloc(m, ndim, shape, &l->saved[slot]));
-  *t = &l->saved[slot];
+  gaaw_saved *sv = &f->saved[l->index];
+  gaaw_act_free(m, &sv->t[slot]);
+  if (slot >= sv->n) sv->n = slot + 1;
+  *t = &sv->t[slot];
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_layer_alloc_stat(gaaw_model_t m, gaaw_layer *l, int slot, int64_t n, gaaw_tensor_t **t)
+gaaw_status_t gaaw_layer_alloc(gaaw_model_t m, gaaw_frame *f, gaaw_layer *l, int slot, int zero, int ndim,
+                               const int64_t *shape, gaaw_tensor_t **t)
 {
   gaaw_context_t ctx = m->ctx;
-  if (slot < 0 || slot >= GAAW_LAYER_MAX_SAVED)
-    GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "layer %d (%s): saved slot %d", l->index, l->ops->kind, slot);
-  gaaw_act_free(m, &l->saved[slot]);
-  if (slot >= l->nsaved) l->nsaved = slot + 1;
-  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &n, GAAW_MEM_ACTIVATIONS, &l->saved[slot]));
-  *t = &l->saved[slot];
+  GAAW_CHECK(saved_slot(m, f, l, slot, t));
+  GAAW_CHECK(zero ? gaaw_act_zeros(m, ndim, shape, *t) : gaaw_act_alloc(m, ndim, shape, *t));
   return GAAW_SUCCESS;
 }
 
-const gaaw_tensor_t *gaaw_layer_input(gaaw_model_t m, const gaaw_layer *l)
+gaaw_status_t gaaw_layer_alloc_stat(gaaw_model_t m, gaaw_frame *f, gaaw_layer *l, int slot, int64_t n,
+                                    gaaw_tensor_t **t)
 {
-  return &m->acts[l->index];
+  gaaw_context_t ctx = m->ctx;
+  GAAW_CHECK(saved_slot(m, f, l, slot, t));
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &n, GAAW_MEM_ACTIVATIONS, *t));
+  return GAAW_SUCCESS;
+}
+
+gaaw_tensor_t *gaaw_layer_saved(gaaw_frame *f, const gaaw_layer *l)
+{
+  return f->saved[l->index].t;
+}
+
+const gaaw_tensor_t *gaaw_layer_input(const gaaw_frame *f, const gaaw_layer *l)
+{
+  return &f->acts[l->index];
 }
 
 gaaw_status_t gaaw_scratch_alloc(gaaw_model_t m, gaaw_scratch *s, int zero, int ndim, const int64_t *shape,
@@ -88,10 +99,11 @@ void gaaw_scratch_free(gaaw_model_t m, gaaw_scratch *s)
   s->n = 0;
 }
 
-void gaaw_layer_release(gaaw_model_t m, gaaw_layer *l)
+void gaaw_layer_release(gaaw_model_t m, gaaw_frame *f, const gaaw_layer *l)
 {
-  for (int i = 0; i < l->nsaved; i++) gaaw_act_free(m, &l->saved[i]);
-  l->nsaved = 0;
+  gaaw_saved *sv = &f->saved[l->index];
+  for (int i = 0; i < sv->n; i++) gaaw_act_free(m, &sv->t[i]);
+  sv->n = 0;
 }
 
 gaaw_tensor_t *gaaw_layer_param(gaaw_model_t m, gaaw_layer *l, int k)
@@ -232,35 +244,56 @@ gaaw_status_t gaaw_model_finish(gaaw_model_t m, uint64_t seed)
   gaaw_context_t ctx = m->ctx;
   close_bucket(m);
   GAAW_CHECK(gaaw_params_allocate(ctx, &m->params, m->tp_rank, m->tp_size, seed));
-  m->acts = calloc((size_t)m->nlayers + 1, sizeof *m->acts);
-  if (!m->acts) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the activation list");
+  GAAW_CHECK(gaaw_frame_init(m, &m->frame));
   return GAAW_SUCCESS;
 }
 
-/* Frees the activations of the last forward. */
-static void drop_forward(gaaw_model_t m)
+/* ---------------------------------------------------------------- frames */
+
+gaaw_status_t gaaw_frame_init(gaaw_model_t m, gaaw_frame *f)
 {
-  if (!m->acts) return;
-  for (int i = 0; i < m->nlayers; i++) gaaw_layer_release(m, &m->layers[i]);
-  for (int i = 0; i <= m->nlayers; i++) gaaw_act_free(m, &m->acts[i]);
-  m->have_forward = 0;
+  gaaw_context_t ctx = m->ctx;
+  memset(f, 0, sizeof *f);
+  f->acts = calloc((size_t)m->nlayers + 1, sizeof *f->acts);
+  f->saved = calloc((size_t)m->nlayers, sizeof *f->saved);
+  if (!f->acts || !f->saved) {
+    gaaw_frame_free(m, f);
+    GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the activation lists of a microbatch");
+  }
+  return GAAW_SUCCESS;
 }
 
-static void free_batch(gaaw_model_t m)
+/* Frees the activations of the frame's forward. */
+static void drop_forward(gaaw_model_t m, gaaw_frame *f)
 {
-  gaaw_tensor_t *ts[] = {&m->tokens, &m->targets, &m->positions, &m->inputs, &m->outputs};
+  if (!f->acts) return;
+  for (int i = 0; i < m->nlayers; i++) gaaw_layer_release(m, f, &m->layers[i]);
+  for (int i = 0; i <= m->nlayers; i++) gaaw_act_free(m, &f->acts[i]);
+  f->have_forward = 0;
+}
+
+static void free_batch(gaaw_model_t m, gaaw_frame *f)
+{
+  gaaw_tensor_t *ts[] = {&f->tokens, &f->targets, &f->positions, &f->inputs, &f->outputs};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) gaaw_act_free(m, ts[i]);
+}
+
+void gaaw_frame_free(gaaw_model_t m, gaaw_frame *f)
+{
+  if (f->saved) drop_forward(m, f);
+  free_batch(m, f);
+  free(f->acts);
+  free(f->saved);
+  memset(f, 0, sizeof *f);
 }
 
 gaaw_status_t gaaw_model_destroy(gaaw_model_t *model)
 {
   if (!model || !*model) return GAAW_SUCCESS;
   gaaw_model_t m = *model;
-  drop_forward(m);
-  free_batch(m);
+  gaaw_frame_free(m, &m->frame);
   gaaw_params_free(m->ctx, &m->params);
   free(m->layers);
-  free(m->acts);
   free(m);
   *model = NULL;
   return GAAW_SUCCESS;
@@ -279,7 +312,7 @@ static gaaw_status_t upload(gaaw_model_t m, gaaw_dtype_t dtype, int64_t d0, int6
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t load_gpt_batch(gaaw_model_t m, const gaaw_batch_t *b)
+static gaaw_status_t load_gpt_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_batch_t *b)
 {
   gaaw_context_t ctx = m->ctx;
   const gaaw_gpt_config_t *g = &m->gpt;
@@ -306,13 +339,13 @@ static gaaw_status_t load_gpt_batch(gaaw_model_t m, const gaaw_batch_t *b)
                             g->vocab - 1);
     counted += b->targets[i] >= 0;
   }
-  if (st == GAAW_SUCCESS) st = upload(m, GAAW_I32, n, 0, b->tokens, &m->tokens);
-  if (st == GAAW_SUCCESS) st = upload(m, GAAW_I32, n, 0, b->targets, &m->targets);
-  if (st == GAAW_SUCCESS) st = upload(m, GAAW_I32, n, 0, pos, &m->positions);
+  if (st == GAAW_SUCCESS) st = upload(m, GAAW_I32, n, 0, b->tokens, &f->tokens);
+  if (st == GAAW_SUCCESS) st = upload(m, GAAW_I32, n, 0, b->targets, &f->targets);
+  if (st == GAAW_SUCCESS) st = upload(m, GAAW_I32, n, 0, pos, &f->positions);
   free(pos);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
-  m->rows = n;
-  m->counted = counted;
+  f->rows = n;
+  f->counted = counted;
   return GAAW_SUCCESS;
 }
 
@@ -329,25 +362,27 @@ static gaaw_status_t upload_f32(gaaw_model_t m, int64_t d0, int64_t d1, const fl
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t load_mlp_batch(gaaw_model_t m, const gaaw_batch_t *b)
+static gaaw_status_t load_mlp_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_batch_t *b)
 {
   gaaw_context_t ctx = m->ctx;
   GAAW_ARG_CHECK(ctx, b->inputs != NULL && b->outputs != NULL, "an MLP batch needs inputs and outputs");
   const gaaw_mlp_config_t *c = &m->mlp;
-  GAAW_CHECK(upload_f32(m, b->batch, c->sizes[0], b->inputs, &m->inputs));
-  GAAW_CHECK(upload_f32(m, b->batch, c->sizes[c->nsizes - 1], b->outputs, &m->outputs));
-  m->rows = b->batch;
-  m->counted = (int64_t)b->batch * c->sizes[c->nsizes - 1];
+  GAAW_CHECK(upload_f32(m, b->batch, c->sizes[0], b->inputs, &f->inputs));
+  GAAW_CHECK(upload_f32(m, b->batch, c->sizes[c->nsizes - 1], b->outputs, &f->outputs));
+  f->rows = b->batch;
+  f->counted = (int64_t)b->batch * c->sizes[c->nsizes - 1];
   return GAAW_SUCCESS;
 }
 
-/* Checks and uploads a microbatch. Not collective. */
-static gaaw_status_t load_batch(gaaw_model_t m, const gaaw_batch_t *b)
+/* Checks a microbatch and uploads it into frame f. Not collective. */
+static gaaw_status_t load_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_batch_t *b)
 {
   gaaw_context_t ctx = m->ctx;
   GAAW_ARG_NOT_NULL(ctx, b);
   GAAW_ARG_CHECK(ctx, b->batch >= 1, "batch must be >= 1, got %d", b->batch);
-  GAAW_CHECK(m->kind == GAAW_MODEL_GPT ? load_gpt_batch(m, b) : load_mlp_batch(m, b));
+  GAAW_CHECK(m->kind == GAAW_MODEL_GPT ? load_gpt_batch(m, f, b) : load_mlp_batch(m, f, b));
+  f->batch = b->batch;
+  f->seq = b->seq;
   return GAAW_SUCCESS;
 }
 
@@ -356,7 +391,7 @@ static gaaw_status_t load_batch(gaaw_model_t m, const gaaw_batch_t *b)
 static int batch_digests(gaaw_model_t m, const gaaw_batch_t *b, gaaw_field *out)
 {
   if (m->kind == GAAW_MODEL_GPT) {
-    size_t bytes = (size_t)m->rows * sizeof(int32_t);
+    size_t bytes = (size_t)b->batch * (size_t)b->seq * sizeof(int32_t);
     out[0] = GAAW_FIELD_DIGEST("tokens", gaaw_digest(b->tokens, bytes));
     out[1] = GAAW_FIELD_DIGEST("targets", gaaw_digest(b->targets, bytes));
   } else {
@@ -451,18 +486,40 @@ static double now_seconds(void)
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Forward over every layer; the batch is loaded. */
-static gaaw_status_t run_forward(gaaw_model_t m)
+static gaaw_status_t begin_pass(gaaw_model_t m, gaaw_phase phase)
+{
+  if (!m->hooks.begin_pass) return GAAW_SUCCESS;
+  GAAW_CHECK_CTX(m->ctx, m->hooks.begin_pass(m, phase, 0, 0, m->hooks.user));
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t end_pass(gaaw_model_t m, gaaw_phase phase)
+{
+  if (!m->hooks.end_pass) return GAAW_SUCCESS;
+  GAAW_CHECK_CTX(m->ctx, m->hooks.end_pass(m, phase, 0, 0, m->hooks.user));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_forward_range(gaaw_model_t m, gaaw_frame *f, int lo, int hi)
 {
   /* the first layer reads the batch itself; acts[0] stays empty */
-  for (int i = 0; i < m->nlayers; i++) {
+  for (int i = lo; i < hi; i++) {
     gaaw_layer *l = &m->layers[i];
     double t0 = now_seconds();
     GAAW_CHECK_CTX(m->ctx, before_layer(m, i, GAAW_PHASE_FORWARD));
-    GAAW_CHECK_CTX(m->ctx, l->ops->forward(m, l, &m->acts[i], &m->acts[i + 1]));
+    GAAW_CHECK_CTX(m->ctx, l->ops->forward(m, l, f, &f->acts[i], &f->acts[i + 1]));
     GAAW_CHECK_CTX(m->ctx, after_layer(m, i, GAAW_PHASE_FORWARD));
     l->forward_seconds += now_seconds() - t0; /* with the hooks: ZeRO 3's gathers count */
   }
+  return GAAW_SUCCESS;
+}
+
+/* The whole model over frame f's microbatch, a pass's hooks around it. */
+static gaaw_status_t run_forward(gaaw_model_t m, gaaw_frame *f)
+{
+  GAAW_CHECK_CTX(m->ctx, begin_pass(m, GAAW_PHASE_FORWARD));
+  GAAW_CHECK_CTX(m->ctx, gaaw_model_forward_range(m, f, 0, m->nlayers));
+  GAAW_CHECK_CTX(m->ctx, end_pass(m, GAAW_PHASE_FORWARD));
   return GAAW_SUCCESS;
 }
 
@@ -470,24 +527,23 @@ gaaw_status_t gaaw_model_forward(gaaw_model_t m, const gaaw_batch_t *b, float *l
 {
   GAAW_ARG_NOT_NULL(NULL, m);
   gaaw_context_t ctx = m->ctx;
-  drop_forward(m);
-  free_batch(m);
-  gaaw_status_t st = load_batch(m, b);
+  gaaw_frame *f = &m->frame;
+  drop_forward(m, f);
+  free_batch(m, f);
+  gaaw_status_t st = load_batch(m, f, b);
   if (st == GAAW_SUCCESS) st = check_pass(m, GAAW_PHASE_FORWARD);
   st = agree_batch(m, st, b);
   if (st != GAAW_SUCCESS) {
-    free_batch(m);
+    free_batch(m, f);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   }
-  m->batch = b->batch;
-  m->seq = b->seq;
-  st = run_forward(m);
+  st = run_forward(m, f);
   if (st != GAAW_SUCCESS) {
-    drop_forward(m);
+    drop_forward(m, f);
     return gaaw_error_trace(ctx, fail_together(m, st), __FILE__, __LINE__, __func__);
   }
-  m->have_forward = 1;
-  if (loss) *loss = m->loss;
+  f->have_forward = 1;
+  if (loss) *loss = f->loss;
   return GAAW_SUCCESS;
 }
 
@@ -532,18 +588,51 @@ static gaaw_status_t reduce_partial_grads(gaaw_model_t m, int layer)
   return GAAW_SUCCESS;
 }
 
-/* Backward of layer i: dy in (freed), dx out. */
-static gaaw_status_t layer_backward(gaaw_model_t m, int i, gaaw_tensor_t *dy, gaaw_tensor_t *dx)
+/* Backward of layer i in frame f: dy in (freed), dx out. */
+static gaaw_status_t layer_backward(gaaw_model_t m, gaaw_frame *f, int i, gaaw_tensor_t *dy, gaaw_tensor_t *dx)
 {
   gaaw_layer *l = &m->layers[i];
   gaaw_status_t st = before_layer(m, i, GAAW_PHASE_BACKWARD);
-  if (st == GAAW_SUCCESS) st = l->ops->backward(m, l, dy, i > 0 ? dx : NULL);
+  if (st == GAAW_SUCCESS) st = l->ops->backward(m, l, f, dy, i > 0 ? dx : NULL);
   gaaw_act_free(m, dy);
-  gaaw_layer_release(m, l);
-  gaaw_act_free(m, &m->acts[i + 1]);
+  gaaw_layer_release(m, f, l);
+  gaaw_act_free(m, &f->acts[i + 1]);
   if (st == GAAW_SUCCESS) st = reduce_partial_grads(m, i);
   if (st == GAAW_SUCCESS) st = after_layer(m, i, GAAW_PHASE_BACKWARD);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(m->ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_backward_range(gaaw_model_t m, gaaw_frame *f, int lo, int hi, gaaw_tensor_t *dy,
+                                        gaaw_tensor_t *dx)
+{
+  gaaw_tensor_t grad = *dy;
+  *dy = (gaaw_tensor_t){0}; /* taken over: freed by the first layer's backward */
+  for (int i = hi - 1; i >= lo; i--) {
+    gaaw_tensor_t below = {0};
+    double t0 = now_seconds();
+    gaaw_status_t st = layer_backward(m, f, i, &grad, &below);
+    m->layers[i].backward_seconds += now_seconds() - t0;
+    if (st != GAAW_SUCCESS) {
+      gaaw_act_free(m, &below);
+      return gaaw_error_trace(m->ctx, st, __FILE__, __LINE__, __func__);
+    }
+    grad = below;
+  }
+  if (dx)
+    *dx = grad;
+  else
+    gaaw_act_free(m, &grad);
+  return GAAW_SUCCESS;
+}
+
+/* Backward of the whole model over frame f, a pass's hooks around it. */
+static gaaw_status_t run_backward(gaaw_model_t m, gaaw_frame *f)
+{
+  gaaw_tensor_t dy = {0}; /* the head starts from the loss */
+  GAAW_CHECK_CTX(m->ctx, begin_pass(m, GAAW_PHASE_BACKWARD));
+  GAAW_CHECK_CTX(m->ctx, gaaw_model_backward_range(m, f, 0, m->nlayers, &dy, NULL));
+  GAAW_CHECK_CTX(m->ctx, end_pass(m, GAAW_PHASE_BACKWARD));
   return GAAW_SUCCESS;
 }
 
@@ -551,29 +640,15 @@ gaaw_status_t gaaw_model_backward(gaaw_model_t m)
 {
   GAAW_ARG_NOT_NULL(NULL, m);
   gaaw_context_t ctx = m->ctx;
-  gaaw_status_t st = m->have_forward ? GAAW_SUCCESS
+  gaaw_frame *f = &m->frame;
+  gaaw_status_t st = f->have_forward ? GAAW_SUCCESS
                                      : gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
                                                         "gaaw_model_backward needs a gaaw_model_forward first");
   if (st == GAAW_SUCCESS) st = check_pass(m, GAAW_PHASE_BACKWARD);
   st = gaaw_agree(gaaw_model_work_group(m), st, "gaaw_model_backward", NULL, 0);
-  if (st != GAAW_SUCCESS) {
-    drop_forward(m);
-    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
-  }
-  gaaw_tensor_t dy = {0};
-  for (int i = m->nlayers - 1; i >= 0; i--) {
-    gaaw_tensor_t dx = {0};
-    double t0 = now_seconds();
-    st = layer_backward(m, i, &dy, &dx);
-    m->layers[i].backward_seconds += now_seconds() - t0;
-    if (st != GAAW_SUCCESS) {
-      gaaw_act_free(m, &dx);
-      drop_forward(m);
-      return gaaw_error_trace(ctx, fail_together(m, st), __FILE__, __LINE__, __func__);
-    }
-    dy = dx;
-  }
-  drop_forward(m);
+  if (st == GAAW_SUCCESS && (st = run_backward(m, f)) != GAAW_SUCCESS) st = fail_together(m, st);
+  drop_forward(m, f);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
 

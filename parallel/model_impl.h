@@ -10,15 +10,17 @@
 #include "parallel/params.h"
 
 typedef struct gaaw_layer gaaw_layer;
+typedef struct gaaw_frame gaaw_frame;
 
-/* A layer maps the activation stream x to y and back. forward allocates *y (and
- * whatever it saves for backward); backward allocates *dx (unless the layer is the
- * first, which gets dx == NULL), accumulates parameter gradients, and frees what
- * forward saved. */
+/* A layer maps the activation stream x to y and back, for the microbatch of frame
+ * f. forward allocates *y (and whatever it saves in f for backward); backward
+ * allocates *dx (unless the layer is the first, which gets dx == NULL),
+ * accumulates parameter gradients, and frees what forward saved. A layer reads
+ * only its arguments, its parameters and its frame, never another microbatch's. */
 typedef struct {
   const char *kind;
-  gaaw_status_t (*forward)(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *x, gaaw_tensor_t *y);
-  gaaw_status_t (*backward)(gaaw_model_t m, gaaw_layer *l, const gaaw_tensor_t *dy, gaaw_tensor_t *dx);
+  gaaw_status_t (*forward)(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *x, gaaw_tensor_t *y);
+  gaaw_status_t (*backward)(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *dy, gaaw_tensor_t *dx);
 } gaaw_layer_ops;
 
 #define GAAW_LAYER_MAX_PARAMS 16
@@ -33,12 +35,31 @@ struct gaaw_layer {
   int64_t in_features, out_features;    /* widths of x and y on this rank */
   int column_parallel;                  /* linear layers: split outputs (1) or inputs (0) */
   gaaw_activation_t activation;         /* linear layers: applied after */
-  gaaw_tensor_t saved[GAAW_LAYER_MAX_SAVED];
-  int nsaved;
   double forward_seconds, backward_seconds; /* wall time accumulated (gaaw_model_layer_times) */
 };
 
 typedef enum { GAAW_MODEL_GPT = 0, GAAW_MODEL_MLP = 1 } gaaw_model_kind;
+
+/* What one layer keeps from its forward for its backward, for one microbatch. */
+typedef struct {
+  gaaw_tensor_t t[GAAW_LAYER_MAX_SAVED];
+  int n; /* slots [0, n) may be in use */
+} gaaw_saved;
+
+/* One microbatch in flight: its batch on the device, the input of every layer,
+ * what every layer saved for backward, and its loss. Several can be alive at once
+ * (a pipeline keeps up to p); nothing about a microbatch lives in the model. */
+struct gaaw_frame {
+  int batch, seq;
+  int64_t rows;                /* batch * seq (GPT) or batch (MLP) */
+  int64_t counted;             /* targets that count in the loss */
+  gaaw_tensor_t tokens, targets, positions; /* GPT: (rows) i32 */
+  gaaw_tensor_t inputs, outputs;            /* MLP: (rows, sizes[0]), (rows, sizes[n-1]) */
+  gaaw_tensor_t *acts;         /* acts[i]: input of layer i; acts[nlayers]: output */
+  gaaw_saved *saved;           /* saved[i]: what layer i keeps */
+  int have_forward;            /* its activations are held */
+  float loss;
+};
 
 /* When a layer's parameters are used: forward, backward, or read/written through
  * gaaw_model_get/set_param. */
@@ -50,7 +71,8 @@ typedef enum { GAAW_PHASE_FORWARD = 0, GAAW_PHASE_BACKWARD = 1, GAAW_PHASE_ACCES
  * parameters, and in backward its gradients, usable), and after (its gradients
  * are complete after backward: reduce them); and when the gradients are read
  * (reset 0) or zeroed (reset 1) through the model API (finish what is in flight on
- * them; a reset starts the step's accumulation over). While hooks are installed
+ * them; a reset starts the step's accumulation over); and when a pass over a
+ * chunk begins and ends. While hooks are installed
  * the model's passes are collective over world (gaaw_model_work_group). */
 typedef struct {
   void *user;
@@ -58,6 +80,10 @@ typedef struct {
   gaaw_status_t (*after_layer)(gaaw_model_t m, int layer, gaaw_phase phase, void *user);
   gaaw_status_t (*grads_access)(gaaw_model_t m, int reset, void *user);
   gaaw_status_t (*check_pass)(gaaw_model_t m, gaaw_phase phase, void *user);
+  /* a forward or backward pass of microbatch `microbatch` over model chunk `chunk`
+   * starts or has ended (every layer of the chunk done) */
+  gaaw_status_t (*begin_pass)(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk, void *user);
+  gaaw_status_t (*end_pass)(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk, void *user);
 } gaaw_model_hooks;
 
 struct gaaw_model_s {
@@ -76,15 +102,7 @@ struct gaaw_model_s {
   gaaw_param_table params;
   gaaw_layer *layers;
   int nlayers;
-  /* the current microbatch on the device */
-  int batch, seq;
-  int64_t rows;                /* batch * seq (GPT) or batch (MLP) */
-  int64_t counted;             /* targets that count in the loss */
-  gaaw_tensor_t tokens, targets, positions; /* (rows) i32 */
-  gaaw_tensor_t inputs, outputs;            /* MLP, f32 */
-  gaaw_tensor_t *acts;         /* acts[i]: input of layer i; acts[nlayers]: output */
-  int have_forward;            /* activations of a forward are held */
-  float loss;
+  gaaw_frame frame;             /* the microbatch of gaaw_model_forward/backward */
 };
 
 /* Layer kinds. */
@@ -98,14 +116,18 @@ gaaw_status_t gaaw_act_zeros(gaaw_model_t m, int ndim, const int64_t *shape, gaa
 /* A tensor with the same shape as x, holding a copy of x. */
 gaaw_status_t gaaw_act_copy(gaaw_model_t m, const gaaw_tensor_t *x, gaaw_tensor_t *t);
 void gaaw_act_free(gaaw_model_t m, gaaw_tensor_t *t);
-/* Allocates saved slot `slot` of l in the compute dtype (zero-filled when zero) for
- * backward; the layer owns it until gaaw_layer_release. */
-gaaw_status_t gaaw_layer_alloc(gaaw_model_t m, gaaw_layer *l, int slot, int zero, int ndim, const int64_t *shape,
-                               gaaw_tensor_t **t);
+/* Allocates saved slot `slot` of layer l in frame f, in the compute dtype
+ * (zero-filled when zero), for backward; the frame owns it until
+ * gaaw_layer_release. */
+gaaw_status_t gaaw_layer_alloc(gaaw_model_t m, gaaw_frame *f, gaaw_layer *l, int slot, int zero, int ndim,
+                               const int64_t *shape, gaaw_tensor_t **t);
 /* The same for a per-row statistic (mean, rstd, row max...): (n) f32. */
-gaaw_status_t gaaw_layer_alloc_stat(gaaw_model_t m, gaaw_layer *l, int slot, int64_t n, gaaw_tensor_t **t);
-/* The input activation of layer l during its forward and backward. */
-const gaaw_tensor_t *gaaw_layer_input(gaaw_model_t m, const gaaw_layer *l);
+gaaw_status_t gaaw_layer_alloc_stat(gaaw_model_t m, gaaw_frame *f, gaaw_layer *l, int slot, int64_t n,
+                                    gaaw_tensor_t **t);
+/* What layer l saved in frame f (GAAW_LAYER_MAX_SAVED slots). */
+gaaw_tensor_t *gaaw_layer_saved(gaaw_frame *f, const gaaw_layer *l);
+/* The input activation of layer l in frame f during its forward and backward. */
+const gaaw_tensor_t *gaaw_layer_input(const gaaw_frame *f, const gaaw_layer *l);
 
 /* Temporaries of one forward or backward call, freed together (also on failure). */
 #define GAAW_SCRATCH_MAX 24
@@ -117,8 +139,8 @@ gaaw_status_t gaaw_scratch_alloc(gaaw_model_t m, gaaw_scratch *s, int zero, int 
                                  gaaw_tensor_t **t);
 void gaaw_scratch_free(gaaw_model_t m, gaaw_scratch *s);
 #define GAAW_SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
-/* Frees everything the layer saved. */
-void gaaw_layer_release(gaaw_model_t m, gaaw_layer *l);
+/* Frees everything layer l saved in frame f. */
+void gaaw_layer_release(gaaw_model_t m, gaaw_frame *f, const gaaw_layer *l);
 /* The view of parameter slot k of layer l (value or gradient). */
 gaaw_tensor_t *gaaw_layer_param(gaaw_model_t m, gaaw_layer *l, int k);
 gaaw_tensor_t *gaaw_layer_grad(gaaw_model_t m, gaaw_layer *l, int k);
@@ -166,5 +188,18 @@ const char *gaaw_norm_name(gaaw_norm_t norm);
 const char *gaaw_activation_name(gaaw_activation_t activation);
 /* Allocates and initialises the parameters (after all layers are added). */
 gaaw_status_t gaaw_model_finish(gaaw_model_t m, uint64_t seed);
+
+/* Frames: init gives f its per-layer lists (empty), free releases everything
+ * (activations, saved tensors, the batch). Not collective. */
+gaaw_status_t gaaw_frame_init(gaaw_model_t m, gaaw_frame *f);
+void gaaw_frame_free(gaaw_model_t m, gaaw_frame *f);
+
+/* The drivers: forward of frame f's microbatch over layers [lo, hi) (its input in
+ * f->acts[lo], or the batch when lo is 0), and backward over [lo, hi) from dy, the
+ * gradient of f->acts[hi] (ignored when hi is the last layer), into *dx (when lo
+ * is 0, nothing). Collective over the tp group (and the hooks' groups). */
+gaaw_status_t gaaw_model_forward_range(gaaw_model_t m, gaaw_frame *f, int lo, int hi);
+gaaw_status_t gaaw_model_backward_range(gaaw_model_t m, gaaw_frame *f, int lo, int hi, gaaw_tensor_t *dy,
+                                        gaaw_tensor_t *dx);
 
 #endif

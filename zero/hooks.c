@@ -269,12 +269,26 @@ static gaaw_status_t begin_backward(gaaw_optimizer_t opt)
   return GAAW_SUCCESS;
 }
 
+static gaaw_status_t begin_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk, void *user)
+{
+  (void)m, (void)microbatch, (void)chunk;
+  if (phase == GAAW_PHASE_BACKWARD) GAAW_CHECK_CTX(((gaaw_optimizer_t)user)->ctx, begin_backward(user));
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t end_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk, void *user)
+{
+  (void)m, (void)microbatch, (void)chunk;
+  gaaw_optimizer_t opt = user;
+  if (phase == GAAW_PHASE_BACKWARD) opt->backward_passes++;
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t before_layer(gaaw_model_t m, int i, gaaw_phase phase, void *user)
 {
   gaaw_optimizer_t opt = user;
   gaaw_context_t ctx = opt->ctx;
   int stage = opt->cfg.zero_stage, used[GAAW_LAYER_MAX_PARAMS], n;
-  if (phase == GAAW_PHASE_BACKWARD && i == m->nlayers - 1) GAAW_CHECK(begin_backward(opt));
   if (phase == GAAW_PHASE_ACCESS) { /* one parameter of layer i is read or written */
     used[0] = opt->bucket_of_layer[i];
     n = used[0] >= 0;
@@ -302,7 +316,6 @@ static gaaw_status_t after_layer(gaaw_model_t m, int i, gaaw_phase phase, void *
     if (phase == GAAW_PHASE_BACKWARD) GAAW_CHECK(close_grad_bucket(opt, b));
     if (opt->cfg.zero_stage == 3) GAAW_CHECK(release_bucket(opt, b, phase == GAAW_PHASE_ACCESS));
   }
-  if (phase == GAAW_PHASE_BACKWARD && i == 0) opt->backward_passes++;
   return GAAW_SUCCESS;
 }
 
@@ -329,7 +342,7 @@ gaaw_status_t gaaw_zero_attach(gaaw_optimizer_t opt)
     for (int i = 0; i < m->params.count; i++) gaaw_param_bind(&m->params.items[i], 0, NULL, 0, opt->dtype);
     GAAW_CHECK(gaaw_buffer_free(ctx, &m->params.values));
   }
-  gaaw_model_hooks hooks = {opt, before_layer, after_layer, grads_access, check_pass};
+  gaaw_model_hooks hooks = {opt, before_layer, after_layer, grads_access, check_pass, begin_pass, end_pass};
   gaaw_model_set_hooks(m, &hooks);
   return GAAW_SUCCESS;
 }
