@@ -221,6 +221,16 @@ static inline int test_backend_usable(const char *name)
   return 0;
 }
 
+/* Whether cond holds on every rank of comm. Collective over comm: a test that skips
+ * for a missing component decides it through this, so every rank skips or none
+ * does (tests/harness/run-test fails a test that some ranks skip and others pass). */
+static inline int test_on_every_rank(MPI_Comm comm, int cond)
+{
+  int mine = cond != 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm);
+  return all;
+}
+
 /* The test's exit code, with a one-line summary. */
 static inline int test_finish(const char *name)
 {
