@@ -97,12 +97,12 @@ static void drop(gaaw_context_t ctx, gaaw_tensor_t *t)
   require_ok(ctx, gaaw_buffer_free(ctx, &t->buf));
 }
 
-/* got[i] == want[i] exactly for i < n; reports the first difference. */
+/* got[i] == want[i] bit for bit, and finite, for i < n; reports the first difference. */
 static void expect_exact(const float *got, const float *want, int64_t n, const char *what, const char *group)
 {
   int64_t bad = 0, first = -1;
   for (int64_t i = 0; i < n; i++)
-    if (memcmp(&got[i], &want[i], sizeof(float)) != 0 && bad++ == 0) first = i;
+    if ((memcmp(&got[i], &want[i], sizeof(float)) != 0 || !isfinite(got[i])) && bad++ == 0) first = i;
   expect_true(bad == 0, "%s on %s (rank %d): %lld of %lld differ, first element %lld is %.9g, expected %.9g", what,
               group, world_rank, (long long)bad, (long long)n, (long long)first, bad ? got[first] : 0.0,
               bad ? want[first] : 0.0);
