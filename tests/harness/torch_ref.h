@@ -13,22 +13,38 @@
 #define GAAW_SRCDIR "."
 #endif
 
-/* The reference's output records (count in *n), NULL with *skipped = 1 when
- * PyTorch is missing, NULL on failure. adam: lr, beta1, beta2, eps, weight decay. */
-static inline tf_tensor *torch_reference(gaaw_context_t ctx, gaaw_model_t model, const gaaw_gpt_config_t *g, int B,
-                                         int T, const int32_t *tokens, const int32_t *targets, int adam_steps,
-                                         const float adam[5], int *n, int *skipped)
+/* The reference run by its own options: steps optimizer steps (0: gradients only)
+ * of AdamW with adam (lr, beta1, beta2, eps, weight decay), or of SGD when sgd is not
+ * NULL (lr, momentum, weight decay: torch.optim.SGD's). Returns the output records
+ * (count in *n); NULL with *skipped = 1 when Python or PyTorch is not installed (the
+ * only reasons to skip); NULL on any other failure, with a message. */
+static inline tf_tensor *torch_reference_run(gaaw_context_t ctx, gaaw_model_t model, const gaaw_gpt_config_t *g,
+                                             int B, int T, const int32_t *tokens, const int32_t *targets, int steps,
+                                             const float adam[5], const float sgd[3], int *n, int *skipped)
 {
   char in[64], out[64], cmd[512];
+  const char *python = "/usr/bin/python3";
+  *n = -1;
+  *skipped = access(python, X_OK) != 0;
+  if (*skipped) {
+    fprintf(stderr, "torch_reference: %s is not installed\n", python);
+    return NULL;
+  }
   snprintf(in, sizeof in, "torch_ref_in.%d.bin", (int)getpid());
   snprintf(out, sizeof out, "torch_ref_out.%d.bin", (int)getpid());
   FILE *f = fopen(in, "wb");
+  if (!f) {
+    fprintf(stderr, "torch_reference: cannot write %s\n", in);
+    return NULL;
+  }
   int32_t cfg[12] = {g->vocab, g->max_seq, g->layers, g->heads, g->dim, g->ffn ? g->ffn : 4 * g->dim,
-                     g->norm, g->activation, g->tied_embeddings, B, T, adam_steps};
+                     g->norm, g->activation, g->tied_embeddings, B, T, steps};
+  const float no_adam[5] = {0};
   tf_write(f, "config", 1, 1, (int64_t[]){12}, cfg);
   tf_write(f, "tokens", 1, 2, (int64_t[]){B, T}, tokens);
   tf_write(f, "targets", 1, 2, (int64_t[]){B, T}, targets);
-  tf_write(f, "adam", 0, 1, (int64_t[]){5}, adam);
+  tf_write(f, "adam", 0, 1, (int64_t[]){5}, adam ? adam : no_adam);
+  if (sgd) tf_write(f, "sgd", 0, 1, (int64_t[]){3}, sgd);
   int count;
   gaaw_model_param_count(model, &count);
   for (int i = 0; i < count; i++) {
@@ -42,15 +58,28 @@ static inline tf_tensor *torch_reference(gaaw_context_t ctx, gaaw_model_t model,
     free(v);
   }
   fclose(f);
-  snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/reference/gpt_reference.py %s %s", GAAW_SRCDIR, in, out);
+  snprintf(cmd, sizeof cmd, "%s %s/tests/reference/gpt_reference.py %s %s", python, GAAW_SRCDIR, in, out);
   int rc = system(cmd);
   remove(in);
   *skipped = WIFEXITED(rc) && WEXITSTATUS(rc) == 77;
   tf_tensor *ref = NULL;
-  *n = rc == 0 ? tf_read(out, &ref) : -1;
+  if (rc == 0) *n = tf_read(out, &ref);
   remove(out);
-  if (!*skipped && *n <= 0) fprintf(stderr, "%s failed (exit %d)\n", cmd, rc);
+  if (*skipped)
+    fprintf(stderr, "torch_reference: PyTorch is not installed (%s exited with 77)\n", cmd);
+  else if (*n <= 0)
+    fprintf(stderr, "torch_reference: %s failed (status %d, %d records)\n", cmd, rc, *n);
   return *n > 0 ? ref : NULL;
+}
+
+/* The reference's output records (count in *n), NULL with *skipped = 1 when
+ * PyTorch is missing, NULL on failure. adam: lr, beta1, beta2, eps, weight decay;
+ * adam_steps AdamW steps on the batch. */
+static inline tf_tensor *torch_reference(gaaw_context_t ctx, gaaw_model_t model, const gaaw_gpt_config_t *g, int B,
+                                         int T, const int32_t *tokens, const int32_t *targets, int adam_steps,
+                                         const float adam[5], int *n, int *skipped)
+{
+  return torch_reference_run(ctx, model, g, B, T, tokens, targets, adam_steps, adam, NULL, n, skipped);
 }
 
 #endif

@@ -500,8 +500,8 @@ int main(int argc, char **argv)
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (argc > 1) backend = argv[1];
-  if (!test_backend_usable(backend)) {
-    if (rank == 0) printf("test_comm: backend %s is not built or finds no device; skipping\n", backend);
+  if (!test_on_every_rank(MPI_COMM_WORLD, test_backend_usable(backend))) {
+    if (rank == 0) printf("test_comm: backend %s is not built or finds no device on some rank; skipping\n", backend);
     MPI_Finalize();
     return 77;
   }

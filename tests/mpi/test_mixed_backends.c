@@ -12,8 +12,8 @@
  *    the all-host context's (the MPI backend stages device tensors, then runs the
  *    same host algorithm);
  *  - a GPT (2 layers, dim 16, f32) trained 5 AdamW steps with ZeRO 1 on tp 2 x dp 2
- *    ends with parameters within 1e-5 of the largest |value| of the all-host run
- *    (measured: 2.4e-6)
+ *    ends with every parameter within 1e-5 of its own largest |value| in the all-host run
+ *    (the key biases, whose exact gradient is zero, only stay small: model_util.h)
  *    (OpenCL's GEMMs and reductions round differently from the host's; Adam then
  *    magnifies differences of tiny gradients, as in test_zero), and the mixed run
  *    twice is bit-identical. */
@@ -97,12 +97,12 @@ static void drop(gaaw_context_t ctx, gaaw_tensor_t *t)
   require_ok(ctx, gaaw_buffer_free(ctx, &t->buf));
 }
 
-/* got[i] == want[i] exactly for i < n; reports the first difference. */
+/* got[i] == want[i] bit for bit, and finite, for i < n; reports the first difference. */
 static void expect_exact(const float *got, const float *want, int64_t n, const char *what, const char *group)
 {
   int64_t bad = 0, first = -1;
   for (int64_t i = 0; i < n; i++)
-    if (memcmp(&got[i], &want[i], sizeof(float)) != 0 && bad++ == 0) first = i;
+    if ((memcmp(&got[i], &want[i], sizeof(float)) != 0 || !isfinite(got[i])) && bad++ == 0) first = i;
   expect_true(bad == 0, "%s on %s (rank %d): %lld of %lld differ, first element %lld is %.9g, expected %.9g", what,
               group, world_rank, (long long)bad, (long long)n, (long long)first, bad ? got[first] : 0.0,
               bad ? want[first] : 0.0);
@@ -262,6 +262,7 @@ static void check_collectives(gaaw_context_t mixed, gaaw_context_t host)
 typedef struct {
   float *params;
   long n;
+  model_layout layout; /* of params */
   float losses[STEPS];
 } run_result;
 
@@ -285,6 +286,7 @@ static run_result train(gaaw_context_t ctx)
   require_ok(ctx, gaaw_optimizer_create(model, &oc, &opt));
   model_train(ctx, model, opt, STEPS, B, T, g.vocab, 1000 + (uint64_t)dp_rank, 97, r.losses);
   r.params = model_snapshot(model, 0, &r.n);
+  r.layout = model_layout_of(model);
   gaaw_optimizer_destroy(&opt);
   gaaw_model_destroy(&model);
   return r;
@@ -297,7 +299,12 @@ static void check_training(gaaw_context_t mixed, gaaw_context_t host, double tol
   snprintf(what, sizeof what, "rank %d: parameters after %d steps (tp 2 x dp 2, ZeRO 1) vs the all-host run",
            world_rank, STEPS);
   expect_true(got.n == want.n, "%s: %ld values, all-host %ld", what, got.n, want.n);
-  if (got.n == want.n) expect_close_scaled(got.params, want.params, want.n, tol, what);
+  if (got.n == want.n) {
+    float *set_aside = model_set_aside_key_bias(&want.layout, model_tiny_gpt(T, GAAW_F32).dim, got.params,
+                                                want.params, STEPS * 3e-3, what);
+    expect_close_layout(&want.layout, set_aside, want.params, tol, what);
+    free(set_aside);
+  }
   for (int s = 0; s < STEPS; s++)
     expect_true(fabsf(got.losses[s] - want.losses[s]) <= 1e-5f * fabsf(want.losses[s]),
                 "rank %d: loss of step %d is %.9g, all-host %.9g", world_rank, s, got.losses[s], want.losses[s]);
@@ -306,6 +313,9 @@ static void check_training(gaaw_context_t mixed, gaaw_context_t host, double tol
   free(want.params);
   free(got.params);
   free(again.params);
+  model_layout_free(&want.layout);
+  model_layout_free(&got.layout);
+  model_layout_free(&again.layout);
 }
 
 /* In `mixed` mode: ranks 0, 1 host and 2, 3 opencl, as the launch line says. */

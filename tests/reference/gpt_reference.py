@@ -6,19 +6,22 @@ Usage: gpt_reference.py IN OUT
 IN and OUT are "tensor files": a sequence of records, each
     u32 name length, name (utf-8), u32 dtype (0 f32, 3 i32), u32 ndim, ndim x i64 shape, data
 IN holds "config" (i32: vocab, max_seq, layers, heads, dim, ffn, norm (0 layernorm, 1 rmsnorm),
-activation (0 gelu-tanh, 1 swiglu), tied, batch, seq, adam_steps), "tokens", "targets"
-(i32, (batch, seq), negative = ignored), "adam" (f32: lr, beta1, beta2, eps, weight_decay)
-and every parameter by its nanoGPT name. OUT holds "loss", "logits" (batch*seq, vocab),
-"grad.NAME" for every parameter, and, when adam_steps > 0, "param.NAME" after that many
-AdamW steps on the same batch. Exits 77 when PyTorch is missing."""
+activation (0 gelu-tanh, 1 swiglu), tied, batch, seq, optimizer steps), "tokens", "targets"
+(i32, (batch, seq), negative = ignored), "adam" (f32: lr, beta1, beta2, eps, weight_decay),
+optionally "sgd" (f32: lr, momentum, weight_decay), and every parameter by its nanoGPT name.
+OUT holds "loss", "logits" (batch*seq, vocab), "grad.NAME" for every parameter, and, when
+optimizer steps > 0, "param.NAME" after that many of them on the same batch: AdamW, or
+SGD (torch.optim.SGD: L2 weight decay, momentum without dampening) when "sgd" is given.
+Exits 77 when PyTorch is not installed, and only then: a torch that is installed but
+fails to import is an error (exit 1), as is any other failure."""
+import importlib.util
 import math
 import struct
 import sys
 
-try:
-    import torch
-except ImportError:
+if importlib.util.find_spec("torch") is None:
     sys.exit(77)
+import torch  # noqa: E402 (after the check above, on purpose)
 
 DTYPES = {0: torch.float32, 3: torch.int32}
 
@@ -97,6 +100,7 @@ def main():
     src = read_tensors(sys.argv[1])
     cfg = [int(v) for v in src.pop("config").tolist()]
     tokens, targets, adam = src.pop("tokens"), src.pop("targets"), src.pop("adam").tolist()
+    sgd = src.pop("sgd").tolist() if "sgd" in src else None
     adam_steps = cfg[11]
     torch.set_default_dtype(torch.float32)
     params = {n: t.clone().requires_grad_(True) for n, t in src.items()}
@@ -107,8 +111,12 @@ def main():
     for n, t in params.items():
         out["grad." + n] = t.grad.detach().clone()
     if adam_steps > 0:
-        lr, b1, b2, eps, wd = adam
-        opt = torch.optim.AdamW(list(params.values()), lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)
+        if sgd is not None:
+            lr, momentum, wd = sgd
+            opt = torch.optim.SGD(list(params.values()), lr=lr, momentum=momentum, weight_decay=wd)
+        else:
+            lr, b1, b2, eps, wd = adam
+            opt = torch.optim.AdamW(list(params.values()), lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)
         for step in range(adam_steps):
             if step > 0:
                 opt.zero_grad()
