@@ -116,8 +116,10 @@ if trained sgd; then
   test "`values loss sgd | sed -n 5p`" != "`values loss f32 | sed -n 5p`" || err "sgd: step 5 has AdamW's loss"
 fi
 
-# exit status 1: a failure while running
-(ulimit -v 3000000; timeout -k 5 120 $MPIEXEC -n 2 $prog --backend host --layers 1 --heads 2 --dim 8192 --seq 16 \
+# exit status 1: a failure while running (a model that fits the node's physical
+# memory, so that gaaw-train's own estimate lets it through, but not a 3 GB address
+# space per rank)
+(ulimit -v 3000000; timeout -k 5 120 $MPIEXEC -n 2 $prog --backend host --layers 1 --heads 2 --dim 4096 --seq 16 \
   --batch 2 --steps 2 --sample 0 >"$tmp/oom.out" 2>"$tmp/oom.err")
 rc=$?
 test $rc -eq 1 || { err "a model too large for memory: exit $rc, expected 1"; cat "$tmp/oom.err"; }
