@@ -148,7 +148,7 @@ static inline void expect_tensors_close_at(gaaw_model_t model, const float *got,
     const char *name;
     int64_t shape[2];
     gaaw_model_param_info(model, i, &name, NULL, shape);
-    char label[256];
+    char label[512];
     snprintf(label, sizeof label, "%s: %s", what, name);
     expect_close_scaled_at(got + at, want + at, (long)(shape[0] * shape[1]), tol, label, file, line);
     at += (long)(shape[0] * shape[1]);
