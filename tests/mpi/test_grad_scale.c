@@ -13,8 +13,10 @@
  *    step moves every parameter by exactly -lr g, and after 3 steps the
  *    parameters equal a serial stage-0 SGD run (which itself must pass the two
  *    checks above), tensor by tensor.
- * A wrong 1 / (dp x accumulation x loss scale) factor fails all three: it scales
- * grad_norm and the step by at least 2.
+ * A wrong 1 / (dp x accumulation) factor scales grad_norm and the first step by
+ * at least 2 and fails both, in the serial run too (planted in zero/step.c: x2,
+ * 1/dp dropped); the loss scale's share of the factor is checked in f16 by
+ * tests/unit/test_mixed_precision.c.
  *
  * Tolerances (f32; each tensor against its own largest |value|):
  *  - gradient sums and grad_norm, 1e-5: the same f32 gradients summed in another
