@@ -5,8 +5,8 @@
  * the serial run) and on the world with tp = 2 and tp = world size, sequence
  * parallelism off and on, must give the same logits, loss and every (gathered)
  * parameter gradient; rank 0 compares the serial run and every tp run with the
- * PyTorch reference (tests/reference/gpt_reference.py, started once); repeated
- * runs are bit-identical; and one transformer layer costs the collectives of
+ * PyTorch reference (tests/reference/gpt_reference.py, started once); a repeated
+ * run is bit-identical; and one transformer layer costs the collectives of
  * DESIGN.md section 10. Built twice: test_gpt_tp_np2 and test_gpt_tp_np4.
  *
  * Tolerances, per tensor, of that tensor's largest |value|. tp against serial: the
@@ -123,6 +123,11 @@ static void check_gpt(gaaw_context_t serial, const int *tps, int ntps)
     }
   }
   int rc = world_rank == 0 ? torch_cases_run(&ref) : 0;
+  /* the other ranks wait for PyTorch asleep, not spinning in MPI on its cores */
+  MPI_Request done;
+  int flag = 0;
+  MPI_Ibarrier(MPI_COMM_WORLD, &done);
+  while (MPI_Test(&done, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && !flag) usleep(2000);
   expect_true(rc != 1, "the PyTorch reference failed");
   if (rc == 77) fprintf(stderr, "PyTorch (python3-torch) is missing: tp and serial are compared without it\n");
   int torch_ok = world_rank == 0 && rc == 0;
@@ -140,7 +145,7 @@ static void check_gpt(gaaw_context_t serial, const int *tps, int ntps)
     for (int sp = 0; sp <= 1; sp++)
       for (int k = 0; k < CASES; k++) {
         gaaw_gpt_config_t g = case_gpt(k, sp);
-        gpt_result got = run_gpt(par, &g, k, 0), again = run_gpt(par, &g, k, 0);
+        gpt_result got = run_gpt(par, &g, k, 0);
         long nlogits = (long)B * T * g.vocab;
         case_name(k, tps[i], sp, what, sizeof what);
         expect_close_scaled(&got.loss, &want[k].loss, 1, 1e-5, what);
@@ -152,10 +157,13 @@ static void check_gpt(gaaw_context_t serial, const int *tps, int ntps)
           const tf_tensor *t = torch_case_result(&ref, k, &nref);
           expect_matches_torch(t, nref, want[k].model, got.loss, got.logits, nlogits, got.grads, 5e-6, 2e-5, what);
         }
-        expect_true(memcmp(got.grads, again.grads, sizeof(float) * got.ngrads) == 0 && got.loss == again.loss,
-                    "%s: the same run twice differs", what);
+        if (k == CASES - 1) { /* the richest case (rmsnorm + swiglu + untied) once more */
+          gpt_result again = run_gpt(par, &g, k, 0);
+          expect_true(memcmp(got.grads, again.grads, sizeof(float) * got.ngrads) == 0 && got.loss == again.loss,
+                      "%s: the same run twice differs", what);
+          free_result(&again);
+        }
         free_result(&got);
-        free_result(&again);
       }
     gaaw_finalize(&par);
   }
