@@ -153,4 +153,51 @@ static inline float *model_set_aside_key_bias(const model_layout *l, int dim, co
   return got;
 }
 
+/* A normal(0, 1) deviate from a 64-bit state (splitmix64 + Box-Muller). */
+static inline double model_normal(uint64_t *state)
+{
+  double u[2];
+  for (int k = 0; k < 2; k++) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    u[k] = ((double)(z >> 11) + 0.5) / 9007199254740992.0; /* in (0, 1) */
+  }
+  return sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]);
+}
+
+/* Parameters away from initialisation, where every bias is 0 and every norm weight
+ * 1 and a bias dropped or added twice is invisible: every bias normal(0, 0.1), every
+ * norm weight (ln_*.weight) 1 + normal(0, 0.1), every other weight normal(0, 0.1),
+ * drawn from seed in registry order, so every rank and every layout sets the same
+ * values. Before gaaw_optimizer_create (the optimizer copies the parameters).
+ * Not collective. */
+static inline void model_randomise(gaaw_model_t model, uint64_t seed)
+{
+  int count;
+  require_ok(NULL, gaaw_model_param_count(model, &count));
+  uint64_t state = seed;
+  for (int i = 0; i < count; i++) {
+    const char *name;
+    int64_t shape[2];
+    gaaw_model_param_info(model, i, &name, NULL, shape);
+    long n = (long)(shape[0] * shape[1]);
+    size_t len = strlen(name);
+    int is_norm = strstr(name, "ln_") != NULL && len > 7 && strcmp(name + len - 7, ".weight") == 0;
+    float *v = malloc(sizeof(float) * (size_t)n);
+    for (long j = 0; j < n; j++) v[j] = (float)((is_norm ? 1.0 : 0.0) + 0.1 * model_normal(&state));
+    require_ok(NULL, gaaw_model_set_param(model, name, v));
+    free(v);
+  }
+}
+
+/* sqrt(sum of squares) of n values, in double. */
+static inline double model_norm2(const float *v, long n)
+{
+  double s = 0;
+  for (long i = 0; i < n; i++) s += (double)v[i] * v[i];
+  return sqrt(s);
+}
+
 #endif

@@ -1,8 +1,13 @@
 /* ZeRO and the optimizer on many ranks:
- *  - parity: for every stage x (tp, dp) layout of the world, the parameters after
- *    10 AdamW steps equal a serial stage-0 run (one rank, MPI_COMM_SELF) that
- *    accumulates the same dp microbatches, in f32 (1e-4 of each tensor's largest
- *    value: Adam magnifies rounding differences of small gradients);
+ *  - parity: from randomised parameters (model_randomise: biases normal(0, 0.1),
+ *    norm weights 1 + normal(0, 0.1)), for every stage x (tp, dp) layout of the
+ *    world, the parameters after 10 AdamW steps equal a serial stage-0 run (one
+ *    rank, MPI_COMM_SELF) that accumulates the same dp microbatches, in f32,
+ *    tensor by tensor (3e-5 of each tensor's largest value: Adam magnifies
+ *    rounding differences of small gradients, measured up to 3.3e-6 with Adam's
+ *    eps 1e-5, see adamw()); the scale of
+ *    the gradients, which AdamW and clipping cancel, is checked by
+ *    tests/mpi/test_grad_scale.c with SGD;
  *  - the same run twice is bit-identical;
  *  - model-state bytes per rank equal DESIGN.md section 10 with bf16 parameters
  *    (2 Psi + 2 Psi + 12 Psi at stage 0, ... 16 Psi / Nd at stage 3), Psi the
@@ -16,8 +21,9 @@
  *  - reading gradients between the last backward and the step (stage 0) gives the
  *    sum over dp, equal to the serial run's; gaaw_model_zero_grad there discards
  *    the microbatch (stages 0 and 2: the step equals one without it, bit for bit);
- *  - bf16 and f16 loss curves track f32 (within 0.05 over 10 steps);
- *  - an f16 overflow skips the step on every rank and halves the loss scale.
+ *  - an f16 overflow skips the step on every rank and halves the loss scale
+ *    (loss curves in bf16 and f16 and the loss-scale schedule:
+ *    tests/unit/test_mixed_precision.c).
  * Built as test_zero_np2 and test_zero_np4. */
 #include <math.h>
 #include <mpi.h>
@@ -47,6 +53,12 @@ static gaaw_optimizer_config_t adamw(int stage, int accumulation)
   oc.lr = 3e-3f;
   oc.accumulation = accumulation;
   oc.clip_norm = 1.0f;
+  /* The key bias's gradient is zero up to rounding (softmax ignores a shift shared
+   * by a query's scores); Adam with eps 1e-8 would turn that noise (~1e-9) into
+   * steps of lr, different in every layout (3e-3 of the tensor's largest value
+   * after 10 steps). eps 1e-5 keeps those steps near 1e-4 lr, and is small against
+   * the real gradients' sqrt(v). */
+  oc.eps = 1e-5f;
   return oc;
 }
 
@@ -81,6 +93,7 @@ static run_result train(gaaw_context_t ctx, gaaw_dtype_t dtype, const gaaw_optim
   gaaw_model_t model;
   gaaw_optimizer_t opt;
   require_ok(ctx, gaaw_model_create_gpt(ctx, &g, &model));
+  model_randomise(model, 4242);
   r.psi = model->params.numel;
   require_ok(ctx, gaaw_optimizer_create(model, oc, &opt));
   int32_t tokens[B * T], targets[B * T];
@@ -107,11 +120,21 @@ static run_result train(gaaw_context_t ctx, gaaw_dtype_t dtype, const gaaw_optim
   return r;
 }
 
+/* A model with the tests' parameter registry, for tensor-by-tensor comparisons. */
+static gaaw_model_t registry(gaaw_context_t serial)
+{
+  gaaw_gpt_config_t g = model_tiny_gpt(T, GAAW_F32);
+  gaaw_model_t model;
+  require_ok(serial, gaaw_model_create_gpt(serial, &g, &model));
+  return model;
+}
+
 static void check_layout(gaaw_context_t serial, int tp)
 {
   int dp = world_size / tp;
   gaaw_optimizer_config_t ref_cfg = adamw(0, dp);
   run_result want = train(serial, GAAW_F32, &ref_cfg);
+  gaaw_model_t names = registry(serial);
   gaaw_context_t par = open_ctx(MPI_COMM_WORLD, tp, 0);
   for (int stage = 0; stage <= 3; stage++) {
     gaaw_optimizer_config_t oc = adamw(stage, 1);
@@ -120,7 +143,7 @@ static void check_layout(gaaw_context_t serial, int tp)
     snprintf(what, sizeof what, "stage %d, tp %d x dp %d, rank %d: parameters after %d steps", stage, tp, dp,
              world_rank, STEPS);
     expect_true(got.n == want.n, "%s: %ld values, serial %ld", what, got.n, want.n);
-    expect_close_scaled(got.params, want.params, want.n, 1e-4, what);
+    if (got.n == want.n) expect_close_model(names, got.params, want.params, 3e-5, what);
     if (stage == 2) {
       run_result again = train(par, GAAW_F32, &oc);
       expect_true(memcmp(again.params, got.params, sizeof(float) * got.n) == 0,
@@ -129,6 +152,7 @@ static void check_layout(gaaw_context_t serial, int tp)
     }
     free(got.params);
   }
+  gaaw_model_destroy(&names);
   free(want.params);
   gaaw_finalize(&par);
 }
@@ -143,6 +167,7 @@ static void check_accumulation(gaaw_context_t serial, int64_t bucket_bytes)
   int dp = world_size;
   gaaw_optimizer_config_t ref_cfg = adamw(0, 2 * dp);
   run_result want = train(serial, GAAW_F32, &ref_cfg);
+  gaaw_model_t names = registry(serial);
   gaaw_context_t par = open_ctx(MPI_COMM_WORLD, 1, bucket_bytes);
   for (int stage = 0; stage <= 3; stage++) {
     gaaw_optimizer_config_t oc = adamw(stage, 2);
@@ -150,7 +175,7 @@ static void check_accumulation(gaaw_context_t serial, int64_t bucket_bytes)
     char what[112];
     snprintf(what, sizeof what, "stage %d, dp %d, 2 microbatches, %s, rank %d: parameters after %d steps", stage, dp,
              bucket_bytes ? "one bucket" : "a bucket per layer", world_rank, STEPS);
-    expect_close_scaled(got.params, want.params, want.n, 1e-4, what);
+    expect_close_model(names, got.params, want.params, 3e-5, what);
     int reductions = stage >= 2 ? 2 * got.nbuckets : got.nbuckets;
     int ahead = stage == 3 && !bucket_bytes ? 2 * (2 * got.nbuckets - 3) : 0;
     expect_true(got.reductions_in_backward == reductions && got.gathers_ahead == ahead,
@@ -175,6 +200,7 @@ static void check_accumulation(gaaw_context_t serial, int64_t bucket_bytes)
   require_ok(par, gaaw_model_forward_backward(model, &b, NULL));
   gaaw_optimizer_destroy(&opt);
   gaaw_model_destroy(&model);
+  gaaw_model_destroy(&names);
   free(want.params);
   gaaw_finalize(&par);
 }
@@ -204,7 +230,7 @@ static void check_gradient_access(gaaw_context_t serial)
   require_ok(par, gaaw_optimizer_create(model, &oc, &opt));
   require_ok(par, gaaw_model_forward_backward(model, &mine, NULL));
   float *got = model_snapshot(model, 1, &n);
-  expect_close_scaled(got, want, n, 1e-5, "stage 0: gradients read after backward (the sum over dp)");
+  expect_close_model(model, got, want, 1e-5, "stage 0: gradients read after backward (the sum over dp)");
   free(got);
   free(want);
   gaaw_optimizer_destroy(&opt);
@@ -259,27 +285,12 @@ static void check_memory_and_traffic(int tp, int64_t bucket_bytes)
   gaaw_finalize(&par);
 }
 
-static void check_mixed_precision(void)
+/* A loss scale far too large overflows f16 on every rank: every rank skips, the
+ * scale halves (hysteresis 1). */
+static void check_overflow(void)
 {
   gaaw_context_t par = open_ctx(MPI_COMM_WORLD, 1, 16 << 20);
   gaaw_optimizer_config_t oc = adamw(1, 1);
-  run_result f32 = train(par, GAAW_F32, &oc), bf16 = train(par, GAAW_BF16, &oc), f16 = train(par, GAAW_F16, &oc);
-  for (int s = 0; s < STEPS; s++) {
-    expect_true(fabsf(bf16.losses[s] - f32.losses[s]) < 0.05f, "step %d: bf16 loss %g vs f32 %g", s, bf16.losses[s],
-                f32.losses[s]);
-    expect_true(fabsf(f16.losses[s] - f32.losses[s]) < 0.05f, "step %d: f16 loss %g vs f32 %g", s, f16.losses[s],
-                f32.losses[s]);
-  }
-  expect_true(f32.losses[STEPS - 1] < f32.losses[0], "the loss did not fall: %g -> %g", f32.losses[0],
-              f32.losses[STEPS - 1]);
-  if (world_rank == 0)
-    fprintf(stderr, "loss after %d steps: f32 %.5f bf16 %.5f f16 %.5f (from %.5f)\n", STEPS, f32.losses[STEPS - 1],
-            bf16.losses[STEPS - 1], f16.losses[STEPS - 1], f32.losses[0]);
-  free(f32.params);
-  free(bf16.params);
-  free(f16.params);
-
-  /* a loss scale far too large overflows f16: every rank skips, the scale halves */
   gaaw_gpt_config_t g = model_tiny_gpt(T, GAAW_F16);
   gaaw_model_t model;
   gaaw_optimizer_t opt;
@@ -320,7 +331,7 @@ int main(int argc, char **argv)
   check_memory_and_traffic(1, 0);
   check_memory_and_traffic(1, 16 << 20);
   if (world_size == 4) check_memory_and_traffic(2, 0);
-  check_mixed_precision();
+  check_overflow();
   gaaw_finalize(&serial);
   int failures = test_failures, total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """The reference GPT of DESIGN.md section 6a in PyTorch, for gaaw's parity tests.
 
-Usage: gpt_reference.py IN OUT
+Usage: gpt_reference.py IN OUT [IN OUT ...]
 
-IN and OUT are "tensor files": a sequence of records, each
+Each pair is one case, run in turn (PyTorch starts once for them all). IN and OUT are "tensor files": a sequence of records, each
     u32 name length, name (utf-8), u32 dtype (0 f32, 3 i32), u32 ndim, ndim x i64 shape, data
 IN holds "config" (i32: vocab, max_seq, layers, heads, dim, ffn, norm (0 layernorm, 1 rmsnorm),
 activation (0 gelu-tanh, 1 swiglu), tied, batch, seq, optimizer steps), "tokens", "targets"
@@ -96,8 +96,8 @@ def forward(p, cfg, tokens):
     return (x @ head.T).reshape(B * T, vocab)
 
 
-def main():
-    src = read_tensors(sys.argv[1])
+def run_case(in_path, out_path):
+    src = read_tensors(in_path)
     cfg = [int(v) for v in src.pop("config").tolist()]
     tokens, targets, adam = src.pop("tokens"), src.pop("targets"), src.pop("adam").tolist()
     sgd = src.pop("sgd").tolist() if "sgd" in src else None
@@ -126,7 +126,15 @@ def main():
             opt.step()
         for n, t in params.items():
             out["param." + n] = t.detach().clone()
-    write_tensors(sys.argv[2], out)
+    write_tensors(out_path, out)
+
+
+def main():
+    paths = sys.argv[1:]
+    if not paths or len(paths) % 2:
+        sys.exit("usage: gpt_reference.py IN OUT [IN OUT ...]")
+    for k in range(0, len(paths), 2):
+        run_case(paths[k], paths[k + 1])
 
 
 if __name__ == "__main__":
