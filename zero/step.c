@@ -73,20 +73,21 @@ static float schedule(const gaaw_optimizer_config_t *c, int64_t step)
   return c->min_lr + (float)(0.5 * (c->lr - c->min_lr) * (1.0 + cos(M_PI * progress)));
 }
 
-/* Dynamic loss scaling (f16): halve after `hysteresis` overflowing steps in a row,
- * double after `loss_scale_window` clean ones. */
+/* Dynamic loss scaling (f16): halve at the `hysteresis`-th overflow since the scale
+ * last changed (clean steps between them do not reset the count), double after
+ * `loss_scale_window` clean steps in a row. */
 static void update_loss_scale(gaaw_optimizer_t opt, int overflow)
 {
   if (opt->dtype != GAAW_F16) return;
   if (overflow) {
     opt->good_steps = 0;
-    if (++opt->overflows_in_row >= opt->cfg.hysteresis) {
-      opt->overflows_in_row = 0;
+    if (++opt->overflows_since_change >= opt->cfg.hysteresis) {
+      opt->overflows_since_change = 0;
       if (opt->loss_scale > 1) opt->loss_scale /= 2;
     }
   } else if (++opt->good_steps >= opt->cfg.loss_scale_window) {
     opt->good_steps = 0;
-    opt->overflows_in_row = 0;
+    opt->overflows_since_change = 0;
     opt->loss_scale *= 2;
   }
 }

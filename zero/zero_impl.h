@@ -55,7 +55,7 @@ struct gaaw_optimizer_s {
   int last_reductions_in_backward, last_gathers_ahead; /* the last step's */
   int64_t steps, updates;
   float lr, grad_norm, loss_scale;
-  int skipped, good_steps, overflows_in_row;
+  int skipped, good_steps, overflows_since_change;
   uint64_t comm_mark, last_comm;
 };
 

@@ -21,9 +21,10 @@
  * (GAAW_ERR_STATE). Fewer are allowed (the remaining reductions run at the step).
  * Parameters are in the model's compute dtype; with bf16 or f16 the optimizer keeps
  * fp32 master weights and moments in its shard. f16 uses a dynamic loss scale
- * (initial 2^16, x2 after `loss_scale_window` clean steps, halved on overflow after
- * `hysteresis` overflows in a row; an overflowing step is skipped, and every rank
- * agrees on it). The gradient norm used for clipping is global over the dp and
+ * (initial 2^16, x2 after `loss_scale_window` clean steps in a row, halved at the
+ * `hysteresis`-th overflow since the scale last changed (clean steps in between do
+ * not reset that count, as in Megatron-LM); an overflowing step is skipped, and every
+ * rank agrees on it). The gradient norm used for clipping is global over the dp and
  * model-parallel groups, each replicated parameter counted once. */
 #ifndef GAAW_OPTIMIZER_H
 #define GAAW_OPTIMIZER_H
