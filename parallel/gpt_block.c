@@ -193,6 +193,10 @@ static gaaw_status_t block_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f,
   gaaw_status_t st = gaaw_act_alloc(m, GAAW_SHAPE(d.Nl, d.C), out);
   if (st == GAAW_SUCCESS) st = attention_forward(m, l, &d, &s, x, &x2);
   if (st == GAAW_SUCCESS) st = mlp_forward(m, l, &d, &s, x2, out);
+  /* selective recomputation: the (B Hl, T, T) scores are the s^2 part; backward
+   * recomputes them from the kept q and k */
+  if (st == GAAW_SUCCESS && m->recompute == GAAW_RECOMPUTE_SELECTIVE)
+    gaaw_act_free(m, &gaaw_layer_saved(f, l)[S_PROBS]);
   gaaw_scratch_free(m, &s);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
@@ -222,6 +226,19 @@ static gaaw_status_t mlp_backward(gaaw_model_t m, gaaw_layer *l, const block_dim
   return GAAW_SUCCESS;
 }
 
+/* Selective recomputation: the softmax of the scores again, by the forward's own
+ * kernel on the same q, k, v (so bit-identical), into the saved slot. */
+static gaaw_status_t recompute_probs(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
+                                     const gaaw_tensor_t *q, const gaaw_tensor_t *k, const gaaw_tensor_t *v)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_tensor_t *probs, *o;
+  GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_PROBS, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &probs));
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->D), &o));
+  GAAW_CHECK(gaaw_attention_forward(ctx, q, k, v, probs, o));
+  return GAAW_SUCCESS;
+}
+
 /* dx += d(attention branch)/dx, given dx2 = d(x2). */
 static gaaw_status_t attention_backward(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
                                         const gaaw_tensor_t *x, const gaaw_tensor_t *dx2, gaaw_tensor_t *dx)
@@ -240,6 +257,7 @@ static gaaw_status_t attention_backward(gaaw_model_t m, gaaw_layer *l, const blo
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(1, 3, d->B, d->Hl * d->T * d->D), &dqkvp));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &dprobs));
   gaaw_tensor_t q = qkv_part(&sv[S_QKVP], d, 0), k = qkv_part(&sv[S_QKVP], d, 1), v = qkv_part(&sv[S_QKVP], d, 2);
+  if (!sv[S_PROBS].buf) GAAW_CHECK(recompute_probs(m, l, d, s, &q, &k, &v));
   gaaw_tensor_t dq = qkv_part(dqkvp, d, 0), dk = qkv_part(dqkvp, d, 1), dv = qkv_part(dqkvp, d, 2);
   gaaw_tensor_t dout3 = gaaw_reshape(dheads, 3, (int64_t[]){d->B * d->Hl, d->T, d->D});
   GAAW_CHECK(gaaw_attention_backward(ctx, &dout3, &q, &k, &v, &sv[S_PROBS], dprobs, &dq, &dk, &dv));
@@ -277,4 +295,4 @@ static gaaw_status_t block_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f
   return GAAW_SUCCESS;
 }
 
-const gaaw_layer_ops gaaw_gpt_block_ops = {"transformer block", block_forward, block_backward};
+const gaaw_layer_ops gaaw_gpt_block_ops = {"transformer block", block_forward, block_backward, 1};

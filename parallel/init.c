@@ -1,5 +1,6 @@
 /* gaaw_init and gaaw_finalize: the runtime (backends/) plus the topology. */
 #include "backends/agree.h"
+#include "backends/runtime/config_impl.h"
 #include "backends/runtime/log.h"
 #include "backends/runtime/runtime.h"
 #include "parallel/topology_impl.h"
@@ -27,6 +28,8 @@ static gaaw_status_t agree_on_options(gaaw_context_t ctx, gaaw_status_t local)
     GAAW_FIELD_INT("allreduce_ring_bytes", gaaw_ctx_int(ctx, "allreduce_ring_bytes")),
     GAAW_FIELD_INT("nccl", gaaw_ctx_bool(ctx, "nccl")),
     GAAW_FIELD_REAL("comm_timeout", ctx->comm_timeout),
+    GAAW_FIELD_NAMED("recompute", gaaw_recompute_parse(gaaw_ctx_string(ctx, "recompute")),
+                     gaaw_ctx_string(ctx, "recompute")),
   };
   GAAW_CHECK(gaaw_agree_world(ctx, local, "the gaaw_init options", fields, (int)(sizeof fields / sizeof fields[0])));
   return GAAW_SUCCESS;

@@ -164,6 +164,7 @@ gaaw_status_t gaaw_model_begin(gaaw_context_t ctx, gaaw_model_kind kind, gaaw_dt
   m->kind = kind;
   m->dtype = m->params.dtype = dtype;
   m->loss_scale = 1.0f;
+  m->recompute = (gaaw_recompute_mode)gaaw_recompute_parse(gaaw_ctx_string(ctx, "recompute")); /* checked at init */
   gaaw_status_t st = gaaw_topology_comm(ctx, GAAW_GROUP_TP, &m->tp);
   if (st == GAAW_SUCCESS) st = gaaw_topology_comm(ctx, GAAW_GROUP_WORLD, &m->world);
   if (st == GAAW_SUCCESS) st = gaaw_topology_group_rank(ctx, GAAW_GROUP_TP, &m->tp_rank, &m->tp_size);
@@ -500,6 +501,12 @@ static gaaw_status_t end_pass(gaaw_model_t m, gaaw_phase phase)
   return GAAW_SUCCESS;
 }
 
+/* Full recomputation of layer l: nothing saved past its forward. */
+static int recomputes(gaaw_model_t m, const gaaw_layer *l)
+{
+  return m->recompute == GAAW_RECOMPUTE_FULL && l->ops->recomputable;
+}
+
 gaaw_status_t gaaw_model_forward_range(gaaw_model_t m, gaaw_frame *f, int lo, int hi)
 {
   /* the first layer reads the batch itself; acts[0] stays empty */
@@ -508,6 +515,7 @@ gaaw_status_t gaaw_model_forward_range(gaaw_model_t m, gaaw_frame *f, int lo, in
     double t0 = now_seconds();
     GAAW_CHECK_CTX(m->ctx, before_layer(m, i, GAAW_PHASE_FORWARD));
     GAAW_CHECK_CTX(m->ctx, l->ops->forward(m, l, f, &f->acts[i], &f->acts[i + 1]));
+    if (recomputes(m, l)) gaaw_layer_release(m, f, l); /* its input acts[i] stays */
     GAAW_CHECK_CTX(m->ctx, after_layer(m, i, GAAW_PHASE_FORWARD));
     l->forward_seconds += now_seconds() - t0; /* with the hooks: ZeRO 3's gathers count */
   }
@@ -588,11 +596,23 @@ static gaaw_status_t reduce_partial_grads(gaaw_model_t m, int layer)
   return GAAW_SUCCESS;
 }
 
+/* Full recomputation: layer l's forward again from its kept input, for what it
+ * saves (its output is the next layer's input, which backward has freed already). */
+static gaaw_status_t recompute_forward(gaaw_model_t m, gaaw_frame *f, gaaw_layer *l)
+{
+  gaaw_tensor_t y = {0};
+  gaaw_status_t st = l->ops->forward(m, l, f, gaaw_layer_input(f, l), &y);
+  gaaw_act_free(m, &y);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(m->ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
 /* Backward of layer i in frame f: dy in (freed), dx out. */
 static gaaw_status_t layer_backward(gaaw_model_t m, gaaw_frame *f, int i, gaaw_tensor_t *dy, gaaw_tensor_t *dx)
 {
   gaaw_layer *l = &m->layers[i];
   gaaw_status_t st = before_layer(m, i, GAAW_PHASE_BACKWARD);
+  if (st == GAAW_SUCCESS && recomputes(m, l)) st = recompute_forward(m, f, l);
   if (st == GAAW_SUCCESS) st = l->ops->backward(m, l, f, dy, i > 0 ? dx : NULL);
   gaaw_act_free(m, dy);
   gaaw_layer_release(m, f, l);

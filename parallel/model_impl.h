@@ -4,6 +4,7 @@
 #define GAAW_PARALLEL_MODEL_IMPL_H
 
 #include "backends/comm.h"
+#include "backends/runtime/config_impl.h"
 #include "backends/runtime/context_impl.h"
 #include "gaaw/kernels.h"
 #include "gaaw/model.h"
@@ -21,6 +22,9 @@ typedef struct {
   const char *kind;
   gaaw_status_t (*forward)(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *x, gaaw_tensor_t *y);
   gaaw_status_t (*backward)(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *dy, gaaw_tensor_t *dx);
+  /* full recomputation may drop what forward saved and run forward again, from the
+   * same input, before backward (the kernels are deterministic: bit-identical) */
+  int recomputable;
 } gaaw_layer_ops;
 
 #define GAAW_LAYER_MAX_PARAMS 16
@@ -94,6 +98,7 @@ struct gaaw_model_s {
   gaaw_dtype_t dtype;          /* compute dtype of parameters and activations */
   int dp_size;                 /* buckets split into this many equal shards */
   float loss_scale;            /* backward starts from loss_scale * d loss (f16) */
+  gaaw_recompute_mode recompute; /* option recompute */
   gaaw_model_hooks hooks;
   gaaw_gpt_config_t gpt;
   gaaw_mlp_config_t mlp;

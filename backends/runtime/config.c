@@ -362,6 +362,14 @@ gaaw_status_t gaaw_config_describe(gaaw_config_t cfg, const char *key, const cha
   return GAAW_SUCCESS;
 }
 
+int gaaw_recompute_parse(const char *text)
+{
+  static const char *const names[] = {"none", "selective", "full"};
+  for (int i = 0; i < 3; i++)
+    if (text && strcasecmp(text, names[i]) == 0) return i;
+  return -1;
+}
+
 /* ---------------------------------------------------------------- gaaw_config_check */
 
 /* The accepted range of each number option. A number option missing here is not
@@ -440,6 +448,9 @@ static gaaw_status_t check_value(int i, const gaaw_config_value *v, const char *
   if (strcmp(name, "rank_order") == 0)
     GAAW_ARG_CHECK(NULL, rank_order_valid(v->s),
                    "option rank_order must name tp, dp and pp once each, fastest first (e.g. tp-dp-pp), got '%s'%s",
+                   v->s, origin);
+  if (strcmp(name, "recompute") == 0)
+    GAAW_ARG_CHECK(NULL, gaaw_recompute_parse(v->s) >= 0, "option recompute must be none, selective or full, got '%s'%s",
                    v->s, origin);
   if (strcmp(name, "backend") == 0 && strcmp(v->s, "auto") != 0 && !gaaw_device_backend(v->s)) {
     char built[128];

@@ -14,6 +14,11 @@ typedef struct {
   gaaw_config_source source;
 } gaaw_config_value;
 
+/* The values of option `recompute` (parallel/ acts on them). */
+typedef enum { GAAW_RECOMPUTE_NONE = 0, GAAW_RECOMPUTE_SELECTIVE = 1, GAAW_RECOMPUTE_FULL = 2 } gaaw_recompute_mode;
+/* "none", "selective", "full" (case ignored) as a gaaw_recompute_mode; -1 otherwise. */
+int gaaw_recompute_parse(const char *text);
+
 /* A new config with src's values (defaults and environment when src is NULL). */
 gaaw_status_t gaaw_config_copy(gaaw_config_t src, gaaw_config_t *dst);
 

@@ -36,6 +36,11 @@
     "GAAW_ERR_TIMEOUT and aborting the communicator; 0 = wait forever")                          \
   X(allreduce_ring_bytes, INT, "16384",                                                           \
     "MPI all-reduces of at least this many bytes run gaaw's ring (reduce-scatter + all-gather "  \
-    "over reused buffers); smaller f32/i32 ones use MPI_Iallreduce")
+    "over reused buffers); smaller f32/i32 ones use MPI_Iallreduce")                              \
+  /* models */                                                                                    \
+  X(recompute, STRING, "none",                                                                    \
+    "activation recomputation: none; selective (the attention scores and softmax are dropped "  \
+    "after forward and recomputed in backward); full (a transformer block keeps only its input " \
+    "and re-runs its forward in backward); gradients are bit-identical either way")
 
 #endif
