@@ -413,3 +413,43 @@ gaaw_status_t gaaw_comm_allgather_start(gaaw_comm_t comm, const gaaw_tensor_t *s
 {
   return start(comm, GAAW_COMM_ALLGATHER, send, recv, GAAW_SUM, req);
 }
+
+/* A send or receive posted now, completed by gaaw_comm_wait. */
+static gaaw_status_t start_p2p(gaaw_comm_t comm, gaaw_comm_op_t op, const gaaw_tensor_t *t, int peer, int tag,
+                               gaaw_comm_request_t *req)
+{
+  GAAW_CHECK_CTX(NULL, check_live(comm));
+  gaaw_context_t ctx = comm->ctx;
+  GAAW_ARG_NOT_NULL(ctx, req);
+  *req = NULL;
+  GAAW_CHECK(check_tensor(comm, t, op == GAAW_COMM_SEND ? "send" : "recv"));
+  GAAW_CHECK(check_peer(comm, peer, tag));
+  GAAW_COMM_REQUIRE_OP(comm, p2p_start);
+  gaaw_comm_request_t r = calloc(1, sizeof *r);
+  if (!r) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate a communication request");
+  r->comm = comm;
+  r->op = op;
+  r->send = r->recv = *t;
+  r->peer = peer;
+  r->tag = tag;
+  gaaw_status_t st = comm->ops->p2p_start(comm, r);
+  if (st != GAAW_SUCCESS) {
+    free(r);
+    return run(comm, op, 0, st);
+  }
+  r->queued = 1;
+  gaaw_comm_track(comm, r);
+  *req = r;
+  return run(comm, op, tensor_bytes(t), GAAW_SUCCESS);
+}
+
+gaaw_status_t gaaw_comm_send_start(gaaw_comm_t comm, const gaaw_tensor_t *t, int peer, int tag,
+                                   gaaw_comm_request_t *req)
+{
+  return start_p2p(comm, GAAW_COMM_SEND, t, peer, tag, req);
+}
+
+gaaw_status_t gaaw_comm_recv_start(gaaw_comm_t comm, gaaw_tensor_t *t, int peer, int tag, gaaw_comm_request_t *req)
+{
+  return start_p2p(comm, GAAW_COMM_RECV, t, peer, tag, req);
+}

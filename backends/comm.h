@@ -37,12 +37,19 @@ typedef struct gaaw_comm_ops {
    * above run them at the wait (backends/comm_request.c). */
   gaaw_status_t (*start)(gaaw_comm_t comm, gaaw_comm_request_t req);
   gaaw_status_t (*complete)(gaaw_comm_t comm, gaaw_comm_request_t req);
+  /* Optional: non-blocking send/recv (req->op GAAW_COMM_SEND or _RECV, the tensor
+   * in req->send or req->recv, req->peer, req->tag). p2p_start posts it;
+   * p2p_complete waits for it under the deadline and frees req->backend, also when
+   * it fails (a receive still pending is cancelled). */
+  gaaw_status_t (*p2p_start)(gaaw_comm_t comm, gaaw_comm_request_t req);
+  gaaw_status_t (*p2p_complete)(gaaw_comm_t comm, gaaw_comm_request_t req);
 } gaaw_comm_ops;
 
 /* A started collective (include/gaaw/comm.h). */
 struct gaaw_comm_request_s {
   gaaw_comm_t comm;          /* NULL once the communicator was destroyed before the wait */
-  gaaw_comm_op_t op;         /* GAAW_COMM_ALLREDUCE, _REDUCE_SCATTER or _ALLGATHER */
+  gaaw_comm_op_t op;         /* GAAW_COMM_ALLREDUCE, _REDUCE_SCATTER, _ALLGATHER, _SEND or _RECV */
+  int peer, tag;             /* _SEND, _RECV */
   gaaw_tensor_t send, recv;
   gaaw_reduce_op_t reduce;
   int queued;                /* taken by the backend's start (else deferred) */
@@ -78,6 +85,8 @@ gaaw_status_t gaaw_comm_split(gaaw_comm_t parent, int color, int key, const char
  * every member runs the CUDA backend, NCCL is built, and the option `nccl` is on;
  * leaves it as it is otherwise. Collective over *comm. */
 gaaw_status_t gaaw_comm_prefer_nccl(gaaw_comm_t *comm);
+/* Completes a request the backend queued (its start or p2p_start took it). */
+gaaw_status_t gaaw_comm_complete_queued(gaaw_comm_t comm, gaaw_comm_request_t req);
 /* Appends a started request to comm's live requests. Not collective. */
 void gaaw_comm_track(gaaw_comm_t comm, gaaw_comm_request_t req);
 /* Runs the deferred operations of comm in start order, up to and including upto

@@ -7,6 +7,12 @@
 #include "backends/comm.h"
 #include "backends/runtime/runtime.h"
 
+gaaw_status_t gaaw_comm_complete_queued(gaaw_comm_t comm, gaaw_comm_request_t req)
+{
+  int p2p = req->op == GAAW_COMM_SEND || req->op == GAAW_COMM_RECV;
+  return p2p ? comm->ops->p2p_complete(comm, req) : comm->ops->complete(comm, req);
+}
+
 void gaaw_comm_track(gaaw_comm_t comm, gaaw_comm_request_t req)
 {
   req->next = NULL;
@@ -73,7 +79,7 @@ void gaaw_comm_orphan_requests(gaaw_comm_t comm)
 {
   for (gaaw_comm_request_t r = comm->requests, next; r; r = next) {
     next = r->next;
-    if (r->queued) comm->ops->complete(comm, r); /* its memory may be freed right after */
+    if (r->queued) gaaw_comm_complete_queued(comm, r); /* its memory may be freed right after */
     r->queued = 0;
     r->ran = 1;
     r->next = NULL;
@@ -90,7 +96,7 @@ void gaaw_comm_cancel(gaaw_comm_request_t *req)
   *req = NULL;
   if (r->comm) {
     untrack(r->comm, r);
-    if (r->queued) r->comm->ops->complete(r->comm, r);
+    if (r->queued) gaaw_comm_complete_queued(r->comm, r);
   }
   free(r);
 }
@@ -111,7 +117,7 @@ gaaw_status_t gaaw_comm_wait(gaaw_comm_request_t *req)
   gaaw_status_t st;
   if (r->queued) {
     untrack(comm, r);
-    st = comm->ops->complete(comm, r);
+    st = gaaw_comm_complete_queued(comm, r);
     if (st != GAAW_SUCCESS) gaaw_comm_mark_aborted(comm);
   } else {
     if (!r->ran) gaaw_comm_run_deferred(comm, r); /* an earlier one's failure fails r too */

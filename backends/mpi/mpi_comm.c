@@ -141,6 +141,8 @@ const gaaw_comm_ops gaaw_mpi_comm_ops = {
   .recv = gaaw_mpi_recv,
   .alltoall = gaaw_mpi_alltoall,
   .barrier = gaaw_mpi_barrier,
+  .p2p_start = gaaw_mpi_p2p_start,
+  .p2p_complete = gaaw_mpi_p2p_complete,
 };
 
 MPI_Comm gaaw_mpi_comm_handle(gaaw_comm_t comm)

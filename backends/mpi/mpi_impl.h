@@ -120,6 +120,14 @@ gaaw_status_t gaaw_mpi_barrier(gaaw_comm_t comm);
  * tensor is copied into the communicator's staging memory (the input read in, the
  * output written back by gaaw_mpi_unstage). When input and output share memory
  * their union is staged as one range, so in place stays in place on the copy. */
+/* t's host address, or NULL when t is NULL or device memory (asked of the backend
+ * directly: gaaw_buffer_host_ptr would record an error for every device tensor). */
+void *gaaw_mpi_host_addr(const gaaw_tensor_t *t);
+
+/* Non-blocking send/recv of the table (mpi_p2p.c). */
+gaaw_status_t gaaw_mpi_p2p_start(gaaw_comm_t comm, gaaw_comm_request_t req);
+gaaw_status_t gaaw_mpi_p2p_complete(gaaw_comm_t comm, gaaw_comm_request_t req);
+
 typedef struct {
   const void *in;
   void *out;

@@ -10,9 +10,8 @@ static size_t tensor_bytes(const gaaw_tensor_t *t)
   return t ? (size_t)gaaw_tensor_numel(t) * gaaw_dtype_size(t->dtype) : 0;
 }
 
-/* t's host address, or NULL when t is NULL or device memory (asked of the backend
- * directly: gaaw_buffer_host_ptr would record an error for every device tensor). */
-static void *host_addr(const gaaw_tensor_t *t)
+/* (mpi_impl.h) */
+void *gaaw_mpi_host_addr(const gaaw_tensor_t *t)
 {
   if (!t) return NULL;
   const gaaw_device_ops *dev = t->buf->ctx->device;
@@ -48,7 +47,7 @@ gaaw_status_t gaaw_mpi_stage(gaaw_comm_t comm, const gaaw_tensor_t *in, const ga
                              gaaw_mpi_staged *st)
 {
   gaaw_context_t ctx = comm->ctx;
-  void *in_host = host_addr(in), *out_host = host_addr(out);
+  void *in_host = gaaw_mpi_host_addr(in), *out_host = gaaw_mpi_host_addr(out);
   int stage_in = in && !in_host, stage_out = out && !out_host;
   st->in = in_host;
   st->out = out_host;

@@ -83,6 +83,17 @@ gaaw_status_t gaaw_comm_reduce_scatter_start(gaaw_comm_t comm, const gaaw_tensor
                                              gaaw_reduce_op_t op, gaaw_comm_request_t *req);
 gaaw_status_t gaaw_comm_allgather_start(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
                                         gaaw_comm_request_t *req);
+/* Non-blocking point-to-point, for pipelines: the send or receive is posted now
+ * and completed by gaaw_comm_wait, so that both neighbours can post before either
+ * waits. Until the wait the caller must not write a send's tensor or read a
+ * receive's. The deadline (comm_timeout) runs from the wait: a peer that never
+ * posts the matching call is GAAW_ERR_TIMEOUT naming the peer and tag, and aborts
+ * the context like any failed collective. Not collective: only the two peers take
+ * part. The MPI backend stages device tensors through host memory of their own;
+ * the NCCL backend does not have them yet (GAAW_ERR_UNSUPPORTED). */
+gaaw_status_t gaaw_comm_send_start(gaaw_comm_t comm, const gaaw_tensor_t *t, int peer, int tag,
+                                   gaaw_comm_request_t *req);
+gaaw_status_t gaaw_comm_recv_start(gaaw_comm_t comm, gaaw_tensor_t *t, int peer, int tag, gaaw_comm_request_t *req);
 /* Completes *req (recv is then usable by everything this context runs next) and
  * sets *req to NULL; *req == NULL is a no-op. A failed operation reports its error
  * here, and the communicator is aborted. */
