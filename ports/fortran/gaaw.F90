@@ -39,6 +39,32 @@ module gaaw
   public :: gaaw_world_rank, gaaw_world_size, gaaw_backend_name
   public :: gaaw_topology_sizes, gaaw_topology_coords, gaaw_topology_group_rank, gaaw_topology_rank_of
 
+  ! Low-level: the communicator layer by its C interface. comm, t (a gaaw_tensor_t)
+  ! and req are C pointers, from C code or c_loc; the typed Fortran wrappers for
+  ! tensors and communicators are yet to come.
+  public :: gaaw_comm_send_start, gaaw_comm_recv_start, gaaw_comm_wait
+  interface
+    function gaaw_comm_send_start(comm, t, peer, tag, req) bind(C, name="gaaw_comm_send_start")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: comm, t
+      integer(c_int), value :: peer, tag
+      type(c_ptr) :: req
+      integer(c_int) :: gaaw_comm_send_start
+    end function gaaw_comm_send_start
+    function gaaw_comm_recv_start(comm, t, peer, tag, req) bind(C, name="gaaw_comm_recv_start")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: comm, t
+      integer(c_int), value :: peer, tag
+      type(c_ptr) :: req
+      integer(c_int) :: gaaw_comm_recv_start
+    end function gaaw_comm_recv_start
+    function gaaw_comm_wait(req) bind(C, name="gaaw_comm_wait")
+      import :: c_int, c_ptr
+      type(c_ptr) :: req
+      integer(c_int) :: gaaw_comm_wait
+    end function gaaw_comm_wait
+  end interface
+
   ! Integers of either kind for the int64 options.
   interface gaaw_config_set_int
     module procedure config_set_int32, config_set_int64
