@@ -531,15 +531,17 @@ static gaaw_status_t run_forward(gaaw_model_t m, gaaw_frame *f)
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_model_forward(gaaw_model_t m, const gaaw_batch_t *b, float *loss)
+/* Loads the batch and agrees on it, then runs forward; with `then_backward` the
+ * backward pass's local checks join the same agreement (one round for both). */
+static gaaw_status_t forward_agreed(gaaw_model_t m, const gaaw_batch_t *b, int then_backward)
 {
-  GAAW_ARG_NOT_NULL(NULL, m);
   gaaw_context_t ctx = m->ctx;
   gaaw_frame *f = &m->frame;
   drop_forward(m, f);
   free_batch(m, f);
   gaaw_status_t st = load_batch(m, f, b);
   if (st == GAAW_SUCCESS) st = check_pass(m, GAAW_PHASE_FORWARD);
+  if (st == GAAW_SUCCESS && then_backward) st = check_pass(m, GAAW_PHASE_BACKWARD);
   st = agree_batch(m, st, b);
   if (st != GAAW_SUCCESS) {
     free_batch(m, f);
@@ -551,7 +553,14 @@ gaaw_status_t gaaw_model_forward(gaaw_model_t m, const gaaw_batch_t *b, float *l
     return gaaw_error_trace(ctx, fail_together(m, st), __FILE__, __LINE__, __func__);
   }
   f->have_forward = 1;
-  if (loss) *loss = f->loss;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_forward(gaaw_model_t m, const gaaw_batch_t *b, float *loss)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  GAAW_CHECK_CTX(m->ctx, forward_agreed(m, b, 0));
+  if (loss) *loss = m->frame.loss;
   return GAAW_SUCCESS;
 }
 
@@ -656,6 +665,14 @@ static gaaw_status_t run_backward(gaaw_model_t m, gaaw_frame *f)
   return GAAW_SUCCESS;
 }
 
+/* Backward of the frame's forward, once every rank has agreed to run it. */
+static gaaw_status_t backward_agreed(gaaw_model_t m)
+{
+  gaaw_status_t st = run_backward(m, &m->frame);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(m->ctx, fail_together(m, st), __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_model_backward(gaaw_model_t m)
 {
   GAAW_ARG_NOT_NULL(NULL, m);
@@ -666,7 +683,7 @@ gaaw_status_t gaaw_model_backward(gaaw_model_t m)
                                                         "gaaw_model_backward needs a gaaw_model_forward first");
   if (st == GAAW_SUCCESS) st = check_pass(m, GAAW_PHASE_BACKWARD);
   st = gaaw_agree(gaaw_model_work_group(m), st, "gaaw_model_backward", NULL, 0);
-  if (st == GAAW_SUCCESS && (st = run_backward(m, f)) != GAAW_SUCCESS) st = fail_together(m, st);
+  if (st == GAAW_SUCCESS) st = backward_agreed(m);
   drop_forward(m, f);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
@@ -674,8 +691,13 @@ gaaw_status_t gaaw_model_backward(gaaw_model_t m)
 
 gaaw_status_t gaaw_model_forward_backward(gaaw_model_t m, const gaaw_batch_t *b, float *loss)
 {
-  GAAW_CHECK_CTX(m ? m->ctx : NULL, gaaw_model_forward(m, b, loss));
-  GAAW_CHECK_CTX(m->ctx, gaaw_model_backward(m));
+  GAAW_ARG_NOT_NULL(NULL, m);
+  gaaw_context_t ctx = m->ctx;
+  GAAW_CHECK(forward_agreed(m, b, 1)); /* agreed on the backward too */
+  if (loss) *loss = m->frame.loss;
+  gaaw_status_t st = backward_agreed(m);
+  drop_forward(m, &m->frame);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
 
