@@ -373,6 +373,13 @@ gaaw_status_t gaaw_model_get_logits(gaaw_model_t m, float *logits)
     ok = gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
                           "logits exist between gaaw_model_forward and gaaw_model_backward only");
   GAAW_CHECK(gaaw_agree(m->tp, ok, "gaaw_model_get_logits", NULL, 0));
+  GAAW_CHECK(gaaw_gpt_gather_logits(m, f, logits));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_gpt_gather_logits(gaaw_model_t m, gaaw_frame *f, float *logits)
+{
+  gaaw_context_t ctx = m->ctx;
   const gaaw_tensor_t *mine = &gaaw_layer_saved(f, &m->layers[m->nlayers - 1])[HS_LOGITS];
   int64_t N = f->rows, Vl = m->vocab_local, nv = m->vocab_valid_local, P = m->tp_size, V = m->gpt.vocab;
   gaaw_dtype_t dt = mine->dtype;

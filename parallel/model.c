@@ -516,6 +516,10 @@ gaaw_status_t gaaw_model_forward_range(gaaw_model_t m, gaaw_frame *f, int lo, in
     GAAW_CHECK_CTX(m->ctx, before_layer(m, i, GAAW_PHASE_FORWARD));
     GAAW_CHECK_CTX(m->ctx, l->ops->forward(m, l, f, &f->acts[i], &f->acts[i + 1]));
     if (recomputes(m, l)) gaaw_layer_release(m, f, l); /* its input acts[i] stays */
+    if (f->inference && i + 1 < m->nlayers) { /* the last keeps what predict returns */
+      gaaw_layer_release(m, f, l);
+      gaaw_act_free(m, &f->acts[i]);
+    }
     GAAW_CHECK_CTX(m->ctx, after_layer(m, i, GAAW_PHASE_FORWARD));
     l->forward_seconds += now_seconds() - t0; /* with the hooks: ZeRO 3's gathers count */
   }
@@ -897,5 +901,79 @@ gaaw_status_t gaaw_model_get_grad(gaaw_model_t m, const char *name, float *value
     GAAW_FAIL(ctx, GAAW_ERR_STATE, "the gradient of %s is sharded over dp (ZeRO stage 2 or 3) and has no "
               "whole copy to read", name);
   GAAW_CHECK(gather_global(m, p, &p->grad, values));
+  return GAAW_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- inference */
+
+/* b with what predict does not need filled in: GPT targets all ignored (-1), MLP
+ * outputs zero. The filler arrays are returned in *filler (free them). */
+static gaaw_status_t predict_batch(gaaw_model_t m, const gaaw_batch_t *b, gaaw_batch_t *full, void **filler)
+{
+  gaaw_context_t ctx = m->ctx;
+  *filler = NULL;
+  GAAW_ARG_NOT_NULL(ctx, b);
+  GAAW_ARG_CHECK(ctx, b->batch >= 1 && b->seq >= 0, "batch must be >= 1 (got %d) and seq >= 0 (got %d)", b->batch,
+                 b->seq);
+  *full = *b;
+  int gpt = m->kind == GAAW_MODEL_GPT;
+  size_t n = gpt ? (size_t)b->batch * (size_t)b->seq : (size_t)b->batch * (size_t)m->mlp.sizes[m->mlp.nsizes - 1];
+  if ((gpt && b->targets) || (!gpt && b->outputs)) return GAAW_SUCCESS;
+  void *p = calloc(n ? n : 1, 4);
+  if (!p) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %zu placeholder values", n);
+  if (gpt) {
+    for (size_t i = 0; i < n; i++) ((int32_t *)p)[i] = -1;
+    full->targets = p;
+  } else {
+    full->outputs = p;
+  }
+  *filler = p;
+  return GAAW_SUCCESS;
+}
+
+/* The output of frame f's inference in host f32. */
+static gaaw_status_t read_outputs(gaaw_model_t m, gaaw_frame *f, float *out)
+{
+  gaaw_context_t ctx = m->ctx;
+  if (m->kind == GAAW_MODEL_GPT) {
+    GAAW_CHECK(gaaw_gpt_gather_logits(m, f, out));
+    return GAAW_SUCCESS;
+  }
+  /* the last linear's output, whole on every rank (gathered or all-reduced) */
+  const gaaw_tensor_t *y = &f->acts[m->nlayers - 1];
+  gaaw_tensor_t host;
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, y->ndim, y->shape, GAAW_MEM_WORKSPACE, &host));
+  gaaw_status_t st = gaaw_cast(ctx, y, &host);
+  if (st == GAAW_SUCCESS)
+    st = gaaw_buffer_read(ctx, host.buf, host.offset, out, (size_t)gaaw_tensor_numel(y) * sizeof(float));
+  gaaw_buffer_free(ctx, &host.buf);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_predict(gaaw_model_t m, const gaaw_batch_t *b, float *outputs)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  gaaw_context_t ctx = m->ctx;
+  gaaw_frame f;
+  gaaw_batch_t full;
+  void *filler = NULL;
+  gaaw_status_t st = gaaw_frame_init(m, &f);
+  if (st == GAAW_SUCCESS && !outputs)
+    st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__, "outputs must not be NULL");
+  if (st == GAAW_SUCCESS) st = predict_batch(m, b, &full, &filler);
+  if (st == GAAW_SUCCESS) st = load_batch(m, &f, &full);
+  st = agree_batch(m, st, &full);
+  if (st == GAAW_SUCCESS) {
+    f.inference = 1;
+    /* an MLP stops before its loss layer; a GPT's head keeps the logits */
+    int hi = m->kind == GAAW_MODEL_GPT ? m->nlayers : m->nlayers - 1;
+    st = gaaw_model_forward_range(m, &f, 0, hi);
+    if (st == GAAW_SUCCESS) st = read_outputs(m, &f, outputs);
+    if (st != GAAW_SUCCESS) st = fail_together(m, st);
+  }
+  gaaw_frame_free(m, &f);
+  free(filler);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }

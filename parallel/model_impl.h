@@ -62,6 +62,7 @@ struct gaaw_frame {
   gaaw_tensor_t *acts;         /* acts[i]: input of layer i; acts[nlayers]: output */
   gaaw_saved *saved;           /* saved[i]: what layer i keeps */
   int have_forward;            /* its activations are held */
+  int inference;               /* gaaw_model_predict: nothing is kept for backward */
   float loss;
 };
 
@@ -193,6 +194,10 @@ const char *gaaw_norm_name(gaaw_norm_t norm);
 const char *gaaw_activation_name(gaaw_activation_t activation);
 /* Allocates and initialises the parameters (after all layers are added). */
 gaaw_status_t gaaw_model_finish(gaaw_model_t m, uint64_t seed);
+
+/* A GPT's logits of frame f, (rows, vocab) f32 gathered over the tp group into out
+ * (gpt.c). Collective over tp. */
+gaaw_status_t gaaw_gpt_gather_logits(gaaw_model_t m, gaaw_frame *f, float *out);
 
 /* Frames: init gives f its per-layer lists (empty), free releases everything
  * (activations, saved tensors, the batch). Not collective. */

@@ -98,6 +98,14 @@ gaaw_status_t gaaw_model_forward(gaaw_model_t model, const gaaw_batch_t *batch, 
 gaaw_status_t gaaw_model_backward(gaaw_model_t model);
 /* Both, as one training step's model part. Collective over the work group. */
 gaaw_status_t gaaw_model_forward_backward(gaaw_model_t model, const gaaw_batch_t *batch, float *loss);
+/* Inference: forward without keeping activations for backward and without
+ * targets, writing the model's outputs into the caller's array (f32): an MLP's
+ * (batch, sizes[n-1]), a GPT's logits (batch * seq, vocab), gathered over the tp
+ * group (every rank gets all of them). GPT batches need only tokens, MLP batches
+ * only inputs (targets and outputs, if given, are ignored). Gradients, the
+ * optimizer and a forward held for backward are left as they are. Collective over
+ * the work group, with the same agreement as gaaw_model_forward. */
+gaaw_status_t gaaw_model_predict(gaaw_model_t model, const gaaw_batch_t *batch, float *outputs);
 /* Sets every gradient to zero (with an optimizer, starting its accumulation over).
  * Not collective, except with an optimizer at dp > 1 between a step's last
  * backward and gaaw_optimizer_step: then it first completes the gradient

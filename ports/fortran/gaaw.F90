@@ -39,11 +39,18 @@ module gaaw
   public :: gaaw_world_rank, gaaw_world_size, gaaw_backend_name
   public :: gaaw_topology_sizes, gaaw_topology_coords, gaaw_topology_group_rank, gaaw_topology_rank_of
 
-  ! Low-level: the communicator layer by its C interface. comm, t (a gaaw_tensor_t)
-  ! and req are C pointers, from C code or c_loc; the typed Fortran wrappers for
-  ! tensors and communicators are yet to come.
-  public :: gaaw_comm_send_start, gaaw_comm_recv_start, gaaw_comm_wait
+  ! Low-level: these take the C handles as C pointers (comm, model, req; t a
+  ! gaaw_tensor_t and batch a gaaw_batch_t, by c_loc), for codes that build them in
+  ! C; the typed Fortran wrappers for tensors, communicators and models are yet to
+  ! come.
+  public :: gaaw_comm_send_start, gaaw_comm_recv_start, gaaw_comm_wait, gaaw_model_predict
   interface
+    function gaaw_model_predict(model, batch, outputs) bind(C, name="gaaw_model_predict")
+      import :: c_int, c_ptr, c_float
+      type(c_ptr), value :: model, batch
+      real(c_float) :: outputs(*)
+      integer(c_int) :: gaaw_model_predict
+    end function gaaw_model_predict
     function gaaw_comm_send_start(comm, t, peer, tag, req) bind(C, name="gaaw_comm_send_start")
       import :: c_int, c_ptr
       type(c_ptr), value :: comm, t
