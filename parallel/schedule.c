@@ -1132,7 +1132,7 @@ gaaw_status_t gaaw_sched_timeline(gaaw_context_t ctx, const gaaw_sched_t *s, cha
         label(s, &rk->actions[row[t]], cell, sizeof cell);
       else
         snprintf(cell, sizeof cell, "%s", row[t] == -2 ? "~" : ".");
-      out_printf(&w, "%-*s", width, cell);
+      out_printf(&w, "%-*s", t + 1 < slots ? width : 0, cell); /* no blanks at the end */
     }
     out_printf(&w, "\n");
   }

@@ -349,8 +349,8 @@ static void timeline(void)
   char *text = malloc(need);
   expect_status(gaaw_schedule_timeline("1f1b", 2, 3, 1, text, need, NULL), GAAW_SUCCESS);
   printf("%s", text);
-  expect_true(strstr(text, "rank 0 |F0  F1  .   .   BW0 ~   F2  BW1 ~   .   BW2 ~   \n") != NULL, "rank 0's row");
-  expect_true(strstr(text, "rank 1 |.   F0  BW0 ~   F1  BW1 ~   F2  BW2 ~   .   .   \n") != NULL, "rank 1's row");
+  expect_true(strstr(text, "rank 0 |F0  F1  .   .   BW0 ~   F2  BW1 ~   .   BW2 ~\n") != NULL, "rank 0's row");
+  expect_true(strstr(text, "rank 1 |.   F0  BW0 ~   F1  BW1 ~   F2  BW2 ~   .   .\n") != NULL, "rank 1's row");
   expect_true(strlen(text) + 1 == need, "needed %zu for %zu characters", need, strlen(text));
   char small[16];
   expect_status(gaaw_schedule_timeline("1f1b", 2, 3, 1, small, sizeof small, NULL), GAAW_ERR_INVALID_ARG);
