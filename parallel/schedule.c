@@ -667,29 +667,25 @@ static gaaw_status_t check_dependencies(gaaw_context_t ctx, gaaw_sched_t *s, ver
         in_flight--;
         break;
       case GAAW_SCHED_SEND_ACT:
-        if (!(*u & ST_F))
-          why = "comes before the forward that produces it";
-        else if (*u & ST_ACT_OUT)
+      case GAAW_SCHED_SEND_GRAD: {
+        int act = a->op == GAAW_SCHED_SEND_ACT;
+        unsigned char made = act ? ST_F : ST_B, sent = act ? ST_ACT_OUT : ST_GRAD_OUT;
+        if (!(*u & made))
+          why = act ? "comes before the forward that produces it" : "comes before the backward that produces it";
+        else if (*u & sent)
           why = "sends twice";
-        *u |= ST_ACT_OUT;
+        *u |= sent;
         break;
-      case GAAW_SCHED_SEND_GRAD:
-        if (!(*u & ST_B))
-          why = "comes before the backward that produces it";
-        else if (*u & ST_GRAD_OUT)
-          why = "sends twice";
-        *u |= ST_GRAD_OUT;
-        break;
+      }
       case GAAW_SCHED_RECV_ACT:
-        if (*u & ST_ACT_IN) why = "receives twice";
-        *u |= ST_ACT_IN;
-        vf->in_msg[2 * unit] = vf->msg[g];
+      case GAAW_SCHED_RECV_GRAD: {
+        int grad = a->op == GAAW_SCHED_RECV_GRAD;
+        unsigned char got = grad ? ST_GRAD_IN : ST_ACT_IN;
+        if (*u & got) why = "receives twice";
+        *u |= got;
+        vf->in_msg[2 * unit + grad] = vf->msg[g];
         break;
-      case GAAW_SCHED_RECV_GRAD:
-        if (*u & ST_GRAD_IN) why = "receives twice";
-        *u |= ST_GRAD_IN;
-        vf->in_msg[2 * unit + 1] = vf->msg[g];
-        break;
+      }
       }
       if (why)
         GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "schedule: rank %d action %d (%s) %s", r, i, ACTION_TEXT(a, text), why);

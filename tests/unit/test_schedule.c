@@ -250,6 +250,14 @@ static void expect_rejected(gaaw_sched_t *s, const char *what, const char *text1
   expect_true(!text2 || strstr(e, text2) != NULL, "%s: message lacks '%s': %s", what, text2, e);
 }
 
+/* A list by hand that the verifier rejects with text in its message. */
+static void reject_list(int p, int m, int v, const char *list, const char *text)
+{
+  gaaw_sched_t *s = by_hand(p, m, v, list);
+  expect_rejected(s, list, text, NULL);
+  gaaw_sched_destroy(&s);
+}
+
 static void hand_made(void)
 {
   /* 1F1B done right by hand passes (an exchange pairs SEND_ACT 1 with RECV_GRAD 0) */
@@ -301,28 +309,19 @@ static void hand_made(void)
                   "rank 1's receive number 0 from rank 0 is action 0 (RECV_ACT mb 1 chunk 0 from rank 0)");
   gaaw_sched_destroy(&s);
 
-  /* dependencies: a backward before its forward; W before B; a forward with no input */
-  s = by_hand(1, 1, 1, "0: BW 0 0; 0: F 0 0");
-  expect_rejected(s, "B before F", "rank 0 action 0 (BW mb 0 chunk 0) comes before the forward", NULL);
-  gaaw_sched_destroy(&s);
-  s = by_hand(1, 1, 1, "0: F 0 0; 0: W 0 0; 0: B 0 0");
-  expect_rejected(s, "W before B", "rank 0 action 1 (W mb 0 chunk 0) comes before its B", NULL);
-  gaaw_sched_destroy(&s);
-  s = by_hand(1, 1, 2, "0: F 0 1; 0: F 0 0; 0: BW 0 1; 0: BW 0 0");
-  expect_rejected(s, "chunk order", "rank 0 action 0 (F mb 0 chunk 1) comes before the forward of the previous chunk",
-                  NULL);
-  gaaw_sched_destroy(&s);
-  s = by_hand(1, 2, 1, "0: F 0 0; 0: BW 0 0; 0: F 1 0");
-  expect_rejected(s, "incomplete", "rank 0 never runs B mb 1 chunk 0", NULL);
-  gaaw_sched_destroy(&s);
-  /* a wrong peer and a message to nowhere */
-  s = by_hand(3, 1, 1, "0: F 0 0; 0: SA 0 0 2");
-  expect_rejected(s, "peer", "rank 0 action 1 (SEND_ACT mb 0 chunk 0 to rank 2): virtual stage 1 is on rank 1", NULL);
-  gaaw_sched_destroy(&s);
-  s = by_hand(2, 1, 1, "0: RA 0 0 1");
-  expect_rejected(s, "no stage", "rank 0 action 0 (RECV_ACT mb 0 chunk 0 from rank 1): virtual stage 0 has no "
-                  "neighbour -1", NULL);
-  gaaw_sched_destroy(&s);
+  /* dependencies: a backward before its forward; W before B; chunks out of order; a
+   * microbatch without backward; a wrong peer; a message to a stage that does not exist */
+  reject_list(1, 1, 1, "0: BW 0 0; 0: F 0 0", "rank 0 action 0 (BW mb 0 chunk 0) comes before the forward");
+  reject_list(1, 1, 1, "0: F 0 0; 0: W 0 0; 0: B 0 0", "rank 0 action 1 (W mb 0 chunk 0) comes before its B");
+  reject_list(1, 1, 2, "0: F 0 1; 0: F 0 0; 0: BW 0 1; 0: BW 0 0",
+              "rank 0 action 0 (F mb 0 chunk 1) comes before the forward of the previous chunk");
+  reject_list(1, 2, 1, "0: F 0 0; 0: BW 0 0; 0: F 1 0", "rank 0 never runs B mb 1 chunk 0");
+  reject_list(3, 1, 1, "0: F 0 0; 0: SA 0 0 2",
+              "rank 0 action 1 (SEND_ACT mb 0 chunk 0 to rank 2): virtual stage 1 is on rank 1");
+  reject_list(2, 1, 1, "0: RA 0 0 1", "rank 0 action 0 (RECV_ACT mb 0 chunk 0 from rank 1): virtual stage 0 has no "
+                                      "neighbour -1");
+  reject_list(2, 1, 1, "0: F 0 0; 0: SA 0 0 1; 0: SA 0 0 1; 1: RA 0 0 0; 1: RA 0 0 0",
+              "rank 0 action 2 (SEND_ACT mb 0 chunk 0 to rank 1) sends twice");
 }
 
 /* Tags: the two ends of every message agree (the verifier matched them), and a
