@@ -83,7 +83,8 @@ static gaaw_status_t check_sizes(gaaw_context_t ctx, int p, int m, int v)
   GAAW_ARG_CHECK(ctx, v >= 1,
                  "pipeline schedule: virtual_stages must be >= 1 (got pp %d, microbatches %d, virtual_stages %d)", p,
                  m, v);
-  GAAW_ARG_CHECK(ctx, (long)p * m * v <= SCHED_MAX_UNITS,
+  GAAW_ARG_CHECK(ctx, p <= SCHED_MAX_UNITS && m <= SCHED_MAX_UNITS && v <= SCHED_MAX_UNITS &&
+                          (long)p * m * v <= SCHED_MAX_UNITS,
                  "pipeline schedule: pp %d x microbatches %d x virtual_stages %d is above %ld", p, m, v,
                  SCHED_MAX_UNITS);
   return GAAW_SUCCESS;

@@ -208,6 +208,8 @@ static void invalid_sizes(void)
   expect_status(gaaw_sched_create(NULL, GAAW_SCHED_GPIPE, 2, 0, 1, &s), GAAW_ERR_INVALID_ARG);
   expect_status(gaaw_sched_create(NULL, GAAW_SCHED_GPIPE, 2, 4, 0, &s), GAAW_ERR_INVALID_ARG);
   expect_status(gaaw_sched_create(NULL, GAAW_SCHED_GPIPE, 1 << 12, 1 << 12, 1, &s), GAAW_ERR_INVALID_ARG);
+  expect_status(gaaw_sched_create(NULL, GAAW_SCHED_INTERLEAVED, 1 << 30, 1 << 30, 1 << 30, &s), GAAW_ERR_INVALID_ARG);
+  expect_true(strstr(gaaw_last_error(NULL), "is above") != NULL, "huge sizes: %s", gaaw_last_error(NULL));
   expect_status(gaaw_sched_create(NULL, 7, 2, 2, 1, &s), GAAW_ERR_INVALID_ARG);
   expect_true(s == NULL, "a refused schedule leaves *out NULL");
   gaaw_sched_kind_t k;
