@@ -326,6 +326,33 @@ static void hand_made(void)
               "rank 0 action 2 (SEND_ACT mb 0 chunk 0 to rank 1) sends twice");
 }
 
+/* The same compute order with every receive posted only right before the action
+ * that needs it (sends unchanged): under blocking rendezvous a rank blocked sending to
+ * a peer that is blocked sending back deadlocks interleaved 1F1B, which is why the
+ * generator posts receives earlier. */
+static void late_receives(int p, int m, int v)
+{
+  gaaw_sched_t *gen = NULL, *late = NULL;
+  require_ok(NULL, gaaw_sched_create(NULL, GAAW_SCHED_INTERLEAVED, p, m, v, &gen));
+  require_ok(NULL, gaaw_sched_create_empty(NULL, p, m, v, &late));
+  int nv = p * v;
+  for (int r = 0; r < p; r++)
+    for (int i = 0; i < gen->ranks[r].count; i++) {
+      const gaaw_sched_action_t *a = &gen->ranks[r].actions[i];
+      int vs = a->chunk * p + r;
+      if (a->op == GAAW_SCHED_RECV_ACT || a->op == GAAW_SCHED_RECV_GRAD) continue;
+      if (a->op == GAAW_SCHED_F && vs > 0)
+        require_ok(NULL, gaaw_sched_append(NULL, late, r, GAAW_SCHED_RECV_ACT, a->mb, a->chunk, (r - 1 + p) % p));
+      if (a->op == GAAW_SCHED_BW && vs + 1 < nv)
+        require_ok(NULL, gaaw_sched_append(NULL, late, r, GAAW_SCHED_RECV_GRAD, a->mb, a->chunk, (r + 1) % p));
+      require_ok(NULL, gaaw_sched_append(NULL, late, r, a->op, a->mb, a->chunk, a->peer));
+    }
+  expect_rejected(late, "late receives", "deadlock under blocking rendezvous", NULL);
+  printf("late receives, interleaved pp %d m %d v %d: %s\n", p, m, v, gaaw_last_error(NULL));
+  gaaw_sched_destroy(&gen);
+  gaaw_sched_destroy(&late);
+}
+
 /* Tags: the two ends of every message agree (the verifier matched them), and a
  * gradient's tag differs from an activation's. */
 static void tags(void)
@@ -389,6 +416,7 @@ int main(void)
 {
   invalid_sizes();
   hand_made();
+  late_receives(2, 4, 2);
   tags();
   given_costs();
   timeline();
