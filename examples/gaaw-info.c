@@ -2,9 +2,14 @@
  * Prints the version, the optional dependencies it was built with, the device
  * backends compiled in with the devices each finds on this node, and each tunable
  * with its type, default, environment variable, current value and help.
+ * With --schedule, prints a pipeline schedule instead: its per-rank timeline, its
+ * bubble and each rank's peak activations in flight.
  * Runs without mpiexec and without MPI: nothing it calls needs a context. */
 #include <ctype.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gaaw.h"
@@ -13,12 +18,19 @@ static void usage(FILE *out, const char *prog)
 {
   fprintf(out,
           "usage: %s [--help] [--version]\n"
+          "       %s --schedule NAME --pp P --microbatches M [--virtual-stages V]\n"
           "Prints the gaaw version, the build's optional parts, the device backends and\n"
           "their devices on this node, and every option (tunable) with its type, default,\n"
           "environment variable and current value.\n"
           "  --help     this text\n"
-          "  --version  the version only\n",
-          prog);
+          "  --version  the version only\n"
+          "  --schedule NAME  instead, the pipeline schedule NAME (gpipe, 1f1b, interleaved,\n"
+          "             zb-h1) of P stages over M microbatches (V model chunks per stage,\n"
+          "             default 1; interleaved needs V >= 2 and M a multiple of P), as the\n"
+          "             verifier checks it: one row per rank, one column per time unit\n"
+          "             (F = B = W = 1, fused BW = 2), its bubble and each rank's peak\n"
+          "             activations in flight\n",
+          prog, prog);
 }
 
 static const char *type_name(gaaw_tunable_type_t type)
@@ -99,9 +111,74 @@ static void print_tunables(gaaw_config_t cfg)
   }
 }
 
+/* The value of option name at argv[*i]: "--name=value" or "--name value" (then *i
+ * moves past it). NULL when argv[*i] is not that option. */
+static const char *option_value(int argc, char **argv, int *i, const char *name, int *missing)
+{
+  size_t n = strlen(name);
+  if (strncmp(argv[*i], name, n) != 0) return NULL;
+  if (argv[*i][n] == '=') return argv[*i] + n + 1;
+  if (argv[*i][n] != '\0') return NULL;
+  if (*i + 1 >= argc) {
+    *missing = 1;
+    return NULL;
+  }
+  return argv[++*i];
+}
+
+static int parse_count(const char *prog, const char *name, const char *text, int *value)
+{
+  char *end = NULL;
+  errno = 0;
+  long x = strtol(text, &end, 10);
+  if (!*text || *end || errno || x < 1 || x > INT_MAX) {
+    fprintf(stderr, "%s: %s wants a whole number >= 1, got '%s'\n", prog, name, text);
+    return 2;
+  }
+  *value = (int)x;
+  return 0;
+}
+
+/* The schedule's timeline, bubble and peaks; 2 when the library refuses it. */
+static int print_schedule(const char *prog, const char *name, int pp, int m, int v)
+{
+  gaaw_schedule_summary_t sum;
+  size_t need = 0;
+  if (gaaw_schedule_summary(name, pp, m, v, &sum) != GAAW_SUCCESS ||
+      gaaw_schedule_timeline(name, pp, m, v, NULL, 0, &need) != GAAW_SUCCESS) {
+    fprintf(stderr, "%s: %s\n", prog, gaaw_last_error(NULL));
+    return 2;
+  }
+  char *text = malloc(need);
+  int *peak = malloc((size_t)pp * sizeof *peak);
+  int rc = 0;
+  if (!text || !peak) {
+    fprintf(stderr, "%s: out of memory for a timeline of %zu bytes\n", prog, need);
+    rc = 1;
+  } else if (gaaw_schedule_timeline(name, pp, m, v, text, need, NULL) != GAAW_SUCCESS ||
+             gaaw_schedule_peak_in_flight(name, pp, m, v, peak, pp) != GAAW_SUCCESS) {
+    fprintf(stderr, "%s: %s\n", prog, gaaw_last_error(NULL));
+    rc = 1;
+  } else {
+    fputs(text, stdout);
+    printf("\nbubble          %.4f = idle %g / (pp %d x makespan %g); unit costs F = B = W = 1, fused BW = 2\n",
+           sum.bubble, sum.idle, pp, sum.makespan);
+    printf("peak in flight ");
+    for (int r = 0; r < pp; r++) printf(" %d", peak[r]);
+    printf(" (rank 0 first, max %d; microbatches whose forward ran and whose weight gradient has not%s)\n",
+           sum.peak_in_flight, v > 1 ? ", in chunk units" : "");
+    printf("actions         %lld over all ranks, sends and receives included\n", (long long)sum.actions);
+  }
+  free(text);
+  free(peak);
+  return rc;
+}
+
 int main(int argc, char **argv)
 {
   const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+  const char *schedule = NULL;
+  int pp = 0, m = 0, v = 1;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage(stdout, prog);
@@ -111,9 +188,30 @@ int main(int argc, char **argv)
       printf("%s\n", gaaw_version());
       return 0;
     }
-    fprintf(stderr, "%s: unknown option '%s'\n", prog, argv[i]);
-    usage(stderr, prog);
-    return 2;
+    int missing = 0, rc = 0;
+    const char *val;
+    if ((val = option_value(argc, argv, &i, "--schedule", &missing)))
+      schedule = val;
+    else if ((val = option_value(argc, argv, &i, "--pp", &missing)))
+      rc = parse_count(prog, "--pp", val, &pp);
+    else if ((val = option_value(argc, argv, &i, "--microbatches", &missing)))
+      rc = parse_count(prog, "--microbatches", val, &m);
+    else if ((val = option_value(argc, argv, &i, "--virtual-stages", &missing)))
+      rc = parse_count(prog, "--virtual-stages", val, &v);
+    else {
+      fprintf(stderr, "%s: %s '%s'\n", prog, missing ? "no value after" : "unknown option", argv[i]);
+      usage(stderr, prog);
+      return 2;
+    }
+    if (rc) return rc;
+  }
+  if (schedule || pp || m || v != 1) {
+    if (!schedule || !pp || !m) {
+      fprintf(stderr, "%s: --schedule, --pp and --microbatches go together (--virtual-stages is optional)\n", prog);
+      usage(stderr, prog);
+      return 2;
+    }
+    return print_schedule(prog, schedule, pp, m, v);
   }
 
   printf("gaaw %s (headers %s)\n\n", gaaw_version(), GAAW_VERSION_STRING);

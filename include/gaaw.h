@@ -14,5 +14,6 @@
 #include "gaaw/model.h"
 #include "gaaw/optimizer.h"
 #include "gaaw/info.h"
+#include "gaaw/schedule.h"
 
 #endif

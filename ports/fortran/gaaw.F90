@@ -31,6 +31,14 @@ module gaaw
     type(c_ptr) :: ptr = c_null_ptr
   end type gaaw_config
 
+  ! The figures of a pipeline schedule (gaaw_schedule_summary_t of gaaw/schedule.h).
+  type, public, bind(C) :: gaaw_schedule_summary_t
+    integer(c_int) :: pp, microbatches, virtual_stages
+    integer(c_int) :: peak_in_flight
+    real(c_double) :: makespan, idle, bubble
+    integer(c_int64_t) :: actions
+  end type gaaw_schedule_summary_t
+
   public :: gaaw_init, gaaw_finalize, gaaw_version, gaaw_status_string, gaaw_status_name
   public :: gaaw_last_error, gaaw_last_status, gaaw_clear_error
   public :: gaaw_config_create, gaaw_config_destroy, gaaw_config_set, gaaw_config_parse, gaaw_config_check
@@ -38,6 +46,7 @@ module gaaw
   public :: gaaw_config_get_int, gaaw_config_get_double, gaaw_config_get_bool, gaaw_config_get_string
   public :: gaaw_world_rank, gaaw_world_size, gaaw_backend_name
   public :: gaaw_topology_sizes, gaaw_topology_coords, gaaw_topology_group_rank, gaaw_topology_rank_of
+  public :: gaaw_schedule_summary, gaaw_schedule_peak_in_flight, gaaw_schedule_timeline
 
   ! Low-level: these take the C handles as C pointers (comm, model, req; t a
   ! gaaw_tensor_t and batch a gaaw_batch_t, by c_loc), for codes that build them in
@@ -256,6 +265,32 @@ module gaaw
       integer(c_int) :: rank, size
       integer(c_int) :: c_topology_group_rank
     end function c_topology_group_rank
+    function c_schedule_summary(name, pp, microbatches, virtual_stages, summary) &
+        bind(C, name="gaaw_schedule_summary")
+      import :: c_int, c_char, gaaw_schedule_summary_t
+      character(kind=c_char), dimension(*) :: name
+      integer(c_int), value :: pp, microbatches, virtual_stages
+      type(gaaw_schedule_summary_t) :: summary
+      integer(c_int) :: c_schedule_summary
+    end function c_schedule_summary
+    function c_schedule_peak_in_flight(name, pp, microbatches, virtual_stages, peak, len) &
+        bind(C, name="gaaw_schedule_peak_in_flight")
+      import :: c_int, c_char
+      character(kind=c_char), dimension(*) :: name
+      integer(c_int), value :: pp, microbatches, virtual_stages, len
+      integer(c_int) :: peak(*)
+      integer(c_int) :: c_schedule_peak_in_flight
+    end function c_schedule_peak_in_flight
+    function c_schedule_timeline(name, pp, microbatches, virtual_stages, text, len, needed) &
+        bind(C, name="gaaw_schedule_timeline")
+      import :: c_int, c_char, c_ptr, c_size_t
+      character(kind=c_char), dimension(*) :: name
+      integer(c_int), value :: pp, microbatches, virtual_stages
+      type(c_ptr), value :: text
+      integer(c_size_t), value :: len
+      integer(c_size_t) :: needed
+      integer(c_int) :: c_schedule_timeline
+    end function c_schedule_timeline
   end interface
 
 contains
@@ -548,5 +583,51 @@ contains
     st = c_topology_group_rank(ctx%ptr, int(group, c_int), r, n)
     rank = r; size = n
   end function gaaw_topology_group_rank
+
+  ! ------------------------------------------------------------------ schedules
+  ! Pipeline schedules by name ("gpipe", "1f1b", "interleaved", "zb-h1"), generated
+  ! and verified (gaaw/schedule.h). None of these needs a context; none is collective.
+  integer(c_int) function gaaw_schedule_summary(name, pp, microbatches, virtual_stages, summary) result(st)
+    character(len=*), intent(in) :: name
+    integer, intent(in) :: pp, microbatches, virtual_stages
+    type(gaaw_schedule_summary_t), intent(out) :: summary
+    st = c_schedule_summary(c_str(name), int(pp, c_int), int(microbatches, c_int), int(virtual_stages, c_int), &
+                            summary)
+  end function gaaw_schedule_summary
+
+  ! peak(r + 1) gets rank r's peak activations in flight; size(peak) must be >= pp.
+  integer(c_int) function gaaw_schedule_peak_in_flight(name, pp, microbatches, virtual_stages, peak) result(st)
+    character(len=*), intent(in) :: name
+    integer, intent(in) :: pp, microbatches, virtual_stages
+    integer, intent(out) :: peak(:)
+    integer(c_int) :: buf(max(size(peak), 1))
+    buf = 0
+    st = c_schedule_peak_in_flight(c_str(name), int(pp, c_int), int(microbatches, c_int), &
+                                   int(virtual_stages, c_int), buf, int(size(peak), c_int))
+    peak = buf(1:size(peak))
+  end function gaaw_schedule_peak_in_flight
+
+  ! text: the timeline, lines ended by new_line("a"); "" on failure.
+  integer(c_int) function gaaw_schedule_timeline(name, pp, microbatches, virtual_stages, text) result(st)
+    character(len=*), intent(in) :: name
+    integer, intent(in) :: pp, microbatches, virtual_stages
+    character(len=:), allocatable, intent(out) :: text
+    character(kind=c_char), allocatable, target :: buf(:)
+    integer(c_size_t) :: need, i
+    need = 0
+    text = ""
+    st = c_schedule_timeline(c_str(name), int(pp, c_int), int(microbatches, c_int), int(virtual_stages, c_int), &
+                             c_null_ptr, 0_c_size_t, need)
+    if (st /= GAAW_SUCCESS) return
+    allocate(buf(need))
+    st = c_schedule_timeline(c_str(name), int(pp, c_int), int(microbatches, c_int), int(virtual_stages, c_int), &
+                             c_loc(buf), need, need)
+    if (st /= GAAW_SUCCESS) return
+    deallocate(text)
+    allocate(character(len=need - 1) :: text)
+    do i = 1, need - 1
+      text(i:i) = buf(i)
+    end do
+  end function gaaw_schedule_timeline
 
 end module gaaw

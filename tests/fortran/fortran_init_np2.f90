@@ -13,6 +13,8 @@ program fortran_init_np2
   integer :: ierr, mpi_rank, mpi_size, failures, total, t, r
   integer :: n, dp, pp, tp, dp_rank, pp_rank, tp_rank, grank, gsize
   integer(c_int64_t) :: big
+  type(gaaw_schedule_summary_t) :: summary
+  integer :: peak(4)
   real(c_double) :: x
   logical :: flag
   character(len=16) :: text
@@ -114,6 +116,20 @@ program fortran_init_np2
   call check_name(GAAW_ERR_INVALID_ARG, "GAAW_ERR_INVALID_ARG")
   call check_name(GAAW_ERR_TIMEOUT, "GAAW_ERR_TIMEOUT")
   call check_name(GAAW_ERR_NOT_FOUND, "GAAW_ERR_NOT_FOUND")
+
+  ! ---- pipeline schedules (no context needed): 1F1B on 4 stages, 8 microbatches
+  call check_status("schedule_summary", gaaw_schedule_summary("1f1b", 4, 8, 1, summary), GAAW_SUCCESS)
+  call check_true("1f1b bubble is 3/11", abs(summary%bubble - 3.0_c_double / 11) < 1e-12_c_double)
+  call check_int("1f1b makespan", int(summary%makespan), 33)
+  call check_int("1f1b peak", summary%peak_in_flight, 4)
+  call check_status("schedule_peak_in_flight", gaaw_schedule_peak_in_flight("1f1b", 4, 8, 1, peak), GAAW_SUCCESS)
+  call check_true("1f1b peaks 4 3 2 1", all(peak == [4, 3, 2, 1]))
+  call check_status("schedule_timeline", gaaw_schedule_timeline("zb-h1", 4, 8, 1, s), GAAW_SUCCESS)
+  call check_true("timeline has rank 3's row", index(s, "rank 3 |") > 0)
+  call check_status("interleaved with m not a multiple of pp", &
+                    gaaw_schedule_summary("interleaved", 4, 6, 2, summary), GAAW_ERR_INVALID_ARG)
+  s = gaaw_last_error()
+  call check_true("report names m and pp: "//s, index(s, "microbatches (6) to be a multiple of pp (4)") > 0)
 
   ! ---- tp=3 does not divide a world of 2: both ranks fail, neither hangs
   call check_status("config_create", gaaw_config_create(cfg3), GAAW_SUCCESS)
