@@ -366,6 +366,26 @@ gaaw_status_t gaaw_comm_stats_reset(gaaw_comm_t comm)
 
 /* ---------------------------------------------------------------- non-blocking */
 
+/* Hands the checked request r to the backend's post (NULL: deferred), tracks it,
+ * and counts it; on failure frees it. */
+static gaaw_status_t submit(gaaw_comm_t comm, gaaw_comm_request_t r,
+                            gaaw_status_t (*post)(gaaw_comm_t, gaaw_comm_request_t), uint64_t bytes,
+                            gaaw_comm_request_t *req)
+{
+  if (post) {
+    gaaw_status_t st = post(comm, r);
+    if (st != GAAW_SUCCESS) {
+      gaaw_comm_op_t op = r->op;
+      free(r);
+      return run(comm, op, 0, st);
+    }
+    r->queued = 1;
+  }
+  gaaw_comm_track(comm, r);
+  *req = r;
+  return run(comm, r->op, bytes, GAAW_SUCCESS);
+}
+
 /* Checks an operation and hands it to the backend's start, or defers it; counts it. */
 static gaaw_status_t start(gaaw_comm_t comm, gaaw_comm_op_t op, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
                            gaaw_reduce_op_t reduce, gaaw_comm_request_t *req)
@@ -378,22 +398,9 @@ static gaaw_status_t start(gaaw_comm_t comm, gaaw_comm_op_t op, const gaaw_tenso
   GAAW_CHECK(check_collective(comm, op, send, recv, reduce, &bytes));
   gaaw_comm_request_t r = calloc(1, sizeof *r);
   if (!r) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate a communication request");
-  r->comm = comm;
-  r->op = op;
-  r->send = *send;
-  r->recv = *recv;
-  r->reduce = reduce;
-  if (comm->ops->start && comm->ops->complete) {
-    gaaw_status_t st = comm->ops->start(comm, r);
-    if (st != GAAW_SUCCESS) {
-      free(r);
-      return run(comm, op, 0, st);
-    }
-    r->queued = 1;
-  }
-  gaaw_comm_track(comm, r);
-  *req = r;
-  return run(comm, op, bytes, GAAW_SUCCESS);
+  *r = (struct gaaw_comm_request_s){.comm = comm, .op = op, .send = *send, .recv = *recv, .reduce = reduce};
+  int queue = comm->ops->start && comm->ops->complete; /* else deferred */
+  return submit(comm, r, queue ? comm->ops->start : NULL, bytes, req);
 }
 
 gaaw_status_t gaaw_comm_allreduce_start(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
@@ -427,20 +434,8 @@ static gaaw_status_t start_p2p(gaaw_comm_t comm, gaaw_comm_op_t op, const gaaw_t
   GAAW_COMM_REQUIRE_OP(comm, p2p_start);
   gaaw_comm_request_t r = calloc(1, sizeof *r);
   if (!r) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate a communication request");
-  r->comm = comm;
-  r->op = op;
-  r->send = r->recv = *t;
-  r->peer = peer;
-  r->tag = tag;
-  gaaw_status_t st = comm->ops->p2p_start(comm, r);
-  if (st != GAAW_SUCCESS) {
-    free(r);
-    return run(comm, op, 0, st);
-  }
-  r->queued = 1;
-  gaaw_comm_track(comm, r);
-  *req = r;
-  return run(comm, op, tensor_bytes(t), GAAW_SUCCESS);
+  *r = (struct gaaw_comm_request_s){.comm = comm, .op = op, .send = *t, .recv = *t, .peer = peer, .tag = tag};
+  return submit(comm, r, comm->ops->p2p_start, tensor_bytes(t), req);
 }
 
 gaaw_status_t gaaw_comm_send_start(gaaw_comm_t comm, const gaaw_tensor_t *t, int peer, int tag,

@@ -231,6 +231,19 @@ static inline int test_on_every_rank(MPI_Comm comm, int cond)
   return all;
 }
 
+static inline int test_finish(const char *name);
+
+/* For MPI tests: finalizes MPI and returns the exit code, failing on every rank
+ * when any rank failed (so that a script reading one rank's code sees it too). */
+static inline int test_finish_mpi(const char *name)
+{
+  int failures = test_failures, total = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Finalize();
+  if (total && !failures) return 1;
+  return test_finish(name);
+}
+
 /* The test's exit code, with a one-line summary. */
 static inline int test_finish(const char *name)
 {

@@ -98,9 +98,5 @@ int main(int argc, char **argv)
     free(clean);
     free(after_bad);
   }
-  int failures = test_failures, total = 0;
-  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  MPI_Finalize();
-  if (total && !failures) return 1;
-  return test_finish("test_agree_batch_np2");
+  return test_finish_mpi("test_agree_batch_np2");
 }

@@ -95,9 +95,5 @@ int main(int argc, char **argv)
     exchange(ctx, dp, "opencl");
     gaaw_finalize(&ctx);
   }
-  int failures = test_failures, total = 0;
-  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  MPI_Finalize();
-  if (total && !failures) return 1;
-  return test_finish("test_comm_p2p_np2");
+  return test_finish_mpi("test_comm_p2p_np2");
 }

@@ -153,9 +153,5 @@ int main(int argc, char **argv)
   gaaw_model_destroy(&model);
 
   gaaw_finalize(&ctx);
-  int failures = test_failures, total = 0;
-  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  MPI_Finalize();
-  if (total && !failures) return 1;
-  return test_finish("test_model_errors_np2");
+  return test_finish_mpi("test_model_errors_np2");
 }

@@ -98,9 +98,5 @@ int main(int argc, char **argv)
   mlp_predict("backend=host tp=2", &two, NULL, NULL, tp2);
   expect_close(tp2, tp1, 10, 1e-6, "MLP 3 -> 4 -> 2 at tp 2 against tp 1");
 
-  int failures = test_failures, total = 0;
-  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  MPI_Finalize();
-  if (total && !failures) return 1;
-  return test_finish("test_predict_np2");
+  return test_finish_mpi("test_predict_np2");
 }

@@ -95,9 +95,5 @@ int main(int argc, char **argv)
   expect_true(strstr(gaaw_last_error(NULL), "option recompute must be none, selective or full, got 'some'") != NULL,
               "rank %d: %s", rank, gaaw_last_error(NULL));
   gaaw_config_destroy(&cfg);
-  int failures = test_failures, total = 0;
-  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  MPI_Finalize();
-  if (total && !failures) return 1;
-  return test_finish("test_recompute_np2");
+  return test_finish_mpi("test_recompute_np2");
 }
