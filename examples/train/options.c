@@ -283,7 +283,7 @@ static int validate(const train_options *o, gaaw_config_t cfg, int world, char *
   gaaw_config_get_int(cfg, "dp", &dp);
   CHECK(tp >= 1 && world % tp == 0, "--tp %lld does not divide the world size %d", (long long)tp, world);
   CHECK(pp == 1, "gaaw-train has no pipeline parallelism: --pp must be 1, got %lld", (long long)pp);
-  CHECK(dp == 0 || dp * tp == world, "--dp %lld x --tp %lld is not the world size %d", (long long)dp,
+  CHECK(dp == 0 || dp == world / tp, "--dp %lld x --tp %lld is not the world size %d", (long long)dp,
         (long long)tp, world);
   CHECK(o->heads % tp == 0, "--heads (%ld) must be divisible by --tp (%lld)", o->heads, (long long)tp);
   CHECK((4 * o->dim) % tp == 0, "the MLP width 4 x --dim (%ld) must be divisible by --tp (%lld)", 4 * o->dim,
