@@ -5,6 +5,7 @@
  * Vl = padded vocab / P rows per rank, of which nv are real):
  *   tokens, targets, positions: (N) i32   wte slice: (Vl, C)   wpe: (max_seq, C)
  *   embedding out: (Nl, C)   logits: (N, nv)   max, sumexp, target: (N) */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,8 +233,16 @@ static gaaw_status_t check_gpt_config(gaaw_context_t ctx, const gaaw_gpt_config_
   GAAW_ARG_CHECK(ctx, g->ffn >= 0, "ffn must be >= 0 (0 = 4 x dim), got %d", g->ffn);
   GAAW_ARG_CHECK(ctx, g->dim % g->heads == 0, "dim (%d) must be divisible by heads (%d)", g->dim, g->heads);
   GAAW_ARG_CHECK(ctx, g->heads % tp == 0, "heads (%d) must be divisible by tp (%d)", g->heads, tp);
-  int ffn = g->ffn ? g->ffn : 4 * g->dim;
-  GAAW_ARG_CHECK(ctx, ffn % tp == 0, "ffn (%d) must be divisible by tp (%d)", ffn, tp);
+  /* widths in 64 bits: each must fit the int of the config and of the kernels */
+  int64_t ffn = g->ffn ? g->ffn : 4 * (int64_t)g->dim, qkv = 3 * (int64_t)g->dim;
+  int64_t fc = g->activation == GAAW_ACT_SWIGLU ? 2 * ffn : ffn;
+  GAAW_ARG_CHECK(ctx, ffn <= INT_MAX, "dim %d is too large: the MLP width 4 x dim = %lld exceeds %d", g->dim,
+                 (long long)ffn, INT_MAX);
+  GAAW_ARG_CHECK(ctx, qkv <= INT_MAX, "dim %d is too large: the attention width 3 x dim = %lld exceeds %d", g->dim,
+                 (long long)qkv, INT_MAX);
+  GAAW_ARG_CHECK(ctx, fc <= INT_MAX, "ffn %lld is too large for SwiGLU: its input width 2 x ffn = %lld exceeds %d",
+                 (long long)ffn, (long long)fc, INT_MAX);
+  GAAW_ARG_CHECK(ctx, ffn % tp == 0, "ffn (%lld) must be divisible by tp (%d)", (long long)ffn, tp);
   GAAW_ARG_CHECK(ctx, g->norm == GAAW_NORM_LAYERNORM || g->norm == GAAW_NORM_RMSNORM, "norm %d is not a gaaw_norm_t",
                  (int)g->norm);
   GAAW_ARG_CHECK(ctx, g->activation == GAAW_ACT_GELU || g->activation == GAAW_ACT_SWIGLU,

@@ -37,9 +37,11 @@ static inline float host_expf(float x)
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  int32_t bits, scale_bits;
+  /* Unsigned: for a nan x the bits of t are not those of a small n, and signed
+   * arithmetic on them would overflow (undefined); y is nan then anyway (p is). */
+  uint32_t bits, scale_bits;
   memcpy(&bits, &t, sizeof bits);
-  scale_bits = (bits - 0x4B400000 + 127) * (1 << 23); /* bits - 0x4B400000 = n in -126..127 */
+  scale_bits = (bits - 0x4B400000u + 127u) << 23; /* bits - 0x4B400000 = n in -126..127 */
   float scale;
   memcpy(&scale, &scale_bits, sizeof scale);
   float y = p * scale;

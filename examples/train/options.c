@@ -389,7 +389,7 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
   gaaw_config_get_int(cfg, "dp", &dp);
   CHECK(tp >= 1 && world % tp == 0, "--tp %lld does not divide the world size %d", (long long)tp, world);
   CHECK(pp == 1, "gaaw-train has no pipeline parallelism: --pp must be 1, got %lld", (long long)pp);
-  CHECK(dp == 0 || dp * tp == world, "--dp %lld x --tp %lld is not the world size %d", (long long)dp,
+  CHECK(dp == 0 || dp == world / tp, "--dp %lld x --tp %lld is not the world size %d", (long long)dp,
         (long long)tp, world);
   if (dp == 0) dp = world / tp;
   CHECK(o->heads % tp == 0, "--heads (%ld) must be divisible by --tp (%lld)", o->heads, (long long)tp);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The installed library works for users: `make install DESTDIR=<temporary>`, then a
 # C program built with `mpicc $(pkg-config --cflags --libs gaaw)` and a Fortran
-# program built with `mpifort -I<fmoddir> ... -lgaaw` run against that copy.
+# program built with `mpifort -I<fmoddir> ... $(pkg-config --libs gaaw)` run against
+# that copy.
 # Skips (77) without mpicc or pkg-config; the Fortran part needs mpifort and an
 # installed gaaw.mod (built with --enable-fortran).
 #
@@ -126,10 +127,11 @@ program hello
   print '(2a)', "installed Fortran: gaaw ", gaaw_version()
 end program hello
 EOF90
-  if (cd "$work" && mpifort -o hello_f hello.f90 -I"$fmoddir" -L"$libdir" -lgaaw); then
+  libs=`pc --libs` # -L$libdir -lgaaw, and the sanitizer runtimes of an --enable-sanitizers build
+  if (cd "$work" && mpifort -o hello_f hello.f90 -I"$fmoddir" $libs); then
     LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$work/hello_f" || { echo "FAIL: the Fortran program"; fail=1; }
   else
-    echo "FAIL: mpifort hello.f90 -I$fmoddir -L$libdir -lgaaw"
+    echo "FAIL: mpifort hello.f90 -I$fmoddir $libs"
     fail=1
   fi
 else

@@ -27,7 +27,8 @@ int main(void)
               host_expf(88.5f), host_expf(INFINITY));
   expect_true(host_expf(-87.5f) == 0.0f && host_expf(-INFINITY) == 0.0f, "below -87: %g, -inf: %g",
               host_expf(-87.5f), host_expf(-INFINITY));
-  expect_true(isnan(host_expf(NAN)), "host_expf(nan) = %g", host_expf(NAN));
+  expect_true(isnan(host_expf(NAN)) && isnan(host_expf(-NAN)), "host_expf(nan) = %g, (-nan) = %g", host_expf(NAN),
+              host_expf(-NAN));
   expect_true(host_sigmoidf(-100.0f) == 0.0f && host_sigmoidf(100.0f) == 1.0f, "sigmoid(-100) = %g, (100) = %g",
               host_sigmoidf(-100.0f), host_sigmoidf(100.0f));
   return test_finish("test_host_math");
