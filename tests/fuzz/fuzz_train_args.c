@@ -63,7 +63,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   char err[512];
   int help = -1;
   memset(err, 'x', sizeof err);
-  int rc = train_options_load(&opts, cfg, argc, argv, world, &help, err, sizeof err);
+  /* a node of 16 GiB, so that the memory estimate is fuzzed too */
+  train_machine machine = {world, 1, 16.0 * (1 << 30)};
+  int rc = train_options_load(&opts, cfg, argc, argv, &machine, &help, err, sizeof err);
   require(memchr(err, '\0', sizeof err) != NULL, "the message is not terminated", "");
   require(rc == TRAIN_EXIT_OK || rc == TRAIN_EXIT_USAGE, "a status other than ok or bad options", err);
   require(rc == TRAIN_EXIT_OK || err[0] != '\0', "bad options without a message", err);
