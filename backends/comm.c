@@ -157,8 +157,41 @@ static gaaw_status_t check_tensor(gaaw_comm_t comm, const gaaw_tensor_t *t, cons
   return GAAW_SUCCESS;
 }
 
+/* The alias rule of every collective, on every backend (NCCL has no check of its
+ * own, MPI and the ring need it): send and recv are either disjoint or "in place",
+ * which means recv is send exactly (all-reduce, all-to-all), recv is this rank's
+ * block of send (reduce-scatter), or send is this rank's block of recv
+ * (all-gather). Any other overlap is refused before any traffic. Tensors of
+ * different buffers never overlap: a buffer is one allocation. */
+typedef enum { ALIAS_SAME, ALIAS_RECV_IN_SEND, ALIAS_SEND_IN_RECV } alias_kind;
+
+static gaaw_status_t check_alias(gaaw_comm_t comm, const gaaw_tensor_t *send, const gaaw_tensor_t *recv,
+                                 alias_kind kind)
+{
+  gaaw_context_t ctx = comm->ctx;
+  uint64_t sb = (uint64_t)gaaw_tensor_numel(send) * gaaw_dtype_size(send->dtype);
+  uint64_t rb = (uint64_t)gaaw_tensor_numel(recv) * gaaw_dtype_size(recv->dtype);
+  if (send->buf != recv->buf || sb == 0 || rb == 0) return GAAW_SUCCESS;
+  uint64_t so = send->offset, ro = recv->offset;
+  if (so + sb <= ro || ro + rb <= so) return GAAW_SUCCESS; /* disjoint */
+  uint64_t block = (kind == ALIAS_RECV_IN_SEND ? rb : sb) * (uint64_t)comm->rank;
+  const char *rule = kind == ALIAS_SAME ? "recv must be send itself"
+                     : kind == ALIAS_RECV_IN_SEND ? "recv must be this rank's block of send"
+                                                  : "send must be this rank's block of recv";
+  int in_place = kind == ALIAS_SAME ? so == ro && sb == rb
+                 : kind == ALIAS_RECV_IN_SEND ? ro == so + block
+                                              : so == ro + block;
+  GAAW_ARG_CHECK(ctx, in_place,
+                 "send (%llu bytes at offset %llu) and recv (%llu bytes at offset %llu) of one buffer overlap "
+                 "without being in place (%s, at byte offset %llu, on rank %d of %s)",
+                 (unsigned long long)sb, (unsigned long long)so, (unsigned long long)rb, (unsigned long long)ro, rule,
+                 (unsigned long long)(kind == ALIAS_SEND_IN_RECV ? ro + block : so + (kind == ALIAS_SAME ? 0 : block)),
+                 comm->rank, comm->name);
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t check_pair(gaaw_comm_t comm, const gaaw_tensor_t *send, const gaaw_tensor_t *recv,
-                                int64_t send_factor, int64_t recv_factor)
+                                int64_t send_factor, int64_t recv_factor, alias_kind alias)
 {
   gaaw_context_t ctx = comm->ctx;
   GAAW_CHECK(check_tensor(comm, send, "send"));
@@ -169,6 +202,7 @@ static gaaw_status_t check_pair(gaaw_comm_t comm, const gaaw_tensor_t *send, con
   GAAW_ARG_CHECK(ctx, ns * recv_factor == nr * send_factor,
                  "send has %lld elements and recv %lld; on a group of %d they must be in the ratio %lld:%lld",
                  (long long)ns, (long long)nr, comm->size, (long long)send_factor, (long long)recv_factor);
+  GAAW_CHECK(check_alias(comm, send, recv, alias));
   return GAAW_SUCCESS;
 }
 
@@ -213,19 +247,19 @@ static gaaw_status_t check_collective(gaaw_comm_t comm, gaaw_comm_op_t op, const
   gaaw_context_t ctx = comm->ctx;
   switch (op) {
   case GAAW_COMM_ALLREDUCE:
-    GAAW_CHECK(check_pair(comm, send, recv, 1, 1));
+    GAAW_CHECK(check_pair(comm, send, recv, 1, 1, ALIAS_SAME));
     GAAW_CHECK(check_reduce_op(comm, reduce));
     GAAW_COMM_REQUIRE_OP(comm, allreduce);
     *bytes = 2 * tensor_bytes(recv);
     return GAAW_SUCCESS;
   case GAAW_COMM_REDUCE_SCATTER:
-    GAAW_CHECK(check_pair(comm, send, recv, comm->size, 1));
+    GAAW_CHECK(check_pair(comm, send, recv, comm->size, 1, ALIAS_RECV_IN_SEND));
     GAAW_CHECK(check_reduce_op(comm, reduce));
     GAAW_COMM_REQUIRE_OP(comm, reduce_scatter);
     *bytes = tensor_bytes(send);
     return GAAW_SUCCESS;
   case GAAW_COMM_ALLGATHER:
-    GAAW_CHECK(check_pair(comm, send, recv, 1, comm->size));
+    GAAW_CHECK(check_pair(comm, send, recv, 1, comm->size, ALIAS_SEND_IN_RECV));
     GAAW_COMM_REQUIRE_OP(comm, allgather);
     *bytes = tensor_bytes(recv);
     return GAAW_SUCCESS;
@@ -308,7 +342,7 @@ gaaw_status_t gaaw_comm_alltoall(gaaw_comm_t comm, const gaaw_tensor_t *send, ga
 {
   GAAW_CHECK_CTX(NULL, check_comm(comm));
   gaaw_context_t ctx = comm->ctx;
-  GAAW_CHECK(check_pair(comm, send, recv, 1, 1));
+  GAAW_CHECK(check_pair(comm, send, recv, 1, 1, ALIAS_SAME)); /* in place: staged by backends that need it */
   GAAW_ARG_CHECK(ctx, gaaw_tensor_numel(send) % comm->size == 0,
                  "all-to-all tensors have %lld elements, not a multiple of the group size %d",
                  (long long)gaaw_tensor_numel(send), comm->size);
