@@ -9,7 +9,9 @@
 #include "backends/runtime/abort.h"
 #include "backends/runtime/context_impl.h"
 #include "backends/runtime/runtime.h"
+#include "backends/runtime/log.h"
 #ifdef GAAW_HAVE_NCCL
+#include "backends/cuda/cuda.h"
 #include "backends/nccl/nccl_comm.h"
 #endif
 
@@ -80,6 +82,77 @@ gaaw_status_t gaaw_comm_split(gaaw_comm_t parent, int color, int key, const char
   return GAAW_SUCCESS;
 }
 
+int gaaw_comm_devices_shared(int n, const void *ids, size_t id_bytes, int *first, int *second)
+{
+  const unsigned char *p = ids;
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      if (memcmp(p + (size_t)i * id_bytes, p + (size_t)j * id_bytes, id_bytes) == 0) {
+        if (first) *first = i;
+        if (second) *second = j;
+        return 1;
+      }
+  return 0;
+}
+
+gaaw_nccl_choice gaaw_comm_nccl_choice(int all_want, int any_shared)
+{
+  if (!all_want) return GAAW_NCCL_NOT_WANTED;
+  return any_shared ? GAAW_NCCL_SHARED_DEVICE : GAAW_NCCL_USE;
+}
+
+/* This rank's device identity for the shared-device check: the GPU's UUID on the
+ * CUDA backend (so ranks that see different GPUs as device 0 through
+ * CUDA_VISIBLE_DEVICES differ), zeros elsewhere (such ranks never want NCCL). */
+static void device_identity(gaaw_context_t ctx, unsigned char id[GAAW_DEVICE_ID_BYTES])
+{
+  memset(id, 0, GAAW_DEVICE_ID_BYTES);
+#ifdef GAAW_HAVE_NCCL
+  if (gaaw_cuda_is_context(ctx) && gaaw_cuda_device_uuid(ctx, id) != GAAW_SUCCESS) {
+    /* no UUID: the device index stands in for it */
+    memset(id, 0, GAAW_DEVICE_ID_BYTES);
+    memcpy(id, &ctx->device_index, sizeof ctx->device_index);
+  }
+#else
+  (void)ctx;
+#endif
+}
+
+/* Whether two members of mc on this node use one device (collective over mc:
+ * every member takes part, whatever it wants). */
+static gaaw_status_t shared_on_node(gaaw_context_t ctx, gaaw_comm_t comm, MPI_Comm mc, int *shared)
+{
+  MPI_Comm node;
+  GAAW_MPI_CHECK(ctx, MPI_Comm_split_type(mc, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int n = 1, me = 0;
+  MPI_Comm_size(node, &n);
+  MPI_Comm_rank(node, &me);
+  unsigned char mine[GAAW_DEVICE_ID_BYTES];
+  device_identity(ctx, mine);
+  unsigned char *all = malloc((size_t)n * GAAW_DEVICE_ID_BYTES);
+  if (!all) {
+    MPI_Comm_free(&node);
+    GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d device identities", n);
+  }
+  MPI_Request req;
+  gaaw_status_t st = GAAW_SUCCESS;
+  int rc = MPI_Iallgather(mine, GAAW_DEVICE_ID_BYTES, MPI_BYTE, all, GAAW_DEVICE_ID_BYTES, MPI_BYTE, node, &req);
+  if (rc != MPI_SUCCESS)
+    st = gaaw_error_raise(ctx, GAAW_ERR_COMM, __FILE__, __LINE__, __func__, "MPI_Iallgather of device identities failed");
+  else
+    st = gaaw_mpi_wait(ctx, &req, "the exchange of device identities");
+  int first = -1, second = -1;
+  *shared = st == GAAW_SUCCESS && gaaw_comm_devices_shared(n, all, GAAW_DEVICE_ID_BYTES, &first, &second);
+  if (*shared && me == first)
+    gaaw_log(GAAW_LOG_WARN, "communicator %s: node-local members %d and %d use the same GPU (device %d); NCCL needs "
+             "one rank per GPU, so %s communicates over MPI (give each rank its own GPU, or set nccl=no)",
+             comm->name, first, second, ctx->device_index, comm->name);
+  free(all);
+  MPI_Comm_free(&node);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_comm_prefer_nccl(gaaw_comm_t *comm)
 {
   gaaw_context_t ctx = (*comm)->ctx;
@@ -87,16 +160,21 @@ gaaw_status_t gaaw_comm_prefer_nccl(gaaw_comm_t *comm)
   if (mc == MPI_COMM_NULL) return GAAW_SUCCESS; /* not MPI-backed: nothing to decide */
   /* every member must agree, so every member asks (even without NCCL in its build) */
 #ifdef GAAW_HAVE_NCCL
-  int mine = gaaw_ctx_bool(ctx, "nccl") && strcmp(ctx->device->name, "cuda") == 0;
+  int want = gaaw_ctx_bool(ctx, "nccl") && strcmp(ctx->device->name, "cuda") == 0;
 #else
-  int mine = 0;
+  int want = 0;
 #endif
-  int all = 0;
+  int shared = 0;
+  GAAW_CHECK(shared_on_node(ctx, *comm, mc, &shared));
+  int mine[2] = {want, !shared}, all[2] = {0, 0};
   MPI_Request req;
-  GAAW_MPI_CHECK(ctx, MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN, mc, &req));
+  GAAW_MPI_CHECK(ctx, MPI_Iallreduce(mine, all, 2, MPI_INT, MPI_MIN, mc, &req));
   GAAW_CHECK(gaaw_mpi_wait(ctx, &req, "the choice of NCCL"));
+  gaaw_nccl_choice choice = gaaw_comm_nccl_choice(all[0], !all[1]);
+  if (choice == GAAW_NCCL_SHARED_DEVICE && (*comm)->rank == 0)
+    gaaw_log(GAAW_LOG_WARN, "communicator %s falls back from NCCL to MPI: two of its ranks share a GPU", (*comm)->name);
 #ifdef GAAW_HAVE_NCCL
-  if (all) {
+  if (choice == GAAW_NCCL_USE) {
     gaaw_comm_t nccl;
     GAAW_CHECK(gaaw_nccl_comm_from_mpi(*comm, (*comm)->name, &nccl));
     gaaw_comm_destroy(comm);

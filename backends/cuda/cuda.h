@@ -75,6 +75,9 @@ static inline gaaw_cuda_state *gaaw_cuda_state_of(gaaw_context_t ctx)
 gaaw_status_t gaaw_cuda_comm_after_compute(gaaw_context_t ctx);
 gaaw_status_t gaaw_cuda_compute_after_comm(gaaw_context_t ctx);
 
+/* The 16-byte UUID of ctx's GPU (for the check that no two ranks share one). */
+gaaw_status_t gaaw_cuda_device_uuid(gaaw_context_t ctx, unsigned char uuid[16]);
+
 /* The device address of a tensor. */
 static inline void *gaaw_cuda_ptr(const gaaw_tensor_t *t)
 {

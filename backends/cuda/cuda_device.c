@@ -167,6 +167,14 @@ static void *cuda_host_ptr(void *handle, size_t offset)
   return NULL; /* device memory has no host address */
 }
 
+gaaw_status_t gaaw_cuda_device_uuid(gaaw_context_t ctx, unsigned char uuid[16])
+{
+  struct cudaDeviceProp prop;
+  GAAW_CUDA_CHECK(ctx, cudaGetDeviceProperties(&prop, gaaw_cuda_state_of(ctx)->device));
+  memcpy(uuid, prop.uuid.bytes, 16);
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_cuda_comm_after_compute(gaaw_context_t ctx)
 {
   gaaw_cuda_state *st = gaaw_cuda_state_of(ctx);
