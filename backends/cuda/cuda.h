@@ -42,9 +42,16 @@ extern const gaaw_device_ops gaaw_cuda_device_ops;
 
 /* ---------------------------------------------------------------- errors, translated once */
 
-/* GAAW_ERR_BACKEND (GAAW_ERR_NO_MEMORY for an allocation failure) with CUDA's text. */
+/* GAAW_ERR_BACKEND (GAAW_ERR_NO_MEMORY for an allocation failure) with CUDA's text;
+ * clears CUDA's last error, so that the next launcher does not report it again. */
 gaaw_status_t gaaw_cuda_error(gaaw_context_t ctx, cudaError_t err, const char *file, int line, const char *func,
                               const char *call);
+/* q (from cudaEventQuery, cudaStreamQuery), with CUDA's last error cleared when q
+ * is cudaErrorNotReady, which is no failure. */
+cudaError_t gaaw_cuda_poll(cudaError_t q);
+/* What gaaw_cuda_error and gaaw_cuda_poll call to clear the last error:
+ * cudaGetLastError, replaceable by a test's stub. */
+extern cudaError_t (*gaaw_cuda_get_last_error)(void);
 /* The same for cuBLAS(Lt) status codes. */
 gaaw_status_t gaaw_cublas_error(gaaw_context_t ctx, cublasStatus_t st, const char *file, int line, const char *func,
                                 const char *call);

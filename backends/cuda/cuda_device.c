@@ -10,9 +10,20 @@
 /* cuBLASLt workspace: what NVIDIA recommends for Hopper (32 MiB) serves Ampere too. */
 enum { LT_WORKSPACE_BYTES = 32 << 20 };
 
+cudaError_t (*gaaw_cuda_get_last_error)(void) = cudaGetLastError;
+
+cudaError_t gaaw_cuda_poll(cudaError_t q)
+{
+  if (q == cudaErrorNotReady) gaaw_cuda_get_last_error(); /* "not ready" is no failure: forget it */
+  return q;
+}
+
 gaaw_status_t gaaw_cuda_error(gaaw_context_t ctx, cudaError_t err, const char *file, int line, const char *func,
                               const char *call)
 {
+  /* Clear CUDA's last error (when it is not sticky), or the next launcher's
+   * cudaGetLastError would report this failure a second time. */
+  gaaw_cuda_get_last_error();
   gaaw_status_t st = err == cudaErrorMemoryAllocation ? GAAW_ERR_NO_MEMORY : GAAW_ERR_BACKEND;
   return gaaw_error_raise(ctx, st, file, line, func, "%s failed: %s (%s)", call, cudaGetErrorString(err),
                           cudaGetErrorName(err));
@@ -79,7 +90,11 @@ static gaaw_status_t open_state(gaaw_context_t ctx, gaaw_cuda_state *st, int ind
   GAAW_CUDA_CHECK(ctx, cudaSetDevice(index));
   /* Non-blocking streams: no implicit ordering against the legacy default stream. */
   GAAW_CUDA_CHECK(ctx, cudaStreamCreateWithFlags(&st->compute, cudaStreamNonBlocking));
-  GAAW_CUDA_CHECK(ctx, cudaStreamCreateWithFlags(&st->comm, cudaStreamNonBlocking));
+  /* Communication first when both streams have work ready: a collective that waits
+   * for SMs delays every rank, a kernel only this one. */
+  int least = 0, greatest = 0;
+  GAAW_CUDA_CHECK(ctx, cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  GAAW_CUDA_CHECK(ctx, cudaStreamCreateWithPriority(&st->comm, cudaStreamNonBlocking, greatest));
   GAAW_CUDA_CHECK(ctx, cudaEventCreateWithFlags(&st->compute_done, cudaEventDisableTiming));
   GAAW_CUDA_CHECK(ctx, cudaEventCreateWithFlags(&st->comm_done, cudaEventDisableTiming));
   GAAW_CUBLAS_CHECK(ctx, cublasLtCreate(&st->lt));
