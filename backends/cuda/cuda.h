@@ -14,14 +14,26 @@
 
 #include "backends/runtime/context_impl.h"
 
-/* Remembered GEMM algorithms (cuBLASLt's heuristic query costs more than the call). */
-#define GAAW_CUDA_ALGO_CACHE 32
+/* Remembered GEMMs: cuBLASLt's heuristic query, and creating the descriptors, cost
+ * more than a small call. A hashed table (open addressing, GAAW_CUDA_GEMM_PROBES
+ * slots per key, then the key's home slot is replaced) holds each shape's
+ * descriptors and algorithm. */
+#define GAAW_CUDA_GEMM_CACHE 1024 /* a power of two */
+#define GAAW_CUDA_GEMM_PROBES 8
 
 typedef struct {
   int dtype, ta, tb, beta_zero;
   int64_t batch, m, n, k;
-  int align_a, align_b, align_c; /* bytes, powers of two up to 256 */
+  int align_a, align_b, align_c; /* bytes: powers of two, capped at 16 (all cuBLASLt asks) */
 } gaaw_cuda_gemm_key;
+
+typedef struct {
+  int used;
+  gaaw_cuda_gemm_key key;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, lc; /* cuBLASLt's A (our b), B (our a), C = D */
+  cublasLtMatmulAlgo_t algo;
+} gaaw_cuda_gemm_entry;
 
 typedef struct {
   int device;
@@ -30,11 +42,9 @@ typedef struct {
   cublasLtHandle_t lt;
   void *lt_workspace;
   size_t lt_workspace_bytes;
-  struct {
-    gaaw_cuda_gemm_key key;
-    cublasLtMatmulAlgo_t algo;
-  } algos[GAAW_CUDA_ALGO_CACHE];
-  int algo_count, algo_next;
+  gaaw_cuda_gemm_entry *gemms; /* GAAW_CUDA_GEMM_CACHE entries */
+  uint64_t gemm_hits, gemm_misses, gemm_evictions;
+  void *nccl_watch; /* the NCCL backend's list of live communicators (nccl_comm.c) */
 } gaaw_cuda_state;
 
 /* The CUDA backend's table (registered in backends/registry.c). */
@@ -99,5 +109,10 @@ static inline void *gaaw_cuda_ptr(const gaaw_tensor_t *t)
 gaaw_status_t gaaw_cuda_gemm_raw(gaaw_context_t ctx, gaaw_dtype_t dtype, gaaw_transpose_t ta, gaaw_transpose_t tb,
                                  int64_t batch, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
                                  const void *b, float beta, void *c);
+
+/* Frees the remembered GEMMs (at close). */
+void gaaw_cuda_gemm_cache_free(gaaw_cuda_state *st);
+/* Lookups of the GEMM cache so far that found their shape, and that did not. */
+void gaaw_cuda_gemm_cache_stats(gaaw_context_t ctx, uint64_t *hits, uint64_t *misses);
 
 #endif

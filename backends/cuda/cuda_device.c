@@ -76,6 +76,7 @@ static gaaw_status_t cuda_device_info(int index, gaaw_device_info_t *info)
 
 static void release(gaaw_cuda_state *st)
 {
+  gaaw_cuda_gemm_cache_free(st);
   if (st->lt_workspace) cudaFree(st->lt_workspace);
   if (st->lt) cublasLtDestroy(st->lt);
   if (st->compute_done) cudaEventDestroy(st->compute_done);
@@ -134,6 +135,11 @@ static void cuda_close(gaaw_context_t ctx)
   cudaSetDevice(st->device);
   cudaStreamSynchronize(st->compute);
   cudaStreamSynchronize(st->comm);
+  uint64_t lookups = st->gemm_hits + st->gemm_misses;
+  if (lookups)
+    gaaw_log(GAAW_LOG_INFO, "cuBLASLt GEMM cache: %llu hits, %llu misses (hit rate %.1f%%), %llu evictions",
+             (unsigned long long)st->gemm_hits, (unsigned long long)st->gemm_misses,
+             100.0 * (double)st->gemm_hits / (double)lookups, (unsigned long long)st->gemm_evictions);
   release(st);
   ctx->device_state = NULL;
 }
