@@ -44,7 +44,12 @@ typedef struct {
   size_t lt_workspace_bytes;
   gaaw_cuda_gemm_entry *gemms; /* GAAW_CUDA_GEMM_CACHE entries */
   uint64_t gemm_hits, gemm_misses, gemm_evictions;
-  void *nccl_watch; /* the NCCL backend's list of live communicators (nccl_comm.c) */
+  /* The NCCL backend's watch of its operations still in flight (nccl_comm.c): the
+   * host waits of this backend call it while they poll, so that a stuck or failed
+   * collective ends them with an error (deadline, asynchronous errors) instead of
+   * blocking forever. NULL while no NCCL communicator lives. */
+  gaaw_status_t (*comm_watch)(gaaw_context_t ctx);
+  void *nccl_watch; /* the NCCL backend's state for it */
 } gaaw_cuda_state;
 
 /* The CUDA backend's table (registered in backends/registry.c). */
@@ -94,6 +99,13 @@ gaaw_status_t gaaw_cuda_compute_after_comm(gaaw_context_t ctx);
 
 /* The 16-byte UUID of ctx's GPU (for the check that no two ranks share one). */
 gaaw_status_t gaaw_cuda_device_uuid(gaaw_context_t ctx, unsigned char uuid[16]);
+
+/* Waits on the host until stream s is idle, polling (with comm_watch) rather than
+ * blocking. Not collective. */
+gaaw_status_t gaaw_cuda_wait_stream(gaaw_context_t ctx, cudaStream_t s);
+/* Sleeps a little once a poll loop has spun polls times (spin first: most waits
+ * are microseconds). */
+void gaaw_cuda_pause(unsigned polls);
 
 /* The device address of a tensor. */
 static inline void *gaaw_cuda_ptr(const gaaw_tensor_t *t)

@@ -2,6 +2,7 @@
  * events, cuBLASLt), raw memory, error translation, and the table. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backends/cuda/cuda.h"
 #include "backends/cuda/cuda_kernels.h"
@@ -140,6 +141,7 @@ static void cuda_close(gaaw_context_t ctx)
     gaaw_log(GAAW_LOG_INFO, "cuBLASLt GEMM cache: %llu hits, %llu misses (hit rate %.1f%%), %llu evictions",
              (unsigned long long)st->gemm_hits, (unsigned long long)st->gemm_misses,
              100.0 * (double)st->gemm_hits / (double)lookups, (unsigned long long)st->gemm_evictions);
+  gaaw_allocator_release_pending(ctx); /* the streams are idle: every event has happened */
   release(st);
   ctx->device_state = NULL;
 }
@@ -163,13 +165,33 @@ static void cuda_mem_free(gaaw_context_t ctx, void *handle)
   cudaFree(handle); /* waits for the device, so no queued kernel still uses it */
 }
 
-/* Copies are queued on the compute stream, after the kernels that use the buffer,
- * and waited for (the public functions block until the copy is done). */
+void gaaw_cuda_pause(unsigned polls)
+{
+  if (polls < 1000) return;
+  struct timespec pause = {0, polls < 100000 ? 1000 : 100000};
+  nanosleep(&pause, NULL);
+}
+
+gaaw_status_t gaaw_cuda_wait_stream(gaaw_context_t ctx, cudaStream_t s)
+{
+  gaaw_cuda_state *st = gaaw_cuda_state_of(ctx);
+  for (unsigned polls = 0;; polls++) {
+    cudaError_t q = gaaw_cuda_poll(cudaStreamQuery(s));
+    if (q == cudaSuccess) return GAAW_SUCCESS;
+    if (q != cudaErrorNotReady) return gaaw_cuda_error(ctx, q, __FILE__, __LINE__, __func__, "cudaStreamQuery");
+    if (st->comm_watch) GAAW_CHECK(st->comm_watch(ctx));
+    gaaw_cuda_pause(polls);
+  }
+}
+
+/* Copies are queued on the compute stream, after the kernels that use the buffer
+ * (and the collectives those wait for), and waited for: the public functions
+ * block until the copy is done. */
 static gaaw_status_t cuda_mem_write(gaaw_context_t ctx, void *handle, size_t offset, const void *src, size_t bytes)
 {
   cudaStream_t s = gaaw_cuda_state_of(ctx)->compute;
   GAAW_CUDA_CHECK(ctx, cudaMemcpyAsync((char *)handle + offset, src, bytes, cudaMemcpyHostToDevice, s));
-  GAAW_CUDA_CHECK(ctx, cudaStreamSynchronize(s));
+  GAAW_CHECK(gaaw_cuda_wait_stream(ctx, s));
   return GAAW_SUCCESS;
 }
 
@@ -177,8 +199,38 @@ static gaaw_status_t cuda_mem_read(gaaw_context_t ctx, void *handle, size_t offs
 {
   cudaStream_t s = gaaw_cuda_state_of(ctx)->compute;
   GAAW_CUDA_CHECK(ctx, cudaMemcpyAsync(dst, (const char *)handle + offset, bytes, cudaMemcpyDeviceToHost, s));
-  GAAW_CUDA_CHECK(ctx, cudaStreamSynchronize(s));
+  GAAW_CHECK(gaaw_cuda_wait_stream(ctx, s));
   return GAAW_SUCCESS;
+}
+
+/* Events for the stream-aware allocator. */
+static gaaw_status_t cuda_event_record(gaaw_context_t ctx, int stream, void **event)
+{
+  gaaw_cuda_state *st = gaaw_cuda_state_of(ctx);
+  cudaEvent_t ev;
+  GAAW_CUDA_CHECK(ctx, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  cudaError_t e = cudaEventRecord(ev, stream == GAAW_STREAM_COMM ? st->comm : st->compute);
+  if (e != cudaSuccess) {
+    cudaEventDestroy(ev);
+    return gaaw_cuda_error(ctx, e, __FILE__, __LINE__, __func__, "cudaEventRecord");
+  }
+  *event = ev;
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t cuda_event_query(gaaw_context_t ctx, void *event, int *done)
+{
+  cudaError_t q = gaaw_cuda_poll(cudaEventQuery((cudaEvent_t)event));
+  *done = q == cudaSuccess;
+  if (q != cudaSuccess && q != cudaErrorNotReady)
+    return gaaw_cuda_error(ctx, q, __FILE__, __LINE__, __func__, "cudaEventQuery");
+  return GAAW_SUCCESS;
+}
+
+static void cuda_event_destroy(gaaw_context_t ctx, void *event)
+{
+  (void)ctx;
+  cudaEventDestroy((cudaEvent_t)event);
 }
 
 static void *cuda_host_ptr(void *handle, size_t offset)
@@ -229,5 +281,8 @@ const gaaw_device_ops gaaw_cuda_device_ops = {
   .mem_write = cuda_mem_write,
   .mem_read = cuda_mem_read,
   .host_ptr = cuda_host_ptr,
+  .event_record = cuda_event_record,
+  .event_query = cuda_event_query,
+  .event_destroy = cuda_event_destroy,
   GAAW_DEVICE_KERNEL_LIST(CUDA_TABLE_ENTRY)
 };

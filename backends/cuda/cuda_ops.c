@@ -420,8 +420,10 @@ gaaw_status_t gaaw_cuda_op_fill(gaaw_context_t ctx, gaaw_ten x, float value)
 
 gaaw_status_t gaaw_cuda_op_synchronize(gaaw_context_t ctx)
 {
+  /* Polled, so that a stuck collective ends the wait at its deadline. */
   gaaw_cuda_state *st = gaaw_cuda_state_of(ctx);
-  GAAW_CUDA_CHECK(ctx, cudaStreamSynchronize(st->compute));
-  GAAW_CUDA_CHECK(ctx, cudaStreamSynchronize(st->comm));
+  GAAW_CHECK(gaaw_cuda_wait_stream(ctx, st->compute));
+  GAAW_CHECK(gaaw_cuda_wait_stream(ctx, st->comm));
+  if (st->comm_watch) GAAW_CHECK(st->comm_watch(ctx)); /* and what finished with an error is reported */
   return GAAW_SUCCESS;
 }
