@@ -278,7 +278,7 @@ gaaw_status_t gaaw_cuda_op_embedding_backward(gaaw_context_t ctx, gaaw_cten toke
     GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "embedding backward of %lld tokens: the CUDA backend sorts at most %d",
               (long long)N, INT32_MAX);
   size_t bytes = 0;
-  LAUNCH(gaaw_cuda_embedding_backward_workspace(N, V, &bytes));
+  LAUNCH(gaaw_cuda_embedding_backward_workspace(N, V, C, &bytes));
   gaaw_buffer_t buf = NULL;
   void *ws = NULL;
   GAAW_CHECK(scratch(ctx, bytes, &buf, &ws));
