@@ -145,8 +145,8 @@ static void check_collectives(gaaw_context_t ctx, gaaw_comm_t nc, gaaw_dtype_t d
   for (int i = 0; i < N; i++) want[i] = (float)(size * (i % 16));
   expect_placed(ctx, &t, want, "broadcast", dtn);
 
-  /* send/recv: rank 0 -> rank 1 */
-  if (rank < 2) {
+  /* send/recv: rank 0 -> rank 1 (with two ranks or more) */
+  if (size >= 2 && rank < 2) {
     t = place(ctx, dt, N, 3, rank == 0 ? a : NULL);
     if (rank == 0) {
       expect_status_ctx(ctx, gaaw_comm_send(nc, &t.t, 1, 7), GAAW_SUCCESS);
