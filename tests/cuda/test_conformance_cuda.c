@@ -142,6 +142,21 @@ static void compare(const twin *w, double f32_tol, const char *what)
     free(first);                                                                                \
   } while (0)
 
+/* One tensor in both contexts, a view at element offset `at` of a buffer with
+ * room for it (offsets 1 and 3 break 16-byte alignment). */
+static void make_at(twin *w, gaaw_dtype_t dt, int ndim, const int64_t *shape, int64_t at)
+{
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  size_t es = gaaw_dtype_size(dt);
+  for (int s = 0; s < 2; s++) {
+    gaaw_buffer_t buf;
+    require_ok(ctxs[s], gaaw_buffer_alloc(ctxs[s], (size_t)(n + at) * es, GAAW_MEM_ACTIVATIONS, &buf));
+    require_ok(ctxs[s], gaaw_tensor_view(buf, (size_t)at * es, dt, ndim, shape, &w->t[s]));
+  }
+}
+#define MAKE_AT(w, dt, at, ...) make_at(&(w), (dt), SHAPE_NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__}, (at))
+
 /* ---------------------------------------------------------------- the kernels */
 
 static void check_gemm(gaaw_dtype_t dt)
@@ -361,6 +376,118 @@ static void check_embedding_loss(gaaw_dtype_t dt)
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
 }
 
+/* Awkward sizes (1, 31, 33, 257, 4097 and 4k+1..4k+3) at element offsets 0, 1
+ * and 3: the tails of vectorised loops, grids of one partial block, unaligned
+ * addresses (AdamW's 128-bit path must fall back), GEMM alignment keys. */
+static void check_awkward(gaaw_dtype_t dt)
+{
+  static const int64_t sizes[] = {1, 31, 33, 257, 4097, 1025, 1026, 1027};
+  static const int64_t offsets[] = {0, 1, 3};
+  char what[96];
+  for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+    for (size_t oi = 0; oi < 3; oi++) {
+      int64_t n = sizes[si], at = offsets[oi];
+      twin x, y, dy, dx, p, g, master, m, v, out;
+      MAKE_AT(x, dt, at, n), MAKE_AT(y, dt, at, n), MAKE_AT(dy, dt, at, n), MAKE_AT(dx, dt, at, n);
+      MAKE_AT(p, dt, at, n), MAKE_AT(g, dt, at, n), MAKE_AT(master, GAAW_F32, at, n);
+      MAKE_AT(m, GAAW_F32, at, n), MAKE_AT(v, GAAW_F32, at, n), MAKE_AT(out, GAAW_F32, at, 1);
+      randomize(&x, -3, 3), randomize(&dy, -1, 1), randomize(&dx, -1, 1), randomize(&y, -1, 1);
+      snprintf(what, sizeof what, "n=%lld offset %lld", (long long)n, (long long)at);
+      BOTH(gaaw_gelu_forward(C, T(x), T(y)));
+      compare(&y, 1e-5, what);
+      BOTH(gaaw_gelu_backward(C, T(dy), T(x), T(dx)));
+      compare(&dx, 1e-5, what);
+      BOTH(gaaw_add(C, T(x), T(dy), T(y)));
+      compare(&y, 1e-6, what);
+      BOTH(gaaw_axpy(C, 0.25f, T(x), T(y)));
+      compare(&y, 1e-6, what);
+      BOTH(gaaw_scale(C, T(y), -1.5f));
+      compare(&y, 1e-6, what);
+      BOTH(gaaw_cast(C, T(x), T(master)));
+      compare(&master, 0, what);
+      BOTH(gaaw_sum_squares(C, T(x), T(out)));
+      compare(&out, 1e-5, what);
+      randomize(&master, -1, 1), randomize(&g, -2, 2), randomize(&m, -0.1f, 0.1f), randomize(&v, 0, 0.01f);
+      gaaw_adamw_args_t args = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.1f,
+                                .grad_scale = 1.0f, .step = 2};
+      BOTH(gaaw_adamw_update(C, T(p), T(g), T(master), T(m), T(v), &args));
+      compare(&master, 1e-5, what);
+      compare(&p, 1e-5, what);
+      BOTH(gaaw_fill(C, T(p), 0.5f));
+      compare(&p, 0, what);
+      twin *all[] = {&x, &y, &dy, &dx, &p, &g, &master, &m, &v, &out};
+      for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
+    }
+  /* rows of awkward widths: norms and the bias kernels; softmax of awkward T */
+  for (size_t si = 0; si < 5; si++)
+    for (size_t oi = 1; oi < 3; oi++) {
+      int64_t Cn = sizes[si], at = offsets[oi], R = 37;
+      twin x, w, b, y, mean, rstd, dy, dx, dw, db;
+      MAKE_AT(x, dt, at, R, Cn), MAKE_AT(y, dt, at, R, Cn), MAKE_AT(dy, dt, at, R, Cn), MAKE_AT(dx, dt, at, R, Cn);
+      MAKE_AT(w, dt, at, Cn), MAKE_AT(b, dt, at, Cn), MAKE_AT(dw, dt, at, Cn), MAKE_AT(db, dt, at, Cn);
+      MAKE_AT(mean, GAAW_F32, at, R), MAKE_AT(rstd, GAAW_F32, at, R);
+      randomize(&x, -2, 3), randomize(&w, 0.5f, 1.5f), randomize(&b, -1, 1), randomize(&dy, -1, 1);
+      randomize(&dx, -1, 1), randomize(&dw, -1, 1), randomize(&db, -1, 1);
+      snprintf(what, sizeof what, "norms C=%lld offset %lld", (long long)Cn, (long long)at);
+      BOTH(gaaw_layernorm_forward(C, T(x), T(w), T(b), 1e-5f, T(y), T(mean), T(rstd)));
+      compare(&y, 1e-4, what);
+      BOTH(gaaw_layernorm_backward(C, T(dy), T(x), T(w), T(mean), T(rstd), T(dx), T(dw), T(db)));
+      compare(&dx, 1e-4, what), compare(&dw, 1e-4, what), compare(&db, 1e-4, what);
+      BOTH(gaaw_rmsnorm_forward(C, T(x), T(w), 1e-5f, T(y), T(rstd)));
+      compare(&y, 1e-4, what);
+      BOTH(gaaw_rmsnorm_backward(C, T(dy), T(x), T(w), T(rstd), T(dx), T(dw)));
+      compare(&dx, 1e-4, what), compare(&dw, 1e-4, what);
+      BOTH(gaaw_bias_add(C, T(y), T(b)));
+      compare(&y, 1e-5, what);
+      BOTH(gaaw_bias_backward(C, T(dy), T(db)));
+      compare(&db, 1e-4, what);
+      twin *all[] = {&x, &w, &b, &y, &mean, &rstd, &dy, &dx, &dw, &db};
+      for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
+      if (Cn > 257) continue;
+      twin sx, sy, sdy, sdx;
+      MAKE_AT(sx, dt, at, 2, Cn, Cn), MAKE_AT(sy, dt, at, 2, Cn, Cn), MAKE_AT(sdy, dt, at, 2, Cn, Cn);
+      MAKE_AT(sdx, dt, at, 2, Cn, Cn);
+      randomize(&sx, -3, 3), randomize(&sdy, -1, 1), randomize(&sdx, -1, 1);
+      snprintf(what, sizeof what, "causal softmax T=%lld offset %lld", (long long)Cn, (long long)at);
+      BOTH(gaaw_causal_softmax_forward(C, 0.3f, T(sx), T(sy)));
+      compare(&sy, 1e-5, what);
+      BOTH(gaaw_causal_softmax_backward(C, 0.3f, T(sy), T(sdy), T(sdx)));
+      compare(&sdx, 1e-5, what);
+      release(&sx), release(&sy), release(&sdy), release(&sdx);
+    }
+  /* GEMMs of awkward shapes at unaligned offsets (the cache's alignment keys) */
+  static const int64_t shapes[][3] = {{1, 31, 33}, {33, 257, 1}, {31, 1, 257}, {257, 33, 31}, {33, 33, 4097}};
+  for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+    for (size_t oi = 0; oi < 3; oi++) {
+      int64_t M = shapes[k][0], N = shapes[k][1], K = shapes[k][2], at = offsets[oi];
+      twin a, b, c;
+      MAKE_AT(a, dt, at, M, K), MAKE_AT(b, dt, (at + 1) % 4, K, N), MAKE_AT(c, dt, at, M, N);
+      randomize(&a, -1, 1), randomize(&b, -1, 1), randomize(&c, -1, 1);
+      snprintf(what, sizeof what, "gemm %lldx%lldx%lld offset %lld", (long long)M, (long long)N, (long long)K,
+               (long long)at);
+      BOTH(gaaw_gemm(C, GAAW_OP_N, GAAW_OP_N, 1.0f, T(a), T(b), 0.5f, T(c)));
+      compare(&c, 1e-4, what);
+      release(&a), release(&b), release(&c);
+    }
+}
+
+/* One tensor above 2^28 elements (GAAW_CONFORMANCE_BIG=1, device only: 64-bit
+ * indexing of every grid-stride loop): fill, scale, axpy and the sum of squares. */
+static void check_big(gaaw_dtype_t dt)
+{
+  const int64_t n = ((int64_t)1 << 28) + 3;
+  twin x, y, out;
+  MAKE(x, dt, n), MAKE(y, dt, n), MAKE(out, GAAW_F32, 1);
+  BOTH(gaaw_fill(C, T(x), 0.5f));
+  BOTH(gaaw_fill(C, T(y), 1.0f));
+  BOTH(gaaw_scale(C, T(x), 3.0f));
+  BOTH(gaaw_axpy(C, 2.0f, T(x), T(y)));
+  compare(&y, 0, "n = 2^28 + 3: fill, scale, axpy");
+  BOTH(gaaw_sum_squares(C, T(y), T(out)));
+  compare(&out, 1e-5, "n = 2^28 + 3: sum of squares");
+  release(&x), release(&y), release(&out);
+}
+
 static void check_utilities(gaaw_dtype_t dt)
 {
   enum { NA = 1003, A = 2, B = 5, CC = 3, D = 7 };
@@ -437,7 +564,10 @@ int main(int argc, char **argv)
     check_attention_large_scores(dtypes[i]);
     check_embedding_loss(dtypes[i]);
     check_utilities(dtypes[i]);
+    check_awkward(dtypes[i]);
   }
+  const char *big = getenv("GAAW_CONFORMANCE_BIG");
+  if (devices > 0 && big && !strcmp(big, "1")) check_big(GAAW_BF16);
   for (int s = 0; s < 2; s++) {
     require_ok(ctxs[s], gaaw_finalize(&ctxs[s]));
     gaaw_config_destroy(&cfgs[s]);
