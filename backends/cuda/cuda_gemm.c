@@ -103,23 +103,23 @@ static gaaw_status_t fill_entry(gaaw_context_t ctx, const gaaw_cuda_gemm_key *ke
   if (status == GAAW_SUCCESS) status = layout(ctx, &e->lc, type, n, m, batch, m * n);
   if (status != GAAW_SUCCESS) goto out;
   cs = cublasLtMatmulPreferenceCreate(&pref);
-  size_t ws = st->lt_workspace_bytes;
-  /* Only algorithms that work with the alignment of these pointers. */
+  /* The workspace, and only algorithms that work with the alignment of these
+   * pointers (cuBLASLt's A is our b, its B our a). */
+  uint64_t ws = st->lt_workspace_bytes;
   uint32_t align_a = (uint32_t)key->align_b, align_b = (uint32_t)key->align_a, align_c = (uint32_t)key->align_c;
-  if (cs == CUBLAS_STATUS_SUCCESS)
-    cs = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-  if (cs == CUBLAS_STATUS_SUCCESS)
-    cs = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
-                                              sizeof align_a);
-  if (cs == CUBLAS_STATUS_SUCCESS)
-    cs = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
-                                              sizeof align_b);
-  if (cs == CUBLAS_STATUS_SUCCESS)
-    cs = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
-                                              sizeof align_c);
-  if (cs == CUBLAS_STATUS_SUCCESS)
-    cs = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
-                                              sizeof align_c);
+  const struct {
+    cublasLtMatmulPreferenceAttributes_t attr;
+    const void *value;
+    size_t size;
+  } prefs[] = {
+    {CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws},
+    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a},
+    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b},
+    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c},
+    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c},
+  };
+  for (size_t i = 0; i < sizeof prefs / sizeof prefs[0] && cs == CUBLAS_STATUS_SUCCESS; i++)
+    cs = cublasLtMatmulPreferenceSetAttribute(pref, prefs[i].attr, prefs[i].value, prefs[i].size);
   if (cs != CUBLAS_STATUS_SUCCESS) {
     status = gaaw_cublas_error(ctx, cs, __FILE__, __LINE__, __func__, "cublasLtMatmulPreference");
     goto out;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda.h"
+#include "tests/cuda/cuda_test_util.h"
 #include "tests/harness/test_util.h"
 
 enum { STEPS = 3, BATCH = 4 };
@@ -161,16 +162,7 @@ int main(int argc, char **argv)
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  MPI_Comm node;
-  int local_size, devices = 0, enough, all_enough;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-  MPI_Comm_size(node, &local_size);
-  MPI_Comm_free(&node);
-  const gaaw_device_ops *cuda = gaaw_device_backend("cuda");
-  if (cuda) cuda->device_count(&devices);
-  enough = devices >= local_size;
-  MPI_Allreduce(&enough, &all_enough, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!all_enough) {
+  if (!cuda_test_gpus_everywhere(1)) {
     if (rank == 0) fprintf(stderr, "test_cuda_gpt_np2: fewer GPUs than ranks on a node; skipped\n");
     MPI_Finalize();
     return TEST_SKIP;

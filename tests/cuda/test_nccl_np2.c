@@ -16,7 +16,7 @@
 #include <mpi.h>
 #include <string.h>
 
-#include "backends/device.h"
+#include "tests/cuda/cuda_test_util.h"
 #include "backends/nccl/nccl_comm.h"
 #include "backends/runtime/half.h"
 #include "tests/harness/test_util.h"
@@ -242,15 +242,7 @@ int main(int argc, char **argv)
   require_ok(host, gaaw_finalize(&host));
 
   /* One GPU per rank on every node, or the NCCL part is skipped everywhere. */
-  MPI_Comm node;
-  int local_size, devices = 0, enough, all_enough;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-  MPI_Comm_size(node, &local_size);
-  MPI_Comm_free(&node);
-  const gaaw_device_ops *cuda = gaaw_device_backend("cuda");
-  if (cuda) cuda->device_count(&devices);
-  enough = devices >= local_size;
-  MPI_Allreduce(&enough, &all_enough, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  int all_enough = cuda_test_gpus_everywhere(1);
   if (all_enough) {
     /* nccl=yes (the default): the world communicator is already NCCL */
     gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=cuda comm_timeout=60");

@@ -5,20 +5,16 @@
 #include <mpi.h>
 #include <string.h>
 
-#include "backends/device.h"
+#include "tests/cuda/cuda_test_util.h"
 #include "tests/harness/test_util.h"
 
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
-  int rank, size, devices = 0, any, all_any;
+  int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const gaaw_device_ops *cuda = gaaw_device_backend("cuda");
-  if (cuda) cuda->device_count(&devices);
-  any = devices >= 1;
-  MPI_Allreduce(&any, &all_any, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!all_any || size < 2) {
+  if (!cuda_test_gpus_everywhere(0) || size < 2) {
     if (rank == 0) fprintf(stderr, "test_nccl_shared_gpu_np2: needs a GPU and two ranks; skipped\n");
     MPI_Finalize();
     return TEST_SKIP;

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backends/device.h"
+#include "tests/cuda/cuda_test_util.h"
 #include "tests/harness/test_util.h"
 
 static double now(void)
@@ -24,18 +24,10 @@ static double now(void)
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
-  int rank, size, local_size, devices = 0, enough, all_enough;
+  int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-  MPI_Comm_size(node, &local_size);
-  MPI_Comm_free(&node);
-  const gaaw_device_ops *cuda = gaaw_device_backend("cuda");
-  if (cuda) cuda->device_count(&devices);
-  enough = devices >= local_size && size >= 2;
-  MPI_Allreduce(&enough, &all_enough, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!all_enough) {
+  if (!cuda_test_gpus_everywhere(1) || size < 2) {
     if (rank == 0) fprintf(stderr, "test_nccl_timeout_np2: needs two ranks with a GPU each; skipped\n");
     MPI_Finalize();
     return TEST_SKIP;
