@@ -118,9 +118,10 @@ static void device_identity(gaaw_context_t ctx, unsigned char id[GAAW_DEVICE_ID_
 #endif
 }
 
-/* Whether two members of mc on this node use one device (collective over mc:
- * every member takes part, whatever it wants). */
-static gaaw_status_t shared_on_node(gaaw_context_t ctx, gaaw_comm_t comm, MPI_Comm mc, int *shared)
+/* Whether two members of mc on this node that want NCCL use one device
+ * (collective over mc: every member takes part, whatever it wants; one that does
+ * not want NCCL decides for MPI anyway, so its device is not compared). */
+static gaaw_status_t shared_on_node(gaaw_context_t ctx, gaaw_comm_t comm, MPI_Comm mc, int want, int *shared)
 {
   MPI_Comm node;
   GAAW_MPI_CHECK(ctx, MPI_Comm_split_type(mc, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
@@ -129,6 +130,10 @@ static gaaw_status_t shared_on_node(gaaw_context_t ctx, gaaw_comm_t comm, MPI_Co
   MPI_Comm_rank(node, &me);
   unsigned char mine[GAAW_DEVICE_ID_BYTES];
   device_identity(ctx, mine);
+  if (!want) { /* an identity no device has, unique to this member */
+    memset(mine, 0xff, GAAW_DEVICE_ID_BYTES);
+    memcpy(mine, &me, sizeof me);
+  }
   unsigned char *all = malloc((size_t)n * GAAW_DEVICE_ID_BYTES);
   if (!all) {
     MPI_Comm_free(&node);
@@ -143,7 +148,7 @@ static gaaw_status_t shared_on_node(gaaw_context_t ctx, gaaw_comm_t comm, MPI_Co
     st = gaaw_mpi_wait(ctx, &req, "the exchange of device identities");
   int first = -1, second = -1;
   *shared = st == GAAW_SUCCESS && gaaw_comm_devices_shared(n, all, GAAW_DEVICE_ID_BYTES, &first, &second);
-  if (*shared && me == first)
+  if (*shared && want && me == first)
     gaaw_log(GAAW_LOG_WARN, "communicator %s: node-local members %d and %d use the same GPU (device %d); NCCL needs "
              "one rank per GPU, so %s communicates over MPI (give each rank its own GPU, or set nccl=no)",
              comm->name, first, second, ctx->device_index, comm->name);
@@ -165,7 +170,7 @@ gaaw_status_t gaaw_comm_prefer_nccl(gaaw_comm_t *comm)
   int want = 0;
 #endif
   int shared = 0;
-  GAAW_CHECK(shared_on_node(ctx, *comm, mc, &shared));
+  GAAW_CHECK(shared_on_node(ctx, *comm, mc, want, &shared));
   int mine[2] = {want, !shared}, all[2] = {0, 0};
   MPI_Request req;
   GAAW_MPI_CHECK(ctx, MPI_Iallreduce(mine, all, 2, MPI_INT, MPI_MIN, mc, &req));
