@@ -75,7 +75,10 @@ gaaw_status_t gaaw_comm_barrier(gaaw_comm_t comm);
  * communicator in the same way.
  *   NCCL queues the operation on the device's communication stream, behind what
  *   the compute stream has queued so far, and returns; the wait orders the
- *   compute stream after it (polling it against the deadline).
+ *   compute stream after it and returns too. Its end is seen later, as for
+ *   NCCL's blocking operations (which also return once queued and ordered): the
+ *   next NCCL call and the host waits (gaaw_synchronize, buffer reads and writes)
+ *   poll what is in flight against its deadline and NCCL's asynchronous errors.
  *   MPI runs it when it is waited for, or when the communicator is next used by a
  *   blocking call, in the order the operations were started: the host backend is
  *   synchronous, so there is no overlap there, but the contract is the same.
@@ -91,7 +94,8 @@ gaaw_status_t gaaw_comm_allgather_start(gaaw_comm_t comm, const gaaw_tensor_t *s
                                         gaaw_comm_request_t *req);
 /* Completes *req (recv is then usable by everything this context runs next) and
  * sets *req to NULL; *req == NULL is a no-op. A failed operation reports its error
- * here, and the communicator is aborted. */
+ * here (on NCCL: here or at the next call that polls it, see above), and the
+ * communicator is aborted. */
 gaaw_status_t gaaw_comm_wait(gaaw_comm_request_t *req);
 
 /* This rank's index in the group and the group's size. Not collective. */
