@@ -9,7 +9,9 @@
 #include "backends/runtime/abort.h"
 #include "backends/runtime/context_impl.h"
 #include "backends/runtime/runtime.h"
+#include "backends/runtime/log.h"
 #ifdef GAAW_HAVE_NCCL
+#include "backends/cuda/cuda.h"
 #include "backends/nccl/nccl_comm.h"
 #endif
 
@@ -80,6 +82,82 @@ gaaw_status_t gaaw_comm_split(gaaw_comm_t parent, int color, int key, const char
   return GAAW_SUCCESS;
 }
 
+int gaaw_comm_devices_shared(int n, const void *ids, size_t id_bytes, int *first, int *second)
+{
+  const unsigned char *p = ids;
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      if (memcmp(p + (size_t)i * id_bytes, p + (size_t)j * id_bytes, id_bytes) == 0) {
+        if (first) *first = i;
+        if (second) *second = j;
+        return 1;
+      }
+  return 0;
+}
+
+gaaw_nccl_choice gaaw_comm_nccl_choice(int all_want, int any_shared)
+{
+  if (!all_want) return GAAW_NCCL_NOT_WANTED;
+  return any_shared ? GAAW_NCCL_SHARED_DEVICE : GAAW_NCCL_USE;
+}
+
+/* This rank's device identity for the shared-device check: the GPU's UUID on the
+ * CUDA backend (so ranks that see different GPUs as device 0 through
+ * CUDA_VISIBLE_DEVICES differ), zeros elsewhere (such ranks never want NCCL). */
+static void device_identity(gaaw_context_t ctx, unsigned char id[GAAW_DEVICE_ID_BYTES])
+{
+  memset(id, 0, GAAW_DEVICE_ID_BYTES);
+#ifdef GAAW_HAVE_NCCL
+  if (gaaw_cuda_is_context(ctx) && gaaw_cuda_device_uuid(ctx, id) != GAAW_SUCCESS) {
+    /* no UUID: the device index stands in for it */
+    memset(id, 0, GAAW_DEVICE_ID_BYTES);
+    memcpy(id, &ctx->device_index, sizeof ctx->device_index);
+  }
+#else
+  (void)ctx;
+#endif
+}
+
+/* Whether two members of mc on this node that want NCCL use one device
+ * (collective over mc: every member takes part, whatever it wants; one that does
+ * not want NCCL decides for MPI anyway, so its device is not compared). */
+static gaaw_status_t shared_on_node(gaaw_context_t ctx, gaaw_comm_t comm, MPI_Comm mc, int want, int *shared)
+{
+  MPI_Comm node;
+  GAAW_MPI_CHECK(ctx, MPI_Comm_split_type(mc, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int n = 1, me = 0;
+  MPI_Comm_size(node, &n);
+  MPI_Comm_rank(node, &me);
+  unsigned char mine[GAAW_DEVICE_ID_BYTES];
+  device_identity(ctx, mine);
+  if (!want) { /* an identity no device has, unique to this member */
+    memset(mine, 0xff, GAAW_DEVICE_ID_BYTES);
+    memcpy(mine, &me, sizeof me);
+  }
+  unsigned char *all = malloc((size_t)n * GAAW_DEVICE_ID_BYTES);
+  if (!all) {
+    MPI_Comm_free(&node);
+    GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d device identities", n);
+  }
+  MPI_Request req;
+  gaaw_status_t st = GAAW_SUCCESS;
+  int rc = MPI_Iallgather(mine, GAAW_DEVICE_ID_BYTES, MPI_BYTE, all, GAAW_DEVICE_ID_BYTES, MPI_BYTE, node, &req);
+  if (rc != MPI_SUCCESS)
+    st = gaaw_error_raise(ctx, GAAW_ERR_COMM, __FILE__, __LINE__, __func__, "MPI_Iallgather of device identities failed");
+  else
+    st = gaaw_mpi_wait(ctx, &req, "the exchange of device identities");
+  int first = -1, second = -1;
+  *shared = st == GAAW_SUCCESS && gaaw_comm_devices_shared(n, all, GAAW_DEVICE_ID_BYTES, &first, &second);
+  if (*shared && want && me == first)
+    gaaw_log(GAAW_LOG_WARN, "communicator %s: node-local members %d and %d use the same GPU (device %d); NCCL needs "
+             "one rank per GPU, so %s communicates over MPI (give each rank its own GPU, or set nccl=no)",
+             comm->name, first, second, ctx->device_index, comm->name);
+  free(all);
+  MPI_Comm_free(&node);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_comm_prefer_nccl(gaaw_comm_t *comm)
 {
   gaaw_context_t ctx = (*comm)->ctx;
@@ -87,16 +165,21 @@ gaaw_status_t gaaw_comm_prefer_nccl(gaaw_comm_t *comm)
   if (mc == MPI_COMM_NULL) return GAAW_SUCCESS; /* not MPI-backed: nothing to decide */
   /* every member must agree, so every member asks (even without NCCL in its build) */
 #ifdef GAAW_HAVE_NCCL
-  int mine = gaaw_ctx_bool(ctx, "nccl") && strcmp(ctx->device->name, "cuda") == 0;
+  int want = gaaw_ctx_bool(ctx, "nccl") && strcmp(ctx->device->name, "cuda") == 0;
 #else
-  int mine = 0;
+  int want = 0;
 #endif
-  int all = 0;
+  int shared = 0;
+  GAAW_CHECK(shared_on_node(ctx, *comm, mc, want, &shared));
+  int mine[2] = {want, !shared}, all[2] = {0, 0};
   MPI_Request req;
-  GAAW_MPI_CHECK(ctx, MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN, mc, &req));
+  GAAW_MPI_CHECK(ctx, MPI_Iallreduce(mine, all, 2, MPI_INT, MPI_MIN, mc, &req));
   GAAW_CHECK(gaaw_mpi_wait(ctx, &req, "the choice of NCCL"));
+  gaaw_nccl_choice choice = gaaw_comm_nccl_choice(all[0], !all[1]);
+  if (choice == GAAW_NCCL_SHARED_DEVICE && (*comm)->rank == 0)
+    gaaw_log(GAAW_LOG_WARN, "communicator %s falls back from NCCL to MPI: two of its ranks share a GPU", (*comm)->name);
 #ifdef GAAW_HAVE_NCCL
-  if (all) {
+  if (choice == GAAW_NCCL_USE) {
     gaaw_comm_t nccl;
     GAAW_CHECK(gaaw_nccl_comm_from_mpi(*comm, (*comm)->name, &nccl));
     gaaw_comm_destroy(comm);
@@ -157,8 +240,41 @@ static gaaw_status_t check_tensor(gaaw_comm_t comm, const gaaw_tensor_t *t, cons
   return GAAW_SUCCESS;
 }
 
+/* The alias rule of every collective, on every backend (NCCL has no check of its
+ * own, MPI and the ring need it): send and recv are either disjoint or "in place",
+ * which means recv is send exactly (all-reduce, all-to-all), recv is this rank's
+ * block of send (reduce-scatter), or send is this rank's block of recv
+ * (all-gather). Any other overlap is refused before any traffic. Tensors of
+ * different buffers never overlap: a buffer is one allocation. */
+typedef enum { ALIAS_SAME, ALIAS_RECV_IN_SEND, ALIAS_SEND_IN_RECV } alias_kind;
+
+static gaaw_status_t check_alias(gaaw_comm_t comm, const gaaw_tensor_t *send, const gaaw_tensor_t *recv,
+                                 alias_kind kind)
+{
+  gaaw_context_t ctx = comm->ctx;
+  uint64_t sb = (uint64_t)gaaw_tensor_numel(send) * gaaw_dtype_size(send->dtype);
+  uint64_t rb = (uint64_t)gaaw_tensor_numel(recv) * gaaw_dtype_size(recv->dtype);
+  if (send->buf != recv->buf || sb == 0 || rb == 0) return GAAW_SUCCESS;
+  uint64_t so = send->offset, ro = recv->offset;
+  if (so + sb <= ro || ro + rb <= so) return GAAW_SUCCESS; /* disjoint */
+  uint64_t block = (kind == ALIAS_RECV_IN_SEND ? rb : sb) * (uint64_t)comm->rank;
+  const char *rule = kind == ALIAS_SAME ? "recv must be send itself"
+                     : kind == ALIAS_RECV_IN_SEND ? "recv must be this rank's block of send"
+                                                  : "send must be this rank's block of recv";
+  int in_place = kind == ALIAS_SAME ? so == ro && sb == rb
+                 : kind == ALIAS_RECV_IN_SEND ? ro == so + block
+                                              : so == ro + block;
+  GAAW_ARG_CHECK(ctx, in_place,
+                 "send (%llu bytes at offset %llu) and recv (%llu bytes at offset %llu) of one buffer overlap "
+                 "without being in place (%s, at byte offset %llu, on rank %d of %s)",
+                 (unsigned long long)sb, (unsigned long long)so, (unsigned long long)rb, (unsigned long long)ro, rule,
+                 (unsigned long long)(kind == ALIAS_SEND_IN_RECV ? ro + block : so + (kind == ALIAS_SAME ? 0 : block)),
+                 comm->rank, comm->name);
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t check_pair(gaaw_comm_t comm, const gaaw_tensor_t *send, const gaaw_tensor_t *recv,
-                                int64_t send_factor, int64_t recv_factor)
+                                int64_t send_factor, int64_t recv_factor, alias_kind alias)
 {
   gaaw_context_t ctx = comm->ctx;
   GAAW_CHECK(check_tensor(comm, send, "send"));
@@ -169,6 +285,7 @@ static gaaw_status_t check_pair(gaaw_comm_t comm, const gaaw_tensor_t *send, con
   GAAW_ARG_CHECK(ctx, ns * recv_factor == nr * send_factor,
                  "send has %lld elements and recv %lld; on a group of %d they must be in the ratio %lld:%lld",
                  (long long)ns, (long long)nr, comm->size, (long long)send_factor, (long long)recv_factor);
+  GAAW_CHECK(check_alias(comm, send, recv, alias));
   return GAAW_SUCCESS;
 }
 
@@ -213,19 +330,19 @@ static gaaw_status_t check_collective(gaaw_comm_t comm, gaaw_comm_op_t op, const
   gaaw_context_t ctx = comm->ctx;
   switch (op) {
   case GAAW_COMM_ALLREDUCE:
-    GAAW_CHECK(check_pair(comm, send, recv, 1, 1));
+    GAAW_CHECK(check_pair(comm, send, recv, 1, 1, ALIAS_SAME));
     GAAW_CHECK(check_reduce_op(comm, reduce));
     GAAW_COMM_REQUIRE_OP(comm, allreduce);
     *bytes = 2 * tensor_bytes(recv);
     return GAAW_SUCCESS;
   case GAAW_COMM_REDUCE_SCATTER:
-    GAAW_CHECK(check_pair(comm, send, recv, comm->size, 1));
+    GAAW_CHECK(check_pair(comm, send, recv, comm->size, 1, ALIAS_RECV_IN_SEND));
     GAAW_CHECK(check_reduce_op(comm, reduce));
     GAAW_COMM_REQUIRE_OP(comm, reduce_scatter);
     *bytes = tensor_bytes(send);
     return GAAW_SUCCESS;
   case GAAW_COMM_ALLGATHER:
-    GAAW_CHECK(check_pair(comm, send, recv, 1, comm->size));
+    GAAW_CHECK(check_pair(comm, send, recv, 1, comm->size, ALIAS_SEND_IN_RECV));
     GAAW_COMM_REQUIRE_OP(comm, allgather);
     *bytes = tensor_bytes(recv);
     return GAAW_SUCCESS;
@@ -308,7 +425,7 @@ gaaw_status_t gaaw_comm_alltoall(gaaw_comm_t comm, const gaaw_tensor_t *send, ga
 {
   GAAW_CHECK_CTX(NULL, check_comm(comm));
   gaaw_context_t ctx = comm->ctx;
-  GAAW_CHECK(check_pair(comm, send, recv, 1, 1));
+  GAAW_CHECK(check_pair(comm, send, recv, 1, 1, ALIAS_SAME)); /* in place: staged by backends that need it */
   GAAW_ARG_CHECK(ctx, gaaw_tensor_numel(send) % comm->size == 0,
                  "all-to-all tensors have %lld elements, not a multiple of the group size %d",
                  (long long)gaaw_tensor_numel(send), comm->size);

@@ -82,11 +82,27 @@ gaaw_status_t gaaw_comm_create_world(gaaw_context_t ctx, const char *name, gaaw_
  * Collective over parent. */
 gaaw_status_t gaaw_comm_split(gaaw_comm_t parent, int color, int key, const char *name, gaaw_comm_t *child);
 /* Replaces an MPI-backed *comm by an NCCL communicator over the same ranks when
- * every member runs the CUDA backend, NCCL is built, and the option `nccl` is on;
- * leaves it as it is otherwise. Collective over *comm. */
+ * every member runs the CUDA backend, NCCL is built, the option `nccl` is on, and
+ * no two members on one node use the same GPU (NCCL does not support that and may
+ * hang; such a group stays on MPI, with a warning in the log); leaves it as it is
+ * otherwise. Collective over *comm. */
 gaaw_status_t gaaw_comm_prefer_nccl(gaaw_comm_t *comm);
 /* Completes a request the backend queued (its start or p2p_start took it). */
 gaaw_status_t gaaw_comm_complete_queued(gaaw_comm_t comm, gaaw_comm_request_t req);
+
+/* The NCCL decision, as pure functions (tested with faked layouts). */
+#define GAAW_DEVICE_ID_BYTES 16 /* a device identity: a CUDA device's UUID */
+typedef enum {
+  GAAW_NCCL_USE,           /* every member wants NCCL, one GPU each */
+  GAAW_NCCL_NOT_WANTED,    /* some member is not on CUDA, lacks NCCL, or set nccl=no: MPI */
+  GAAW_NCCL_SHARED_DEVICE  /* all want it, but two members share a GPU: MPI, with a warning */
+} gaaw_nccl_choice;
+/* Whether two of the n identities (id_bytes each, one per node-local member) are
+ * equal; *first < *second receive the first such pair (either may be NULL). */
+int gaaw_comm_devices_shared(int n, const void *ids, size_t id_bytes, int *first, int *second);
+/* The choice from what every member wants (all_want: the minimum over members) and
+ * whether any node has a shared device (any_shared: the maximum). */
+gaaw_nccl_choice gaaw_comm_nccl_choice(int all_want, int any_shared);
 /* Appends a started request to comm's live requests. Not collective. */
 void gaaw_comm_track(gaaw_comm_t comm, gaaw_comm_request_t req);
 /* Runs the deferred operations of comm in start order, up to and including upto

@@ -67,6 +67,10 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
 
 #define GAAW_DEVICE_OP_FIELD(name, params) gaaw_status_t(*name) params;
 
+/* A device's streams: kernels, copies and allocations are ordered on the compute
+ * stream; collectives run on the communication stream. */
+enum { GAAW_STREAM_COMPUTE = 0, GAAW_STREAM_COMM = 1, GAAW_STREAM_COUNT = 2 };
+
 typedef struct gaaw_device_ops {
   const char *name;
   /* Devices this backend sees on this node (0: the backend cannot run here). */
@@ -87,6 +91,14 @@ typedef struct gaaw_device_ops {
   gaaw_status_t (*mem_read)(gaaw_context_t ctx, void *handle, size_t offset, void *dst, size_t bytes);
   /* The host address of handle + offset, or NULL when device memory has none. */
   void *(*host_ptr)(void *handle, size_t offset);
+  /* Events on the device's streams, for the stream-aware caching allocator
+   * (runtime/allocator.h). event_record makes an event that happens once the work
+   * queued so far on `stream` (GAAW_STREAM_*) is done; event_query says whether it
+   * has (*done = 1); event_destroy frees it. NULL in a backend whose memory is only
+   * ever used in the order of its calls (host, OpenCL): then no freed block waits. */
+  gaaw_status_t (*event_record)(gaaw_context_t ctx, int stream, void **event);
+  gaaw_status_t (*event_query)(gaaw_context_t ctx, void *event, int *done);
+  void (*event_destroy)(gaaw_context_t ctx, void *event);
   GAAW_DEVICE_KERNEL_LIST(GAAW_DEVICE_OP_FIELD)
 } gaaw_device_ops;
 

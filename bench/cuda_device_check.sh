@@ -1,37 +1,222 @@
-#!/bin/sh
-# bench/cuda_device_check.sh: the checks for a session with a GPU. Builds gaaw from
-# this source tree (autoreconf, configure, make -j16) in $BUILD (default
-# /tmp/gaaw-cuda-build), runs the CUDA tests and bench/gemm_cuda, and writes the
-# test logs, the summary and the benchmark lines to $OUT (default ./cuda-check-out).
-# Exit status: that of the tests (the benchmark runs either way).
+#!/bin/bash
+# bench/cuda_device_check.sh: the one script a session with a GPU runs (about 10
+# minutes on one H200). It builds gaaw from this source tree in $BUILD (default
+# /tmp/gaaw-cuda-build), then prints one line per result,
+#   cuda_device_check: ITEM STATUS DETAIL...      (STATUS: PASS FAIL SKIP TIMEOUT INFO)
+# on stdout and in $OUT/summary.txt (default ./cuda-check-out), with every log in $OUT:
+#   conformance          the CUDA conformance suite (every kernel against the host) at
+#                        awkward sizes (1, 31, 33, 257, 4097; n = 4k+1..4k+3), element
+#                        offsets 1 and 3, f16 attention with scores beyond f16's range,
+#                        one tensor above 2^28 elements (GAAW_CONFORMANCE_BIG=1)
+#   memcheck, racecheck  the same suite (without the big tensor) under compute-sanitizer
+#   cuda_errors          last-error clearing (stub)
+#   nccl                 test_nccl_np2: f32, bf16, f16, i32; in place at offsets; a
+#                        kernel right after each blocking op and wait (2 ranks with 2+
+#                        GPUs; 1 rank otherwise, and the 2-rank line is SKIP)
+#   nccl_timeout         a rank skipping a collective with comm_timeout=5 (2+ GPUs)
+#   shared_gpu           two ranks on one GPU: NCCL falls back to MPI
+#   zero_gpt             ZeRO 1-3 GPT steps on NCCL against the MPI backend, twice for
+#                        bit-identity, allocator cache on and off
+#   gemm_bf16            bf16 GEMM 8192^3 (gaaw and cublasGemmEx, bench/gemm_cuda) and
+#   torch_matmul         torch.matmul, if PyTorch with CUDA is there
+#   layernorm, adamw     bandwidth against the device's own copy bandwidth (bench/gemm_cuda)
+#   gpt2_124m            a GPT-2 124M training step: tokens/s, MFU, and the cuBLASLt GEMM
+#                        cache hit rate over the steps
+# Without a GPU it prints one SKIP line and exits 77 before building anything.
+# Exit status: 0 when nothing failed, 1 otherwise, 77 without a GPU.
+# Environment: OUT, BUILD, CUDA_ARCH (default 90), BUDGET_S (default 590: items that
+# no longer fit are reported SKIP), BUILD_LIMIT_S (360), MPIEXEC (default mpiexec),
+# PEAK_TFLOPS (989), JOBS (make -j, default 16).
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$PWD/cuda-check-out}
 build=${BUILD:-/tmp/gaaw-cuda-build}
 arch=${CUDA_ARCH:-90}
-mkdir -p "$out" "$build"
-exec 3>&1
-log() { echo "cuda_device_check: $*" | tee -a "$out/summary.txt" >&3; }
+budget=${BUDGET_S:-590}
+mpiexec=${MPIEXEC:-mpiexec}
+peak=${PEAK_TFLOPS:-989}
+jobs=${JOBS:-16}
+mkdir -p "$out"
+: > "$out/summary.txt"
+failed=0
+line() { echo "cuda_device_check: $*" | tee -a "$out/summary.txt"; }
+result() { # ITEM STATUS DETAIL...
+  case "$2" in FAIL|TIMEOUT) failed=1 ;; esac
+  line "$@"
+}
 
-log "source $src, build $build, CUDA archs $arch"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/nvidia-smi.txt" 2>&1
-(cd "$src" && autoreconf -fi) > "$out/build.log" 2>&1 || { log "autoreconf failed (see build.log)"; exit 1; }
-(cd "$build" && "$src/configure" --with-cuda --with-cuda-arch="$arch" --enable-fortran=no) >> "$out/build.log" 2>&1 \
-  || { log "configure failed (see build.log)"; exit 1; }
-make -C "$build" -j16 >> "$out/build.log" 2>&1 || { log "make failed (see build.log)"; exit 1; }
-log "built"
+# ---------------------------------------------------------------- a GPU at all?
+gpus=0
+if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > "$out/nvidia-smi.txt" 2>&1; then
+  gpus=$(grep -c '^GPU ' "$out/nvidia-smi.txt")
+fi
+if [ "$gpus" -lt 1 ]; then
+  result gpu SKIP "no NVIDIA GPU here (nvidia-smi finds none); nothing was built or run"
+  exit 77
+fi
+line "gpu INFO $gpus GPU(s): $(sed -n 1p "$out/nvidia-smi.txt")"
 
-tests="tests/cuda/test_cuda_device tests/cuda/test_conformance_cuda tests/backend/train_cuda"
-grep -q '^#define GAAW_HAVE_NCCL 1' "$build/config.h" && tests="$tests tests/cuda/test_nccl_np2"
-make -C "$build" -j16 check TESTS="$tests" > "$out/check.log" 2>&1
-status=$?
-for t in $tests; do
-  cp "$build/$t.log" "$out/" 2>/dev/null
-  log "`tail -n 1 "$build/$t.log" 2>/dev/null`"
+# Runs an item under a time limit that fits the budget; its output goes to LOG.
+# Usage: run_item ITEM NEED_S LIMIT_S LOG command...   (sets $rc; 124: timed out,
+# 200: skipped for the budget)
+run_item() {
+  local item=$1 need=$2 limit=$3 log=$4
+  shift 4
+  local left=$((budget - SECONDS))
+  if [ "$left" -lt "$need" ]; then
+    result "$item" SKIP "not enough of the time budget left (${left} s, needs ${need} s)"
+    rc=200
+    return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  local t0=$SECONDS
+  timeout --signal=KILL "$limit" "$@" > "$out/$log" 2>&1
+  rc=$?
+  [ "$rc" -eq 137 ] && rc=124
+  elapsed=$((SECONDS - t0))
+}
+
+# Status word of a test's exit code.
+status_of() {
+  case "$1" in 0) echo PASS ;; 77) echo SKIP ;; 124) echo TIMEOUT ;; *) echo FAIL ;; esac
+}
+
+# A test program's last summary line ("...: N checks passed").
+summary_of() {
+  grep -E 'checks (passed|failed)|skipped|not run' "$out/$1" | tail -n 1
+}
+
+# ---------------------------------------------------------------- build
+build_cmd() {
+  # autoreconf only when configure is missing or older than what it is made from
+  if [ ! -x "$src/configure" ] ||
+    [ -n "$(find "$src" -maxdepth 3 \( -name configure.ac -o -name Makefile.am -o -name '*.inc' -o -name '*.m4' \) \
+             -newer "$src/configure" -print -quit)" ]; then
+    (cd "$src" && autoreconf -fi) || return 1
+  fi
+    mkdir -p "$build" && cd "$build" &&
+    "$src/configure" --with-cuda --with-cuda-arch="$arch" --enable-fortran=no &&
+    make -j"$jobs" &&
+    make -j"$jobs" check TESTS=
+}
+run_item build 120 "${BUILD_LIMIT_S:-360}" build.log bash -c "$(declare -f build_cmd); src='$src' build='$build' arch='$arch' jobs='$jobs'; build_cmd"
+[ "$rc" -eq 200 ] && exit 1
+if [ "$rc" -ne 0 ]; then
+  result build "$(status_of $rc)" "exit $rc after ${elapsed} s (see build.log)"
+  exit 1
+fi
+result build PASS "${elapsed} s, CUDA archs $arch"
+if ! grep -q '^#define GAAW_HAVE_NCCL 1' "$build/config.h"; then
+  result nccl_build FAIL "this build has no NCCL: the NCCL items cannot run"
+fi
+t=$build/tests/cuda
+export GAAW_LOG=${GAAW_LOG:-warn}
+np=1
+[ "$gpus" -ge 2 ] && np=2
+
+# ---------------------------------------------------------------- correctness
+run_item conformance 30 120 conformance.log env GAAW_CONFORMANCE_BIG=1 "$t/test_conformance_cuda"
+[ "$rc" -ne 200 ] && result conformance "$(status_of $rc)" "${elapsed} s: $(summary_of conformance.log)"
+
+run_item cuda_errors 5 30 cuda_errors.log "$t/test_cuda_errors"
+[ "$rc" -ne 200 ] && result cuda_errors "$(status_of $rc)" "$(summary_of cuda_errors.log)"
+
+# The libtool wrappers run the real programs from .libs; the sanitizer must see those.
+real() { if [ -x "$t/.libs/$1" ]; then echo "$t/.libs/$1"; else echo "$t/$1"; fi; }
+export LD_LIBRARY_PATH="$build/.libs:${LD_LIBRARY_PATH:-}"
+sanitizer=$(command -v compute-sanitizer)
+for c in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+  [ -z "$sanitizer" ] && [ -x "$c" ] && sanitizer=$c
 done
-log "tests exit status $status"
+if [ -n "$sanitizer" ]; then
+  for tool in memcheck racecheck; do
+    run_item "$tool" 60 150 "$tool.log" "$sanitizer" --tool "$tool" --error-exitcode 99 "$(real test_conformance_cuda)"
+    [ "$rc" -ne 200 ] &&
+      result "$tool" "$(status_of $rc)" "${elapsed} s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$tool.log" | tail -n 1)"
+  done
+else
+  result memcheck FAIL "compute-sanitizer not found (PATH, /usr/local/cuda): the item did not run"
+  result racecheck FAIL "compute-sanitizer not found (PATH, /usr/local/cuda): the item did not run"
+fi
 
-"$build/bench/gemm_cuda" > "$out/bench.txt" 2>&1
-log "bench exit status $?"
-cat "$out/bench.txt" | tee -a "$out/summary.txt"
-exit $status
+run_item nccl 20 120 nccl.log "$mpiexec" -n "$np" "$t/test_nccl_np2"
+[ "$rc" -ne 200 ] && result nccl "$(status_of $rc)" "$np rank(s): $(summary_of nccl.log)"
+[ "$np" -lt 2 ] && result nccl_2ranks SKIP "one GPU: NCCL needs a GPU per rank for the 2-rank run"
+
+if [ "$np" -ge 2 ]; then
+  run_item nccl_timeout 30 60 nccl_timeout.log "$mpiexec" -n 2 "$t/test_nccl_timeout_np2"
+  [ "$rc" -ne 200 ] && result nccl_timeout "$(status_of $rc)" \
+    "$(grep -h '^nccl_timeout' "$out/nccl_timeout.log") $(summary_of nccl_timeout.log)"
+else
+  result nccl_timeout SKIP "one GPU: a rank skipping an NCCL collective needs two ranks on two GPUs"
+fi
+
+run_item shared_gpu 15 60 shared_gpu.log "$mpiexec" -n 2 "$t/test_nccl_shared_gpu_np2"
+[ "$rc" -ne 200 ] && result shared_gpu "$(status_of $rc)" \
+  "$(grep -h '^nccl_shared_gpu' "$out/shared_gpu.log") $(grep -c 'use the same GPU' "$out/shared_gpu.log") warning(s); $(summary_of shared_gpu.log)"
+
+run_item zero_gpt 60 180 zero_gpt.log "$mpiexec" -n "$np" "$t/test_cuda_gpt_np2"
+[ "$rc" -ne 200 ] && result zero_gpt "$(status_of $rc)" "$np rank(s), ZeRO 1-3: $(summary_of zero_gpt.log)"
+
+# ---------------------------------------------------------------- speed
+run_item gemm_bench 30 150 gemm_cuda.log "$build/bench/gemm_cuda" 8192
+if [ "$rc" -ne 200 ]; then
+  if [ "$rc" -eq 0 ]; then
+    while read -r l; do
+      case "$l" in
+        bench=gemm_cuda*) line "gemm_bf16 INFO $l" ;;
+        bench=*layernorm*) line "layernorm INFO $l" ;;
+        bench=*adamw*) line "adamw INFO $l" ;;
+        bench=*) line "bench INFO $l" ;;
+      esac
+    done < <(grep '^bench=' "$out/gemm_cuda.log")
+  else
+    result gemm_bench "$(status_of $rc)" "exit $rc (see gemm_cuda.log)"
+  fi
+fi
+
+torch_matmul() {
+  python3 - <<'EOF'
+import sys, time
+try:
+    import torch
+except Exception as e:
+    print("skip: no PyTorch (%s)" % e); sys.exit(3)
+if not torch.cuda.is_available():
+    print("skip: PyTorch without CUDA"); sys.exit(3)
+n = 8192
+a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+for _ in range(3): a @ b
+torch.cuda.synchronize()
+times = []
+for _ in range(7):
+    t0 = time.perf_counter()
+    for _ in range(10): a @ b
+    torch.cuda.synchronize()
+    times.append((time.perf_counter() - t0) / 10)
+times.sort()
+print("torch_matmul bf16 m=n=k=%d value=%.1f unit=TFLOP/s torch=%s" % (n, 2 * n**3 / times[3] / 1e12, torch.__version__))
+EOF
+}
+run_item torch_matmul 20 90 torch_matmul.log bash -c "$(declare -f torch_matmul); torch_matmul"
+if [ "$rc" -eq 3 ]; then
+  result torch_matmul SKIP "$(tail -n 1 "$out/torch_matmul.log")"
+elif [ "$rc" -ne 200 ]; then
+  gaaw_tf=$(grep -o '^bench=gemm_cuda.* value=[0-9.]*' "$out/gemm_cuda.log" | grep -o 'value=[0-9.]*' | head -n 1 | cut -d= -f2)
+  torch_tf=$(grep -o 'value=[0-9.]*' "$out/torch_matmul.log" | cut -d= -f2)
+  ratio=$(awk -v g="${gaaw_tf:-0}" -v p="${torch_tf:-0}" 'BEGIN { if (p > 0) printf "%.3f", g / p; else print "n/a" }')
+  result torch_matmul "$( [ "$rc" -eq 0 ] && echo INFO || status_of $rc)" \
+    "$(tail -n 1 "$out/torch_matmul.log") gaaw_value=${gaaw_tf:-n/a} ratio=$ratio"
+fi
+
+run_item gpt2_124m 60 180 gpt2_124m.log "$mpiexec" -n 1 "$t/test_cuda_gpt_np2" --bench --batch 8 --steps 8 \
+  --peak-tflops "$peak"
+if [ "$rc" -eq 0 ]; then
+  line "gpt2_124m INFO $(grep -h '^gpt2_124m' "$out/gpt2_124m.log")"
+elif [ "$rc" -ne 200 ]; then
+  result gpt2_124m "$(status_of $rc)" "exit $rc (see gpt2_124m.log)"
+fi
+
+line "done INFO ${SECONDS} s of a ${budget} s budget; logs in $out"
+exit $failed

@@ -77,6 +77,66 @@ __host__ __device__ __forceinline__ int64_t row_chunks(int64_t N)
 __device__ __forceinline__ int64_t global_index() { return (int64_t)blockIdx.x * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ int64_t global_stride() { return (int64_t)gridDim.x * blockDim.x; }
 
+/* A grid-stride walk over the elements of a (rows, cols) matrix, row-major, that
+ * keeps (row, col) up to date by addition: one 64-bit division per thread at the
+ * start, none per element. Use as
+ *   for (grid_2d g(cols); g.row < rows; g.next()) ... g.row * cols + g.col ... */
+struct grid_2d {
+  int64_t row, col, cols, step_rows, step_cols;
+  __device__ __forceinline__ explicit grid_2d(int64_t cols_) : cols(cols_)
+  {
+    int64_t i = global_index(), s = global_stride();
+    row = i / cols;
+    col = i - row * cols;
+    step_rows = s / cols;
+    step_cols = s - step_rows * cols;
+  }
+  __device__ __forceinline__ void next()
+  {
+    row += step_rows;
+    col += step_cols;
+    if (col >= cols) {
+      col -= cols;
+      row++;
+    }
+  }
+};
+
+/* The same over the digits of a mixed-radix index (radix[0] fastest): digit[k] of
+ * the element this thread is at; the top digit may run past its radix (the end). */
+template <int K> struct grid_nd {
+  int64_t digit[K], radix[K], step[K];
+  __device__ __forceinline__ explicit grid_nd(const int64_t (&radix_)[K])
+  {
+    int64_t i = global_index(), s = global_stride();
+    for (int k = 0; k < K; k++) {
+      radix[k] = radix_[k];
+      if (k < K - 1) {
+        digit[k] = i % radix[k];
+        i /= radix[k];
+        step[k] = s % radix[k];
+        s /= radix[k];
+      } else {
+        digit[k] = i;
+        step[k] = s;
+      }
+    }
+  }
+  __device__ __forceinline__ void next()
+  {
+    int64_t carry = 0;
+    for (int k = 0; k < K - 1; k++) {
+      digit[k] += step[k] + carry;
+      carry = 0;
+      while (digit[k] >= radix[k]) { /* at most twice: step, carry < radix */
+        digit[k] -= radix[k];
+        carry++;
+      }
+    }
+    digit[K - 1] += step[K - 1] + carry;
+  }
+};
+
 /* ---------------------------------------------------------------- reductions */
 
 /* Butterfly reductions over a full warp: every lane ends with the same value, and

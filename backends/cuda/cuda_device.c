@@ -2,6 +2,7 @@
  * events, cuBLASLt), raw memory, error translation, and the table. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backends/cuda/cuda.h"
 #include "backends/cuda/cuda_kernels.h"
@@ -10,9 +11,20 @@
 /* cuBLASLt workspace: what NVIDIA recommends for Hopper (32 MiB) serves Ampere too. */
 enum { LT_WORKSPACE_BYTES = 32 << 20 };
 
+cudaError_t (*gaaw_cuda_get_last_error)(void) = cudaGetLastError;
+
+cudaError_t gaaw_cuda_poll(cudaError_t q)
+{
+  if (q == cudaErrorNotReady) gaaw_cuda_get_last_error(); /* "not ready" is no failure: forget it */
+  return q;
+}
+
 gaaw_status_t gaaw_cuda_error(gaaw_context_t ctx, cudaError_t err, const char *file, int line, const char *func,
                               const char *call)
 {
+  /* Clear CUDA's last error (when it is not sticky), or the next launcher's
+   * cudaGetLastError would report this failure a second time. */
+  gaaw_cuda_get_last_error();
   gaaw_status_t st = err == cudaErrorMemoryAllocation ? GAAW_ERR_NO_MEMORY : GAAW_ERR_BACKEND;
   return gaaw_error_raise(ctx, st, file, line, func, "%s failed: %s (%s)", call, cudaGetErrorString(err),
                           cudaGetErrorName(err));
@@ -65,6 +77,7 @@ static gaaw_status_t cuda_device_info(int index, gaaw_device_info_t *info)
 
 static void release(gaaw_cuda_state *st)
 {
+  gaaw_cuda_gemm_cache_free(st);
   if (st->lt_workspace) cudaFree(st->lt_workspace);
   if (st->lt) cublasLtDestroy(st->lt);
   if (st->compute_done) cudaEventDestroy(st->compute_done);
@@ -79,7 +92,11 @@ static gaaw_status_t open_state(gaaw_context_t ctx, gaaw_cuda_state *st, int ind
   GAAW_CUDA_CHECK(ctx, cudaSetDevice(index));
   /* Non-blocking streams: no implicit ordering against the legacy default stream. */
   GAAW_CUDA_CHECK(ctx, cudaStreamCreateWithFlags(&st->compute, cudaStreamNonBlocking));
-  GAAW_CUDA_CHECK(ctx, cudaStreamCreateWithFlags(&st->comm, cudaStreamNonBlocking));
+  /* Communication first when both streams have work ready: a collective that waits
+   * for SMs delays every rank, a kernel only this one. */
+  int least = 0, greatest = 0;
+  GAAW_CUDA_CHECK(ctx, cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  GAAW_CUDA_CHECK(ctx, cudaStreamCreateWithPriority(&st->comm, cudaStreamNonBlocking, greatest));
   GAAW_CUDA_CHECK(ctx, cudaEventCreateWithFlags(&st->compute_done, cudaEventDisableTiming));
   GAAW_CUDA_CHECK(ctx, cudaEventCreateWithFlags(&st->comm_done, cudaEventDisableTiming));
   GAAW_CUBLAS_CHECK(ctx, cublasLtCreate(&st->lt));
@@ -119,6 +136,12 @@ static void cuda_close(gaaw_context_t ctx)
   cudaSetDevice(st->device);
   cudaStreamSynchronize(st->compute);
   cudaStreamSynchronize(st->comm);
+  uint64_t lookups = st->gemm_hits + st->gemm_misses;
+  if (lookups)
+    gaaw_log(GAAW_LOG_INFO, "cuBLASLt GEMM cache: %llu hits, %llu misses (hit rate %.1f%%), %llu evictions",
+             (unsigned long long)st->gemm_hits, (unsigned long long)st->gemm_misses,
+             100.0 * (double)st->gemm_hits / (double)lookups, (unsigned long long)st->gemm_evictions);
+  gaaw_allocator_release_pending(ctx); /* the streams are idle: every event has happened */
   release(st);
   ctx->device_state = NULL;
 }
@@ -142,13 +165,33 @@ static void cuda_mem_free(gaaw_context_t ctx, void *handle)
   cudaFree(handle); /* waits for the device, so no queued kernel still uses it */
 }
 
-/* Copies are queued on the compute stream, after the kernels that use the buffer,
- * and waited for (the public functions block until the copy is done). */
+void gaaw_cuda_pause(unsigned polls)
+{
+  if (polls < 1000) return;
+  struct timespec pause = {0, polls < 100000 ? 1000 : 100000};
+  nanosleep(&pause, NULL);
+}
+
+gaaw_status_t gaaw_cuda_wait_stream(gaaw_context_t ctx, cudaStream_t s)
+{
+  gaaw_cuda_state *st = gaaw_cuda_state_of(ctx);
+  for (unsigned polls = 0;; polls++) {
+    cudaError_t q = gaaw_cuda_poll(cudaStreamQuery(s));
+    if (q == cudaSuccess) return GAAW_SUCCESS;
+    if (q != cudaErrorNotReady) return gaaw_cuda_error(ctx, q, __FILE__, __LINE__, __func__, "cudaStreamQuery");
+    if (st->comm_watch) GAAW_CHECK(st->comm_watch(ctx));
+    gaaw_cuda_pause(polls);
+  }
+}
+
+/* Copies are queued on the compute stream, after the kernels that use the buffer
+ * (and the collectives those wait for), and waited for: the public functions
+ * block until the copy is done. */
 static gaaw_status_t cuda_mem_write(gaaw_context_t ctx, void *handle, size_t offset, const void *src, size_t bytes)
 {
   cudaStream_t s = gaaw_cuda_state_of(ctx)->compute;
   GAAW_CUDA_CHECK(ctx, cudaMemcpyAsync((char *)handle + offset, src, bytes, cudaMemcpyHostToDevice, s));
-  GAAW_CUDA_CHECK(ctx, cudaStreamSynchronize(s));
+  GAAW_CHECK(gaaw_cuda_wait_stream(ctx, s));
   return GAAW_SUCCESS;
 }
 
@@ -156,8 +199,38 @@ static gaaw_status_t cuda_mem_read(gaaw_context_t ctx, void *handle, size_t offs
 {
   cudaStream_t s = gaaw_cuda_state_of(ctx)->compute;
   GAAW_CUDA_CHECK(ctx, cudaMemcpyAsync(dst, (const char *)handle + offset, bytes, cudaMemcpyDeviceToHost, s));
-  GAAW_CUDA_CHECK(ctx, cudaStreamSynchronize(s));
+  GAAW_CHECK(gaaw_cuda_wait_stream(ctx, s));
   return GAAW_SUCCESS;
+}
+
+/* Events for the stream-aware allocator. */
+static gaaw_status_t cuda_event_record(gaaw_context_t ctx, int stream, void **event)
+{
+  gaaw_cuda_state *st = gaaw_cuda_state_of(ctx);
+  cudaEvent_t ev;
+  GAAW_CUDA_CHECK(ctx, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  cudaError_t e = cudaEventRecord(ev, stream == GAAW_STREAM_COMM ? st->comm : st->compute);
+  if (e != cudaSuccess) {
+    cudaEventDestroy(ev);
+    return gaaw_cuda_error(ctx, e, __FILE__, __LINE__, __func__, "cudaEventRecord");
+  }
+  *event = ev;
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t cuda_event_query(gaaw_context_t ctx, void *event, int *done)
+{
+  cudaError_t q = gaaw_cuda_poll(cudaEventQuery((cudaEvent_t)event));
+  *done = q == cudaSuccess;
+  if (q != cudaSuccess && q != cudaErrorNotReady)
+    return gaaw_cuda_error(ctx, q, __FILE__, __LINE__, __func__, "cudaEventQuery");
+  return GAAW_SUCCESS;
+}
+
+static void cuda_event_destroy(gaaw_context_t ctx, void *event)
+{
+  (void)ctx;
+  cudaEventDestroy((cudaEvent_t)event);
 }
 
 static void *cuda_host_ptr(void *handle, size_t offset)
@@ -165,6 +238,14 @@ static void *cuda_host_ptr(void *handle, size_t offset)
   (void)handle;
   (void)offset;
   return NULL; /* device memory has no host address */
+}
+
+gaaw_status_t gaaw_cuda_device_uuid(gaaw_context_t ctx, unsigned char uuid[16])
+{
+  struct cudaDeviceProp prop;
+  GAAW_CUDA_CHECK(ctx, cudaGetDeviceProperties(&prop, gaaw_cuda_state_of(ctx)->device));
+  memcpy(uuid, prop.uuid.bytes, 16);
+  return GAAW_SUCCESS;
 }
 
 gaaw_status_t gaaw_cuda_comm_after_compute(gaaw_context_t ctx)
@@ -200,5 +281,8 @@ const gaaw_device_ops gaaw_cuda_device_ops = {
   .mem_write = cuda_mem_write,
   .mem_read = cuda_mem_read,
   .host_ptr = cuda_host_ptr,
+  .event_record = cuda_event_record,
+  .event_query = cuda_event_query,
+  .event_destroy = cuda_event_destroy,
   GAAW_DEVICE_KERNEL_LIST(CUDA_TABLE_ENTRY)
 };

@@ -5,6 +5,7 @@
  * matrix with the same memory, so row-major C = op(A) op(B) is computed as the
  * column-major C^T = op(B)^T op(A)^T: cuBLASLt's "A" is our b with transpose tb, its
  * "B" is our a with transpose ta, and the sizes (m, n) swap. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cuda/cuda.h"
@@ -19,10 +20,12 @@ static cudaDataType_t data_type(gaaw_dtype_t dtype)
   }
 }
 
-/* The largest power of two (up to 256) dividing the address and the batch stride. */
+/* The largest power of two (up to 16: cuBLASLt asks for no more) dividing the
+ * address and the batch stride. A larger cap would split one shape into many keys
+ * for no different algorithm. */
 static int alignment(const void *p, int64_t stride_bytes)
 {
-  uint64_t bits = (uint64_t)(uintptr_t)p | (uint64_t)stride_bytes | 256u;
+  uint64_t bits = (uint64_t)(uintptr_t)p | (uint64_t)stride_bytes | 16u;
   return (int)(bits & (~bits + 1));
 }
 
@@ -41,78 +44,157 @@ static gaaw_status_t layout(gaaw_context_t ctx, cublasLtMatrixLayout_t *l, cudaD
   return GAAW_SUCCESS;
 }
 
-/* The descriptors of one call, destroyed together. */
-typedef struct {
-  cublasLtMatmulDesc_t op;
-  cublasLtMatrixLayout_t la, lb, lc; /* cuBLASLt's A (our b), B (our a), C = D */
-  cublasLtMatmulPreference_t pref;
-} matmul_descs;
-
-static void destroy_descs(matmul_descs *d)
+/* Destroys an entry's descriptors and marks it free. */
+static void clear_entry(gaaw_cuda_gemm_entry *e)
 {
-  if (d->pref) cublasLtMatmulPreferenceDestroy(d->pref);
-  if (d->lc) cublasLtMatrixLayoutDestroy(d->lc);
-  if (d->lb) cublasLtMatrixLayoutDestroy(d->lb);
-  if (d->la) cublasLtMatrixLayoutDestroy(d->la);
-  if (d->op) cublasLtMatmulDescDestroy(d->op);
+  if (e->lc) cublasLtMatrixLayoutDestroy(e->lc);
+  if (e->lb) cublasLtMatrixLayoutDestroy(e->lb);
+  if (e->la) cublasLtMatrixLayoutDestroy(e->la);
+  if (e->op) cublasLtMatmulDescDestroy(e->op);
+  memset(e, 0, sizeof *e);
 }
 
-static gaaw_status_t make_descs(gaaw_context_t ctx, const gaaw_cuda_gemm_key *key, matmul_descs *d)
+void gaaw_cuda_gemm_cache_free(gaaw_cuda_state *st)
 {
-  cudaDataType_t type = data_type((gaaw_dtype_t)key->dtype);
-  int64_t m = key->m, n = key->n, k = key->k, batch = key->batch;
-  GAAW_CUBLAS_CHECK(ctx, cublasLtMatmulDescCreate(&d->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  cublasOperation_t opa = key->tb == GAAW_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opb = key->ta == GAAW_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N;
-  GAAW_CUBLAS_CHECK(ctx, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-  GAAW_CUBLAS_CHECK(ctx, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-  /* Our b: row-major (k, n) = column-major (n, k); with tb = T row-major (n, k) = column-major (k, n). */
-  GAAW_CHECK(layout(ctx, &d->la, type, key->tb == GAAW_OP_N ? n : k, key->tb == GAAW_OP_N ? k : n, batch, k * n));
-  /* Our a: row-major (m, k) = column-major (k, m); with ta = T row-major (k, m) = column-major (m, k). */
-  GAAW_CHECK(layout(ctx, &d->lb, type, key->ta == GAAW_OP_N ? k : m, key->ta == GAAW_OP_N ? m : k, batch, m * k));
-  /* c: row-major (m, n) = column-major (n, m). */
-  GAAW_CHECK(layout(ctx, &d->lc, type, n, m, batch, m * n));
-  GAAW_CUBLAS_CHECK(ctx, cublasLtMatmulPreferenceCreate(&d->pref));
-  size_t ws = gaaw_cuda_state_of(ctx)->lt_workspace_bytes;
-  GAAW_CUBLAS_CHECK(ctx, cublasLtMatmulPreferenceSetAttribute(d->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                              sizeof ws));
-  /* Only algorithms that work with the alignment of these pointers. */
-  uint32_t align_a = (uint32_t)key->align_b, align_b = (uint32_t)key->align_a, align_c = (uint32_t)key->align_c;
-  GAAW_CUBLAS_CHECK(ctx, cublasLtMatmulPreferenceSetAttribute(d->pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                              &align_a, sizeof align_a));
-  GAAW_CUBLAS_CHECK(ctx, cublasLtMatmulPreferenceSetAttribute(d->pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                              &align_b, sizeof align_b));
-  GAAW_CUBLAS_CHECK(ctx, cublasLtMatmulPreferenceSetAttribute(d->pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                              &align_c, sizeof align_c));
-  GAAW_CUBLAS_CHECK(ctx, cublasLtMatmulPreferenceSetAttribute(d->pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                              &align_c, sizeof align_c));
-  return GAAW_SUCCESS;
+  if (!st->gemms) return;
+  for (int i = 0; i < GAAW_CUDA_GEMM_CACHE; i++)
+    if (st->gemms[i].used) clear_entry(&st->gemms[i]);
+  free(st->gemms);
+  st->gemms = NULL;
 }
 
-/* The algorithm for key: remembered, or cuBLASLt's first heuristic choice. The same
- * key always gets the same algorithm, so results are reproducible. */
-static gaaw_status_t find_algo(gaaw_context_t ctx, const gaaw_cuda_gemm_key *key, const matmul_descs *d,
-                               cublasLtMatmulAlgo_t *algo)
+void gaaw_cuda_gemm_cache_stats(gaaw_context_t ctx, uint64_t *hits, uint64_t *misses)
 {
   gaaw_cuda_state *st = gaaw_cuda_state_of(ctx);
-  for (int i = 0; i < st->algo_count; i++)
-    if (memcmp(&st->algos[i].key, key, sizeof *key) == 0) {
-      *algo = st->algos[i].algo;
-      return GAAW_SUCCESS;
-    }
+  *hits = st ? st->gemm_hits : 0;
+  *misses = st ? st->gemm_misses : 0;
+}
+
+/* The descriptors of key, and cuBLASLt's first algorithm for them, into e (which
+ * is cleared on failure). */
+static gaaw_status_t fill_entry(gaaw_context_t ctx, const gaaw_cuda_gemm_key *key, gaaw_cuda_gemm_entry *e)
+{
+  gaaw_cuda_state *st = gaaw_cuda_state_of(ctx);
+  cudaDataType_t type = data_type((gaaw_dtype_t)key->dtype);
+  int64_t m = key->m, n = key->n, k = key->k, batch = key->batch;
+  memset(e, 0, sizeof *e);
+  e->key = *key;
+  gaaw_status_t status = GAAW_SUCCESS;
+  cublasLtMatmulPreference_t pref = NULL;
+  cublasStatus_t cs = cublasLtMatmulDescCreate(&e->op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  if (cs != CUBLAS_STATUS_SUCCESS) {
+    status = gaaw_cublas_error(ctx, cs, __FILE__, __LINE__, __func__, "cublasLtMatmulDescCreate");
+    goto out;
+  }
+  cublasOperation_t opa = key->tb == GAAW_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opb = key->ta == GAAW_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cs = cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa);
+  if (cs == CUBLAS_STATUS_SUCCESS) cs = cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
+  if (cs != CUBLAS_STATUS_SUCCESS) {
+    status = gaaw_cublas_error(ctx, cs, __FILE__, __LINE__, __func__, "cublasLtMatmulDescSetAttribute");
+    goto out;
+  }
+  /* Our b: row-major (k, n) = column-major (n, k); with tb = T row-major (n, k) = column-major (k, n). */
+  status = layout(ctx, &e->la, type, key->tb == GAAW_OP_N ? n : k, key->tb == GAAW_OP_N ? k : n, batch, k * n);
+  /* Our a: row-major (m, k) = column-major (k, m); with ta = T row-major (k, m) = column-major (m, k). */
+  if (status == GAAW_SUCCESS)
+    status = layout(ctx, &e->lb, type, key->ta == GAAW_OP_N ? k : m, key->ta == GAAW_OP_N ? m : k, batch, m * k);
+  /* c: row-major (m, n) = column-major (n, m). */
+  if (status == GAAW_SUCCESS) status = layout(ctx, &e->lc, type, n, m, batch, m * n);
+  if (status != GAAW_SUCCESS) goto out;
+  cs = cublasLtMatmulPreferenceCreate(&pref);
+  /* The workspace, and only algorithms that work with the alignment of these
+   * pointers (cuBLASLt's A is our b, its B our a). */
+  uint64_t ws = st->lt_workspace_bytes;
+  uint32_t align_a = (uint32_t)key->align_b, align_b = (uint32_t)key->align_a, align_c = (uint32_t)key->align_c;
+  const struct {
+    cublasLtMatmulPreferenceAttributes_t attr;
+    const void *value;
+    size_t size;
+  } prefs[] = {
+    {CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws},
+    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a},
+    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b},
+    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c},
+    {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c},
+  };
+  for (size_t i = 0; i < sizeof prefs / sizeof prefs[0] && cs == CUBLAS_STATUS_SUCCESS; i++)
+    cs = cublasLtMatmulPreferenceSetAttribute(pref, prefs[i].attr, prefs[i].value, prefs[i].size);
+  if (cs != CUBLAS_STATUS_SUCCESS) {
+    status = gaaw_cublas_error(ctx, cs, __FILE__, __LINE__, __func__, "cublasLtMatmulPreference");
+    goto out;
+  }
   cublasLtMatmulHeuristicResult_t result;
   int found = 0;
   memset(&result, 0, sizeof result);
-  GAAW_CUBLAS_CHECK(ctx, cublasLtMatmulAlgoGetHeuristic(st->lt, d->op, d->la, d->lb, d->lc, d->lc, d->pref, 1, &result,
-                                                        &found));
-  if (found < 1)
-    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "cuBLASLt has no algorithm for a %s GEMM m=%lld n=%lld k=%lld batch=%lld",
-              gaaw_dtype_name((gaaw_dtype_t)key->dtype), (long long)key->m, (long long)key->n, (long long)key->k,
-              (long long)key->batch);
-  int slot = st->algo_count < GAAW_CUDA_ALGO_CACHE ? st->algo_count++ : st->algo_next++ % GAAW_CUDA_ALGO_CACHE;
-  st->algos[slot].key = *key;
-  st->algos[slot].algo = result.algo;
-  *algo = result.algo;
+  cs = cublasLtMatmulAlgoGetHeuristic(st->lt, e->op, e->la, e->lb, e->lc, e->lc, pref, 1, &result, &found);
+  if (cs != CUBLAS_STATUS_SUCCESS) {
+    status = gaaw_cublas_error(ctx, cs, __FILE__, __LINE__, __func__, "cublasLtMatmulAlgoGetHeuristic");
+    goto out;
+  }
+  /* A returned result is usable only when its own state says so. */
+  if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
+    status = gaaw_error_raise(ctx, GAAW_ERR_UNSUPPORTED, __FILE__, __LINE__, __func__,
+                              "cuBLASLt has no algorithm for a %s GEMM m=%lld n=%lld k=%lld batch=%lld "
+                              "(alignments %d, %d, %d bytes)%s%s",
+                              gaaw_dtype_name((gaaw_dtype_t)key->dtype), (long long)key->m, (long long)key->n,
+                              (long long)key->k, (long long)key->batch, key->align_a, key->align_b, key->align_c,
+                              found < 1 ? "" : ": ", found < 1 ? "" : cublasLtGetStatusString(result.state));
+    goto out;
+  }
+  e->algo = result.algo;
+  e->used = 1;
+out:
+  if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  if (status != GAAW_SUCCESS) {
+    clear_entry(e);
+    return gaaw_error_trace(ctx, status, __FILE__, __LINE__, __func__);
+  }
+  return GAAW_SUCCESS;
+}
+
+/* FNV-1a over the key's bytes (the key has no padding: it is memset first). */
+static uint32_t key_hash(const gaaw_cuda_gemm_key *key)
+{
+  const unsigned char *p = (const unsigned char *)key;
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < sizeof *key; i++) h = (h ^ p[i]) * 16777619u;
+  return h;
+}
+
+/* The entry for key: found among its probe slots, or made in the first free one,
+ * or in its home slot (replacing what was there). The same key always gets the
+ * same algorithm, so results are reproducible. */
+static gaaw_status_t find_entry(gaaw_context_t ctx, const gaaw_cuda_gemm_key *key, gaaw_cuda_gemm_entry **out)
+{
+  gaaw_cuda_state *st = gaaw_cuda_state_of(ctx);
+  if (!st->gemms) {
+    st->gemms = calloc(GAAW_CUDA_GEMM_CACHE, sizeof *st->gemms);
+    if (!st->gemms) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the GEMM cache");
+  }
+  uint32_t home = key_hash(key) & (GAAW_CUDA_GEMM_CACHE - 1);
+  gaaw_cuda_gemm_entry *free_slot = NULL;
+  for (uint32_t i = 0; i < GAAW_CUDA_GEMM_PROBES; i++) {
+    gaaw_cuda_gemm_entry *e = &st->gemms[(home + i) & (GAAW_CUDA_GEMM_CACHE - 1)];
+    if (!e->used) {
+      if (!free_slot) free_slot = e;
+      continue;
+    }
+    if (memcmp(&e->key, key, sizeof *key) == 0) {
+      st->gemm_hits++;
+      *out = e;
+      return GAAW_SUCCESS;
+    }
+  }
+  st->gemm_misses++;
+  gaaw_cuda_gemm_entry *e = free_slot;
+  if (!e) {
+    e = &st->gemms[home];
+    clear_entry(e);
+    st->gemm_evictions++;
+  }
+  GAAW_CHECK(fill_entry(ctx, key, e));
+  *out = e;
   return GAAW_SUCCESS;
 }
 
@@ -133,7 +215,7 @@ gaaw_status_t gaaw_cuda_gemm_raw(gaaw_context_t ctx, gaaw_dtype_t dtype, gaaw_tr
     GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "GEMM batch %lld exceeds cuBLASLt's int32 batch count", (long long)batch);
   size_t es = gaaw_dtype_size(dtype);
   gaaw_cuda_gemm_key key;
-  memset(&key, 0, sizeof key); /* the key is compared with memcmp: no stray padding bytes */
+  memset(&key, 0, sizeof key); /* the key is hashed and compared bytewise: no stray padding bytes */
   key.dtype = dtype;
   key.ta = ta;
   key.tb = tb;
@@ -145,18 +227,10 @@ gaaw_status_t gaaw_cuda_gemm_raw(gaaw_context_t ctx, gaaw_dtype_t dtype, gaaw_tr
   key.align_a = alignment(a, batch > 1 ? m * k * (int64_t)es : 0);
   key.align_b = alignment(b, batch > 1 ? k * n * (int64_t)es : 0);
   key.align_c = alignment(c, batch > 1 ? m * n * (int64_t)es : 0);
-  matmul_descs d;
-  memset(&d, 0, sizeof d);
-  cublasLtMatmulAlgo_t algo;
-  gaaw_status_t status = make_descs(ctx, &key, &d);
-  if (status == GAAW_SUCCESS) status = find_algo(ctx, &key, &d, &algo);
-  if (status == GAAW_SUCCESS) {
-    /* cuBLASLt's A is our b, its B our a (see the top of the file). */
-    cublasStatus_t s = cublasLtMatmul(st->lt, d.op, &alpha, b, d.la, a, d.lb, &beta, c, d.lc, c, d.lc, &algo,
-                                      st->lt_workspace, st->lt_workspace_bytes, st->compute);
-    if (s != CUBLAS_STATUS_SUCCESS) status = gaaw_cublas_error(ctx, s, __FILE__, __LINE__, __func__, "cublasLtMatmul");
-  }
-  destroy_descs(&d);
-  if (status != GAAW_SUCCESS) return gaaw_error_trace(ctx, status, __FILE__, __LINE__, __func__);
+  gaaw_cuda_gemm_entry *e = NULL;
+  GAAW_CHECK(find_entry(ctx, &key, &e));
+  /* cuBLASLt's A is our b, its B our a (see the top of the file). */
+  GAAW_CUBLAS_CHECK(ctx, cublasLtMatmul(st->lt, e->op, &alpha, b, e->la, a, e->lb, &beta, c, e->lc, c, e->lc, &e->algo,
+                                        st->lt_workspace, st->lt_workspace_bytes, st->compute));
   return GAAW_SUCCESS;
 }

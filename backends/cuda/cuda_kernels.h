@@ -118,10 +118,11 @@ cudaError_t gaaw_cuda_sum_squares(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n,
 /* tokens: (N)   table: (V, C)   y: (N, C); rows outside [vocab_start, +V) are zero. */
 cudaError_t gaaw_cuda_embedding_forward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t V, int64_t C,
                                         const int32_t *tokens, const void *table, int64_t vocab_start, void *y);
-/* Bytes of workspace the backward needs for N tokens in a slice of V rows. */
-cudaError_t gaaw_cuda_embedding_backward_workspace(int64_t N, int64_t V, size_t *bytes);
+/* Bytes of workspace the backward needs for N tokens in a slice of V rows of C. */
+cudaError_t gaaw_cuda_embedding_backward_workspace(int64_t N, int64_t V, int64_t C, size_t *bytes);
 /* dtable[tokens[n] - vocab_start] += dy[n]: tokens sorted stably (radix sort), then
- * each distinct row sums its dy rows in the order of n; no atomics. */
+ * each distinct row sums its dy rows in the order of n, in segments of sorted
+ * positions whose parts are added in order; no atomics. */
 cudaError_t gaaw_cuda_embedding_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t V, int64_t C,
                                          const int32_t *tokens, const void *dy, int64_t vocab_start, void *dtable,
                                          void *workspace, size_t workspace_bytes);

@@ -2,10 +2,12 @@
  *
  * Forward: one warp per row, with butterfly warp sums (mean first, then the
  * variance around it, as the host does, so there is no cancellation).
- * Backward: one block per chunk of GAAW_CUDA_CHUNK_ROWS rows. For each row the block
- * sums the two row reductions (block_sum), adds the row's dx, and each thread adds
- * the row's dw, db terms of its own columns into the chunk's partial sums, so no
- * two threads write one value. A second pass adds the chunks in order into dw, db.
+ * Backward: one block per chunk of GAAW_CUDA_CHUNK_ROWS rows. The block first sums
+ * each row's two reductions (block_sum) into shared memory; then each thread walks
+ * its own columns down the chunk, adding dx and summing the dw, db terms in
+ * registers, and writes the chunk's partial sums once, so no two threads write one
+ * value and no partial is read back. A second pass adds the chunks in order into
+ * dw, db.
  * No atomics: the results are bit-identical run to run. */
 #include "backends/cuda/cuda_common.cuh"
 
@@ -58,63 +60,81 @@ __device__ __forceinline__ void chunk_rows(int64_t k, int64_t N, int64_t *begin,
 }
 
 /* dx += (dy w - mean(dy w) - xhat mean(dy w xhat)) rstd;
- * pdw[k] = sum over chunk k of dy xhat, pdb[k] = sum of dy.   pdw, pdb: (chunks, C) */
+ * pdw[k] = sum over chunk k of dy xhat, pdb[k] = sum of dy.   pdw, pdb: (chunks, C)
+ * First the row reductions of the chunk's rows (block sums, kept in shared
+ * memory), then each thread walks its own columns down the chunk, adding dx and
+ * keeping its dw, db sums in registers: each partial is written once. */
 template <typename T>
 __global__ void layernorm_backward_kernel(int64_t N, int64_t C, const T *dy, const T *x, const T *w,
                                           const float *mean, const float *rstd, T *dx, float *pdw, float *pdb)
 {
   __shared__ float scratch[WARPS];
+  __shared__ float row_dmean[GAAW_CUDA_CHUNK_ROWS], row_dproj[GAAW_CUDA_CHUNK_ROWS];
   int64_t chunks = row_chunks(N);
   for (int64_t k = blockIdx.x; k < chunks; k += gridDim.x) {
-    float *kdw = pdw + k * C, *kdb = pdb + k * C;
-    for (int64_t c = threadIdx.x; c < C; c += THREADS) kdw[c] = kdb[c] = 0.0f;
     int64_t begin, end;
     chunk_rows(k, N, &begin, &end);
     for (int64_t n = begin; n < end; n++) {
       const T *xr = x + n * C, *dyr = dy + n * C;
-      T *dxr = dx + n * C;
       float m = mean[n], rs = rstd[n], dmean = 0.0f, dproj = 0.0f;
       for (int64_t c = threadIdx.x; c < C; c += THREADS) {
         float dn = to_f32(dyr[c]) * to_f32(w[c]);
         dmean += dn;
         dproj += dn * (to_f32(xr[c]) - m) * rs;
       }
-      dmean = block_sum(dmean, scratch) / (float)C;
-      dproj = block_sum(dproj, scratch) / (float)C;
-      for (int64_t c = threadIdx.x; c < C; c += THREADS) {
-        float d = to_f32(dyr[c]), xhat = (to_f32(xr[c]) - m) * rs;
-        add_to(dxr, c, (d * to_f32(w[c]) - dmean - xhat * dproj) * rs);
-        kdw[c] += d * xhat;
-        kdb[c] += d;
+      dmean = block_sum(dmean, scratch);
+      dproj = block_sum(dproj, scratch);
+      if (threadIdx.x == 0) {
+        row_dmean[n - begin] = dmean / (float)C;
+        row_dproj[n - begin] = dproj / (float)C;
       }
     }
+    __syncthreads();
+    for (int64_t c = threadIdx.x; c < C; c += THREADS) {
+      float wc = to_f32(w[c]), sdw = 0.0f, sdb = 0.0f;
+      for (int64_t n = begin; n < end; n++) {
+        float d = to_f32(dy[n * C + c]), xhat = (to_f32(x[n * C + c]) - mean[n]) * rstd[n];
+        add_to(dx, n * C + c, (d * wc - row_dmean[n - begin] - xhat * row_dproj[n - begin]) * rstd[n]);
+        sdw += d * xhat;
+        sdb += d;
+      }
+      pdw[k * C + c] = sdw;
+      pdb[k * C + c] = sdb;
+    }
+    __syncthreads(); /* the row sums of this chunk are read before the next chunk's */
   }
 }
 
-/* dx += rstd (dy w - x rstd^2 mean(dy w x));  pdw[k] = sum over chunk k of dy x rstd. */
+/* dx += rstd (dy w - x rstd^2 mean(dy w x));  pdw[k] = sum over chunk k of dy x rstd,
+ * in the same two phases. */
 template <typename T>
 __global__ void rmsnorm_backward_kernel(int64_t N, int64_t C, const T *dy, const T *x, const T *w, const float *rstd,
                                         T *dx, float *pdw)
 {
   __shared__ float scratch[WARPS];
+  __shared__ float row_coef[GAAW_CUDA_CHUNK_ROWS];
   int64_t chunks = row_chunks(N);
   for (int64_t k = blockIdx.x; k < chunks; k += gridDim.x) {
-    float *kdw = pdw + k * C;
-    for (int64_t c = threadIdx.x; c < C; c += THREADS) kdw[c] = 0.0f;
     int64_t begin, end;
     chunk_rows(k, N, &begin, &end);
     for (int64_t n = begin; n < end; n++) {
       const T *xr = x + n * C, *dyr = dy + n * C;
-      T *dxr = dx + n * C;
       float rs = rstd[n], dot = 0.0f;
       for (int64_t c = threadIdx.x; c < C; c += THREADS) dot += to_f32(dyr[c]) * to_f32(w[c]) * to_f32(xr[c]);
-      float coef = rs * rs * block_sum(dot, scratch) / (float)C;
-      for (int64_t c = threadIdx.x; c < C; c += THREADS) {
-        float d = to_f32(dyr[c]), xv = to_f32(xr[c]);
-        add_to(dxr, c, rs * (d * to_f32(w[c]) - xv * coef));
-        kdw[c] += d * xv * rs;
-      }
+      dot = block_sum(dot, scratch);
+      if (threadIdx.x == 0) row_coef[n - begin] = rs * rs * dot / (float)C;
     }
+    __syncthreads();
+    for (int64_t c = threadIdx.x; c < C; c += THREADS) {
+      float wc = to_f32(w[c]), sdw = 0.0f;
+      for (int64_t n = begin; n < end; n++) {
+        float d = to_f32(dy[n * C + c]), xv = to_f32(x[n * C + c]), rs = rstd[n];
+        add_to(dx, n * C + c, rs * (d * wc - xv * row_coef[n - begin]));
+        sdw += d * xv * rs;
+      }
+      pdw[k * C + c] = sdw;
+    }
+    __syncthreads();
   }
 }
 

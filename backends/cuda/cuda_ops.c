@@ -225,15 +225,18 @@ gaaw_status_t gaaw_cuda_op_causal_softmax_backward(gaaw_context_t ctx, float sca
   return GAAW_SUCCESS;
 }
 
-/* scores = q k^T (into probs), probs = causal softmax(scores / sqrt(D)), out = probs v. */
+/* scores = q k^T / sqrt(D) (into probs), probs = causal softmax(scores), out = probs v.
+ * The scale is the GEMM's alpha: with f16 storage, q k^T itself can exceed 65504
+ * where the scaled scores do not (the host keeps them in f32). */
 gaaw_status_t gaaw_cuda_op_attention_forward(gaaw_context_t ctx, gaaw_cten q, gaaw_cten k, gaaw_cten v,
                                              gaaw_ten probs, gaaw_ten out)
 {
   int64_t BH, T, D = cols_of(q);
   square_dims(probs, &BH, &T);
   gaaw_dtype_t dt = q->dtype;
-  GAAW_CHECK(gaaw_cuda_gemm_raw(ctx, dt, GAAW_OP_N, GAAW_OP_T, BH, T, T, D, 1.0f, P(q), P(k), 0.0f, P(probs)));
-  LAUNCH(gaaw_cuda_causal_softmax_forward(STREAM, DT(q), BH, T, 1.0f / sqrtf((float)D), P(probs), P(probs)));
+  float scale = 1.0f / sqrtf((float)D);
+  GAAW_CHECK(gaaw_cuda_gemm_raw(ctx, dt, GAAW_OP_N, GAAW_OP_T, BH, T, T, D, scale, P(q), P(k), 0.0f, P(probs)));
+  LAUNCH(gaaw_cuda_causal_softmax_forward(STREAM, DT(q), BH, T, 1.0f, P(probs), P(probs)));
   GAAW_CHECK(gaaw_cuda_gemm_raw(ctx, dt, GAAW_OP_N, GAAW_OP_N, BH, T, D, T, 1.0f, P(probs), P(v), 0.0f, P(out)));
   return GAAW_SUCCESS;
 }
@@ -245,15 +248,15 @@ gaaw_status_t gaaw_cuda_op_attention_backward(gaaw_context_t ctx, gaaw_cten dout
   int64_t BH, T, D = cols_of(q);
   square_dims(probs, &BH, &T);
   gaaw_dtype_t dt = q->dtype;
+  float scale = 1.0f / sqrtf((float)D);
   /* dv += probs^T dout;  dprobs = dout v^T */
   GAAW_CHECK(gaaw_cuda_gemm_raw(ctx, dt, GAAW_OP_T, GAAW_OP_N, BH, T, D, T, 1.0f, P(probs), P(dout), 1.0f, P(dv)));
   GAAW_CHECK(gaaw_cuda_gemm_raw(ctx, dt, GAAW_OP_N, GAAW_OP_T, BH, T, T, D, 1.0f, P(dout), P(v), 0.0f, P(dprobs)));
-  /* dscores (in dprobs) = scale probs (dprobs - rowsum(dprobs probs)) */
-  LAUNCH(gaaw_cuda_causal_softmax_backward(STREAM, DT(q), BH, T, 1.0f / sqrtf((float)D), P(probs), P(dprobs),
-                                           P(dprobs), 0));
-  /* dq += dscores k;  dk += dscores^T q */
-  GAAW_CHECK(gaaw_cuda_gemm_raw(ctx, dt, GAAW_OP_N, GAAW_OP_N, BH, T, D, T, 1.0f, P(dprobs), P(k), 1.0f, P(dq)));
-  GAAW_CHECK(gaaw_cuda_gemm_raw(ctx, dt, GAAW_OP_T, GAAW_OP_N, BH, T, D, T, 1.0f, P(dprobs), P(q), 1.0f, P(dk)));
+  /* d(scaled scores) (in dprobs) = probs (dprobs - rowsum(dprobs probs)) */
+  LAUNCH(gaaw_cuda_causal_softmax_backward(STREAM, DT(q), BH, T, 1.0f, P(probs), P(dprobs), P(dprobs), 0));
+  /* dq += scale dscores k;  dk += scale dscores^T q: the scale again in alpha */
+  GAAW_CHECK(gaaw_cuda_gemm_raw(ctx, dt, GAAW_OP_N, GAAW_OP_N, BH, T, D, T, scale, P(dprobs), P(k), 1.0f, P(dq)));
+  GAAW_CHECK(gaaw_cuda_gemm_raw(ctx, dt, GAAW_OP_T, GAAW_OP_N, BH, T, D, T, scale, P(dprobs), P(q), 1.0f, P(dk)));
   return GAAW_SUCCESS;
 }
 
@@ -275,7 +278,7 @@ gaaw_status_t gaaw_cuda_op_embedding_backward(gaaw_context_t ctx, gaaw_cten toke
     GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "embedding backward of %lld tokens: the CUDA backend sorts at most %d",
               (long long)N, INT32_MAX);
   size_t bytes = 0;
-  LAUNCH(gaaw_cuda_embedding_backward_workspace(N, V, &bytes));
+  LAUNCH(gaaw_cuda_embedding_backward_workspace(N, V, C, &bytes));
   gaaw_buffer_t buf = NULL;
   void *ws = NULL;
   GAAW_CHECK(scratch(ctx, bytes, &buf, &ws));
@@ -417,8 +420,10 @@ gaaw_status_t gaaw_cuda_op_fill(gaaw_context_t ctx, gaaw_ten x, float value)
 
 gaaw_status_t gaaw_cuda_op_synchronize(gaaw_context_t ctx)
 {
+  /* Polled, so that a stuck collective ends the wait at its deadline. */
   gaaw_cuda_state *st = gaaw_cuda_state_of(ctx);
-  GAAW_CUDA_CHECK(ctx, cudaStreamSynchronize(st->compute));
-  GAAW_CUDA_CHECK(ctx, cudaStreamSynchronize(st->comm));
+  GAAW_CHECK(gaaw_cuda_wait_stream(ctx, st->compute));
+  GAAW_CHECK(gaaw_cuda_wait_stream(ctx, st->comm));
+  if (st->comm_watch) GAAW_CHECK(st->comm_watch(ctx)); /* and what finished with an error is reported */
   return GAAW_SUCCESS;
 }

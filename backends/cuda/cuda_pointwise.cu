@@ -32,8 +32,8 @@ template <typename T> __global__ void gelu_backward_kernel(int64_t n, const T *d
 /* x: (N, 2H) = [a | g]   y: (N, H) = silu(a) g; one thread per element of y. */
 template <typename T> __global__ void swiglu_forward_kernel(int64_t N, int64_t H, const T *x, T *y)
 {
-  for (int64_t i = global_index(); i < N * H; i += global_stride()) {
-    int64_t n = i / H, h = i - n * H;
+  for (grid_2d it(H); it.row < N; it.next()) {
+    int64_t n = it.row, h = it.col, i = n * H + h;
     float a = to_f32(x[n * 2 * H + h]), g = to_f32(x[n * 2 * H + H + h]);
     y[i] = from_f32<T>(a / (1.0f + expf(-a)) * g);
   }
@@ -41,8 +41,8 @@ template <typename T> __global__ void swiglu_forward_kernel(int64_t N, int64_t H
 
 template <typename T> __global__ void swiglu_backward_kernel(int64_t N, int64_t H, const T *dy, const T *x, T *dx)
 {
-  for (int64_t i = global_index(); i < N * H; i += global_stride()) {
-    int64_t n = i / H, h = i - n * H, ia = n * 2 * H + h, ig = ia + H;
+  for (grid_2d it(H); it.row < N; it.next()) {
+    int64_t n = it.row, h = it.col, i = n * H + h, ia = n * 2 * H + h, ig = ia + H;
     float a = to_f32(x[ia]), g = to_f32(x[ig]), d = to_f32(dy[i]);
     float sig = 1.0f / (1.0f + expf(-a));
     add_to(dx, ia, d * g * sig * (1.0f + a * (1.0f - sig)));
@@ -54,7 +54,7 @@ template <typename T> __global__ void swiglu_backward_kernel(int64_t N, int64_t 
 
 template <typename T> __global__ void bias_add_kernel(int64_t N, int64_t C, T *y, const T *b)
 {
-  for (int64_t i = global_index(); i < N * C; i += global_stride()) add_to(y, i, to_f32(b[i % C]));
+  for (grid_2d g(C); g.row < N; g.next()) add_to(y, g.row * C + g.col, to_f32(b[g.col]));
 }
 
 /* y may be a or b: each thread reads its element before writing it. */
@@ -87,13 +87,10 @@ template <typename U> __global__ void fill_kernel(int64_t n, U bits, U *x)
 template <typename U>
 __global__ void permute_0213_kernel(int64_t A, int64_t B, int64_t C, int64_t D, const U *x, U *y)
 {
-  int64_t total = A * B * C * D;
-  for (int64_t i = global_index(); i < total; i += global_stride()) {
-    int64_t d = i % D, r = i / D;
-    int64_t b = r % B;
-    r /= B;
-    int64_t c = r % C, a = r / C;
-    y[i] = x[((a * B + b) * C + c) * D + d];
+  /* y's index in digits (d, b, c, a), fastest first */
+  for (grid_nd<4> g({D, B, C, A}); g.digit[3] < A; g.next()) {
+    int64_t d = g.digit[0], b = g.digit[1], c = g.digit[2], a = g.digit[3];
+    y[((a * C + c) * B + b) * D + d] = x[((a * B + b) * C + c) * D + d];
   }
 }
 

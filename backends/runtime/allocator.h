@@ -1,7 +1,16 @@
 /* The caching allocator above a backend's raw allocation call, with memory
  * accounting by category. Freed blocks go to a cache keyed by size class and are
  * handed out again for requests of the same class, because fresh device memory is
- * slow (first touch of a page ~15 us on these VMs; cudaMalloc, clCreateBuffer). */
+ * slow (first touch of a page ~15 us on these VMs; cudaMalloc, clCreateBuffer).
+ *
+ * Stream-aware: every allocation is used in order on the compute stream, so a
+ * block only the compute stream used may be handed out again at once (its next
+ * user queues behind the old work). A block that another stream used too (the
+ * communication stream of NCCL collectives: gaaw_buffer_use_on_stream) gets, when
+ * it is freed, an event on each such stream (device ops event_record) and waits on
+ * the pending list; it is reused, or given back to the backend when the cache is
+ * off, only once every one of those events has happened. Backends without events
+ * never have pending blocks. */
 #ifndef GAAW_RUNTIME_ALLOCATOR_H
 #define GAAW_RUNTIME_ALLOCATOR_H
 
@@ -11,6 +20,7 @@
 /* Size classes: powers of two up to 1 MiB, then multiples of 1 MiB... rounded to
  * 1/8 steps of the next power of two, so waste stays under 12.5%. */
 #define GAAW_ALLOC_CLASSES 512
+#define GAAW_ALLOC_STREAMS 2 /* GAAW_STREAM_COUNT of backends/device.h */
 
 struct gaaw_buffer_s {
   gaaw_context_t ctx;
@@ -18,18 +28,32 @@ struct gaaw_buffer_s {
   size_t bytes;           /* as asked for */
   size_t capacity;        /* as allocated (the size class) */
   gaaw_mem_category_t category;
-  struct gaaw_buffer_s *next_free; /* in the cache */
+  unsigned streams;       /* bit s: stream s (other than compute) used it since allocation */
+  void *events[GAAW_ALLOC_STREAMS]; /* pending: recorded at the free on each such stream */
+  struct gaaw_buffer_s *next_free; /* in the cache or the pending list */
 };
 
 typedef struct {
   int cache_enabled;
   struct gaaw_buffer_s *free_lists[GAAW_ALLOC_CLASSES];
   size_t cached_bytes;
+  struct gaaw_buffer_s *pending, *pending_last; /* freed, waiting for their events, oldest first */
+  size_t pending_bytes;
   size_t current[GAAW_MEM_CATEGORY_COUNT];
   size_t peak[GAAW_MEM_CATEGORY_COUNT];
 } gaaw_allocator;
 
-/* Frees every cached block (at finalize, or on request). */
+/* Records that stream (GAAW_STREAM_*) reads or writes buf's memory, so that a free
+ * does not hand it out again before that stream's work is done. Not collective. */
+void gaaw_buffer_use_on_stream(gaaw_buffer_t buf, int stream);
+/* Moves the pending blocks whose events have all happened to the cache (or back to
+ * the backend with the cache off). Called by every allocation. Not collective. */
+void gaaw_allocator_collect(gaaw_context_t ctx);
+/* Frees every cached block, and the pending ones whose events have happened (at
+ * finalize, or on request). */
 void gaaw_allocator_release_cached(gaaw_context_t ctx);
+/* Frees every pending block without asking its events: for a backend's close,
+ * after its streams are idle. */
+void gaaw_allocator_release_pending(gaaw_context_t ctx);
 
 #endif

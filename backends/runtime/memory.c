@@ -58,6 +58,100 @@ static void account(gaaw_allocator *a, gaaw_mem_category_t category, size_t byte
   }
 }
 
+_Static_assert(GAAW_ALLOC_STREAMS == GAAW_STREAM_COUNT, "allocator.h must know every stream of device.h");
+
+/* A block no stream uses any more: into the cache, or back to the backend. */
+static void retire(gaaw_context_t ctx, struct gaaw_buffer_s *b)
+{
+  gaaw_allocator *a = &ctx->allocator;
+  b->streams = 0;
+  if (a->cache_enabled) {
+    size_t capacity;
+    int index;
+    size_class(b->capacity, &capacity, &index);
+    b->next_free = a->free_lists[index];
+    a->free_lists[index] = b;
+    a->cached_bytes += b->capacity;
+  } else {
+    ctx->device->mem_free(ctx, b->handle);
+    free(b);
+  }
+}
+
+/* Whether every event of a pending block has happened; those that have are
+ * destroyed. A failing query keeps the block pending (never reused unsafely). */
+static int events_done(gaaw_context_t ctx, struct gaaw_buffer_s *b)
+{
+  int all = 1;
+  for (int s = 0; s < GAAW_ALLOC_STREAMS; s++) {
+    if (!b->events[s]) continue;
+    int done = 0;
+    if (ctx->device->event_query(ctx, b->events[s], &done) == GAAW_SUCCESS && done) {
+      ctx->device->event_destroy(ctx, b->events[s]);
+      b->events[s] = NULL;
+    } else {
+      all = 0;
+    }
+  }
+  return all;
+}
+
+void gaaw_allocator_collect(gaaw_context_t ctx)
+{
+  gaaw_allocator *a = &ctx->allocator;
+  struct gaaw_buffer_s *prev = NULL, *b = a->pending;
+  while (b) {
+    struct gaaw_buffer_s *next = b->next_free;
+    if (events_done(ctx, b)) {
+      if (prev)
+        prev->next_free = next;
+      else
+        a->pending = next;
+      if (a->pending_last == b) a->pending_last = prev;
+      a->pending_bytes -= b->capacity;
+      retire(ctx, b);
+    } else {
+      prev = b;
+    }
+    b = next;
+  }
+}
+
+void gaaw_buffer_use_on_stream(gaaw_buffer_t buf, int stream)
+{
+  if (buf && stream > GAAW_STREAM_COMPUTE && stream < GAAW_ALLOC_STREAMS) buf->streams |= 1u << stream;
+}
+
+/* At a free: an event on each stream other than compute that used b. With them b
+ * goes to the pending list (1); without (no other stream, or a backend without
+ * events) it is free at once (0). If an event cannot be made, the device is
+ * synchronised instead, which orders everything. */
+static int make_pending(gaaw_context_t ctx, struct gaaw_buffer_s *b)
+{
+  const gaaw_device_ops *dev = ctx->device;
+  if (!b->streams || !dev->event_record || !dev->event_query || !dev->event_destroy) return 0;
+  int any = 0;
+  for (int s = GAAW_STREAM_COMPUTE + 1; s < GAAW_ALLOC_STREAMS; s++) {
+    if (!(b->streams & (1u << s))) continue;
+    if (dev->event_record(ctx, s, &b->events[s]) == GAAW_SUCCESS) {
+      any = 1;
+    } else {
+      b->events[s] = NULL;
+      dev->synchronize(ctx);
+    }
+  }
+  if (!any) return 0;
+  gaaw_allocator *a = &ctx->allocator;
+  b->next_free = NULL;
+  if (a->pending_last)
+    a->pending_last->next_free = b;
+  else
+    a->pending = b;
+  a->pending_last = b;
+  a->pending_bytes += b->capacity;
+  return 1;
+}
+
 gaaw_status_t gaaw_buffer_alloc(gaaw_context_t ctx, size_t bytes, gaaw_mem_category_t category,
                                 gaaw_buffer_t *buf)
 {
@@ -68,6 +162,7 @@ gaaw_status_t gaaw_buffer_alloc(gaaw_context_t ctx, size_t bytes, gaaw_mem_categ
   GAAW_ARG_CHECK(ctx, (unsigned)category < GAAW_MEM_CATEGORY_COUNT, "category %d is not a gaaw_mem_category_t",
                  (int)category);
   gaaw_allocator *a = &ctx->allocator;
+  if (a->pending) gaaw_allocator_collect(ctx);
   size_t capacity;
   int index;
   size_class(bytes, &capacity, &index);
@@ -88,6 +183,7 @@ gaaw_status_t gaaw_buffer_alloc(gaaw_context_t ctx, size_t bytes, gaaw_mem_categ
   }
   b->bytes = bytes;
   b->category = category;
+  b->streams = 0;
   b->next_free = NULL;
   account(a, category, bytes, +1);
   *buf = b;
@@ -100,19 +196,8 @@ gaaw_status_t gaaw_buffer_free(gaaw_context_t ctx, gaaw_buffer_t *buf)
   if (!buf || !*buf) return GAAW_SUCCESS;
   struct gaaw_buffer_s *b = *buf;
   GAAW_ARG_CHECK(ctx, b->ctx == ctx, "buffer belongs to another context");
-  gaaw_allocator *a = &ctx->allocator;
-  account(a, b->category, b->bytes, -1);
-  if (a->cache_enabled) {
-    size_t capacity;
-    int index;
-    size_class(b->capacity, &capacity, &index);
-    b->next_free = a->free_lists[index];
-    a->free_lists[index] = b;
-    a->cached_bytes += b->capacity;
-  } else {
-    ctx->device->mem_free(ctx, b->handle);
-    free(b);
-  }
+  account(&ctx->allocator, b->category, b->bytes, -1);
+  if (!make_pending(ctx, b)) retire(ctx, b);
   *buf = NULL;
   return GAAW_SUCCESS;
 }
@@ -120,6 +205,7 @@ gaaw_status_t gaaw_buffer_free(gaaw_context_t ctx, gaaw_buffer_t *buf)
 void gaaw_allocator_release_cached(gaaw_context_t ctx)
 {
   gaaw_allocator *a = &ctx->allocator;
+  if (a->pending) gaaw_allocator_collect(ctx);
   for (int i = 0; i < GAAW_ALLOC_CLASSES; i++) {
     while (a->free_lists[i]) {
       struct gaaw_buffer_s *b = a->free_lists[i];
@@ -129,6 +215,21 @@ void gaaw_allocator_release_cached(gaaw_context_t ctx)
     }
   }
   a->cached_bytes = 0;
+}
+
+void gaaw_allocator_release_pending(gaaw_context_t ctx)
+{
+  gaaw_allocator *a = &ctx->allocator;
+  while (a->pending) {
+    struct gaaw_buffer_s *b = a->pending;
+    a->pending = b->next_free;
+    for (int s = 0; s < GAAW_ALLOC_STREAMS; s++)
+      if (b->events[s]) ctx->device->event_destroy(ctx, b->events[s]);
+    ctx->device->mem_free(ctx, b->handle);
+    free(b);
+  }
+  a->pending_last = NULL;
+  a->pending_bytes = 0;
 }
 
 gaaw_status_t gaaw_buffer_size(gaaw_buffer_t buf, size_t *bytes)

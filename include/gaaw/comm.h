@@ -41,15 +41,21 @@ typedef enum { GAAW_COMM_OP_LIST(GAAW_COMM_OP_ENTRY) } gaaw_comm_op_t;
 #undef GAAW_COMM_OP_ENTRY
 #define GAAW_COMM_OP_COUNT 8
 
-/* recv = reduction over the group of send (numel n each). send == recv (same buffer
+/* The alias rule, on every backend: send and recv of a collective are disjoint, or
+ * in place as each collective below defines it; any other overlap of views of one
+ * buffer is GAAW_ERR_INVALID_ARG (saying "overlap"), before any traffic.
+ *
+ * recv = reduction over the group of send (numel n each). send == recv (same buffer
  * and offset) is in place. Sum for f32/bf16/f16/i32 (16-bit types reduced in f32),
  * max likewise. */
 gaaw_status_t gaaw_comm_allreduce(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
                                   gaaw_reduce_op_t op);
-/* send: n * size elements; recv: n. Member r gets the reduction of block r. */
+/* send: n * size elements; recv: n. Member r gets the reduction of block r. In
+ * place: recv is block r of send. */
 gaaw_status_t gaaw_comm_reduce_scatter(gaaw_comm_t comm, const gaaw_tensor_t *send,
                                        gaaw_tensor_t *recv, gaaw_reduce_op_t op);
-/* send: n elements; recv: n * size, block r from member r. */
+/* send: n elements; recv: n * size, block r from member r. In place: send is
+ * block r of recv. */
 gaaw_status_t gaaw_comm_allgather(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv);
 /* t on root is copied to t on every member. */
 gaaw_status_t gaaw_comm_broadcast(gaaw_comm_t comm, gaaw_tensor_t *t, int root);
@@ -58,7 +64,7 @@ gaaw_status_t gaaw_comm_broadcast(gaaw_comm_t comm, gaaw_tensor_t *t, int root);
 gaaw_status_t gaaw_comm_send(gaaw_comm_t comm, const gaaw_tensor_t *t, int peer, int tag);
 gaaw_status_t gaaw_comm_recv(gaaw_comm_t comm, gaaw_tensor_t *t, int peer, int tag);
 /* send and recv: n * size elements; block j of send goes to member j, block i of recv
- * comes from member i. */
+ * comes from member i. In place: send == recv (NCCL stages send through scratch). */
 gaaw_status_t gaaw_comm_alltoall(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv);
 gaaw_status_t gaaw_comm_barrier(gaaw_comm_t comm);
 
@@ -69,7 +75,10 @@ gaaw_status_t gaaw_comm_barrier(gaaw_comm_t comm);
  * communicator in the same way.
  *   NCCL queues the operation on the device's communication stream, behind what
  *   the compute stream has queued so far, and returns; the wait orders the
- *   compute stream after it (polling it against the deadline).
+ *   compute stream after it and returns too. Its end is seen later, as for
+ *   NCCL's blocking operations (which also return once queued and ordered): the
+ *   next NCCL call and the host waits (gaaw_synchronize, buffer reads and writes)
+ *   poll what is in flight against its deadline and NCCL's asynchronous errors.
  *   MPI runs it when it is waited for, or when the communicator is next used by a
  *   blocking call, in the order the operations were started: the host backend is
  *   synchronous, so there is no overlap there, but the contract is the same.
@@ -96,7 +105,8 @@ gaaw_status_t gaaw_comm_send_start(gaaw_comm_t comm, const gaaw_tensor_t *t, int
 gaaw_status_t gaaw_comm_recv_start(gaaw_comm_t comm, gaaw_tensor_t *t, int peer, int tag, gaaw_comm_request_t *req);
 /* Completes *req (recv is then usable by everything this context runs next) and
  * sets *req to NULL; *req == NULL is a no-op. A failed operation reports its error
- * here, and the communicator is aborted. */
+ * here (on NCCL: here or at the next call that polls it, see above), and the
+ * communicator is aborted. */
 gaaw_status_t gaaw_comm_wait(gaaw_comm_request_t *req);
 
 /* This rank's index in the group and the group's size. Not collective. */

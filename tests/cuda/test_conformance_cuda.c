@@ -142,6 +142,21 @@ static void compare(const twin *w, double f32_tol, const char *what)
     free(first);                                                                                \
   } while (0)
 
+/* One tensor in both contexts, a view at element offset `at` of a buffer with
+ * room for it (offsets 1 and 3 break 16-byte alignment). */
+static void make_at(twin *w, gaaw_dtype_t dt, int ndim, const int64_t *shape, int64_t at)
+{
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  size_t es = gaaw_dtype_size(dt);
+  for (int s = 0; s < 2; s++) {
+    gaaw_buffer_t buf;
+    require_ok(ctxs[s], gaaw_buffer_alloc(ctxs[s], (size_t)(n + at) * es, GAAW_MEM_ACTIVATIONS, &buf));
+    require_ok(ctxs[s], gaaw_tensor_view(buf, (size_t)at * es, dt, ndim, shape, &w->t[s]));
+  }
+}
+#define MAKE_AT(w, dt, at, ...) make_at(&(w), (dt), SHAPE_NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__}, (at))
+
 /* ---------------------------------------------------------------- the kernels */
 
 static void check_gemm(gaaw_dtype_t dt)
@@ -241,6 +256,46 @@ static void check_pointwise(gaaw_dtype_t dt)
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
 }
 
+/* Every element of the device copy is finite. */
+static void expect_finite(const twin *w, const char *what)
+{
+  float *got = read_f32(1, w);
+  int64_t bad = -1;
+  for (int64_t i = 0; i < numel(w) && bad < 0; i++)
+    if (!isfinite(got[i])) bad = i;
+  expect_true(bad < 0, "%s (%s): element %lld is %g", what, gaaw_dtype_name(w->t[1].dtype), (long long)bad,
+              bad >= 0 ? got[bad] : 0.0);
+  free(got);
+}
+
+/* Scores q k^T beyond f16's range (16 x 60..80 x 60..75 > 65504) whose scaled values
+ * (/ sqrt(16)) are not: the host keeps scores in f32, so must the device. Every
+ * row of k is the same, so each row's scores are equal and the probabilities are
+ * exact (1 / (t + 1)) however the scores round; dq and dk (sums that cancel) are
+ * only required to be finite. */
+static void check_attention_large_scores(gaaw_dtype_t dt)
+{
+  enum { BH = 2, TT = 17, D = 16 };
+  twin q, k, v, probs, out, dout, dprobs, dq, dk, dv;
+  MAKE(q, dt, BH, TT, D), MAKE(k, dt, BH, TT, D), MAKE(v, dt, BH, TT, D), MAKE(out, dt, BH, TT, D);
+  MAKE(dout, dt, BH, TT, D), MAKE(dq, dt, BH, TT, D), MAKE(dk, dt, BH, TT, D), MAKE(dv, dt, BH, TT, D);
+  MAKE(probs, dt, BH, TT, TT), MAKE(dprobs, dt, BH, TT, TT);
+  randomize(&q, 60, 80), randomize(&v, -1, 1), randomize(&dout, -1, 1);
+  randomize(&dq, -1, 1), randomize(&dk, -1, 1), randomize(&dv, -1, 1);
+  float kv[BH * TT * D];
+  for (int i = 0; i < BH * TT * D; i++) kv[i] = 60.0f + (float)(i % D);
+  set_values(&k, kv);
+  BOTH(gaaw_attention_forward(C, T(q), T(k), T(v), T(probs), T(out)));
+  compare(&probs, 1e-4, "attention probs, large scores");
+  compare(&out, 1e-4, "attention out, large scores");
+  BOTH(gaaw_attention_backward(C, T(dout), T(q), T(k), T(v), T(probs), T(dprobs), T(dq), T(dk), T(dv)));
+  compare(&dv, 1e-4, "attention dv, large scores");
+  expect_finite(&dq, "attention dq, large scores");
+  expect_finite(&dk, "attention dk, large scores");
+  twin *all[] = {&q, &k, &v, &probs, &out, &dout, &dprobs, &dq, &dk, &dv};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
+}
+
 static void check_attention(gaaw_dtype_t dt)
 {
   enum { BH = 3, TT = 33, D = 16 };
@@ -257,7 +312,9 @@ static void check_attention(gaaw_dtype_t dt)
   compare(&dq, 1e-4, "attention dq");
   compare(&dk, 1e-4, "attention dk");
   compare(&dv, 1e-4, "attention dv");
-  /* The softmax alone, on probs as scores: forward, then backward accumulating into dx. */
+  /* The softmax alone, on new scores (dprobs was the backends' own workspace):
+   * forward, then backward accumulating into dx. */
+  randomize(&dprobs, -3, 3);
   BOTH(gaaw_causal_softmax_forward(C, 0.7f, T(dprobs), T(probs)));
   compare(&probs, 1e-5, "causal_softmax y");
   BOTH(gaaw_causal_softmax_backward(C, 0.7f, T(probs), T(dprobs), T(dx)));
@@ -281,6 +338,24 @@ static void check_embedding_loss(gaaw_dtype_t dt)
   compare(&dtable, 1e-5, "embedding dtable");
   DEVICE_TWICE(dtable, gaaw_fill(C, T(dtable), 0.0f), gaaw_embedding_backward(C, T(tokens), T(dy), START, T(dtable)),
                "embedding dtable");
+  twin *emb[] = {&tokens, &table, &y, &dy, &dtable};
+  for (size_t i = 0; i < sizeof emb / sizeof emb[0]; i++) release(emb[i]);
+
+  /* One token repeated 1500 times among 2000 (padding): a run across many segments
+   * of the device's accumulation, summed in parts. */
+  enum { NP = 2000, VP = 64, CP = 33 };
+  twin ptok, pdy, ptable;
+  MAKE(ptok, GAAW_I32, NP), MAKE(pdy, dt, NP, CP), MAKE(ptable, dt, VP, CP);
+  float *tv = malloc(NP * sizeof(float));
+  for (int i = 0; i < NP; i++) tv[i] = i % 4 == 3 ? (float)((i * 7) % VP) : 17.0f;
+  set_values(&ptok, tv);
+  free(tv);
+  randomize(&pdy, -1, 1), randomize(&ptable, -1, 1);
+  BOTH(gaaw_embedding_backward(C, T(ptok), T(pdy), 0, T(ptable)));
+  compare(&ptable, 1e-5, "embedding dtable, a token repeated 1500 times");
+  DEVICE_TWICE(ptable, gaaw_fill(C, T(ptable), 0.0f), gaaw_embedding_backward(C, T(ptok), T(pdy), 0, T(ptable)),
+               "embedding dtable, repeated token");
+  release(&ptok), release(&pdy), release(&ptable);
 
   /* Cross-entropy on the slice [100, 100 + VL) with targets inside, outside and ignored. */
   enum { NL = 20, VL = 300, VSTART = 100 };
@@ -297,8 +372,120 @@ static void check_embedding_loss(gaaw_dtype_t dt)
   compare(&target, 0, "target_logit");
   BOTH(gaaw_cross_entropy_backward(C, T(logits), T(max), T(sumexp), T(targets), VSTART, 1.0f / NL, T(dlogits)));
   compare(&dlogits, 1e-5, "cross_entropy_backward");
-  twin *all[] = {&tokens, &table, &y, &dy, &dtable, &logits, &targets, &max, &sumexp, &target, &dlogits};
+  twin *all[] = {&logits, &targets, &max, &sumexp, &target, &dlogits};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
+}
+
+/* Awkward sizes (1, 31, 33, 257, 4097 and 4k+1..4k+3) at element offsets 0, 1
+ * and 3: the tails of vectorised loops, grids of one partial block, unaligned
+ * addresses (AdamW's 128-bit path must fall back), GEMM alignment keys. */
+static void check_awkward(gaaw_dtype_t dt)
+{
+  static const int64_t sizes[] = {1, 31, 33, 257, 4097, 1025, 1026, 1027};
+  static const int64_t offsets[] = {0, 1, 3};
+  char what[96];
+  for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+    for (size_t oi = 0; oi < 3; oi++) {
+      int64_t n = sizes[si], at = offsets[oi];
+      twin x, y, dy, dx, p, g, master, m, v, out;
+      MAKE_AT(x, dt, at, n), MAKE_AT(y, dt, at, n), MAKE_AT(dy, dt, at, n), MAKE_AT(dx, dt, at, n);
+      MAKE_AT(p, dt, at, n), MAKE_AT(g, dt, at, n), MAKE_AT(master, GAAW_F32, at, n);
+      MAKE_AT(m, GAAW_F32, at, n), MAKE_AT(v, GAAW_F32, at, n), MAKE_AT(out, GAAW_F32, at, 1);
+      randomize(&x, -3, 3), randomize(&dy, -1, 1), randomize(&dx, -1, 1), randomize(&y, -1, 1);
+      snprintf(what, sizeof what, "n=%lld offset %lld", (long long)n, (long long)at);
+      BOTH(gaaw_gelu_forward(C, T(x), T(y)));
+      compare(&y, 1e-5, what);
+      BOTH(gaaw_gelu_backward(C, T(dy), T(x), T(dx)));
+      compare(&dx, 1e-5, what);
+      BOTH(gaaw_add(C, T(x), T(dy), T(y)));
+      compare(&y, 1e-6, what);
+      BOTH(gaaw_axpy(C, 0.25f, T(x), T(y)));
+      compare(&y, 1e-6, what);
+      BOTH(gaaw_scale(C, T(y), -1.5f));
+      compare(&y, 1e-6, what);
+      BOTH(gaaw_cast(C, T(x), T(master)));
+      compare(&master, 0, what);
+      BOTH(gaaw_sum_squares(C, T(x), T(out)));
+      compare(&out, 1e-5, what);
+      randomize(&master, -1, 1), randomize(&g, -2, 2), randomize(&m, -0.1f, 0.1f), randomize(&v, 0, 0.01f);
+      gaaw_adamw_args_t args = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.1f,
+                                .grad_scale = 1.0f, .step = 2};
+      BOTH(gaaw_adamw_update(C, T(p), T(g), T(master), T(m), T(v), &args));
+      compare(&master, 1e-5, what);
+      compare(&p, 1e-5, what);
+      BOTH(gaaw_fill(C, T(p), 0.5f));
+      compare(&p, 0, what);
+      twin *all[] = {&x, &y, &dy, &dx, &p, &g, &master, &m, &v, &out};
+      for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
+    }
+  /* rows of awkward widths: norms and the bias kernels; softmax of awkward T */
+  for (size_t si = 0; si < 5; si++)
+    for (size_t oi = 1; oi < 3; oi++) {
+      int64_t Cn = sizes[si], at = offsets[oi], R = 37;
+      twin x, w, b, y, mean, rstd, dy, dx, dw, db;
+      MAKE_AT(x, dt, at, R, Cn), MAKE_AT(y, dt, at, R, Cn), MAKE_AT(dy, dt, at, R, Cn), MAKE_AT(dx, dt, at, R, Cn);
+      MAKE_AT(w, dt, at, Cn), MAKE_AT(b, dt, at, Cn), MAKE_AT(dw, dt, at, Cn), MAKE_AT(db, dt, at, Cn);
+      MAKE_AT(mean, GAAW_F32, at, R), MAKE_AT(rstd, GAAW_F32, at, R);
+      randomize(&x, -2, 3), randomize(&w, 0.5f, 1.5f), randomize(&b, -1, 1), randomize(&dy, -1, 1);
+      randomize(&dx, -1, 1), randomize(&dw, -1, 1), randomize(&db, -1, 1);
+      snprintf(what, sizeof what, "norms C=%lld offset %lld", (long long)Cn, (long long)at);
+      BOTH(gaaw_layernorm_forward(C, T(x), T(w), T(b), 1e-5f, T(y), T(mean), T(rstd)));
+      compare(&y, 1e-4, what);
+      BOTH(gaaw_layernorm_backward(C, T(dy), T(x), T(w), T(mean), T(rstd), T(dx), T(dw), T(db)));
+      compare(&dx, 1e-4, what), compare(&dw, 1e-4, what), compare(&db, 1e-4, what);
+      BOTH(gaaw_rmsnorm_forward(C, T(x), T(w), 1e-5f, T(y), T(rstd)));
+      compare(&y, 1e-4, what);
+      BOTH(gaaw_rmsnorm_backward(C, T(dy), T(x), T(w), T(rstd), T(dx), T(dw)));
+      compare(&dx, 1e-4, what), compare(&dw, 1e-4, what);
+      BOTH(gaaw_bias_add(C, T(y), T(b)));
+      compare(&y, 1e-5, what);
+      BOTH(gaaw_bias_backward(C, T(dy), T(db)));
+      compare(&db, 1e-4, what);
+      twin *all[] = {&x, &w, &b, &y, &mean, &rstd, &dy, &dx, &dw, &db};
+      for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
+      if (Cn > 257) continue;
+      twin sx, sy, sdy, sdx;
+      MAKE_AT(sx, dt, at, 2, Cn, Cn), MAKE_AT(sy, dt, at, 2, Cn, Cn), MAKE_AT(sdy, dt, at, 2, Cn, Cn);
+      MAKE_AT(sdx, dt, at, 2, Cn, Cn);
+      randomize(&sx, -3, 3), randomize(&sdy, -1, 1), randomize(&sdx, -1, 1);
+      snprintf(what, sizeof what, "causal softmax T=%lld offset %lld", (long long)Cn, (long long)at);
+      BOTH(gaaw_causal_softmax_forward(C, 0.3f, T(sx), T(sy)));
+      compare(&sy, 1e-5, what);
+      BOTH(gaaw_causal_softmax_backward(C, 0.3f, T(sy), T(sdy), T(sdx)));
+      compare(&sdx, 1e-5, what);
+      release(&sx), release(&sy), release(&sdy), release(&sdx);
+    }
+  /* GEMMs of awkward shapes at unaligned offsets (the cache's alignment keys) */
+  static const int64_t shapes[][3] = {{1, 31, 33}, {33, 257, 1}, {31, 1, 257}, {257, 33, 31}, {33, 33, 4097}};
+  for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+    for (size_t oi = 0; oi < 3; oi++) {
+      int64_t M = shapes[k][0], N = shapes[k][1], K = shapes[k][2], at = offsets[oi];
+      twin a, b, c;
+      MAKE_AT(a, dt, at, M, K), MAKE_AT(b, dt, (at + 1) % 4, K, N), MAKE_AT(c, dt, at, M, N);
+      randomize(&a, -1, 1), randomize(&b, -1, 1), randomize(&c, -1, 1);
+      snprintf(what, sizeof what, "gemm %lldx%lldx%lld offset %lld", (long long)M, (long long)N, (long long)K,
+               (long long)at);
+      BOTH(gaaw_gemm(C, GAAW_OP_N, GAAW_OP_N, 1.0f, T(a), T(b), 0.5f, T(c)));
+      compare(&c, 1e-4, what);
+      release(&a), release(&b), release(&c);
+    }
+}
+
+/* One tensor above 2^28 elements (GAAW_CONFORMANCE_BIG=1, device only: 64-bit
+ * indexing of every grid-stride loop): fill, scale, axpy and the sum of squares. */
+static void check_big(gaaw_dtype_t dt)
+{
+  const int64_t n = ((int64_t)1 << 28) + 3;
+  twin x, y, out;
+  MAKE(x, dt, n), MAKE(y, dt, n), MAKE(out, GAAW_F32, 1);
+  BOTH(gaaw_fill(C, T(x), 0.5f));
+  BOTH(gaaw_fill(C, T(y), 1.0f));
+  BOTH(gaaw_scale(C, T(x), 3.0f));
+  BOTH(gaaw_axpy(C, 2.0f, T(x), T(y)));
+  compare(&y, 0, "n = 2^28 + 3: fill, scale, axpy");
+  BOTH(gaaw_sum_squares(C, T(y), T(out)));
+  compare(&out, 1e-5, "n = 2^28 + 3: sum of squares");
+  release(&x), release(&y), release(&out);
 }
 
 static void check_utilities(gaaw_dtype_t dt)
@@ -374,9 +561,13 @@ int main(int argc, char **argv)
     check_norms(dtypes[i]);
     check_pointwise(dtypes[i]);
     check_attention(dtypes[i]);
+    check_attention_large_scores(dtypes[i]);
     check_embedding_loss(dtypes[i]);
     check_utilities(dtypes[i]);
+    check_awkward(dtypes[i]);
   }
+  const char *big = getenv("GAAW_CONFORMANCE_BIG");
+  if (devices > 0 && big && !strcmp(big, "1")) check_big(GAAW_BF16);
   for (int s = 0; s < 2; s++) {
     require_ok(ctxs[s], gaaw_finalize(&ctxs[s]));
     gaaw_config_destroy(&cfgs[s]);
