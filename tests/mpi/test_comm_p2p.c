@@ -81,7 +81,7 @@ int main(int argc, char **argv)
     expect_true(took >= 0.9 && took < 10, "the receive timed out after %.2f s; comm_timeout is 1 s", took);
     expect_true(strstr(gaaw_last_error(ctx), "receive from rank 1 (tag 9)") != NULL, "%s", gaaw_last_error(ctx));
   } else {
-    usleep(1500 * 1000);
+    usleep(3000 * 1000); /* rank 0 times out after 1 s: 2 s to spare */
   }
   expect_status_ctx(ctx, gaaw_comm_barrier(dp), GAAW_ERR_COMM);
   expect_true(strstr(gaaw_last_error(ctx), "receive from rank 1 (tag 9)") != NULL, "rank %d: %s", rank,

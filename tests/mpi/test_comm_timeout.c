@@ -1,6 +1,6 @@
 /* The communicator deadline (comm_timeout = 1 s) and the aborted state, on 2 ranks.
  *
- * Collective: rank 1 skips one all-reduce on world. Rank 0 gets GAAW_ERR_TIMEOUT
+ * Collective: rank 1 skips one all-reduce on world (sleeping 3 s). Rank 0 gets GAAW_ERR_TIMEOUT
  * after about a second; its context is then aborted and rank 1 is told. From then
  * on every collective, on any communicator of the context, returns GAAW_ERR_COMM on
  * both ranks at once (well within the deadline), naming the original failure, and
@@ -55,7 +55,7 @@ int main(int argc, char **argv)
     double elapsed = MPI_Wtime() - t0;
     expect_true(elapsed >= 0.9 && elapsed < 10, "the all-reduce timed out after %.2f s; comm_timeout is 1 s", elapsed);
   } else {
-    usleep(1500 * 1000); /* skips the call; rank 0 times out meanwhile */
+    usleep(3000 * 1000); /* skips the call; rank 0 times out meanwhile (after 1 s; 2 s to spare) */
   }
   /* every later collective, on every rank and every communicator, fails at once */
   expect_aborted(ctx, gaaw_comm_allreduce(world, &t, &t, GAAW_SUM));
@@ -78,7 +78,7 @@ int main(int argc, char **argv)
     expect_true(elapsed >= 0.9 && elapsed < 10, "the recv timed out after %.2f s; comm_timeout is 1 s", elapsed);
     expect_aborted(ctx, gaaw_comm_recv(dp, &t, 1, 3));
   } else {
-    usleep(1500 * 1000);
+    usleep(3000 * 1000); /* rank 0 times out after 1 s: 2 s to spare */
     expect_aborted(ctx, gaaw_comm_barrier(dp));
   }
   require_ok(ctx, gaaw_buffer_free(ctx, &t.buf));
