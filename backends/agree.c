@@ -99,12 +99,7 @@ static gaaw_status_t report_failure(gaaw_context_t ctx, MPI_Comm mc, gaaw_status
   char message[MESSAGE_MAX] = "";
   int me;
   MPI_Comm_rank(mc, &me);
-  if (me == root) {
-    const char *text = ctx->error.text;
-    size_t n = strcspn(text, "\n");
-    if (n >= MESSAGE_MAX) n = MESSAGE_MAX - 1;
-    memcpy(message, text, n);
-  }
+  if (me == root) gaaw_error_first_line(ctx, message, sizeof message);
   MPI_Request req;
   GAAW_CHECK(finish_round(ctx, MPI_Ibcast(message, MESSAGE_MAX, MPI_CHAR, root, mc, &req), &req,
                           "the agreement's broadcast of a rank's failure"));

@@ -515,11 +515,11 @@ gaaw_status_t gaaw_model_forward_range(gaaw_model_t m, gaaw_frame *f, int lo, in
     double t0 = now_seconds();
     GAAW_CHECK_CTX(m->ctx, before_layer(m, i, GAAW_PHASE_FORWARD));
     GAAW_CHECK_CTX(m->ctx, l->ops->forward(m, l, f, &f->acts[i], &f->acts[i + 1]));
-    if (recomputes(m, l)) gaaw_layer_release(m, f, l); /* its input acts[i] stays */
-    if (f->inference && i + 1 < m->nlayers) { /* the last keeps what predict returns */
-      gaaw_layer_release(m, f, l);
-      gaaw_act_free(m, &f->acts[i]);
-    }
+    /* inference keeps nothing but the last layer's (what predict returns); full
+     * recomputation keeps only the input acts[i] */
+    int inference = f->inference && i + 1 < m->nlayers;
+    if (inference || recomputes(m, l)) gaaw_layer_release(m, f, l);
+    if (inference) gaaw_act_free(m, &f->acts[i]);
     GAAW_CHECK_CTX(m->ctx, after_layer(m, i, GAAW_PHASE_FORWARD));
     l->forward_seconds += now_seconds() - t0; /* with the hooks: ZeRO 3's gathers count */
   }

@@ -52,30 +52,27 @@ static gaaw_status_t check_config(gaaw_context_t ctx, const gaaw_optimizer_confi
   return GAAW_SUCCESS;
 }
 
-/* Every rank must run the same optimizer. Collective over world. */
-static gaaw_status_t agree_on_config(gaaw_context_t ctx, gaaw_status_t st, const gaaw_optimizer_config_t *c)
+/* What every rank's optimizer must share. */
+static int config_fields(const gaaw_optimizer_config_t *c, gaaw_field *f)
 {
-  gaaw_field f[] = {
-    GAAW_FIELD_NAMED("kind", c ? c->kind : 0, c && c->kind == GAAW_SGD ? "sgd" : c && c->kind == GAAW_ADAMW ? "adamw" : "invalid"),
-    GAAW_FIELD_INT("zero_stage", c ? c->zero_stage : 0),
-    GAAW_FIELD_FLOAT("lr", c ? c->lr : 0),
-    GAAW_FIELD_FLOAT("min_lr", c ? c->min_lr : 0),
-    GAAW_FIELD_INT("warmup_steps", c ? c->warmup_steps : 0),
-    GAAW_FIELD_INT("decay_steps", c ? c->decay_steps : 0),
-    GAAW_FIELD_FLOAT("beta1", c ? c->beta1 : 0),
-    GAAW_FIELD_FLOAT("beta2", c ? c->beta2 : 0),
-    GAAW_FIELD_FLOAT("eps", c ? c->eps : 0),
-    GAAW_FIELD_FLOAT("weight_decay", c ? c->weight_decay : 0),
-    GAAW_FIELD_FLOAT("momentum", c ? c->momentum : 0),
-    GAAW_FIELD_FLOAT("clip_norm", c ? c->clip_norm : 0),
-    GAAW_FIELD_INT("accumulation", c ? c->accumulation : 0),
-    GAAW_FIELD_FLOAT("initial_loss_scale", c ? c->initial_loss_scale : 0),
-    GAAW_FIELD_INT("loss_scale_window", c ? c->loss_scale_window : 0),
-    GAAW_FIELD_INT("hysteresis", c ? c->hysteresis : 0),
-  };
-  int n = st == GAAW_SUCCESS ? (int)(sizeof f / sizeof f[0]) : 0;
-  GAAW_CHECK(gaaw_agree_world(ctx, st, "the optimizer configuration", f, n));
-  return GAAW_SUCCESS;
+  int n = 0;
+  f[n++] = GAAW_FIELD_NAMED("kind", c->kind, c->kind == GAAW_SGD ? "sgd" : "adamw");
+  f[n++] = GAAW_FIELD_INT("zero_stage", c->zero_stage);
+  f[n++] = GAAW_FIELD_FLOAT("lr", c->lr);
+  f[n++] = GAAW_FIELD_FLOAT("min_lr", c->min_lr);
+  f[n++] = GAAW_FIELD_INT("warmup_steps", c->warmup_steps);
+  f[n++] = GAAW_FIELD_INT("decay_steps", c->decay_steps);
+  f[n++] = GAAW_FIELD_FLOAT("beta1", c->beta1);
+  f[n++] = GAAW_FIELD_FLOAT("beta2", c->beta2);
+  f[n++] = GAAW_FIELD_FLOAT("eps", c->eps);
+  f[n++] = GAAW_FIELD_FLOAT("weight_decay", c->weight_decay);
+  f[n++] = GAAW_FIELD_FLOAT("momentum", c->momentum);
+  f[n++] = GAAW_FIELD_FLOAT("clip_norm", c->clip_norm);
+  f[n++] = GAAW_FIELD_INT("accumulation", c->accumulation);
+  f[n++] = GAAW_FIELD_FLOAT("initial_loss_scale", c->initial_loss_scale);
+  f[n++] = GAAW_FIELD_INT("loss_scale_window", c->loss_scale_window);
+  f[n++] = GAAW_FIELD_INT("hysteresis", c->hysteresis);
+  return n;
 }
 
 static gaaw_status_t alloc_state(gaaw_optimizer_t opt)
@@ -143,7 +140,10 @@ gaaw_status_t gaaw_optimizer_create(gaaw_model_t model, const gaaw_optimizer_con
   if (st == GAAW_SUCCESS && model->hooks.before_layer)
     st = gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
                           "the model already has an optimizer; destroy it first");
-  GAAW_CHECK(agree_on_config(ctx, st, cfg));
+  gaaw_field fields[16];
+  /* every rank must run the same optimizer (the fields of a checked config only) */
+  GAAW_CHECK(gaaw_agree_world(ctx, st, "the optimizer configuration", fields,
+                              st == GAAW_SUCCESS ? config_fields(cfg, fields) : 0));
   gaaw_optimizer_t opt = calloc(1, sizeof *opt);
   st = opt ? GAAW_SUCCESS
            : gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__, "cannot allocate an optimizer");

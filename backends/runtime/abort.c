@@ -11,21 +11,12 @@
 /* Tags 0..32767 belong to gaaw_comm_send/recv; control carries only notices. */
 enum { ABORT_TAG = 1 };
 
-/* The first line of ctx's error report: the failure, without its trace. */
-static void current_failure(gaaw_context_t ctx, char *out, size_t size)
-{
-  const char *text = ctx->error.text[0] ? ctx->error.text : "an unreported failure";
-  size_t n = strcspn(text, "\n");
-  if (n >= size) n = size - 1;
-  memcpy(out, text, n);
-  out[n] = '\0';
-}
-
 void gaaw_context_abort(gaaw_context_t ctx)
 {
   if (!ctx || ctx->aborted) return;
   ctx->aborted = 1;
-  current_failure(ctx, ctx->abort_reason, sizeof ctx->abort_reason);
+  gaaw_error_first_line(ctx, ctx->abort_reason, sizeof ctx->abort_reason);
+  if (!ctx->abort_reason[0]) snprintf(ctx->abort_reason, sizeof ctx->abort_reason, "an unreported failure");
   if (ctx->control == MPI_COMM_NULL || ctx->size < 2) return;
   ctx->abort_notice = malloc(GAAW_ABORT_REASON_MAX);
   ctx->abort_sends = malloc((size_t)ctx->size * sizeof *ctx->abort_sends);

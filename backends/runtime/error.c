@@ -14,6 +14,15 @@ gaaw_error_record *gaaw_error_record_of(gaaw_context_t ctx)
   return ctx ? &ctx->error : &thread_record;
 }
 
+void gaaw_error_first_line(gaaw_context_t ctx, char *out, size_t size)
+{
+  const char *text = gaaw_error_record_of(ctx)->text;
+  size_t n = strcspn(text, "\n");
+  if (n >= size) n = size - 1;
+  memcpy(out, text, n);
+  out[n] = '\0';
+}
+
 static const char *base_name(const char *path)
 {
   const char *slash = strrchr(path, '/');

@@ -35,6 +35,8 @@ gaaw_status_t gaaw_error_trace(gaaw_context_t ctx, gaaw_status_t status, const c
                                const char *func);
 /* The record errors of ctx go to (the thread-local one for NULL). */
 gaaw_error_record *gaaw_error_record_of(gaaw_context_t ctx);
+/* The first line of ctx's report (the failure, without its trace) into out. */
+void gaaw_error_first_line(gaaw_context_t ctx, char *out, size_t size);
 
 /* The context whose record GAAW_CHECK appends to: functions name theirs by declaring
  * a variable `ctx`; everything else uses the thread-local record. */
