@@ -293,6 +293,8 @@ module gaaw
     end function c_schedule_timeline
   end interface
 
+#include "sampler_interface.inc"
+
 contains
 
   ! ------------------------------------------------------------------ strings
@@ -629,5 +631,7 @@ contains
       text(i:i) = buf(i)
     end do
   end function gaaw_schedule_timeline
+
+#include "sampler_procedures.inc"
 
 end module gaaw
