@@ -294,6 +294,7 @@ module gaaw
   end interface
 
 #include "sampler_interface.inc"
+#include "model_state_interface.inc"
 
 contains
 
