@@ -628,16 +628,13 @@ static gaaw_status_t run_forward(gaaw_model_t m, gaaw_frame *f)
 }
 
 /* gaaw_model_forward, gaaw_model_predict: one microbatch (through one stage, or the
- * pipeline's stages one after the other for predict). */
+ * pipeline's stages one after the other). */
 static gaaw_status_t one_stage_microbatch(gaaw_model_t m, const gaaw_batch_t *b, const char *what)
 {
   gaaw_context_t ctx = m->ctx;
   GAAW_ARG_NOT_NULL(ctx, b);
   GAAW_ARG_CHECK(ctx, b->microbatches <= 1, "%s runs one microbatch, got microbatches = %d "
                  "(gaaw_model_forward_backward runs several)", what, b->microbatches);
-  GAAW_ARG_CHECK(ctx, m->pp_size == 1 || strcmp(what, "gaaw_model_predict") == 0,
-                 "%s with pp = %d: a pipeline runs its forward and backward together in "
-                 "gaaw_model_forward_backward (or use gaaw_model_predict)", what, m->pp_size);
   return GAAW_SUCCESS;
 }
 
@@ -662,6 +659,16 @@ gaaw_batch_t gaaw_model_microbatch(gaaw_model_t m, const gaaw_batch_t *b, int i)
   return one;
 }
 
+/* pp > 1: the loss of frame f's microbatch through the stages, keeping nothing
+ * (a pipeline's backward runs in gaaw_model_forward_backward), on every rank. */
+static gaaw_status_t pipeline_loss(gaaw_model_t m, gaaw_frame *f)
+{
+  f->inference = 1;
+  GAAW_CHECK_CTX(m->ctx, gaaw_pipeline_forward_only(m, f, m->nlayers));
+  GAAW_CHECK_CTX(m->ctx, gaaw_pipeline_share_loss(m, &f->loss));
+  return GAAW_SUCCESS;
+}
+
 /* Loads the batch and agrees on it, then runs forward; with `then_backward` the
  * backward pass's local checks join the same agreement (one round for both). */
 static gaaw_status_t forward_agreed(gaaw_model_t m, const gaaw_batch_t *b, int then_backward)
@@ -679,12 +686,10 @@ static gaaw_status_t forward_agreed(gaaw_model_t m, const gaaw_batch_t *b, int t
     free_batch(m, f);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   }
-  st = run_forward(m, f);
-  if (st != GAAW_SUCCESS) {
-    drop_forward(m, f);
-    return gaaw_error_trace(ctx, gaaw_model_fail_together(m, st), __FILE__, __LINE__, __func__);
-  }
-  f->have_forward = 1;
+  st = m->pp_size > 1 ? pipeline_loss(m, f) : run_forward(m, f);
+  if (st != GAAW_SUCCESS || m->pp_size > 1) drop_forward(m, f);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, gaaw_model_fail_together(m, st), __FILE__, __LINE__, __func__);
+  f->have_forward = m->pp_size == 1;
   return GAAW_SUCCESS;
 }
 

@@ -168,6 +168,9 @@ gaaw_status_t gaaw_pipeline_forward_backward(gaaw_model_t m, const gaaw_batch_t 
  * batch loaded); stop: forward ends before the last layer (MLP loss). Collective
  * over the pp group. */
 gaaw_status_t gaaw_pipeline_forward_only(gaaw_model_t m, gaaw_frame *f, int stop);
+/* *loss from the last stage to every rank of the pp group (no-op at pp 1).
+ * Collective over the pp group. */
+gaaw_status_t gaaw_pipeline_share_loss(gaaw_model_t m, float *loss);
 
 /* Layer kinds. */
 extern const gaaw_layer_ops gaaw_gpt_embedding_ops, gaaw_gpt_block_ops, gaaw_gpt_head_ops;

@@ -97,13 +97,14 @@ typedef struct {
  * collective this rank will not join. */
 
 /* Forward pass and loss (mean over counted tokens or output elements), keeping
- * the activations backward needs. Collective over the work group. pp must be 1
- * (a pipeline runs forward and backward together: gaaw_model_forward_backward). */
+ * the activations backward needs. Collective over the work group. With pp > 1 the
+ * microbatch goes through the stages for its loss (on every rank) and nothing is
+ * kept: a pipeline's backward runs in gaaw_model_forward_backward. */
 gaaw_status_t gaaw_model_forward(gaaw_model_t model, const gaaw_batch_t *batch, float *loss);
 /* Backward pass of the last forward: every parameter gradient += d loss / d p
  * (accumulates over microbatches). Collective over the work group; GAAW_ERR_STATE
- * on every rank when a rank has no forward to go back through, or when the
- * optimizer's accumulation is already complete. */
+ * on every rank when a rank has no forward to go back through (always with
+ * pp > 1), or when the optimizer's accumulation is already complete. */
 gaaw_status_t gaaw_model_backward(gaaw_model_t model);
 /* Both, as one training step's model part, over the batch's microbatches: the
  * pipeline schedule (option pp_schedule) on this rank's stages, activations and
