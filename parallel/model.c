@@ -903,6 +903,14 @@ gaaw_status_t gaaw_model_layer_times(gaaw_model_t m, int index, const char **kin
   return GAAW_SUCCESS;
 }
 
+gaaw_status_t gaaw_model_pipeline_times(gaaw_model_t m, double *idle_seconds, double *total_seconds)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  if (idle_seconds) *idle_seconds = m->pipe_idle;
+  if (total_seconds) *total_seconds = m->pipe_wall;
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_model_reset_times(gaaw_model_t m)
 {
   GAAW_ARG_NOT_NULL(NULL, m);

@@ -166,6 +166,11 @@ gaaw_status_t gaaw_model_layer_count(gaaw_model_t model, int *count);
  * backward seconds (either may be NULL). index must be in 0..count-1. */
 gaaw_status_t gaaw_model_layer_times(gaaw_model_t model, int index, const char **kind, double *forward_seconds,
                                      double *backward_seconds);
+/* The last gaaw_model_forward_backward on this rank: the seconds it waited for
+ * pipeline peers (the sends and receives of activations and gradients), and the
+ * seconds it took in all; idle / total is this rank's measured bubble (0 at pp 1,
+ * which waits for no peer). Either pointer may be NULL. Not collective. */
+gaaw_status_t gaaw_model_pipeline_times(gaaw_model_t model, double *idle_seconds, double *total_seconds);
 /* Sets every layer's totals back to zero. */
 gaaw_status_t gaaw_model_reset_times(gaaw_model_t model);
 
