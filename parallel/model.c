@@ -388,17 +388,28 @@ static gaaw_status_t upload(gaaw_model_t m, gaaw_dtype_t dtype, int64_t d0, int6
   return GAAW_SUCCESS;
 }
 
+/* The arrays of a batch this stage reads are there: the input (tokens, inputs) on
+ * the first stage, the target (targets, outputs) on the last; "a GPT", "input". */
+static gaaw_status_t check_stage_arrays(gaaw_model_t m, const char *model, const char *in_name, const void *in,
+                                        const char *target_name, const void *target)
+{
+  gaaw_context_t ctx = m->ctx;
+  int first = gaaw_model_owns_layer(m, 0), last = gaaw_model_owns_layer(m, m->nlayers - 1);
+  if (m->pp_size == 1)
+    GAAW_ARG_CHECK(ctx, in && target, "%s batch needs %s and %s", model, in_name, target_name);
+  GAAW_ARG_CHECK(ctx, !first || in, "%s batch needs %s on the first pipeline stage (pp rank %d)", model, in_name,
+                 m->pp_rank);
+  GAAW_ARG_CHECK(ctx, !last || target, "%s batch needs %s on the last pipeline stage (pp rank %d)", model,
+                 target_name, m->pp_rank);
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t load_gpt_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_batch_t *b)
 {
   gaaw_context_t ctx = m->ctx;
   const gaaw_gpt_config_t *g = &m->gpt;
   int first = gaaw_model_owns_layer(m, 0), last = gaaw_model_owns_layer(m, m->nlayers - 1);
-  if (m->pp_size == 1)
-    GAAW_ARG_CHECK(ctx, b->tokens != NULL && b->targets != NULL, "a GPT batch needs tokens and targets");
-  GAAW_ARG_CHECK(ctx, !first || b->tokens, "a GPT batch needs tokens on the first pipeline stage (pp rank %d)",
-                 m->pp_rank);
-  GAAW_ARG_CHECK(ctx, !last || b->targets, "a GPT batch needs targets on the last pipeline stage (pp rank %d)",
-                 m->pp_rank);
+  GAAW_CHECK(check_stage_arrays(m, "a GPT", "tokens", b->tokens, "targets", b->targets));
   GAAW_ARG_CHECK(ctx, b->seq >= 1 && b->seq <= g->max_seq, "sequence length %d is not in 1..%d (max_seq)", b->seq,
                  g->max_seq);
   int64_t n = (int64_t)b->batch * b->seq;
@@ -449,12 +460,7 @@ static gaaw_status_t load_mlp_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_ba
 {
   gaaw_context_t ctx = m->ctx;
   int first = gaaw_model_owns_layer(m, 0), last = gaaw_model_owns_layer(m, m->nlayers - 1);
-  if (m->pp_size == 1)
-    GAAW_ARG_CHECK(ctx, b->inputs != NULL && b->outputs != NULL, "an MLP batch needs inputs and outputs");
-  GAAW_ARG_CHECK(ctx, !first || b->inputs, "an MLP batch needs inputs on the first pipeline stage (pp rank %d)",
-                 m->pp_rank);
-  GAAW_ARG_CHECK(ctx, !last || b->outputs, "an MLP batch needs outputs on the last pipeline stage (pp rank %d)",
-                 m->pp_rank);
+  GAAW_CHECK(check_stage_arrays(m, "an MLP", "inputs", b->inputs, "outputs", b->outputs));
   const gaaw_mlp_config_t *c = &m->mlp;
   if (first) GAAW_CHECK(upload_f32(m, b->batch, c->sizes[0], b->inputs, &f->inputs));
   if (last) GAAW_CHECK(upload_f32(m, b->batch, c->sizes[c->nsizes - 1], b->outputs, &f->outputs));

@@ -73,10 +73,14 @@ static gaaw_status_t wait_for(pipe_run *r, gaaw_comm_request_t *req, const gaaw_
                           r->m->pp_rank, what, a->mb, why);
 }
 
-/* The receive action that feeds a compute action, for messages. */
-static gaaw_sched_action_t feeding(int op, const gaaw_sched_action_t *a, int peer)
+/* Waits for the receive (op, from peer) that feeds compute action a, if one is
+ * posted (none between two chunks of one rank). */
+static gaaw_status_t wait_input(pipe_run *r, gaaw_comm_request_t *req, int op, const gaaw_sched_action_t *a, int peer)
 {
-  return (gaaw_sched_action_t){op, a->mb, a->chunk, peer};
+  if (!*req) return GAAW_SUCCESS;
+  gaaw_sched_action_t recv = {op, a->mb, a->chunk, peer};
+  GAAW_CHECK_CTX(r->m->ctx, wait_for(r, req, &recv));
+  return GAAW_SUCCESS;
 }
 
 /* Whether the virtual stage next to vs (step +1 or -1) is on this rank (pp 1). */
@@ -105,10 +109,7 @@ static gaaw_status_t run_forward(pipe_run *r, const gaaw_sched_action_t *a)
   int lo, hi, vs = gaaw_model_chunk_stage(m, a->chunk, &lo, &hi);
   pipe_slot *sl = slot_of(r, a->mb, a->chunk);
   gaaw_frame *f = &r->frames[a->mb];
-  if (sl->act_in) {
-    gaaw_sched_action_t recv = feeding(GAAW_SCHED_RECV_ACT, a, (vs - 1) % m->pp_size);
-    GAAW_CHECK(wait_for(r, &sl->act_in, &recv));
-  }
+  if (vs > 0) GAAW_CHECK(wait_input(r, &sl->act_in, GAAW_SCHED_RECV_ACT, a, (vs - 1) % m->pp_size));
   if (vs > 0) GAAW_CHECK(check_boundary(m, f, lo, &f->acts[lo], "input activation"));
   GAAW_CHECK(gaaw_model_begin_pass(m, GAAW_PHASE_FORWARD, a->mb, a->chunk));
   GAAW_CHECK(gaaw_model_forward_range(m, f, lo, hi));
@@ -126,8 +127,7 @@ static gaaw_status_t run_backward(pipe_run *r, const gaaw_sched_action_t *a)
   gaaw_tensor_t dy = {0}; /* the last stage starts from the loss */
   if (vs + 1 < m->stages.count) {
     if (sl->grad_in) {
-      gaaw_sched_action_t recv = feeding(GAAW_SCHED_RECV_GRAD, a, (vs + 1) % m->pp_size);
-      GAAW_CHECK(wait_for(r, &sl->grad_in, &recv));
+      GAAW_CHECK(wait_input(r, &sl->grad_in, GAAW_SCHED_RECV_GRAD, a, (vs + 1) % m->pp_size));
       dy = sl->dy;
     } else if (here(m, vs + 1)) { /* the next chunk on this rank left it */
       dy = slot_of(r, a->mb, a->chunk + 1)->dx;
