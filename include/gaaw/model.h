@@ -141,10 +141,14 @@ gaaw_status_t gaaw_model_param_info(gaaw_model_t model, int index, const char **
  * between a step's last backward and gaaw_optimizer_step first completes the
  * reductions backward started (collective over the dp group too): at ZeRO stage 0
  * the gradient is then the sum over dp, at stage 1 only this rank's shard of it is
- * reduced; at stages 2 and 3 gradients are sharded and cannot be read. */
+ * reduced; at stages 2 and 3 gradients are sharded and cannot be read. With
+ * pp > 1 the stage that holds the parameter reads it and every rank gets it; a
+ * tied weight's gradient read before gaaw_optimizer_step is the first stage's
+ * part only (the step adds the last stage's). */
 gaaw_status_t gaaw_model_get_param(gaaw_model_t model, const char *name, float *values);
 gaaw_status_t gaaw_model_get_grad(gaaw_model_t model, const char *name, float *values);
-/* Sets a whole parameter from its global layout; each rank keeps its slice.
+/* Sets a whole parameter from its global layout; each rank keeps its slice (with
+ * pp > 1, nothing on a stage that does not hold it; both copies of a tied weight).
  * Not collective (every rank must pass the same values). */
 gaaw_status_t gaaw_model_set_param(gaaw_model_t model, const char *name, const float *values);
 /* The logits of the last GPT forward, (batch * seq, vocab) gathered over the tp

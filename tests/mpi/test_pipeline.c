@@ -11,7 +11,8 @@
  *    none too;
  *  - a step's microbatches that the schedule does not take (interleaved: not a
  *    multiple of pp) and a differing count on one rank fail every rank by name.
- * Built as test_pipeline_np4 (pp 2 x tp 2, pp 4, pp 2 x dp 2) and test_pipeline_np8
+ * Built as test_pipeline_np4 (pp 2 x tp 2, pp 4, pp 2 x dp 2, and 2 chunks on each rank
+ * at pp 1) and test_pipeline_np8
  * (pp 2 x tp 2 x dp 2, pp 4 x dp 2); the cases sample schedules x ZeRO stages so
  * that each value appears. */
 #include <math.h>
@@ -36,6 +37,7 @@ static const pipe_case cases_np4[] = {
   {"pp=2 dp=2 pp_schedule=interleaved virtual_stages=2", 4, 0, 2, 4, "none"},
   {"tp=2 pp=2 pp_schedule=interleaved virtual_stages=2", 4, 1, 3, 2, "full"},
   {"pp=2 dp=2 pp_schedule=zb-h1 pp_layout=1:3", 4, 0, 1, 3, "selective"},
+  {"tp=2 pp_schedule=interleaved virtual_stages=2", 2, 0, 2, 2, "none"}, /* 2 chunks on one rank, tied across them */
 };
 static const pipe_case cases_np8[] = {
   {"tp=2 pp=2 dp=2 pp_schedule=1f1b", 2, 1, 1, 4, "none"},

@@ -8,7 +8,11 @@
  *  - gaaw_model_predict, gaaw_model_get_param and gaaw_model_forward (the loss,
  *    nothing kept) at pp 2 give the serial model's numbers on both ranks (1e-6
  *    of the largest value: the same kernels in the same order);
- *  - gaaw_model_backward has nothing to go back through at pp 2 (GAAW_ERR_STATE). */
+ *  - gaaw_model_backward has nothing to go back through at pp 2 (GAAW_ERR_STATE);
+ *  - an MLP (3 linears and the loss) at pp 2: the loss and every gradient of a
+ *    forward_backward of 2 microbatches (the first stage passes no outputs, the
+ *    last no inputs), and predict, equal the serial model's (1e-6 of each
+ *    tensor's largest value). */
 #include <math.h>
 #include <mpi.h>
 #include <signal.h>
@@ -81,6 +85,46 @@ static void check_entry_points(void)
   gaaw_finalize(&serial);
 }
 
+static void check_mlp(void)
+{
+  enum { N = 3, IN = 4, OUT = 3 };
+  gaaw_context_t serial = test_context(MPI_COMM_SELF, "backend=host");
+  gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=host pp=2");
+  gaaw_mlp_config_t c = {.nsizes = 4, .sizes = {IN, 16, 16, OUT}, .activation = GAAW_ACT_GELU, .seed = 5};
+  gaaw_model_t one, two;
+  require_ok(serial, gaaw_model_create_mlp(serial, &c, &one));
+  require_ok(ctx, gaaw_model_create_mlp(ctx, &c, &two));
+  float x[2 * N * IN], y[2 * N * OUT];
+  uint64_t state = 17;
+  for (int i = 0; i < 2 * N * IN; i++) x[i] = (float)model_normal(&state);
+  for (int i = 0; i < 2 * N * OUT; i++) y[i] = (float)model_normal(&state);
+  float wl = 0, gl, l;
+  for (int k = 0; k < 2; k++) { /* the serial run: one call per microbatch */
+    gaaw_batch_t b = {.batch = N, .inputs = x + k * N * IN, .outputs = y + k * N * OUT};
+    require_ok(serial, gaaw_model_forward_backward(one, &b, &l));
+    wl += l / 2;
+  }
+  gaaw_batch_t b = {.batch = N, .microbatches = 2, .inputs = rank == 0 ? x : NULL, .outputs = rank == 1 ? y : NULL};
+  require_ok(ctx, gaaw_model_forward_backward(two, &b, &gl));
+  expect_true(fabsf(gl - wl) <= 1e-6f * fabsf(wl), "rank %d: the MLP's loss %.8g at pp 2, serial %.8g", rank, gl, wl);
+  long gn, sn;
+  float *got = model_snapshot(two, 1, &gn), *want = model_snapshot(one, 1, &sn);
+  expect_true(gn == sn, "%ld gradients at pp 2, %ld serial", gn, sn);
+  if (gn == sn) expect_close_model(one, got, want, 1e-6, "the MLP's gradients at pp 2 (both ranks)");
+  float py[N * OUT], sy[N * OUT];
+  gaaw_batch_t p = {.batch = N, .inputs = x};
+  require_ok(serial, gaaw_model_predict(one, &p, sy));
+  if (rank == 1) p.inputs = NULL;
+  require_ok(ctx, gaaw_model_predict(two, &p, py));
+  expect_close(py, sy, N * OUT, 1e-6, "the MLP's predictions at pp 2 (both ranks)");
+  free(got);
+  free(want);
+  gaaw_model_destroy(&one);
+  gaaw_model_destroy(&two);
+  gaaw_finalize(&ctx);
+  gaaw_finalize(&serial);
+}
+
 /* rank 1 stops itself where its first backward pass begins */
 static gaaw_status_t stop_at_backward(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk, void *user)
 {
@@ -131,6 +175,7 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   check_width_mismatch();
   check_entry_points();
+  check_mlp();
   check_stopped_peer();
   return test_finish_mpi("test_pipeline_fail_np2");
 }
