@@ -164,7 +164,8 @@ gaaw_status_t gaaw_model_num_params(gaaw_model_t model, int64_t *global_count, i
  * run asynchronously report the time to issue the work. A GPT has layers
  * "embedding", one "transformer block" per block, then "lm head and
  * cross-entropy"; an MLP one "linear" per linear and "mean squared error".
- * Not collective. */
+ * With pp > 1 every rank lists the whole model; the layers of other stages stay
+ * at zero. Not collective. */
 gaaw_status_t gaaw_model_layer_count(gaaw_model_t model, int *count);
 /* Layer index's kind (a static string; may be NULL) and accumulated forward and
  * backward seconds (either may be NULL). index must be in 0..count-1. */
