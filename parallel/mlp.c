@@ -202,6 +202,11 @@ static gaaw_status_t build_mlp(gaaw_model_t m)
   const gaaw_mlp_config_t *c = &m->mlp;
   int P = m->tp_size, nlin = c->nsizes - 1;
   char name[GAAW_PARAM_NAME_MAX];
+  /* pipeline stages over the linears (then the loss), balanced by their weights */
+  double cost[GAAW_MLP_MAX_LAYERS + 1];
+  for (int i = 0; i < nlin; i++) cost[i] = (double)c->sizes[i] * c->sizes[i + 1];
+  cost[nlin] = c->sizes[nlin];
+  GAAW_CHECK(gaaw_model_plan_stages(m, nlin + 1, 0, 1, cost));
   for (int i = 0; i < nlin; i++) {
     gaaw_layer *l;
     GAAW_CHECK(gaaw_model_add_layer(m, &gaaw_linear_ops, &l));

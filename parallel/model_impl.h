@@ -9,6 +9,8 @@
 #include "gaaw/kernels.h"
 #include "gaaw/model.h"
 #include "parallel/params.h"
+#include "parallel/schedule.h"
+#include "parallel/stages.h"
 
 typedef struct gaaw_layer gaaw_layer;
 typedef struct gaaw_frame gaaw_frame;
@@ -84,17 +86,35 @@ typedef struct {
   gaaw_status_t (*before_layer)(gaaw_model_t m, int layer, gaaw_phase phase, void *user);
   gaaw_status_t (*after_layer)(gaaw_model_t m, int layer, gaaw_phase phase, void *user);
   gaaw_status_t (*grads_access)(gaaw_model_t m, int reset, void *user);
-  gaaw_status_t (*check_pass)(gaaw_model_t m, gaaw_phase phase, void *user);
+  /* `passes` passes of the phase are about to run (a step's microbatches) */
+  gaaw_status_t (*check_pass)(gaaw_model_t m, gaaw_phase phase, int passes, void *user);
   /* a forward or backward pass of microbatch `microbatch` over model chunk `chunk`
    * starts or has ended (every layer of the chunk done) */
   gaaw_status_t (*begin_pass)(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk, void *user);
   gaaw_status_t (*end_pass)(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk, void *user);
 } gaaw_model_hooks;
 
+/* One parameter of the whole model, wherever it lives (pp > 1: on another stage). */
+typedef struct {
+  char name[GAAW_PARAM_NAME_MAX];
+  int ndim;
+  int64_t shape[2];   /* global */
+  int stage;          /* the pipeline rank that holds it (the first, for a tied weight) */
+} gaaw_param_entry;
+
 struct gaaw_model_s {
   gaaw_context_t ctx;
-  gaaw_comm_t tp, world;
+  gaaw_comm_t tp, world, pp;
   int tp_size, tp_rank;
+  int pp_size, pp_rank;
+  gaaw_stage_layout stages;    /* every virtual stage's layer range (the whole list at pp 1) */
+  int chunks;                  /* this rank's model chunks (virtual_stages) */
+  int pp_kind;                 /* gaaw_sched_kind_t of option pp_schedule */
+  int default_microbatches;    /* option microbatches */
+  gaaw_sched_t *sched;         /* the last step's schedule, kept for the next */
+  gaaw_param_entry *catalog;   /* every parameter of the model, in declaration order */
+  int ncatalog;
+  double pipe_idle, pipe_wall; /* the last gaaw_model_forward_backward: seconds waiting for peers, in all */
   gaaw_model_kind kind;
   gaaw_dtype_t dtype;          /* compute dtype of parameters and activations */
   int dp_size;                 /* buckets split into this many equal shards */
@@ -110,6 +130,47 @@ struct gaaw_model_s {
   int nlayers;
   gaaw_frame frame;             /* the microbatch of gaaw_model_forward/backward */
 };
+
+/* ---- pipeline stages (model.c) */
+/* Cuts the model's nlayers layers (lead + body + tail, cost[] per layer) into the
+ * stages of options pp, virtual_stages and pp_layout; a builder calls it before
+ * adding layers, so that only this rank's layers get parameters. */
+gaaw_status_t gaaw_model_plan_stages(gaaw_model_t m, int nlayers, int lead, int tail, const double *cost);
+/* Whether layer i runs on this rank; the pipeline rank that runs it. */
+int gaaw_model_owns_layer(gaaw_model_t m, int i);
+int gaaw_model_layer_rank(gaaw_model_t m, int i);
+/* This rank's chunk c: virtual stage c * pp + pp_rank, layers [*lo, *hi). */
+int gaaw_model_chunk_stage(gaaw_model_t m, int c, int *lo, int *hi);
+/* The shape (rows, width) of acts[i], the input of body layer i, in frame f: what
+ * crosses a stage boundary, fixed by the config and the batch shape. */
+void gaaw_model_boundary_shape(gaaw_model_t m, const gaaw_frame *f, int i, int64_t shape[2]);
+
+/* ---- what the pipeline executor (pipeline.c) shares with model.c */
+/* Checks microbatch b and uploads what this stage reads of it into f. Local. */
+gaaw_status_t gaaw_model_load_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_batch_t *b);
+/* The agreement on a step's batch (microbatches of b), joined by st. */
+gaaw_status_t gaaw_model_agree_batch(gaaw_model_t m, gaaw_status_t st, const gaaw_batch_t *b, int microbatches);
+gaaw_status_t gaaw_model_check_pass(gaaw_model_t m, gaaw_phase phase, int passes);
+gaaw_status_t gaaw_model_begin_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk);
+gaaw_status_t gaaw_model_end_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk);
+/* A failure after the agreement: aborts the context (peers may be in a collective). */
+gaaw_status_t gaaw_model_fail_together(gaaw_model_t m, gaaw_status_t st);
+/* The microbatches of b (b->microbatches, or option microbatches when 0). */
+int gaaw_model_microbatches(gaaw_model_t m, const gaaw_batch_t *b);
+/* Microbatch i of b: its rows of each array (NULL stays NULL). */
+gaaw_batch_t gaaw_model_microbatch(gaaw_model_t m, const gaaw_batch_t *b, int i);
+
+/* The executor: the step's microbatches through this rank's actions of the
+ * schedule (pp_schedule), the mean loss on every rank. Collective over world
+ * (pipeline.c). */
+gaaw_status_t gaaw_pipeline_forward_backward(gaaw_model_t m, const gaaw_batch_t *b, float *loss);
+/* Inference of one microbatch through the stages into frame f (inference set,
+ * batch loaded); stop: forward ends before the last layer (MLP loss). Collective
+ * over the pp group. */
+gaaw_status_t gaaw_pipeline_forward_only(gaaw_model_t m, gaaw_frame *f, int stop);
+/* *loss from the last stage to every rank of the pp group (no-op at pp 1).
+ * Collective over the pp group. */
+gaaw_status_t gaaw_pipeline_share_loss(gaaw_model_t m, float *loss);
 
 /* Layer kinds. */
 extern const gaaw_layer_ops gaaw_gpt_embedding_ops, gaaw_gpt_block_ops, gaaw_gpt_head_ops;

@@ -91,12 +91,13 @@ static gaaw_status_t open_grad_bucket(gaaw_optimizer_t opt, int b)
 }
 
 /* Stages 2, 3: drops the whole-bucket gradients a failed backward left open (not
- * reduced), so that no rank reduces what its peers do not. */
-static void drop_open_grad_buckets(gaaw_optimizer_t opt)
+ * reduced), so that no rank reduces what its peers do not; with keep_tied, not
+ * those of tied buckets, which stay open over the step (see tied_grads). */
+static void drop_open_grad_buckets(gaaw_optimizer_t opt, int keep_tied)
 {
   for (int b = 0; b < opt->nbuckets; b++) {
     zero_bucket *k = &opt->buckets[b];
-    if (!k->whole_grads || k->reduction != ZERO_LOCAL) continue;
+    if (!k->whole_grads || k->reduction != ZERO_LOCAL || (keep_tied && k->tied)) continue;
     bind_bucket(opt, b, 1, NULL);
     gaaw_buffer_free(opt->ctx, &k->whole_grads);
   }
@@ -159,13 +160,43 @@ static void restart_accumulation(gaaw_optimizer_t opt)
   opt->backward_passes = 0;
 }
 
+/* A tied weight's two copies (embedding on the first pipeline stage, head on the
+ * last) each hold the gradient of their own uses: both are replaced by the sum,
+ * exchanged between the pair over the pp group, before the dp reduction. The same
+ * two addends on both sides give the same sum bit for bit. Not collective: the
+ * pair only. */
+static gaaw_status_t tied_grads(gaaw_optimizer_t opt)
+{
+  gaaw_model_t m = opt->model;
+  gaaw_context_t ctx = opt->ctx;
+  for (int i = 0; i < m->params.count; i++) {
+    gaaw_param *p = &m->params.items[i];
+    if (p->tied_peer < 0 || !p->grad.buf) continue;
+    gaaw_tensor_t theirs, mine = gaaw_reshape(&p->grad, 1, &p->local_numel);
+    gaaw_comm_request_t send = NULL, recv = NULL;
+    GAAW_CHECK(gaaw_tensor_alloc(ctx, opt->dtype, 1, &p->local_numel, GAAW_MEM_COMMUNICATION, &theirs));
+    gaaw_status_t st = gaaw_comm_send_start(m->pp, &mine, p->tied_peer, 0, &send);
+    if (st == GAAW_SUCCESS) st = gaaw_comm_recv_start(m->pp, &theirs, p->tied_peer, 0, &recv);
+    if (st == GAAW_SUCCESS) st = gaaw_comm_wait(&send);
+    if (st == GAAW_SUCCESS) st = gaaw_comm_wait(&recv);
+    if (st == GAAW_SUCCESS) st = gaaw_axpy(ctx, 1.0f, &theirs, &mine);
+    gaaw_comm_cancel(&send);
+    gaaw_comm_cancel(&recv);
+    gaaw_buffer_free(ctx, &theirs.buf);
+    if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_zero_finish_reductions(gaaw_optimizer_t opt)
 {
   gaaw_context_t ctx = opt->ctx;
-  if (opt->cfg.zero_stage >= 2) drop_open_grad_buckets(opt);
+  if (opt->cfg.zero_stage >= 2) drop_open_grad_buckets(opt, 1);
+  GAAW_CHECK(tied_grads(opt));
   for (int b = 0; b < opt->nbuckets; b++) {
-    /* stages 0, 1 after fewer backward passes than accumulation */
-    if (opt->cfg.zero_stage < 2 && opt->dp_size > 1) GAAW_CHECK(start_reduction(opt, b));
+    /* stages 0, 1 after fewer backward passes than accumulation; tied buckets
+     * (every stage) only now */
+    if ((opt->cfg.zero_stage < 2 && opt->dp_size > 1) || opt->buckets[b].tied) GAAW_CHECK(start_reduction(opt, b));
     GAAW_CHECK(finish_reduction(opt, b));
   }
   /* the step's gaaw_model_zero_grad restarts the accumulation (grads_access) */
@@ -181,6 +212,7 @@ gaaw_status_t gaaw_zero_finish_reductions(gaaw_optimizer_t opt)
 static gaaw_status_t close_grad_bucket(gaaw_optimizer_t opt, int b)
 {
   gaaw_context_t ctx = opt->ctx;
+  if (opt->buckets[b].tied) return GAAW_SUCCESS; /* reduced at the step, after tied_grads */
   if (opt->cfg.zero_stage >= 2) {
     GAAW_CHECK(finish_started_reductions(opt, b));
   } else if (opt->dp_size == 1 || opt->backward_passes + 1 < opt->cfg.accumulation) {
@@ -197,7 +229,7 @@ static gaaw_status_t grads_access(gaaw_model_t m, int reset, void *user)
   gaaw_optimizer_t opt = user;
   gaaw_context_t ctx = opt->ctx;
   (void)m;
-  if (opt->cfg.zero_stage >= 2) drop_open_grad_buckets(opt);
+  if (opt->cfg.zero_stage >= 2) drop_open_grad_buckets(opt, !reset);
   GAAW_CHECK(finish_started_reductions(opt, -1));
   if (!reset) return GAAW_SUCCESS;
   restart_accumulation(opt);
@@ -244,13 +276,14 @@ static gaaw_status_t prefetch_after(gaaw_optimizer_t opt, int i, gaaw_phase phas
   return GAAW_SUCCESS;
 }
 
-/* A backward pass may begin: at most `accumulation` per step, since stages 0 and 1
- * start reducing on the last one (checked before the pass's agreement). */
-static gaaw_status_t check_pass(gaaw_model_t m, gaaw_phase phase, void *user)
+/* `passes` backward passes may begin: at most `accumulation` per step, since
+ * stages 0 and 1 start reducing on the last one (checked before the pass's
+ * agreement). */
+static gaaw_status_t check_pass(gaaw_model_t m, gaaw_phase phase, int passes, void *user)
 {
   gaaw_optimizer_t opt = user;
   (void)m;
-  if (phase == GAAW_PHASE_BACKWARD && opt->backward_passes >= opt->cfg.accumulation)
+  if (phase == GAAW_PHASE_BACKWARD && opt->backward_passes + passes > opt->cfg.accumulation)
     GAAW_FAIL(opt->ctx, GAAW_ERR_STATE, "backward pass %d since the last gaaw_optimizer_step, but the optimizer's "
               "accumulation is %d: call gaaw_optimizer_step after every %d microbatches", opt->backward_passes + 1,
               opt->cfg.accumulation, opt->cfg.accumulation);
@@ -258,29 +291,35 @@ static gaaw_status_t check_pass(gaaw_model_t m, gaaw_phase phase, void *user)
 }
 
 /* A backward pass begins: stages 2, 3 finish the previous pass's last reduction
- * before its buckets can open again. */
-static gaaw_status_t begin_backward(gaaw_optimizer_t opt)
+ * before its buckets can open again. A microbatch's first backward chunk on this
+ * rank (its last chunk) also drops what a failed pass left open; its later chunks
+ * must not, as a bucket shared across chunks (a tied head and embedding on one
+ * rank) is open from the first. */
+static gaaw_status_t begin_backward(gaaw_optimizer_t opt, int first_chunk)
 {
   gaaw_context_t ctx = opt->ctx;
   if (opt->cfg.zero_stage >= 2) {
     GAAW_CHECK(finish_started_reductions(opt, -1));
-    drop_open_grad_buckets(opt); /* left by a failed pass */
+    if (first_chunk) drop_open_grad_buckets(opt, 1); /* left by a failed pass */
   }
   return GAAW_SUCCESS;
 }
 
 static gaaw_status_t begin_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk, void *user)
 {
-  (void)m, (void)microbatch, (void)chunk;
-  if (phase == GAAW_PHASE_BACKWARD) GAAW_CHECK_CTX(((gaaw_optimizer_t)user)->ctx, begin_backward(user));
+  (void)microbatch;
+  if (phase == GAAW_PHASE_BACKWARD)
+    GAAW_CHECK_CTX(((gaaw_optimizer_t)user)->ctx, begin_backward(user, chunk == m->chunks - 1));
   return GAAW_SUCCESS;
 }
 
+/* A microbatch's backward is complete on this rank once its chunk 0 (every rank
+ * has one) is done: that counts as one backward pass. */
 static gaaw_status_t end_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk, void *user)
 {
-  (void)m, (void)microbatch, (void)chunk;
+  (void)m, (void)microbatch;
   gaaw_optimizer_t opt = user;
-  if (phase == GAAW_PHASE_BACKWARD) opt->backward_passes++;
+  if (phase == GAAW_PHASE_BACKWARD && chunk == 0) opt->backward_passes++;
   return GAAW_SUCCESS;
 }
 

@@ -67,17 +67,25 @@ gaaw_status_t gaaw_model_create_mlp(gaaw_context_t ctx, const gaaw_mlp_config_t 
 /* Frees the model; NULL is a no-op. Not collective. */
 gaaw_status_t gaaw_model_destroy(gaaw_model_t *model);
 
-/* One microbatch, in host memory, the same on every rank of the tp group.
- * GPT: tokens and targets, (batch, seq) i32; a negative target is ignored.
- * MLP: inputs (batch, sizes[0]) and outputs (batch, sizes[n-1]) f32. */
+/* A step's data, in host memory, the same on every rank of the tp group: one
+ * microbatch, or `microbatches` of them consecutive in the arrays (each `batch`
+ * rows; gaaw_model_forward_backward runs them through the pipeline schedule, or at
+ * pp 1 accumulates over them).
+ * GPT: tokens and targets, (microbatches x batch, seq) i32; a negative target is
+ * ignored. MLP: inputs (microbatches x batch, sizes[0]) and outputs
+ * (microbatches x batch, sizes[n-1]) f32. With pp > 1 only the first pipeline
+ * stage reads tokens or inputs and only the last reads targets or outputs: the
+ * others may pass NULL. */
 typedef struct {
   int batch, seq;
   const int32_t *tokens, *targets;
   const float *inputs, *outputs;
+  int microbatches;      /* 0: option microbatches (default 1); forward and predict take 1 */
 } gaaw_batch_t;
 
 /* The model's work group: the tp group, or world once an optimizer is attached
- * (its gradient reductions, and at ZeRO stage 3 its gathers, span dp). The passes
+ * (its gradient reductions, and at ZeRO stage 3 its gathers, span dp) or with
+ * pp > 1 (the stages exchange activations). The passes
  * below are collective over it. Each checks its arguments locally and then the
  * ranks agree before anything runs: a bad batch on one rank only (NULL, batch 0, a
  * token or target outside the vocabulary) fails every rank of the work group at
@@ -89,14 +97,24 @@ typedef struct {
  * collective this rank will not join. */
 
 /* Forward pass and loss (mean over counted tokens or output elements), keeping
- * the activations backward needs. Collective over the work group. */
+ * the activations backward needs. Collective over the work group. With pp > 1 the
+ * microbatch goes through the stages for its loss (on every rank) and nothing is
+ * kept: a pipeline's backward runs in gaaw_model_forward_backward. */
 gaaw_status_t gaaw_model_forward(gaaw_model_t model, const gaaw_batch_t *batch, float *loss);
 /* Backward pass of the last forward: every parameter gradient += d loss / d p
  * (accumulates over microbatches). Collective over the work group; GAAW_ERR_STATE
- * on every rank when a rank has no forward to go back through, or when the
- * optimizer's accumulation is already complete. */
+ * on every rank when a rank has no forward to go back through (always with
+ * pp > 1), or when the optimizer's accumulation is already complete. */
 gaaw_status_t gaaw_model_backward(gaaw_model_t model);
-/* Both, as one training step's model part. Collective over the work group. */
+/* Both, as one training step's model part, over the batch's microbatches: the
+ * pipeline schedule (option pp_schedule) on this rank's stages, activations and
+ * their gradients sent between stages under the comm_timeout deadline (a dead or
+ * missing peer is GAAW_ERR_TIMEOUT naming the peer, the action and the
+ * microbatch); at pp 1 one microbatch after the other. Gradients accumulate (each
+ * microbatch is one of the optimizer's `accumulation` backward passes); *loss is
+ * the mean of the microbatches' losses, on every rank. microbatches must suit the
+ * schedule (interleaved: a multiple of pp), or every rank fails naming the numbers.
+ * Collective over the work group (world when pp > 1). */
 gaaw_status_t gaaw_model_forward_backward(gaaw_model_t model, const gaaw_batch_t *batch, float *loss);
 /* Inference: forward without keeping activations for backward and without
  * targets, writing the model's outputs into the caller's array (f32): an MLP's
@@ -123,10 +141,14 @@ gaaw_status_t gaaw_model_param_info(gaaw_model_t model, int index, const char **
  * between a step's last backward and gaaw_optimizer_step first completes the
  * reductions backward started (collective over the dp group too): at ZeRO stage 0
  * the gradient is then the sum over dp, at stage 1 only this rank's shard of it is
- * reduced; at stages 2 and 3 gradients are sharded and cannot be read. */
+ * reduced; at stages 2 and 3 gradients are sharded and cannot be read. With
+ * pp > 1 the stage that holds the parameter reads it and every rank gets it; a
+ * tied weight's gradient read before gaaw_optimizer_step is the first stage's
+ * part only (the step adds the last stage's). */
 gaaw_status_t gaaw_model_get_param(gaaw_model_t model, const char *name, float *values);
 gaaw_status_t gaaw_model_get_grad(gaaw_model_t model, const char *name, float *values);
-/* Sets a whole parameter from its global layout; each rank keeps its slice.
+/* Sets a whole parameter from its global layout; each rank keeps its slice (with
+ * pp > 1, nothing on a stage that does not hold it; both copies of a tied weight).
  * Not collective (every rank must pass the same values). */
 gaaw_status_t gaaw_model_set_param(gaaw_model_t model, const char *name, const float *values);
 /* All parameters as one vector of global_count floats (gaaw_model_num_params):
@@ -151,12 +173,18 @@ gaaw_status_t gaaw_model_num_params(gaaw_model_t model, int64_t *global_count, i
  * run asynchronously report the time to issue the work. A GPT has layers
  * "embedding", one "transformer block" per block, then "lm head and
  * cross-entropy"; an MLP one "linear" per linear and "mean squared error".
- * Not collective. */
+ * With pp > 1 every rank lists the whole model; the layers of other stages stay
+ * at zero. Not collective. */
 gaaw_status_t gaaw_model_layer_count(gaaw_model_t model, int *count);
 /* Layer index's kind (a static string; may be NULL) and accumulated forward and
  * backward seconds (either may be NULL). index must be in 0..count-1. */
 gaaw_status_t gaaw_model_layer_times(gaaw_model_t model, int index, const char **kind, double *forward_seconds,
                                      double *backward_seconds);
+/* The last gaaw_model_forward_backward on this rank: the seconds it waited for
+ * pipeline peers (the sends and receives of activations and gradients), and the
+ * seconds it took in all; idle / total is this rank's measured bubble (0 at pp 1,
+ * which waits for no peer). Either pointer may be NULL. Not collective. */
+gaaw_status_t gaaw_model_pipeline_times(gaaw_model_t model, double *idle_seconds, double *total_seconds);
 /* Sets every layer's totals back to zero. */
 gaaw_status_t gaaw_model_reset_times(gaaw_model_t model);
 

@@ -53,7 +53,15 @@ module gaaw
   ! C; the typed Fortran wrappers for tensors, communicators and models are yet to
   ! come.
   public :: gaaw_comm_send_start, gaaw_comm_recv_start, gaaw_comm_wait, gaaw_model_predict
+  public :: gaaw_model_pipeline_times
   interface
+    ! the last forward_backward's seconds waiting for pipeline peers, and in all
+    function gaaw_model_pipeline_times(model, idle_seconds, total_seconds) bind(C, name="gaaw_model_pipeline_times")
+      import :: c_int, c_ptr, c_double
+      type(c_ptr), value :: model
+      real(c_double) :: idle_seconds, total_seconds
+      integer(c_int) :: gaaw_model_pipeline_times
+    end function gaaw_model_pipeline_times
     function gaaw_model_predict(model, batch, outputs) bind(C, name="gaaw_model_predict")
       import :: c_int, c_ptr, c_float
       type(c_ptr), value :: model, batch
