@@ -30,8 +30,9 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
                       gaaw_ten rstd))                                                               \
   X(rmsnorm_backward, (gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_cten w, gaaw_cten rstd,  \
                        gaaw_ten dx, gaaw_ten dw))                                                   \
-  X(gelu_forward, (gaaw_context_t ctx, gaaw_cten x, gaaw_ten y))                                    \
-  X(gelu_backward, (gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_ten dx))                    \
+  X(activation_forward, (gaaw_context_t ctx, gaaw_activation_t act, gaaw_cten x, gaaw_ten y))        \
+  X(activation_backward, (gaaw_context_t ctx, gaaw_activation_t act, gaaw_cten dy, gaaw_cten x,      \
+                          gaaw_ten dx))                                                             \
   X(swiglu_forward, (gaaw_context_t ctx, gaaw_cten x, gaaw_ten y))                                  \
   X(swiglu_backward, (gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_ten dx))                  \
   X(bias_add, (gaaw_context_t ctx, gaaw_ten y, gaaw_cten b))                                        \

@@ -24,21 +24,15 @@ static int64_t pre_width(const gaaw_layer *l, int64_t out)
 
 static gaaw_status_t activate(gaaw_context_t ctx, gaaw_activation_t act, const gaaw_tensor_t *u, gaaw_tensor_t *y)
 {
-  switch (act) {
-  case GAAW_ACT_GELU: return gaaw_gelu_forward(ctx, u, y);
-  case GAAW_ACT_SWIGLU: return gaaw_swiglu_forward(ctx, u, y);
-  default: return gaaw_cast(ctx, u, y);
-  }
+  if (act == GAAW_ACT_SWIGLU) return gaaw_swiglu_forward(ctx, u, y);
+  return gaaw_activation_forward(ctx, act, u, y);
 }
 
 static gaaw_status_t activate_backward(gaaw_context_t ctx, gaaw_activation_t act, const gaaw_tensor_t *dy,
                                        const gaaw_tensor_t *u, gaaw_tensor_t *du)
 {
-  switch (act) {
-  case GAAW_ACT_GELU: return gaaw_gelu_backward(ctx, dy, u, du);
-  case GAAW_ACT_SWIGLU: return gaaw_swiglu_backward(ctx, dy, u, du);
-  default: return gaaw_axpy(ctx, 1.0f, dy, du);
-  }
+  if (act == GAAW_ACT_SWIGLU) return gaaw_swiglu_backward(ctx, dy, u, du);
+  return gaaw_activation_backward(ctx, act, dy, u, du);
 }
 
 /* The first layer reads the batch inputs. */
@@ -168,8 +162,7 @@ static gaaw_status_t check_mlp_config(gaaw_context_t ctx, const gaaw_mlp_config_
 {
   GAAW_ARG_CHECK(ctx, c->nsizes >= 2 && c->nsizes <= GAAW_MLP_MAX_LAYERS + 1, "nsizes must be in 2..%d, got %d",
                  GAAW_MLP_MAX_LAYERS + 1, c->nsizes);
-  GAAW_ARG_CHECK(ctx, c->activation == GAAW_ACT_GELU || c->activation == GAAW_ACT_SWIGLU ||
-                          c->activation == GAAW_ACT_NONE,
+  GAAW_ARG_CHECK(ctx, (int)c->activation >= 0 && (int)c->activation < GAAW_ACT_COUNT,
                  "activation %d is not a gaaw_activation_t", (int)c->activation);
   for (int i = 0; i < c->nsizes; i++)
     GAAW_ARG_CHECK(ctx, c->sizes[i] >= 1, "sizes[%d] must be >= 1, got %d", i, c->sizes[i]);

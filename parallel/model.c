@@ -148,6 +148,9 @@ const char *gaaw_activation_name(gaaw_activation_t activation)
   case GAAW_ACT_GELU: return "gelu";
   case GAAW_ACT_SWIGLU: return "swiglu";
   case GAAW_ACT_NONE: return "none";
+  case GAAW_ACT_RELU: return "relu";
+  case GAAW_ACT_TANH: return "tanh";
+  case GAAW_ACT_SILU: return "silu";
   }
   return "invalid";
 }

@@ -50,8 +50,28 @@ gaaw_status_t gaaw_rmsnorm_backward(gaaw_context_t ctx, const gaaw_tensor_t *dy,
                                     const gaaw_tensor_t *w, const gaaw_tensor_t *rstd,
                                     gaaw_tensor_t *dx, gaaw_tensor_t *dw);
 
-/* GELU, tanh approximation: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
- * x, y, dy, dx: same numel */
+/* Activation functions. GELU is the tanh approximation
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); ReLU max(x, 0) (slope 0 at 0, as
+ * PyTorch); SiLU x sigmoid(x); none the identity. SwiGLU is gated (two inputs per
+ * output: gaaw_swiglu_*); every other kind is elementwise (gaaw_activation_*). */
+typedef enum {
+  GAAW_ACT_GELU = 0,
+  GAAW_ACT_SWIGLU = 1,
+  GAAW_ACT_NONE = 2,
+  GAAW_ACT_RELU = 3,
+  GAAW_ACT_TANH = 4,
+  GAAW_ACT_SILU = 5
+} gaaw_activation_t;
+#define GAAW_ACT_COUNT 6
+
+/* y = act(x), elementwise; act is any kind but GAAW_ACT_SWIGLU.
+ * x, y: same numel */
+gaaw_status_t gaaw_activation_forward(gaaw_context_t ctx, gaaw_activation_t act, const gaaw_tensor_t *x,
+                                      gaaw_tensor_t *y);
+/* dx += dy * act'(x).   dy, x, dx: same numel */
+gaaw_status_t gaaw_activation_backward(gaaw_context_t ctx, gaaw_activation_t act, const gaaw_tensor_t *dy,
+                                       const gaaw_tensor_t *x, gaaw_tensor_t *dx);
+/* GELU alone: gaaw_activation_forward / _backward with GAAW_ACT_GELU. */
 gaaw_status_t gaaw_gelu_forward(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *y);
 gaaw_status_t gaaw_gelu_backward(gaaw_context_t ctx, const gaaw_tensor_t *dy, const gaaw_tensor_t *x,
                                  gaaw_tensor_t *dx);

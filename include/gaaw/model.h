@@ -14,6 +14,7 @@
 #define GAAW_MODEL_H
 
 #include "gaaw/comm.h"
+#include "gaaw/kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,7 +23,7 @@ extern "C" {
 typedef struct gaaw_model_s *gaaw_model_t;
 
 typedef enum { GAAW_NORM_LAYERNORM = 0, GAAW_NORM_RMSNORM = 1 } gaaw_norm_t;
-typedef enum { GAAW_ACT_GELU = 0, GAAW_ACT_SWIGLU = 1, GAAW_ACT_NONE = 2 } gaaw_activation_t;
+/* gaaw_activation_t: see gaaw/kernels.h (GELU, SwiGLU, none, ReLU, tanh, SiLU). */
 
 /* The GPT. Sizes must satisfy: heads % tp == 0, dim % heads == 0, ffn % tp == 0. */
 typedef struct {
@@ -51,8 +52,8 @@ void gaaw_gpt_config_default(gaaw_gpt_config_t *cfg);
 gaaw_status_t gaaw_model_create_gpt(gaaw_context_t ctx, const gaaw_gpt_config_t *cfg, gaaw_model_t *model);
 
 /* An MLP for surrogates: sizes[0] inputs, hidden layers sizes[1..n-2] with the
- * activation, sizes[n-1] outputs, mean-squared-error loss. Hidden sizes must be
- * divisible by tp (column-parallel then row-parallel pairs). */
+ * activation (any gaaw_activation_t), sizes[n-1] outputs, mean-squared-error loss.
+ * Hidden sizes must be divisible by tp (column-parallel then row-parallel pairs). */
 #define GAAW_MLP_MAX_LAYERS 16
 typedef struct {
   int nsizes;            /* 2..GAAW_MLP_MAX_LAYERS+1 */

@@ -74,6 +74,19 @@ int main(void)
   PARAM(GAAW_TUNABLE_STRING);
   PARAM(GAAW_TUNABLE_BOOL);
 
+  printf("  ! activations (gaaw/kernels.h) and norms (gaaw/model.h)\n");
+  n = 0;
+  MEMBER(GAAW_ACT_GELU);
+  MEMBER(GAAW_ACT_SWIGLU);
+  MEMBER(GAAW_ACT_NONE);
+  MEMBER(GAAW_ACT_RELU);
+  MEMBER(GAAW_ACT_TANH);
+  MEMBER(GAAW_ACT_SILU);
+  PARAM(GAAW_ACT_COUNT);
+  bad |= check_count("activations", n, GAAW_ACT_COUNT);
+  PARAM(GAAW_NORM_LAYERNORM);
+  PARAM(GAAW_NORM_RMSNORM);
+
   printf("  ! build features (GAAW_FEATURE_LIST, gaaw/info.h)\n");
   GAAW_FEATURE_LIST(LIST_ENTRY)
   PARAM(GAAW_FEATURE_COUNT);

@@ -163,16 +163,22 @@ static gaaw_status_t case_rmsnorm(run_t *r)
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t case_gelu(run_t *r)
+/* An elementwise activation, forward and (accumulating) backward. */
+static gaaw_status_t case_activation(run_t *r, gaaw_activation_t act)
 {
   gaaw_tensor_t x = RAND(DT, -4, 4, 7, 301), y = RAND(DT, 0, 1, 7, 301);
   gaaw_tensor_t dy = RAND(DT, -1, 1, 7, 301), dx = RAND(DT, -1, 1, 7, 301);
-  CALL(gaaw_gelu_forward(CTX, &x, &y));
-  CALL(gaaw_gelu_backward(CTX, &dy, &x, &dx));
+  CALL(gaaw_activation_forward(CTX, act, &x, &y));
+  CALL(gaaw_activation_backward(CTX, act, &dy, &x, &dx));
   keep(r, &y, "y");
   keep(r, &dx, "dx");
   return GAAW_SUCCESS;
 }
+static gaaw_status_t case_gelu(run_t *r) { return case_activation(r, GAAW_ACT_GELU); }
+static gaaw_status_t case_relu(run_t *r) { return case_activation(r, GAAW_ACT_RELU); }
+static gaaw_status_t case_tanh(run_t *r) { return case_activation(r, GAAW_ACT_TANH); }
+static gaaw_status_t case_silu(run_t *r) { return case_activation(r, GAAW_ACT_SILU); }
+static gaaw_status_t case_identity(run_t *r) { return case_activation(r, GAAW_ACT_NONE); }
 
 static gaaw_status_t case_swiglu(run_t *r)
 {
@@ -367,6 +373,8 @@ static const struct {
   {"gemm TN", case_gemm_tn, 1e-5},      {"gemm TT", case_gemm_tt, 1e-5},
   {"gemm_batched", case_gemm_batched, 1e-5}, {"layernorm", case_layernorm, 1e-4},
   {"rmsnorm", case_rmsnorm, 1e-4},      {"gelu", case_gelu, 1e-5},
+  {"relu", case_relu, 1e-5},            {"tanh", case_tanh, 1e-5},
+  {"silu", case_silu, 1e-5},            {"none (identity)", case_identity, 0},
   {"swiglu", case_swiglu, 1e-5},        {"elementwise", case_elementwise, 1e-5},
   {"causal_softmax", case_softmax, 1e-5}, {"attention", case_attention, 1e-5},
   {"embedding", case_embedding, 1e-5},  {"cross_entropy", case_cross_entropy, 1e-5},
