@@ -57,6 +57,8 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
                    gaaw_ten target))                                                                \
   X(cross_entropy_backward, (gaaw_context_t ctx, gaaw_cten logits, gaaw_cten max, gaaw_cten sumexp, \
                              gaaw_cten targets, int64_t vocab_start, float dloss, gaaw_ten dlogits)) \
+  X(regression_loss, (gaaw_context_t ctx, gaaw_loss_t kind, float delta, gaaw_cten pred, gaaw_cten target,   \
+                       gaaw_cten weights, gaaw_ten loss, gaaw_ten grad))                                 \
   X(adamw_update, (gaaw_context_t ctx, gaaw_ten params, gaaw_cten grads, gaaw_ten master,           \
                    gaaw_ten m, gaaw_ten v, const gaaw_adamw_args_t *args))                          \
   X(cast, (gaaw_context_t ctx, gaaw_cten x, gaaw_ten y))                                            \

@@ -556,6 +556,27 @@ gaaw_status_t gaaw_cross_entropy_backward(gaaw_context_t ctx, const gaaw_tensor_
   return GAAW_SUCCESS;
 }
 
+gaaw_status_t gaaw_regression_loss(gaaw_context_t ctx, gaaw_loss_t kind, float delta, const gaaw_tensor_t *pred,
+                                   const gaaw_tensor_t *target, const gaaw_tensor_t *weights, gaaw_tensor_t *loss,
+                                   gaaw_tensor_t *grad)
+{
+  GAAW_CHECK(check_ctx(ctx));
+  GAAW_ARG_CHECK(ctx, (int)kind >= 0 && (int)kind < GAAW_LOSS_COUNT, "loss %d is not a gaaw_loss_t", (int)kind);
+  GAAW_CHECK(check_positive(ctx, delta, "delta"));
+  CHECK_FLOATS(NT(pred), NT(target), NT(grad));
+  CHECK_F32(NT(loss));
+  int64_t n = gaaw_tensor_numel(pred);
+  GAAW_CHECK(check_numel(ctx, target, "target", n, "numel(pred)"));
+  GAAW_CHECK(check_numel(ctx, grad, "grad", n, "numel(pred)"));
+  GAAW_CHECK(check_numel(ctx, loss, "loss", n, "numel(pred)"));
+  if (weights) {
+    CHECK_F32(NT(weights));
+    GAAW_CHECK(check_numel(ctx, weights, "weights", n, "numel(pred)"));
+  }
+  GAAW_CHECK(ctx->device->regression_loss(ctx, kind, delta, pred, target, weights, loss, grad));
+  return GAAW_SUCCESS;
+}
+
 /* ---------------------------------------------------------------- optimizer */
 
 static gaaw_status_t check_adamw_args(gaaw_context_t ctx, const gaaw_adamw_args_t *a)

@@ -1,6 +1,6 @@
 /* The MLP surrogate: linears alternating column-parallel (even positions) and
  * row-parallel (odd positions), the activation after every linear but the last,
- * and a mean-squared-error loss. A column-parallel last linear gathers its output
+ * and a regression loss (parallel/regression_loss.c). A column-parallel last linear gathers its output
  * columns over tp.
  * Shapes (P = tp, N = batch): a column-parallel linear maps (N, in) to (N, out/P)
  * (pre-activation (N, 2 out/P) with SwiGLU); a row-parallel one (N, in/P) to
@@ -120,42 +120,6 @@ static gaaw_status_t linear_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *
 
 const gaaw_layer_ops gaaw_linear_ops = {"linear", linear_forward, linear_backward};
 
-/* ---------------------------------------------------------------- MSE */
-
-enum { MS_DIFF };
-
-static gaaw_status_t mse_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *x,
-                                 gaaw_tensor_t *y)
-{
-  gaaw_context_t ctx = m->ctx;
-  gaaw_tensor_t *diff, sum;
-  int64_t one = 1;
-  float total = 0;
-  GAAW_CHECK(gaaw_layer_alloc(m, f, l, MS_DIFF, 0, x->ndim, x->shape, &diff));
-  GAAW_CHECK(gaaw_cast(ctx, x, diff));
-  GAAW_CHECK(gaaw_axpy(ctx, -1.0f, &f->outputs, diff));
-  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &one, GAAW_MEM_WORKSPACE, &sum));
-  gaaw_status_t st = gaaw_sum_squares(ctx, diff, &sum);
-  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, sum.buf, sum.offset, &total, sizeof total);
-  gaaw_buffer_free(ctx, &sum.buf);
-  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
-  f->loss = total / (float)f->counted;
-  return GAAW_SUCCESS;
-}
-
-/* dx = 2 (y - t) / count (times the loss scale) */
-static gaaw_status_t mse_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *dy,
-                                  gaaw_tensor_t *dx)
-{
-  gaaw_context_t ctx = m->ctx;
-  const gaaw_tensor_t *diff = &gaaw_layer_saved(f, l)[MS_DIFF];
-  GAAW_CHECK(gaaw_act_zeros(m, diff->ndim, diff->shape, dx));
-  GAAW_CHECK(gaaw_axpy(ctx, 2.0f * m->loss_scale / (float)f->counted, diff, dx));
-  return GAAW_SUCCESS;
-}
-
-const gaaw_layer_ops gaaw_mse_ops = {"mean squared error", mse_forward, mse_backward};
-
 /* ---------------------------------------------------------------- builder */
 
 static gaaw_status_t check_mlp_config(gaaw_context_t ctx, const gaaw_mlp_config_t *c, int tp)
@@ -164,6 +128,10 @@ static gaaw_status_t check_mlp_config(gaaw_context_t ctx, const gaaw_mlp_config_
                  GAAW_MLP_MAX_LAYERS + 1, c->nsizes);
   GAAW_ARG_CHECK(ctx, (int)c->activation >= 0 && (int)c->activation < GAAW_ACT_COUNT,
                  "activation %d is not a gaaw_activation_t", (int)c->activation);
+  GAAW_ARG_CHECK(ctx, (int)c->loss >= 0 && (int)c->loss < GAAW_LOSS_COUNT, "loss %d is not a gaaw_loss_t",
+                 (int)c->loss);
+  GAAW_ARG_CHECK(ctx, c->huber_delta > 0.0f && isfinite(c->huber_delta),
+                 "huber_delta must be finite and > 0 (0 means the default 1), got %g", (double)c->huber_delta);
   for (int i = 0; i < c->nsizes; i++)
     GAAW_ARG_CHECK(ctx, c->sizes[i] >= 1, "sizes[%d] must be >= 1, got %d", i, c->sizes[i]);
   for (int i = 0; i + 1 < c->nsizes; i += 2)
@@ -186,6 +154,8 @@ static int mlp_fields(const void *cfg, gaaw_field *f)
   f[n++] = GAAW_FIELD_NAMED("activation", c->activation, gaaw_activation_name(c->activation));
   f[n++] = GAAW_FIELD_INT("seed", (int64_t)c->seed);
   f[n++] = GAAW_FIELD_NAMED("dtype", c->dtype, gaaw_dtype_name(c->dtype));
+  f[n++] = GAAW_FIELD_NAMED("loss", c->loss, gaaw_loss_name(c->loss));
+  f[n++] = GAAW_FIELD_FLOAT("huber_delta", c->huber_delta);
   return n;
 }
 
@@ -212,7 +182,8 @@ static gaaw_status_t build_mlp(gaaw_model_t m)
                                     l->column_parallel ? blocks : 1, GAAW_INIT_CONSTANT, 0.0f));
   }
   gaaw_layer *l;
-  GAAW_CHECK(gaaw_model_add_layer(m, &gaaw_mse_ops, &l));
+  GAAW_CHECK(gaaw_model_add_layer(m, &gaaw_regression_loss_ops[c->loss], &l));
+  l->loss_delta = c->huber_delta;
   GAAW_CHECK(gaaw_model_finish(m, c->seed));
   return GAAW_SUCCESS;
 }
@@ -225,7 +196,8 @@ static gaaw_dtype_t mlp_dtype(const void *cfg)
 static gaaw_status_t mlp_adopt(gaaw_model_t m, const void *cfg)
 {
   m->mlp = *(const gaaw_mlp_config_t *)cfg;
-  GAAW_CHECK_CTX(m->ctx, check_mlp_config(m->ctx, cfg, m->tp_size));
+  if (m->mlp.huber_delta == 0.0f) m->mlp.huber_delta = 1.0f;
+  GAAW_CHECK_CTX(m->ctx, check_mlp_config(m->ctx, &m->mlp, m->tp_size));
   return GAAW_SUCCESS;
 }
 

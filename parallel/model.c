@@ -155,6 +155,16 @@ const char *gaaw_activation_name(gaaw_activation_t activation)
   return "invalid";
 }
 
+const char *gaaw_loss_name(gaaw_loss_t loss)
+{
+  switch (loss) {
+  case GAAW_LOSS_MSE: return "mse";
+  case GAAW_LOSS_L1: return "l1";
+  case GAAW_LOSS_HUBER: return "huber";
+  }
+  return "invalid";
+}
+
 /* ---------------------------------------------------------------- building */
 
 gaaw_status_t gaaw_model_begin(gaaw_context_t ctx, gaaw_model_kind kind, gaaw_dtype_t dtype, gaaw_model_t *model)
@@ -278,7 +288,7 @@ static void drop_forward(gaaw_model_t m, gaaw_frame *f)
 
 static void free_batch(gaaw_model_t m, gaaw_frame *f)
 {
-  gaaw_tensor_t *ts[] = {&f->tokens, &f->targets, &f->positions, &f->inputs, &f->outputs};
+  gaaw_tensor_t *ts[] = {&f->tokens, &f->targets, &f->positions, &f->inputs, &f->outputs, &f->weights};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) gaaw_act_free(m, ts[i]);
 }
 
@@ -366,15 +376,33 @@ static gaaw_status_t upload_f32(gaaw_model_t m, int64_t d0, int64_t d1, const fl
   return GAAW_SUCCESS;
 }
 
+/* The loss weights' sum, after checking each is finite and >= 0 and not all are 0. */
+static gaaw_status_t weight_sum(gaaw_context_t ctx, const float *w, int64_t n, double *sum)
+{
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) {
+    GAAW_ARG_CHECK(ctx, isfinite(w[i]) && w[i] >= 0.0f, "weights[%lld] is %g; loss weights must be finite and >= 0",
+                   (long long)i, (double)w[i]);
+    s += w[i];
+  }
+  GAAW_ARG_CHECK(ctx, s > 0, "the batch's loss weights are all 0: its loss (a mean over their sum) is undefined");
+  *sum = s;
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t load_mlp_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_batch_t *b)
 {
   gaaw_context_t ctx = m->ctx;
   GAAW_ARG_CHECK(ctx, b->inputs != NULL && b->outputs != NULL, "an MLP batch needs inputs and outputs");
   const gaaw_mlp_config_t *c = &m->mlp;
+  int64_t nout = c->sizes[c->nsizes - 1];
+  f->counted = (int64_t)b->batch * nout;
+  f->weight_sum = (double)f->counted;
+  if (b->weights) GAAW_CHECK(weight_sum(ctx, b->weights, f->counted, &f->weight_sum));
   GAAW_CHECK(upload_f32(m, b->batch, c->sizes[0], b->inputs, &f->inputs));
-  GAAW_CHECK(upload_f32(m, b->batch, c->sizes[c->nsizes - 1], b->outputs, &f->outputs));
+  GAAW_CHECK(upload_f32(m, b->batch, nout, b->outputs, &f->outputs));
+  if (b->weights) GAAW_CHECK(upload(m, GAAW_F32, b->batch, nout, b->weights, &f->weights));
   f->rows = b->batch;
-  f->counted = (int64_t)b->batch * c->sizes[c->nsizes - 1];
   return GAAW_SUCCESS;
 }
 
@@ -401,8 +429,11 @@ static int batch_digests(gaaw_model_t m, const gaaw_batch_t *b, gaaw_field *out)
   } else {
     const gaaw_mlp_config_t *c = &m->mlp;
     out[0] = GAAW_FIELD_DIGEST("inputs", gaaw_digest(b->inputs, (size_t)b->batch * c->sizes[0] * sizeof(float)));
-    out[1] = GAAW_FIELD_DIGEST("outputs",
-                               gaaw_digest(b->outputs, (size_t)b->batch * c->sizes[c->nsizes - 1] * sizeof(float)));
+    size_t out_bytes = (size_t)b->batch * c->sizes[c->nsizes - 1] * sizeof(float);
+    out[1] = GAAW_FIELD_DIGEST("outputs", gaaw_digest(b->outputs, out_bytes));
+    /* NULL weights digest as no bytes, which all-1 weights do not */
+    out[2] = GAAW_FIELD_DIGEST("weights", gaaw_digest(b->weights, b->weights ? out_bytes : 0));
+    return 3;
   }
   return 2;
 }
@@ -412,7 +443,7 @@ static int batch_digests(gaaw_model_t m, const gaaw_batch_t *b, gaaw_field *out)
 static gaaw_status_t agree_batch(gaaw_model_t m, gaaw_status_t st, const gaaw_batch_t *b)
 {
   gaaw_context_t ctx = m->ctx;
-  gaaw_field fields[4];
+  gaaw_field fields[5];
   int n = 0;
   if (st == GAAW_SUCCESS) {
     fields[n++] = GAAW_FIELD_INT("batch", b->batch);
@@ -919,6 +950,7 @@ static gaaw_status_t predict_batch(gaaw_model_t m, const gaaw_batch_t *b, gaaw_b
   GAAW_ARG_CHECK(ctx, b->batch >= 1 && b->seq >= 0, "batch must be >= 1 (got %d) and seq >= 0 (got %d)", b->batch,
                  b->seq);
   *full = *b;
+  full->weights = NULL; /* no loss */
   int gpt = m->kind == GAAW_MODEL_GPT;
   size_t n = gpt ? (size_t)b->batch * (size_t)b->seq : (size_t)b->batch * (size_t)m->mlp.sizes[m->mlp.nsizes - 1];
   if ((gpt && b->targets) || (!gpt && b->outputs)) return GAAW_SUCCESS;

@@ -39,6 +39,7 @@ struct gaaw_layer {
   int64_t in_features, out_features;    /* widths of x and y on this rank */
   int column_parallel;                  /* linear layers: split outputs (1) or inputs (0) */
   gaaw_activation_t activation;         /* linear layers: applied after */
+  float loss_delta;                     /* regression loss layers: Huber's delta */
   double forward_seconds, backward_seconds; /* wall time accumulated (gaaw_model_layer_times) */
 };
 
@@ -59,6 +60,8 @@ struct gaaw_frame {
   int64_t counted;             /* targets that count in the loss */
   gaaw_tensor_t tokens, targets, positions; /* GPT: (rows) i32 */
   gaaw_tensor_t inputs, outputs;            /* MLP: (rows, sizes[0]), (rows, sizes[n-1]) */
+  gaaw_tensor_t weights;       /* MLP: (rows, sizes[n-1]) f32 loss weights; no buffer: all 1 */
+  double weight_sum;           /* MLP: the loss's divisor, sum of weights (counted without) */
   gaaw_tensor_t *acts;         /* acts[i]: input of layer i; acts[nlayers]: output */
   gaaw_saved *saved;           /* saved[i]: what layer i keeps */
   int have_forward;            /* its activations are held */
@@ -113,7 +116,9 @@ struct gaaw_model_s {
 
 /* Layer kinds. */
 extern const gaaw_layer_ops gaaw_gpt_embedding_ops, gaaw_gpt_block_ops, gaaw_gpt_head_ops;
-extern const gaaw_layer_ops gaaw_linear_ops, gaaw_mse_ops;
+extern const gaaw_layer_ops gaaw_linear_ops;
+/* The regression loss layers, by gaaw_loss_t. */
+extern const gaaw_layer_ops gaaw_regression_loss_ops[GAAW_LOSS_COUNT];
 
 /* An activation tensor of the given shape in the compute dtype (category activations). */
 gaaw_status_t gaaw_act_alloc(gaaw_model_t m, int ndim, const int64_t *shape, gaaw_tensor_t *t);
@@ -192,6 +197,7 @@ gaaw_comm_t gaaw_model_work_group(gaaw_model_t m);
 /* "layernorm", "rmsnorm"; "gelu", "swiglu", "none" ("invalid" otherwise), for messages. */
 const char *gaaw_norm_name(gaaw_norm_t norm);
 const char *gaaw_activation_name(gaaw_activation_t activation);
+const char *gaaw_loss_name(gaaw_loss_t loss);
 /* Allocates and initialises the parameters (after all layers are added). */
 gaaw_status_t gaaw_model_finish(gaaw_model_t m, uint64_t seed);
 

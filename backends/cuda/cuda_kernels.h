@@ -46,6 +46,10 @@ typedef enum {
 /* y = act(x); dx += dy act'(x).   n elements */
 cudaError_t gaaw_cuda_activation_forward(cudaStream_t s, gaaw_cuda_dtype dt, gaaw_cuda_activation act, int64_t n,
                                          const void *x, void *y);
+/* loss = w l(d), grad = w l'(d), d = pred - target; kind 0 MSE, 1 L1, 2 Huber
+ * (gaaw_loss_t); w NULL: all 1. loss and w are f32, the others dt.   n elements */
+cudaError_t gaaw_cuda_regression_loss(cudaStream_t s, gaaw_cuda_dtype dt, int kind, float delta, int64_t n,
+                                      const void *pred, const void *target, const float *w, float *loss, void *grad);
 cudaError_t gaaw_cuda_activation_backward(cudaStream_t s, gaaw_cuda_dtype dt, gaaw_cuda_activation act, int64_t n,
                                           const void *dy, const void *x, void *dx);
 /* x, dx: (N, 2H)   y, dy: (N, H) */

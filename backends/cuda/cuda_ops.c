@@ -158,6 +158,17 @@ gaaw_status_t gaaw_cuda_op_activation_backward(gaaw_context_t ctx, gaaw_activati
   return GAAW_SUCCESS;
 }
 
+_Static_assert(GAAW_LOSS_MSE == 0 && GAAW_LOSS_L1 == 1 && GAAW_LOSS_HUBER == 2,
+               "cuda_pointwise.cu's regression_loss numbers the kinds as gaaw_loss_t");
+
+gaaw_status_t gaaw_cuda_op_regression_loss(gaaw_context_t ctx, gaaw_loss_t kind, float delta, gaaw_cten pred,
+                                           gaaw_cten target, gaaw_cten weights, gaaw_ten loss, gaaw_ten grad)
+{
+  LAUNCH(gaaw_cuda_regression_loss(STREAM, DT(pred), (int)kind, delta, gaaw_tensor_numel(pred), P(pred), P(target),
+                                   weights ? (const float *)P(weights) : NULL, (float *)P(loss), P(grad)));
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_cuda_op_swiglu_forward(gaaw_context_t ctx, gaaw_cten x, gaaw_ten y)
 {
   LAUNCH(gaaw_cuda_swiglu_forward(STREAM, DT(x), rows_of(y), cols_of(y), P(x), P(y)));

@@ -58,6 +58,28 @@ __global__ void activation_backward_kernel(gaaw_cuda_activation act, int64_t n, 
     add_to(dx, i, to_f32(dy[i]) * act_slope(act, to_f32(x[i])));
 }
 
+template <typename T>
+__global__ void regression_loss_kernel(int kind, float delta, int64_t n, const T *pred, const T *target, const float *w,
+                                       float *loss, T *grad)
+{
+  for (int64_t i = global_index(); i < n; i += global_stride()) {
+    float d = to_f32(pred[i]) - to_f32(target[i]), a = fabsf(d), sign = d > 0.0f ? 1.0f : d < 0.0f ? -1.0f : 0.0f;
+    float l, g;
+    if (kind == 0) {
+      l = d * d, g = 2.0f * d;
+    } else if (kind == 1) {
+      l = a, g = sign;
+    } else if (a < delta) {
+      l = 0.5f * d * d, g = d;
+    } else {
+      l = delta * (a - 0.5f * delta), g = delta * sign;
+    }
+    float wi = w ? w[i] : 1.0f;
+    loss[i] = wi * l;
+    grad[i] = from_f32<T>(wi * g);
+  }
+}
+
 /* x: (N, 2H) = [a | g]   y: (N, H) = silu(a) g; one thread per element of y. */
 template <typename T> __global__ void swiglu_forward_kernel(int64_t N, int64_t H, const T *x, T *y)
 {
@@ -232,6 +254,16 @@ cudaError_t gaaw_cuda_activation_backward(cudaStream_t s, gaaw_cuda_dtype dt, ga
   if (n == 0) return cudaSuccess;
   GAAW_CUDA_DISPATCH_FLOAT(
       dt, T, activation_backward_kernel<<<GAAW_POINTWISE(n)>>>(act, n, (const T *)dy, (const T *)x, (T *)dx));
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_regression_loss(cudaStream_t s, gaaw_cuda_dtype dt, int kind, float delta, int64_t n,
+                                      const void *pred, const void *target, const float *w, float *loss, void *grad)
+{
+  if (n == 0) return cudaSuccess;
+  GAAW_CUDA_DISPATCH_FLOAT(dt, T,
+                           regression_loss_kernel<<<GAAW_POINTWISE(n)>>>(kind, delta, n, (const T *)pred,
+                                                                         (const T *)target, w, loss, (T *)grad));
   return cudaGetLastError();
 }
 

@@ -136,6 +136,22 @@ gaaw_status_t gaaw_cross_entropy_backward(gaaw_context_t ctx, const gaaw_tensor_
                                           const gaaw_tensor_t *targets, int64_t vocab_start,
                                           float dloss, gaaw_tensor_t *dlogits);
 
+/* Regression losses, elementwise, of d = pred - target:
+ *   MSE    l = d^2, l' = 2 d
+ *   L1     l = |d|, l' = sign(d) (0 at 0, as PyTorch)
+ *   Huber  l = d^2 / 2 for |d| < delta, delta (|d| - delta / 2) beyond (PyTorch's
+ *          HuberLoss); l' = d inside, delta sign(d) beyond. */
+typedef enum { GAAW_LOSS_MSE = 0, GAAW_LOSS_L1 = 1, GAAW_LOSS_HUBER = 2 } gaaw_loss_t;
+#define GAAW_LOSS_COUNT 3
+/* loss[i] = w[i] l(d[i]) and grad[i] = w[i] l'(d[i]) (overwritten, not accumulated:
+ * the caller sums loss and scales grad by its mean's divisor). delta > 0 and finite
+ * (used by Huber only).
+ * pred, target, grad: same numel, one float dtype   weights: f32, same numel, or NULL
+ * (all 1)   loss: f32, same numel */
+gaaw_status_t gaaw_regression_loss(gaaw_context_t ctx, gaaw_loss_t kind, float delta, const gaaw_tensor_t *pred,
+                                   const gaaw_tensor_t *target, const gaaw_tensor_t *weights, gaaw_tensor_t *loss,
+                                   gaaw_tensor_t *grad);
+
 /* AdamW on one shard (decoupled weight decay, bias correction with step >= 1):
  *   g = grad * grad_scale;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
  *   p = p - lr (m / (1 - b1^step) / (sqrt(v / (1 - b2^step)) + eps) + wd p)

@@ -52,7 +52,9 @@ void gaaw_gpt_config_default(gaaw_gpt_config_t *cfg);
 gaaw_status_t gaaw_model_create_gpt(gaaw_context_t ctx, const gaaw_gpt_config_t *cfg, gaaw_model_t *model);
 
 /* An MLP for surrogates: sizes[0] inputs, hidden layers sizes[1..n-2] with the
- * activation (any gaaw_activation_t), sizes[n-1] outputs, mean-squared-error loss.
+ * activation (any gaaw_activation_t), sizes[n-1] outputs, and a regression loss
+ * (gaaw_loss_t of gaaw/kernels.h: MSE by default, L1 or Huber), the weighted mean
+ * over the batch's output elements (gaaw_batch_t.weights).
  * Hidden sizes must be divisible by tp (column-parallel then row-parallel pairs). */
 #define GAAW_MLP_MAX_LAYERS 16
 typedef struct {
@@ -61,6 +63,8 @@ typedef struct {
   gaaw_activation_t activation;
   uint64_t seed;
   gaaw_dtype_t dtype;    /* compute dtype (GAAW_F32 = 0 by default) */
+  gaaw_loss_t loss;      /* GAAW_LOSS_MSE = 0 by default */
+  float huber_delta;     /* Huber's delta, > 0; 0 = 1 (the default); other losses ignore it */
 } gaaw_mlp_config_t;
 /* Collective over world, checked like gaaw_model_create_gpt. */
 gaaw_status_t gaaw_model_create_mlp(gaaw_context_t ctx, const gaaw_mlp_config_t *cfg, gaaw_model_t *model);
@@ -70,11 +74,16 @@ gaaw_status_t gaaw_model_destroy(gaaw_model_t *model);
 
 /* One microbatch, in host memory, the same on every rank of the tp group.
  * GPT: tokens and targets, (batch, seq) i32; a negative target is ignored.
- * MLP: inputs (batch, sizes[0]) and outputs (batch, sizes[n-1]) f32. */
+ * MLP: inputs (batch, sizes[0]) and outputs (batch, sizes[n-1]) f32, and optionally
+ * weights (batch, sizes[n-1]) f32, finite and >= 0 (a mask: 0 leaves an element
+ * out), NULL = all 1: the loss is sum(w l) / sum(w) over the batch's elements, so a
+ * batch's weights must not all be 0. GPT batches and gaaw_model_predict ignore
+ * weights. */
 typedef struct {
   int batch, seq;
   const int32_t *tokens, *targets;
   const float *inputs, *outputs;
+  const float *weights;
 } gaaw_batch_t;
 
 /* The model's work group: the tp group, or world once an optimizer is attached
@@ -142,7 +151,8 @@ gaaw_status_t gaaw_model_num_params(gaaw_model_t model, int64_t *global_count, i
  * totals, from model creation or the last gaaw_model_reset_times. Backends that
  * run asynchronously report the time to issue the work. A GPT has layers
  * "embedding", one "transformer block" per block, then "lm head and
- * cross-entropy"; an MLP one "linear" per linear and "mean squared error".
+ * cross-entropy"; an MLP one "linear" per linear and its loss ("mean squared error",
+ * "L1 loss" or "Huber loss").
  * Not collective. */
 gaaw_status_t gaaw_model_layer_count(gaaw_model_t model, int *count);
 /* Layer index's kind (a static string; may be NULL) and accumulated forward and

@@ -74,7 +74,7 @@ int main(void)
   PARAM(GAAW_TUNABLE_STRING);
   PARAM(GAAW_TUNABLE_BOOL);
 
-  printf("  ! activations (gaaw/kernels.h) and norms (gaaw/model.h)\n");
+  printf("  ! activations and losses (gaaw/kernels.h), norms (gaaw/model.h)\n");
   n = 0;
   MEMBER(GAAW_ACT_GELU);
   MEMBER(GAAW_ACT_SWIGLU);
@@ -84,6 +84,12 @@ int main(void)
   MEMBER(GAAW_ACT_SILU);
   PARAM(GAAW_ACT_COUNT);
   bad |= check_count("activations", n, GAAW_ACT_COUNT);
+  n = 0;
+  MEMBER(GAAW_LOSS_MSE);
+  MEMBER(GAAW_LOSS_L1);
+  MEMBER(GAAW_LOSS_HUBER);
+  PARAM(GAAW_LOSS_COUNT);
+  bad |= check_count("losses", n, GAAW_LOSS_COUNT);
   PARAM(GAAW_NORM_LAYERNORM);
   PARAM(GAAW_NORM_RMSNORM);
 

@@ -245,6 +245,18 @@ static void check_pointwise(gaaw_dtype_t dt)
     snprintf(what, sizeof what, "%s dx", kind_names[k]);
     compare(&dx, 1e-5, what);
   }
+  twin lw, ll;
+  MAKE(lw, GAAW_F32, N, H), MAKE(ll, GAAW_F32, N, H);
+  randomize(&lw, 0, 2);
+  for (int k = 0; k < GAAW_LOSS_COUNT; k++) {
+    char what[32];
+    BOTH(gaaw_regression_loss(C, (gaaw_loss_t)k, 0.6f, T(x), T(dy), k == 1 ? NULL : T(lw), T(ll), T(dx)));
+    snprintf(what, sizeof what, "regression loss %d", k);
+    compare(&ll, 1e-5, what);
+    snprintf(what, sizeof what, "regression grad %d", k);
+    compare(&dx, 1e-5, what);
+  }
+  release(&lw), release(&ll);
   BOTH(gaaw_swiglu_forward(C, T(x2), T(y2)));
   compare(&y2, 1e-5, "swiglu y");
   BOTH(gaaw_swiglu_backward(C, T(dy2), T(x2), T(dx2)));

@@ -132,3 +132,30 @@ __kernel void adamw_update(TEN(params), TEN(grads), TEN(master), TEN(m), TEN(v),
   if (has_master) F32(master)[i] = p;
   ST(params, i, p);
 }
+
+/* Regression losses of d = pred - target, weighted (has_w 0: weights unused, all 1):
+ * loss = w l(d), grad = w l'(d); kind: 0 MSE, 1 L1, 2 Huber (gaaw_loss_t). */
+__kernel void regression_loss(TEN(pred), TEN(target), TEN(w), int has_w, int kind, float delta, TEN(loss), TEN(grad),
+                              long n)
+{
+  long i = get_global_id(0);
+  if (i >= n) return;
+  float d = LD(pred, i) - LD(target, i), a = fabs(d), sign = d > 0.0f ? 1.0f : d < 0.0f ? -1.0f : 0.0f;
+  float l, g;
+  if (kind == 0) {
+    l = d * d;
+    g = 2.0f * d;
+  } else if (kind == 1) {
+    l = a;
+    g = sign;
+  } else if (a < delta) {
+    l = 0.5f * d * d;
+    g = d;
+  } else {
+    l = delta * (a - 0.5f * delta);
+    g = delta * sign;
+  }
+  float wi = has_w ? LD(w, i) : 1.0f;
+  ST(loss, i, wi * l);
+  ST(grad, i, wi * g);
+}
