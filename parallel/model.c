@@ -308,6 +308,7 @@ gaaw_status_t gaaw_model_destroy(gaaw_model_t *model)
   gaaw_frame_free(m, &m->frame);
   gaaw_params_free(m->ctx, &m->params);
   free(m->layers);
+  free(m->specs);
   free(m);
   *model = NULL;
   return GAAW_SUCCESS;
@@ -394,12 +395,11 @@ static gaaw_status_t load_mlp_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_ba
 {
   gaaw_context_t ctx = m->ctx;
   GAAW_ARG_CHECK(ctx, b->inputs != NULL && b->outputs != NULL, "an MLP batch needs inputs and outputs");
-  const gaaw_mlp_config_t *c = &m->mlp;
-  int64_t nout = c->sizes[c->nsizes - 1];
+  int64_t nin = m->seq_inputs, nout = m->seq_outputs;
   f->counted = (int64_t)b->batch * nout;
   f->weight_sum = (double)f->counted;
   if (b->weights) GAAW_CHECK(weight_sum(ctx, b->weights, f->counted, &f->weight_sum));
-  GAAW_CHECK(upload_f32(m, b->batch, c->sizes[0], b->inputs, &f->inputs));
+  GAAW_CHECK(upload_f32(m, b->batch, nin, b->inputs, &f->inputs));
   GAAW_CHECK(upload_f32(m, b->batch, nout, b->outputs, &f->outputs));
   if (b->weights) GAAW_CHECK(upload(m, GAAW_F32, b->batch, nout, b->weights, &f->weights));
   f->rows = b->batch;
@@ -427,9 +427,8 @@ static int batch_digests(gaaw_model_t m, const gaaw_batch_t *b, gaaw_field *out)
     out[0] = GAAW_FIELD_DIGEST("tokens", gaaw_digest(b->tokens, bytes));
     out[1] = GAAW_FIELD_DIGEST("targets", gaaw_digest(b->targets, bytes));
   } else {
-    const gaaw_mlp_config_t *c = &m->mlp;
-    out[0] = GAAW_FIELD_DIGEST("inputs", gaaw_digest(b->inputs, (size_t)b->batch * c->sizes[0] * sizeof(float)));
-    size_t out_bytes = (size_t)b->batch * c->sizes[c->nsizes - 1] * sizeof(float);
+    out[0] = GAAW_FIELD_DIGEST("inputs", gaaw_digest(b->inputs, (size_t)b->batch * m->seq_inputs * sizeof(float)));
+    size_t out_bytes = (size_t)b->batch * m->seq_outputs * sizeof(float);
     out[1] = GAAW_FIELD_DIGEST("outputs", gaaw_digest(b->outputs, out_bytes));
     /* NULL weights digest as no bytes, which all-1 weights do not */
     out[2] = GAAW_FIELD_DIGEST("weights", gaaw_digest(b->weights, b->weights ? out_bytes : 0));
@@ -553,7 +552,7 @@ gaaw_status_t gaaw_model_forward_range(gaaw_model_t m, gaaw_frame *f, int lo, in
      * recomputation keeps only the input acts[i] */
     int inference = f->inference && i + 1 < m->nlayers;
     if (inference || recomputes(m, l)) gaaw_layer_release(m, f, l);
-    if (inference) gaaw_act_free(m, &f->acts[i]);
+    if (inference && !l->keeps_input) gaaw_act_free(m, &f->acts[i]);
     GAAW_CHECK_CTX(m->ctx, after_layer(m, i, GAAW_PHASE_FORWARD));
     l->forward_seconds += now_seconds() - t0; /* with the hooks: ZeRO 3's gathers count */
   }
@@ -952,7 +951,7 @@ static gaaw_status_t predict_batch(gaaw_model_t m, const gaaw_batch_t *b, gaaw_b
   *full = *b;
   full->weights = NULL; /* no loss */
   int gpt = m->kind == GAAW_MODEL_GPT;
-  size_t n = gpt ? (size_t)b->batch * (size_t)b->seq : (size_t)b->batch * (size_t)m->mlp.sizes[m->mlp.nsizes - 1];
+  size_t n = gpt ? (size_t)b->batch * (size_t)b->seq : (size_t)b->batch * (size_t)m->seq_outputs;
   if ((gpt && b->targets) || (!gpt && b->outputs)) return GAAW_SUCCESS;
   void *p = calloc(n ? n : 1, 4);
   if (!p) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %zu placeholder values", n);

@@ -40,6 +40,11 @@ struct gaaw_layer {
   int column_parallel;                  /* linear layers: split outputs (1) or inputs (0) */
   gaaw_activation_t activation;         /* linear layers: applied after */
   float loss_delta;                     /* regression loss layers: Huber's delta */
+  int gathers;                          /* column-parallel linears: gather the output over tp */
+  gaaw_norm_t norm;                     /* norm layers */
+  int residual_from;                    /* residual adds: the index of the group's first layer */
+  int keeps_input;                      /* its input outlives its forward, inference too
+                                           (a residual group's input, read at its end) */
   double forward_seconds, backward_seconds; /* wall time accumulated (gaaw_model_layer_times) */
 };
 
@@ -106,6 +111,10 @@ struct gaaw_model_s {
   gaaw_model_hooks hooks;
   gaaw_gpt_config_t gpt;
   gaaw_mlp_config_t mlp;
+  /* sequential models (and MLPs, built as one): the specs, the input and output widths */
+  gaaw_layer_spec_t *specs;
+  int nspecs, seq_inputs, seq_outputs;
+  uint64_t seq_seed;
   int64_t vocab_local;         /* padded vocabulary rows per rank */
   int64_t vocab_valid_local;   /* of which real (not padding) */
   gaaw_param_table params;

@@ -2,7 +2,8 @@
  * with their global shape, name and tensor-parallel split, initialised by a
  * counter-based RNG (the same logical weights under every layout), and stored as
  * views into one flat buffer per (model, dtype) with a matching flat gradient
- * buffer. Ready builders: a GPT (GPT-2 architecture, DESIGN.md section 6a) and an
+ * buffer. Ready builders: a GPT (GPT-2 architecture, DESIGN.md section 6a), a
+ * sequential model of layer specs for surrogates, and its shortcut, an
  * MLP for surrogate models.
  *
  * Tensor parallelism follows Megatron-LM: column-parallel then row-parallel linears,
@@ -51,7 +52,9 @@ void gaaw_gpt_config_default(gaaw_gpt_config_t *cfg);
  * wrong fails every rank with that rank's message. *model is NULL after a failure. */
 gaaw_status_t gaaw_model_create_gpt(gaaw_context_t ctx, const gaaw_gpt_config_t *cfg, gaaw_model_t *model);
 
-/* An MLP for surrogates: sizes[0] inputs, hidden layers sizes[1..n-2] with the
+/* An MLP for surrogates, the shortcut for the sequential model (gaaw_model_create)
+ * of linear(sizes[1]), activation, ..., linear(sizes[n-1]), loss: sizes[0] inputs,
+ * hidden layers sizes[1..n-2] with the
  * activation (any gaaw_activation_t), sizes[n-1] outputs, and a regression loss
  * (gaaw_loss_t of gaaw/kernels.h: MSE by default, L1 or Huber), the weighted mean
  * over the batch's output elements (gaaw_batch_t.weights).
@@ -68,6 +71,54 @@ typedef struct {
 } gaaw_mlp_config_t;
 /* Collective over world, checked like gaaw_model_create_gpt. */
 gaaw_status_t gaaw_model_create_mlp(gaaw_context_t ctx, const gaaw_mlp_config_t *cfg, gaaw_model_t *model);
+
+/* A sequential model, built from an array of layer specs applied in order to
+ * (batch, inputs) f32 inputs and ending in a regression loss against the batch's
+ * outputs (batch, width of the last layer):
+ *   linear      size = output features, with a bias ("fc.I.weight" (size, in) and
+ *               "fc.I.bias", I counting linears from 0)
+ *   activation  activation = any gaaw_activation_t; SwiGLU halves the width (after
+ *               a linear: that linear's weight is (2 size, in), its output size)
+ *   layernorm   over the features, with "norm.I.weight" and "norm.I.bias" (eps 1e-5)
+ *   rmsnorm     the same without a bias
+ *   residual    size = the number of specs after it that form a group (at least 1,
+ *               no loss inside, may nest) whose output, of the group's input width,
+ *               is added to its input
+ *   loss        loss = a gaaw_loss_t, huber_delta (0 = 1): the last spec, once
+ * Tensor parallelism: linears pair up in order: a linear directly followed by a
+ * linear (an activation between them is fused into the first) is column-parallel
+ * and the second row-parallel, with no communication but the row-parallel
+ * all-reduce; a linear left unpaired (followed by a norm, a residual boundary, a
+ * standalone activation or the loss) is column-parallel and gathers its output.
+ * Column-parallel output sizes must be divisible by tp; everything else
+ * (activations after a gather, norms, residual adds, the loss) is replicated, whole
+ * on every rank of the tp group. */
+typedef enum {
+  GAAW_SPEC_LINEAR = 0,
+  GAAW_SPEC_ACTIVATION = 1,
+  GAAW_SPEC_LAYERNORM = 2,
+  GAAW_SPEC_RMSNORM = 3,
+  GAAW_SPEC_RESIDUAL = 4,
+  GAAW_SPEC_LOSS = 5
+} gaaw_spec_kind_t;
+#define GAAW_SPEC_KIND_COUNT 6
+typedef struct {
+  gaaw_spec_kind_t kind;
+  int size;                     /* linear: outputs; residual: specs in the group */
+  gaaw_activation_t activation; /* activation */
+  gaaw_loss_t loss;             /* loss */
+  float huber_delta;            /* loss: Huber's delta, 0 = 1 */
+} gaaw_layer_spec_t;
+#define GAAW_MODEL_MAX_SPECS 64
+
+/* Builds the sequential model of specs[0..nspecs) on (batch, inputs) inputs;
+ * parameters initialised from seed (weights normal(0, 1/sqrt(in)), biases 0, norm
+ * weights 1), compute dtype dtype. Collective over world, checked like
+ * gaaw_model_create_gpt: every argument must be the same on every rank (the specs
+ * are compared by a digest), a spec that one rank finds wrong (its index and word
+ * named) fails every rank. *model is NULL after a failure. */
+gaaw_status_t gaaw_model_create(gaaw_context_t ctx, int inputs, const gaaw_layer_spec_t *specs, int nspecs,
+                                uint64_t seed, gaaw_dtype_t dtype, gaaw_model_t *model);
 
 /* Frees the model; NULL is a no-op. Not collective. */
 gaaw_status_t gaaw_model_destroy(gaaw_model_t *model);
