@@ -590,6 +590,7 @@ static gaaw_status_t forward_agreed(gaaw_model_t m, const gaaw_batch_t *b, int t
     return gaaw_error_trace(ctx, fail_together(m, st), __FILE__, __LINE__, __func__);
   }
   f->have_forward = 1;
+  f->outputs_only = 0;
   return GAAW_SUCCESS;
 }
 
@@ -718,6 +719,9 @@ gaaw_status_t gaaw_model_backward(gaaw_model_t m)
   gaaw_status_t st = f->have_forward ? GAAW_SUCCESS
                                      : gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
                                                         "gaaw_model_backward needs a gaaw_model_forward first");
+  if (st == GAAW_SUCCESS && f->outputs_only)
+    st = gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
+                          "the forward was gaaw_model_forward_outputs (no loss): go back with gaaw_model_backward_from");
   if (st == GAAW_SUCCESS) st = check_pass(m, GAAW_PHASE_BACKWARD);
   st = gaaw_agree(gaaw_model_work_group(m), st, "gaaw_model_backward", NULL, 0);
   if (st == GAAW_SUCCESS) st = backward_agreed(m);
@@ -1008,6 +1012,98 @@ gaaw_status_t gaaw_model_predict(gaaw_model_t m, const gaaw_batch_t *b, float *o
   }
   gaaw_frame_free(m, &f);
   free(filler);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- the caller's loss */
+
+static gaaw_status_t forward_outputs_local(gaaw_model_t m, const gaaw_batch_t *b, float *outputs, gaaw_batch_t *full,
+                                           void **filler)
+{
+  gaaw_context_t ctx = m->ctx;
+  GAAW_ARG_CHECK(ctx, m->kind == GAAW_MODEL_MLP,
+                 "gaaw_model_forward_outputs is for sequential models and MLPs (a GPT's loss is its own)");
+  GAAW_ARG_NOT_NULL(ctx, outputs);
+  GAAW_CHECK(predict_batch(m, b, full, filler));
+  GAAW_CHECK(load_batch(m, &m->frame, full));
+  GAAW_CHECK(check_pass(m, GAAW_PHASE_FORWARD));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_forward_outputs(gaaw_model_t m, const gaaw_batch_t *b, float *outputs)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  gaaw_context_t ctx = m->ctx;
+  gaaw_frame *f = &m->frame;
+  gaaw_batch_t full = {0};
+  void *filler = NULL;
+  drop_forward(m, f);
+  free_batch(m, f);
+  gaaw_status_t st = forward_outputs_local(m, b, outputs, &full, &filler);
+  st = agree_batch(m, st, &full);
+  free(filler);
+  if (st != GAAW_SUCCESS) {
+    free_batch(m, f);
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
+  /* every layer but the loss, keeping what backward needs */
+  st = begin_pass(m, GAAW_PHASE_FORWARD);
+  if (st == GAAW_SUCCESS) st = gaaw_model_forward_range(m, f, 0, m->nlayers - 1);
+  if (st == GAAW_SUCCESS) st = end_pass(m, GAAW_PHASE_FORWARD);
+  if (st == GAAW_SUCCESS) st = read_outputs(m, f, outputs);
+  if (st != GAAW_SUCCESS) {
+    drop_forward(m, f);
+    return gaaw_error_trace(ctx, fail_together(m, st), __FILE__, __LINE__, __func__);
+  }
+  f->have_forward = 1;
+  f->outputs_only = 1;
+  return GAAW_SUCCESS;
+}
+
+/* The local checks of d_outputs, then it goes up as the output gradient *dy. */
+static gaaw_status_t backward_from_local(gaaw_model_t m, const float *d_outputs, gaaw_tensor_t *dy)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_frame *f = &m->frame;
+  GAAW_ARG_CHECK(ctx, m->kind == GAAW_MODEL_MLP, "gaaw_model_backward_from is for sequential models and MLPs");
+  if (!f->have_forward)
+    GAAW_FAIL(ctx, GAAW_ERR_STATE, "gaaw_model_backward_from needs a gaaw_model_forward_outputs (or forward) first");
+  GAAW_ARG_NOT_NULL(ctx, d_outputs);
+  int64_t n = (int64_t)f->batch * m->seq_outputs;
+  for (int64_t i = 0; i < n; i++)
+    GAAW_ARG_CHECK(ctx, isfinite(d_outputs[i]), "d_outputs[%lld] is %g; it must be finite", (long long)i,
+                   (double)d_outputs[i]);
+  GAAW_CHECK(check_pass(m, GAAW_PHASE_BACKWARD));
+  GAAW_CHECK(upload_f32(m, f->batch, m->seq_outputs, d_outputs, dy));
+  if (m->loss_scale != 1.0f) GAAW_CHECK(gaaw_scale(ctx, dy, m->loss_scale)); /* as the loss layer's would be */
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_backward_from(gaaw_model_t m, const float *d_outputs)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  gaaw_context_t ctx = m->ctx;
+  gaaw_frame *f = &m->frame;
+  gaaw_tensor_t dy = {0};
+  gaaw_status_t st = backward_from_local(m, d_outputs, &dy);
+  gaaw_field digest;
+  int nfields = 0;
+  if (st == GAAW_SUCCESS) {
+    digest = GAAW_FIELD_DIGEST("d_outputs", gaaw_digest(d_outputs, sizeof(float) * (size_t)f->batch * m->seq_outputs));
+    nfields = 1;
+  }
+  if (m->tp_size > 1) st = gaaw_agree(m->tp, st, "the output gradient of a tp group", &digest, nfields);
+  gaaw_comm_t group = gaaw_model_work_group(m);
+  if (group != m->tp) st = gaaw_agree(group, st, "gaaw_model_backward_from", NULL, 0);
+  if (st == GAAW_SUCCESS) {
+    st = begin_pass(m, GAAW_PHASE_BACKWARD);
+    if (st == GAAW_SUCCESS) st = gaaw_model_backward_range(m, f, 0, m->nlayers - 1, &dy, NULL);
+    if (st == GAAW_SUCCESS) st = end_pass(m, GAAW_PHASE_BACKWARD);
+    if (st != GAAW_SUCCESS) st = fail_together(m, st);
+  }
+  gaaw_act_free(m, &dy);
+  drop_forward(m, f); /* as gaaw_model_backward: one backward per forward */
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }

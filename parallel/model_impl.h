@@ -70,6 +70,7 @@ struct gaaw_frame {
   gaaw_tensor_t *acts;         /* acts[i]: input of layer i; acts[nlayers]: output */
   gaaw_saved *saved;           /* saved[i]: what layer i keeps */
   int have_forward;            /* its activations are held */
+  int outputs_only;            /* gaaw_model_forward_outputs: no loss, backward from the caller's gradient */
   int inference;               /* gaaw_model_predict: nothing is kept for backward */
   float loss;
 };

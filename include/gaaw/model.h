@@ -167,6 +167,24 @@ gaaw_status_t gaaw_model_forward_backward(gaaw_model_t model, const gaaw_batch_t
  * optimizer and a forward held for backward are left as they are. Collective over
  * the work group, with the same agreement as gaaw_model_forward. */
 gaaw_status_t gaaw_model_predict(gaaw_model_t model, const gaaw_batch_t *batch, float *outputs);
+/* A loss the caller computes (a physics residual, for example), for sequential
+ * models and MLPs, in two collective calls:
+ *   gaaw_model_forward_outputs(model, batch, outputs)   every layer but the loss,
+ *       keeping what backward needs; batch needs only inputs (outputs and weights
+ *       are ignored); writes the model's outputs y, (batch, outputs) f32, whole on
+ *       every rank of the tp group.
+ *   (the caller computes its loss L(y) and d_outputs = dL/dy, (batch, outputs) f32)
+ *   gaaw_model_backward_from(model, d_outputs)           backward of that forward
+ *       from d_outputs: every parameter gradient += d L / d p, accumulating like
+ *       gaaw_model_backward (and scaled by the loss scale as its loss would be).
+ * Both are collective over the work group with the agreement of gaaw_model_forward:
+ * d_outputs must be finite and the same on every rank of the tp group (compared by
+ * a digest). gaaw_model_backward after gaaw_model_forward_outputs is GAAW_ERR_STATE
+ * (there is no loss); gaaw_model_backward_from after gaaw_model_forward uses the
+ * caller's gradient instead of the loss's. GAAW_ERR_INVALID_ARG on every rank for a
+ * GPT. */
+gaaw_status_t gaaw_model_forward_outputs(gaaw_model_t model, const gaaw_batch_t *batch, float *outputs);
+gaaw_status_t gaaw_model_backward_from(gaaw_model_t model, const float *d_outputs);
 /* Sets every gradient to zero (with an optimizer, starting its accumulation over).
  * Not collective, except with an optimizer at dp > 1 between a step's last
  * backward and gaaw_optimizer_step: then it first completes the gradient

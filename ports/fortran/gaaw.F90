@@ -91,8 +91,22 @@ module gaaw
     integer(c_int) :: kind = 0, size = 0, activation = 0, loss = 0
     real(c_float) :: huber_delta = 0
   end type gaaw_layer_spec_t
-  public :: gaaw_model_create
+  public :: gaaw_model_create, gaaw_model_forward_outputs, gaaw_model_backward_from
   interface
+    ! batch: the c_loc of a gaaw_batch_t; outputs and d_outputs (batch, outputs) in C
+    ! order, so (outputs, batch) in Fortran
+    function gaaw_model_forward_outputs(model, batch, outputs) bind(C, name="gaaw_model_forward_outputs")
+      import :: c_int, c_ptr, c_float
+      type(c_ptr), value :: model, batch
+      real(c_float) :: outputs(*)
+      integer(c_int) :: gaaw_model_forward_outputs
+    end function gaaw_model_forward_outputs
+    function gaaw_model_backward_from(model, d_outputs) bind(C, name="gaaw_model_backward_from")
+      import :: c_int, c_ptr, c_float
+      type(c_ptr), value :: model
+      real(c_float), intent(in) :: d_outputs(*)
+      integer(c_int) :: gaaw_model_backward_from
+    end function gaaw_model_backward_from
     function gaaw_model_create(ctx, inputs, specs, nspecs, seed, dtype, model) bind(C, name="gaaw_model_create")
       import :: c_int, c_ptr, c_int64_t
       type(c_ptr), value :: ctx, specs
