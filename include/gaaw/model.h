@@ -120,6 +120,21 @@ typedef struct {
 gaaw_status_t gaaw_model_create(gaaw_context_t ctx, int inputs, const gaaw_layer_spec_t *specs, int nspecs,
                                 uint64_t seed, gaaw_dtype_t dtype, gaaw_model_t *model);
 
+/* A model named by a spec string, as job scripts and config files write it:
+ *   "mlp sizes=6,64,64,1 activation=gelu loss=mse"
+ * the kind (mlp), then key=value words separated by spaces: sizes (required,
+ * comma-separated, 2..GAAW_MLP_MAX_LAYERS+1 integers >= 1), activation (gelu,
+ * swiglu, none, relu, tanh, silu; default gelu), loss (mse, l1, huber; default
+ * mse), huber_delta (> 0, default 1), seed (0..2^63-1, default 1), dtype (f32,
+ * bf16, f16; default f32); each key at most once. gaaw_mlp_config_parse fills cfg
+ * (left unchanged on failure), GAAW_ERR_INVALID_ARG naming the bad word, its
+ * position and what was expected; ctx may be NULL (the message is then
+ * gaaw_last_error(NULL)); not collective. gaaw_model_create_from_spec parses and
+ * builds, collective over world like gaaw_model_create_mlp: the spec must be the
+ * same text on every rank, and one rank's parse error fails all of them. */
+gaaw_status_t gaaw_mlp_config_parse(gaaw_context_t ctx, const char *spec, gaaw_mlp_config_t *cfg);
+gaaw_status_t gaaw_model_create_from_spec(gaaw_context_t ctx, const char *spec, gaaw_model_t *model);
+
 /* Frees the model; NULL is a no-op. Not collective. */
 gaaw_status_t gaaw_model_destroy(gaaw_model_t *model);
 

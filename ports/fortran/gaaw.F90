@@ -92,7 +92,23 @@ module gaaw
     real(c_float) :: huber_delta = 0
   end type gaaw_layer_spec_t
   public :: gaaw_model_create, gaaw_model_forward_outputs, gaaw_model_backward_from
+  public :: gaaw_mlp_config_parse, gaaw_model_create_from_spec
   interface
+    ! spec: a NUL-terminated string (trim(s) // c_null_char); cfg: the c_loc of a
+    ! gaaw_mlp_config_t
+    function gaaw_mlp_config_parse(ctx, spec, cfg) bind(C, name="gaaw_mlp_config_parse")
+      import :: c_int, c_ptr, c_char
+      type(c_ptr), value :: ctx, cfg
+      character(kind=c_char), intent(in) :: spec(*)
+      integer(c_int) :: gaaw_mlp_config_parse
+    end function gaaw_mlp_config_parse
+    function gaaw_model_create_from_spec(ctx, spec, model) bind(C, name="gaaw_model_create_from_spec")
+      import :: c_int, c_ptr, c_char
+      type(c_ptr), value :: ctx
+      character(kind=c_char), intent(in) :: spec(*)
+      type(c_ptr) :: model
+      integer(c_int) :: gaaw_model_create_from_spec
+    end function gaaw_model_create_from_spec
     ! batch: the c_loc of a gaaw_batch_t; outputs and d_outputs (batch, outputs) in C
     ! order, so (outputs, batch) in Fortran
     function gaaw_model_forward_outputs(model, batch, outputs) bind(C, name="gaaw_model_forward_outputs")
