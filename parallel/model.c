@@ -148,6 +148,19 @@ const char *gaaw_activation_name(gaaw_activation_t activation)
   case GAAW_ACT_GELU: return "gelu";
   case GAAW_ACT_SWIGLU: return "swiglu";
   case GAAW_ACT_NONE: return "none";
+  case GAAW_ACT_RELU: return "relu";
+  case GAAW_ACT_TANH: return "tanh";
+  case GAAW_ACT_SILU: return "silu";
+  }
+  return "invalid";
+}
+
+const char *gaaw_loss_name(gaaw_loss_t loss)
+{
+  switch (loss) {
+  case GAAW_LOSS_MSE: return "mse";
+  case GAAW_LOSS_L1: return "l1";
+  case GAAW_LOSS_HUBER: return "huber";
   }
   return "invalid";
 }
@@ -347,7 +360,7 @@ static void drop_forward(gaaw_model_t m, gaaw_frame *f)
 
 static void free_batch(gaaw_model_t m, gaaw_frame *f)
 {
-  gaaw_tensor_t *ts[] = {&f->tokens, &f->targets, &f->positions, &f->inputs, &f->outputs};
+  gaaw_tensor_t *ts[] = {&f->tokens, &f->targets, &f->positions, &f->inputs, &f->outputs, &f->weights};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) gaaw_act_free(m, ts[i]);
 }
 
@@ -370,6 +383,7 @@ gaaw_status_t gaaw_model_destroy(gaaw_model_t *model)
   gaaw_sched_destroy(&m->sched);
   free(m->catalog);
   free(m->layers);
+  free(m->specs);
   free(m);
   *model = NULL;
   return GAAW_SUCCESS;
@@ -456,16 +470,33 @@ static gaaw_status_t upload_f32(gaaw_model_t m, int64_t d0, int64_t d1, const fl
   return GAAW_SUCCESS;
 }
 
+/* The loss weights' sum, after checking each is finite and >= 0 and not all are 0. */
+static gaaw_status_t weight_sum(gaaw_context_t ctx, const float *w, int64_t n, double *sum)
+{
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) {
+    GAAW_ARG_CHECK(ctx, isfinite(w[i]) && w[i] >= 0.0f, "weights[%lld] is %g; loss weights must be finite and >= 0",
+                   (long long)i, (double)w[i]);
+    s += w[i];
+  }
+  GAAW_ARG_CHECK(ctx, s > 0, "the batch's loss weights are all 0: its loss (a mean over their sum) is undefined");
+  *sum = s;
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t load_mlp_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_batch_t *b)
 {
   gaaw_context_t ctx = m->ctx;
   int first = gaaw_model_owns_layer(m, 0), last = gaaw_model_owns_layer(m, m->nlayers - 1);
   GAAW_CHECK(check_stage_arrays(m, "an MLP", "inputs", b->inputs, "outputs", b->outputs));
-  const gaaw_mlp_config_t *c = &m->mlp;
-  if (first) GAAW_CHECK(upload_f32(m, b->batch, c->sizes[0], b->inputs, &f->inputs));
-  if (last) GAAW_CHECK(upload_f32(m, b->batch, c->sizes[c->nsizes - 1], b->outputs, &f->outputs));
+  int64_t nin = m->seq_inputs, nout = m->seq_outputs;
+  f->counted = (int64_t)b->batch * nout;
+  f->weight_sum = (double)f->counted;
+  if (last && b->weights) GAAW_CHECK(weight_sum(ctx, b->weights, f->counted, &f->weight_sum));
+  if (first) GAAW_CHECK(upload_f32(m, b->batch, nin, b->inputs, &f->inputs));
+  if (last) GAAW_CHECK(upload_f32(m, b->batch, nout, b->outputs, &f->outputs));
+  if (last && b->weights) GAAW_CHECK(upload(m, GAAW_F32, b->batch, nout, b->weights, &f->weights));
   f->rows = b->batch;
-  f->counted = (int64_t)b->batch * c->sizes[c->nsizes - 1];
   return GAAW_SUCCESS;
 }
 
@@ -493,10 +524,12 @@ static int batch_digests(gaaw_model_t m, const gaaw_batch_t *b, int microbatches
     out[0] = GAAW_FIELD_DIGEST("tokens", first ? gaaw_digest(b->tokens, bytes) : 0);
     out[1] = GAAW_FIELD_DIGEST("targets", last ? gaaw_digest(b->targets, bytes) : 0);
   } else {
-    const gaaw_mlp_config_t *c = &m->mlp;
-    out[0] = GAAW_FIELD_DIGEST("inputs", first ? gaaw_digest(b->inputs, rows * c->sizes[0] * sizeof(float)) : 0);
-    out[1] = GAAW_FIELD_DIGEST("outputs",
-                               last ? gaaw_digest(b->outputs, rows * c->sizes[c->nsizes - 1] * sizeof(float)) : 0);
+    size_t in_bytes = rows * (size_t)m->seq_inputs * sizeof(float), out_bytes = rows * (size_t)m->seq_outputs * sizeof(float);
+    out[0] = GAAW_FIELD_DIGEST("inputs", first ? gaaw_digest(b->inputs, in_bytes) : 0);
+    out[1] = GAAW_FIELD_DIGEST("outputs", last ? gaaw_digest(b->outputs, out_bytes) : 0);
+    /* NULL weights digest as no bytes, which all-1 weights do not */
+    out[2] = GAAW_FIELD_DIGEST("weights", last ? gaaw_digest(b->weights, b->weights ? out_bytes : 0) : 0);
+    return 3;
   }
   return 2;
 }
@@ -617,7 +650,7 @@ gaaw_status_t gaaw_model_forward_range(gaaw_model_t m, gaaw_frame *f, int lo, in
      * recomputation keeps only the input acts[i] */
     int inference = f->inference && i + 1 < m->nlayers;
     if (inference || recomputes(m, l)) gaaw_layer_release(m, f, l);
-    if (inference) gaaw_act_free(m, &f->acts[i]);
+    if (inference && !l->keeps_input) gaaw_act_free(m, &f->acts[i]);
     GAAW_CHECK_CTX(m->ctx, after_layer(m, i, GAAW_PHASE_FORWARD));
     l->forward_seconds += now_seconds() - t0; /* with the hooks: ZeRO 3's gathers count */
   }
@@ -659,8 +692,9 @@ gaaw_batch_t gaaw_model_microbatch(gaaw_model_t m, const gaaw_batch_t *b, int i)
     if (b->tokens) one.tokens = b->tokens + at;
     if (b->targets) one.targets = b->targets + at;
   } else {
-    if (b->inputs) one.inputs = b->inputs + rows * (size_t)m->mlp.sizes[0];
-    if (b->outputs) one.outputs = b->outputs + rows * (size_t)m->mlp.sizes[m->mlp.nsizes - 1];
+    if (b->inputs) one.inputs = b->inputs + rows * (size_t)m->seq_inputs;
+    if (b->outputs) one.outputs = b->outputs + rows * (size_t)m->seq_outputs;
+    if (b->weights) one.weights = b->weights + rows * (size_t)m->seq_outputs;
   }
   return one;
 }
@@ -696,6 +730,7 @@ static gaaw_status_t forward_agreed(gaaw_model_t m, const gaaw_batch_t *b, int t
   if (st != GAAW_SUCCESS || m->pp_size > 1) drop_forward(m, f);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, gaaw_model_fail_together(m, st), __FILE__, __LINE__, __func__);
   f->have_forward = m->pp_size == 1;
+  f->outputs_only = 0;
   return GAAW_SUCCESS;
 }
 
@@ -849,6 +884,9 @@ gaaw_status_t gaaw_model_backward(gaaw_model_t m)
   gaaw_status_t st = f->have_forward ? GAAW_SUCCESS
                                      : gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
                                                         "gaaw_model_backward needs a gaaw_model_forward first");
+  if (st == GAAW_SUCCESS && f->outputs_only)
+    st = gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
+                          "the forward was gaaw_model_forward_outputs (no loss): go back with gaaw_model_backward_from");
   if (st == GAAW_SUCCESS) st = gaaw_model_check_pass(m, GAAW_PHASE_BACKWARD, 1);
   st = gaaw_agree(gaaw_model_work_group(m), st, "gaaw_model_backward", NULL, 0);
   if (st == GAAW_SUCCESS) st = backward_agreed(m);
@@ -1117,8 +1155,9 @@ static gaaw_status_t predict_batch(gaaw_model_t m, const gaaw_batch_t *b, gaaw_b
   GAAW_ARG_CHECK(ctx, b->batch >= 1 && b->seq >= 0, "batch must be >= 1 (got %d) and seq >= 0 (got %d)", b->batch,
                  b->seq);
   *full = *b;
+  full->weights = NULL; /* no loss */
   int gpt = m->kind == GAAW_MODEL_GPT;
-  size_t n = gpt ? (size_t)b->batch * (size_t)b->seq : (size_t)b->batch * (size_t)m->mlp.sizes[m->mlp.nsizes - 1];
+  size_t n = gpt ? (size_t)b->batch * (size_t)b->seq : (size_t)b->batch * (size_t)m->seq_outputs;
   if ((gpt && b->targets) || (!gpt && b->outputs)) return GAAW_SUCCESS;
   void *p = calloc(n ? n : 1, 4);
   if (!p) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %zu placeholder values", n);
@@ -1158,7 +1197,7 @@ static gaaw_status_t share_outputs(gaaw_model_t m, const gaaw_batch_t *b, float 
   gaaw_context_t ctx = m->ctx;
   if (m->pp_size == 1) return GAAW_SUCCESS;
   int64_t n = m->kind == GAAW_MODEL_GPT ? (int64_t)b->batch * b->seq * m->gpt.vocab
-                                        : (int64_t)b->batch * m->mlp.sizes[m->mlp.nsizes - 1];
+                                        : (int64_t)b->batch * m->seq_outputs;
   int last = gaaw_model_layer_rank(m, m->nlayers - 1);
   gaaw_tensor_t t;
   GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &n, GAAW_MEM_COMMUNICATION, &t));
@@ -1196,6 +1235,101 @@ gaaw_status_t gaaw_model_predict(gaaw_model_t m, const gaaw_batch_t *b, float *o
   }
   gaaw_frame_free(m, &f);
   free(filler);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- the caller's loss */
+
+static gaaw_status_t forward_outputs_local(gaaw_model_t m, const gaaw_batch_t *b, float *outputs, gaaw_batch_t *full,
+                                           void **filler)
+{
+  gaaw_context_t ctx = m->ctx;
+  GAAW_ARG_CHECK(ctx, m->kind == GAAW_MODEL_MLP,
+                 "gaaw_model_forward_outputs is for sequential models and MLPs (a GPT's loss is its own)");
+  GAAW_ARG_NOT_NULL(ctx, outputs);
+  if (m->pp_size > 1)
+    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "gaaw_model_forward_outputs and gaaw_model_backward_from run at pp 1 only");
+  GAAW_CHECK(one_stage_microbatch(m, b, "gaaw_model_forward_outputs"));
+  GAAW_CHECK(predict_batch(m, b, full, filler));
+  GAAW_CHECK(gaaw_model_load_batch(m, &m->frame, full));
+  GAAW_CHECK(gaaw_model_check_pass(m, GAAW_PHASE_FORWARD, 1));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_forward_outputs(gaaw_model_t m, const gaaw_batch_t *b, float *outputs)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  gaaw_context_t ctx = m->ctx;
+  gaaw_frame *f = &m->frame;
+  gaaw_batch_t full = {0};
+  void *filler = NULL;
+  drop_forward(m, f);
+  free_batch(m, f);
+  gaaw_status_t st = forward_outputs_local(m, b, outputs, &full, &filler);
+  st = gaaw_model_agree_batch(m, st, &full, 1);
+  free(filler);
+  if (st != GAAW_SUCCESS) {
+    free_batch(m, f);
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
+  /* every layer but the loss, keeping what backward needs */
+  st = gaaw_model_begin_pass(m, GAAW_PHASE_FORWARD, 0, 0);
+  if (st == GAAW_SUCCESS) st = gaaw_model_forward_range(m, f, 0, m->nlayers - 1);
+  if (st == GAAW_SUCCESS) st = gaaw_model_end_pass(m, GAAW_PHASE_FORWARD, 0, 0);
+  if (st == GAAW_SUCCESS) st = read_outputs(m, f, outputs);
+  if (st != GAAW_SUCCESS) {
+    drop_forward(m, f);
+    return gaaw_error_trace(ctx, gaaw_model_fail_together(m, st), __FILE__, __LINE__, __func__);
+  }
+  f->have_forward = 1;
+  f->outputs_only = 1;
+  return GAAW_SUCCESS;
+}
+
+/* The local checks of d_outputs, then it goes up as the output gradient *dy. */
+static gaaw_status_t backward_from_local(gaaw_model_t m, const float *d_outputs, gaaw_tensor_t *dy)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_frame *f = &m->frame;
+  GAAW_ARG_CHECK(ctx, m->kind == GAAW_MODEL_MLP, "gaaw_model_backward_from is for sequential models and MLPs");
+  if (!f->have_forward)
+    GAAW_FAIL(ctx, GAAW_ERR_STATE, "gaaw_model_backward_from needs a gaaw_model_forward_outputs (or forward) first");
+  GAAW_ARG_NOT_NULL(ctx, d_outputs);
+  int64_t n = (int64_t)f->batch * m->seq_outputs;
+  for (int64_t i = 0; i < n; i++)
+    GAAW_ARG_CHECK(ctx, isfinite(d_outputs[i]), "d_outputs[%lld] is %g; it must be finite", (long long)i,
+                   (double)d_outputs[i]);
+  GAAW_CHECK(gaaw_model_check_pass(m, GAAW_PHASE_BACKWARD, 1));
+  GAAW_CHECK(upload_f32(m, f->batch, m->seq_outputs, d_outputs, dy));
+  if (m->loss_scale != 1.0f) GAAW_CHECK(gaaw_scale(ctx, dy, m->loss_scale)); /* as the loss layer's would be */
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_backward_from(gaaw_model_t m, const float *d_outputs)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  gaaw_context_t ctx = m->ctx;
+  gaaw_frame *f = &m->frame;
+  gaaw_tensor_t dy = {0};
+  gaaw_status_t st = backward_from_local(m, d_outputs, &dy);
+  gaaw_field digest;
+  int nfields = 0;
+  if (st == GAAW_SUCCESS) {
+    digest = GAAW_FIELD_DIGEST("d_outputs", gaaw_digest(d_outputs, sizeof(float) * (size_t)f->batch * m->seq_outputs));
+    nfields = 1;
+  }
+  if (m->tp_size > 1) st = gaaw_agree(m->tp, st, "the output gradient of a tp group", &digest, nfields);
+  gaaw_comm_t group = gaaw_model_work_group(m);
+  if (group != m->tp) st = gaaw_agree(group, st, "gaaw_model_backward_from", NULL, 0);
+  if (st == GAAW_SUCCESS) {
+    st = gaaw_model_begin_pass(m, GAAW_PHASE_BACKWARD, 0, 0);
+    if (st == GAAW_SUCCESS) st = gaaw_model_backward_range(m, f, 0, m->nlayers - 1, &dy, NULL);
+    if (st == GAAW_SUCCESS) st = gaaw_model_end_pass(m, GAAW_PHASE_BACKWARD, 0, 0);
+    if (st != GAAW_SUCCESS) st = gaaw_model_fail_together(m, st);
+  }
+  gaaw_act_free(m, &dy);
+  drop_forward(m, f); /* as gaaw_model_backward: one backward per forward */
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }

@@ -41,6 +41,12 @@ struct gaaw_layer {
   int64_t in_features, out_features;    /* widths of x and y on this rank */
   int column_parallel;                  /* linear layers: split outputs (1) or inputs (0) */
   gaaw_activation_t activation;         /* linear layers: applied after */
+  float loss_delta;                     /* regression loss layers: Huber's delta */
+  int gathers;                          /* column-parallel linears: gather the output over tp */
+  gaaw_norm_t norm;                     /* norm layers */
+  int residual_from;                    /* residual adds: the index of the group's first layer */
+  int keeps_input;                      /* its input outlives its forward, inference too
+                                           (a residual group's input, read at its end) */
   double forward_seconds, backward_seconds; /* wall time accumulated (gaaw_model_layer_times) */
 };
 
@@ -61,9 +67,12 @@ struct gaaw_frame {
   int64_t counted;             /* targets that count in the loss */
   gaaw_tensor_t tokens, targets, positions; /* GPT: (rows) i32 */
   gaaw_tensor_t inputs, outputs;            /* MLP: (rows, sizes[0]), (rows, sizes[n-1]) */
+  gaaw_tensor_t weights;       /* MLP: (rows, sizes[n-1]) f32 loss weights; no buffer: all 1 */
+  double weight_sum;           /* MLP: the loss's divisor, sum of weights (counted without) */
   gaaw_tensor_t *acts;         /* acts[i]: input of layer i; acts[nlayers]: output */
   gaaw_saved *saved;           /* saved[i]: what layer i keeps */
   int have_forward;            /* its activations are held */
+  int outputs_only;            /* gaaw_model_forward_outputs: no loss, backward from the caller's gradient */
   int inference;               /* gaaw_model_predict: nothing is kept for backward */
   float loss;
 };
@@ -123,6 +132,10 @@ struct gaaw_model_s {
   gaaw_model_hooks hooks;
   gaaw_gpt_config_t gpt;
   gaaw_mlp_config_t mlp;
+  /* sequential models (and MLPs, built as one): the specs, the input and output widths */
+  gaaw_layer_spec_t *specs;
+  int nspecs, seq_inputs, seq_outputs;
+  uint64_t seq_seed;
   int64_t vocab_local;         /* padded vocabulary rows per rank */
   int64_t vocab_valid_local;   /* of which real (not padding) */
   gaaw_param_table params;
@@ -174,7 +187,9 @@ gaaw_status_t gaaw_pipeline_share_loss(gaaw_model_t m, float *loss);
 
 /* Layer kinds. */
 extern const gaaw_layer_ops gaaw_gpt_embedding_ops, gaaw_gpt_block_ops, gaaw_gpt_head_ops;
-extern const gaaw_layer_ops gaaw_linear_ops, gaaw_mse_ops;
+extern const gaaw_layer_ops gaaw_linear_ops;
+/* The regression loss layers, by gaaw_loss_t. */
+extern const gaaw_layer_ops gaaw_regression_loss_ops[GAAW_LOSS_COUNT];
 
 /* An activation tensor of the given shape in the compute dtype (category activations). */
 gaaw_status_t gaaw_act_alloc(gaaw_model_t m, int ndim, const int64_t *shape, gaaw_tensor_t *t);
@@ -253,6 +268,7 @@ gaaw_comm_t gaaw_model_work_group(gaaw_model_t m);
 /* "layernorm", "rmsnorm"; "gelu", "swiglu", "none" ("invalid" otherwise), for messages. */
 const char *gaaw_norm_name(gaaw_norm_t norm);
 const char *gaaw_activation_name(gaaw_activation_t activation);
+const char *gaaw_loss_name(gaaw_loss_t loss);
 /* Allocates and initialises the parameters (after all layers are added). */
 gaaw_status_t gaaw_model_finish(gaaw_model_t m, uint64_t seed);
 

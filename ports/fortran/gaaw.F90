@@ -89,6 +89,59 @@ module gaaw
     end function gaaw_comm_wait
   end interface
 
+  ! surrogate models
+  ! Low-level, as above: ctx and model are C pointers, specs the c_loc of an array of
+  ! gaaw_layer_spec_t (gaaw/model.h; kinds GAAW_SPEC_*, activations GAAW_ACT_*, losses
+  ! GAAW_LOSS_*). The device kernels (gaaw/kernels.h: gaaw_activation_forward and the
+  ! others) have no Fortran interface: they take device tensors, which Fortran codes
+  ! do not build.
+  type, public, bind(C) :: gaaw_layer_spec_t
+    integer(c_int) :: kind = 0, size = 0, activation = 0, loss = 0
+    real(c_float) :: huber_delta = 0
+  end type gaaw_layer_spec_t
+  public :: gaaw_model_create, gaaw_model_forward_outputs, gaaw_model_backward_from
+  public :: gaaw_mlp_config_parse, gaaw_model_create_from_spec
+  interface
+    ! spec: a NUL-terminated string (trim(s) // c_null_char); cfg: the c_loc of a
+    ! gaaw_mlp_config_t
+    function gaaw_mlp_config_parse(ctx, spec, cfg) bind(C, name="gaaw_mlp_config_parse")
+      import :: c_int, c_ptr, c_char
+      type(c_ptr), value :: ctx, cfg
+      character(kind=c_char), intent(in) :: spec(*)
+      integer(c_int) :: gaaw_mlp_config_parse
+    end function gaaw_mlp_config_parse
+    function gaaw_model_create_from_spec(ctx, spec, model) bind(C, name="gaaw_model_create_from_spec")
+      import :: c_int, c_ptr, c_char
+      type(c_ptr), value :: ctx
+      character(kind=c_char), intent(in) :: spec(*)
+      type(c_ptr) :: model
+      integer(c_int) :: gaaw_model_create_from_spec
+    end function gaaw_model_create_from_spec
+    ! batch: the c_loc of a gaaw_batch_t; outputs and d_outputs (batch, outputs) in C
+    ! order, so (outputs, batch) in Fortran
+    function gaaw_model_forward_outputs(model, batch, outputs) bind(C, name="gaaw_model_forward_outputs")
+      import :: c_int, c_ptr, c_float
+      type(c_ptr), value :: model, batch
+      real(c_float) :: outputs(*)
+      integer(c_int) :: gaaw_model_forward_outputs
+    end function gaaw_model_forward_outputs
+    function gaaw_model_backward_from(model, d_outputs) bind(C, name="gaaw_model_backward_from")
+      import :: c_int, c_ptr, c_float
+      type(c_ptr), value :: model
+      real(c_float), intent(in) :: d_outputs(*)
+      integer(c_int) :: gaaw_model_backward_from
+    end function gaaw_model_backward_from
+    function gaaw_model_create(ctx, inputs, specs, nspecs, seed, dtype, model) bind(C, name="gaaw_model_create")
+      import :: c_int, c_ptr, c_int64_t
+      type(c_ptr), value :: ctx, specs
+      integer(c_int), value :: inputs, nspecs
+      integer(c_int64_t), value :: seed
+      integer(c_int), value :: dtype
+      type(c_ptr) :: model
+      integer(c_int) :: gaaw_model_create
+    end function gaaw_model_create
+  end interface
+
   ! Integers of either kind for the int64 options.
   interface gaaw_config_set_int
     module procedure config_set_int32, config_set_int64

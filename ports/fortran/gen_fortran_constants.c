@@ -78,6 +78,35 @@ int main(void)
   PARAM(GAAW_TUNABLE_STRING);
   PARAM(GAAW_TUNABLE_BOOL);
 
+  printf("  ! activations and losses (gaaw/kernels.h), layer specs and norms (gaaw/model.h)\n");
+  n = 0;
+  MEMBER(GAAW_ACT_GELU);
+  MEMBER(GAAW_ACT_SWIGLU);
+  MEMBER(GAAW_ACT_NONE);
+  MEMBER(GAAW_ACT_RELU);
+  MEMBER(GAAW_ACT_TANH);
+  MEMBER(GAAW_ACT_SILU);
+  PARAM(GAAW_ACT_COUNT);
+  bad |= check_count("activations", n, GAAW_ACT_COUNT);
+  n = 0;
+  MEMBER(GAAW_LOSS_MSE);
+  MEMBER(GAAW_LOSS_L1);
+  MEMBER(GAAW_LOSS_HUBER);
+  PARAM(GAAW_LOSS_COUNT);
+  bad |= check_count("losses", n, GAAW_LOSS_COUNT);
+  n = 0;
+  MEMBER(GAAW_SPEC_LINEAR);
+  MEMBER(GAAW_SPEC_ACTIVATION);
+  MEMBER(GAAW_SPEC_LAYERNORM);
+  MEMBER(GAAW_SPEC_RMSNORM);
+  MEMBER(GAAW_SPEC_RESIDUAL);
+  MEMBER(GAAW_SPEC_LOSS);
+  PARAM(GAAW_SPEC_KIND_COUNT);
+  bad |= check_count("spec kinds", n, GAAW_SPEC_KIND_COUNT);
+  PARAM(GAAW_MODEL_MAX_SPECS);
+  PARAM(GAAW_NORM_LAYERNORM);
+  PARAM(GAAW_NORM_RMSNORM);
+
   printf("  ! build features (GAAW_FEATURE_LIST, gaaw/info.h)\n");
   GAAW_FEATURE_LIST(LIST_ENTRY)
   PARAM(GAAW_FEATURE_COUNT);
