@@ -7,7 +7,7 @@ module gaaw_test_util
   use gaaw
   implicit none
   private
-  public :: check_status, check_true, check_close, check_same, test_finish, world_rank
+  public :: check_status, check_failure, check_true, check_close, check_same, test_finish, world_rank
 
   integer :: failures = 0
 
@@ -33,6 +33,18 @@ contains
       print '(2a)', "  last error: ", gaaw_last_error()
     end if
   end subroutine check_status
+
+  ! A call that must fail with want, and ctx's report must contain text.
+  subroutine check_failure(what, got, want, ctx, text)
+    character(len=*), intent(in) :: what, text
+    integer, intent(in) :: got, want
+    type(gaaw_context), intent(in) :: ctx
+    character(len=:), allocatable :: report
+    call check_status(what, got, want, ctx)
+    report = gaaw_last_error(ctx)
+    call check_true(what//": the report names '"//text//"': "//report, index(report, text) > 0)
+    deallocate(report) ! else LeakSanitizer reports it
+  end subroutine check_failure
 
   subroutine check_true(what, cond)
     character(len=*), intent(in) :: what
