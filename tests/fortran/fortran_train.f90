@@ -150,27 +150,11 @@ contains
     call check_status("create_mlp", st, GAAW_SUCCESS, ctx)
     call check_status("optimizer_create", gaaw_optimizer_create(model, opt, zero_stage=1), GAAW_SUCCESS, ctx)
 
-    if (world_rank() == 0) then
-      st = gaaw_model_forward_backward(model, x2, y, loss)
-    else
-      st = gaaw_model_forward_backward(model, x, y, loss)
-    end if
-    call check_failure("inputs of 2 features on rank 0", st, GAAW_ERR_INVALID_ARG, ctx, &
-                       "inputs hold 64 samples of 2 features; the model takes 1")
-
-    if (world_rank() == last) then
-      st = gaaw_model_forward_backward(model, x, short_y, loss)
-    else
-      st = gaaw_model_forward_backward(model, x, y, loss)
-    end if
-    call check_failure("63 targets for 64 inputs on the last rank", st, GAAW_ERR_INVALID_ARG, ctx, &
-                       "outputs hold 63 samples")
-
-    if (world_rank() == 0) then
-      st = gaaw_model_forward_backward(model, x(:, 1:nbatch / 2), y(:, 1:nbatch / 2), loss)
-    else
-      st = gaaw_model_forward_backward(model, x, y, loss)
-    end if
+    call check_failure("inputs of 2 features on rank 0", step_with_bad_rank(model, 0, x2, y), &
+                       GAAW_ERR_INVALID_ARG, ctx, "inputs hold 64 samples of 2 features; the model takes 1")
+    call check_failure("63 targets for 64 inputs on the last rank", step_with_bad_rank(model, last, x, short_y), &
+                       GAAW_ERR_INVALID_ARG, ctx, "outputs hold 63 samples")
+    st = step_with_bad_rank(model, 0, x(:, 1:nbatch / 2), y(:, 1:nbatch / 2))
     call check_failure("batch 32 on rank 0, 64 elsewhere", st, GAAW_ERR_INVALID_ARG, ctx, "batch")
 
     call check_status("predict into (2, ntest)", gaaw_model_predict(model, xtest, yhat2), GAAW_ERR_INVALID_ARG, ctx)
@@ -189,4 +173,16 @@ contains
     call check_status("model_destroy", gaaw_model_destroy(model), GAAW_SUCCESS)
     call check_status("finalize", gaaw_finalize(ctx), GAAW_SUCCESS)
   end subroutine bad_arrays
+
+  ! A forward and backward pass on (x, y), except on world rank bad: (bad_x, bad_y).
+  integer function step_with_bad_rank(model, bad, bad_x, bad_y) result(st)
+    type(gaaw_model), intent(in) :: model
+    integer, intent(in) :: bad
+    real(c_float), intent(in) :: bad_x(:, :), bad_y(:, :)
+    if (world_rank() == bad) then
+      st = gaaw_model_forward_backward(model, bad_x, bad_y, loss)
+    else
+      st = gaaw_model_forward_backward(model, x, y, loss)
+    end if
+  end function step_with_bad_rank
 end program fortran_train
