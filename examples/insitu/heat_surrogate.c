@@ -149,6 +149,10 @@ int main(int argc, char **argv)
   gaaw_context_t ctx = NULL;
   check(gaaw_config_create(&cfg), NULL, "gaaw_config_create");
   check(gaaw_config_parse_args(cfg, &argc, argv), NULL, "the command line");
+  if (argc > 1) { /* what is left is not a gaaw option */
+    if (rank == 0) fprintf(stderr, "heat_surrogate: unknown argument %s (usage: heat_surrogate [--tp N])\n", argv[1]);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
   check(gaaw_init(MPI_COMM_WORLD, cfg, &ctx), NULL, "gaaw_init");
   int dp, pp, tp, dp_rank, pp_rank, tp_rank;
   check(gaaw_topology_sizes(ctx, &dp, &pp, &tp), ctx, "gaaw_topology_sizes");

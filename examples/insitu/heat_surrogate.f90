@@ -54,6 +54,7 @@ program heat_surrogate
   real(c_float), allocatable :: x(:, :), y(:, :), gx(:, :), gy(:, :), px(:, :), gpx(:, :), pred(:, :)
   real(c_float) :: loss
   real(c_double) :: err, change, norm
+  character(len=:), allocatable :: rest(:) ! command-line arguments gaaw did not take
 
   call MPI_Init(ierr)
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
@@ -61,7 +62,12 @@ program heat_surrogate
 
   ! gaaw's options from the command line (--tp 2) and GAAW_* variables
   call check(gaaw_config_create(cfg), "gaaw_config_create")
-  call check(gaaw_config_parse_args(cfg), "the command line")
+  call check(gaaw_config_parse_args(cfg, rest), "the command line")
+  if (size(rest) > 0) then ! what is left is not a gaaw option
+    if (rank == 0) print '(3a)', "heat_surrogate: unknown argument ", trim(rest(1)), &
+                             " (usage: heat_surrogate [--tp N])"
+    call MPI_Abort(MPI_COMM_WORLD, 2, ierr)
+  end if
   call check(gaaw_init(MPI_COMM_WORLD, cfg, ctx), "gaaw_init")
   call check(gaaw_topology_sizes(ctx, dp, pp, tp), "gaaw_topology_sizes")
   call check(gaaw_topology_coords(ctx, dp_rank, pp_rank, tp_rank), "gaaw_topology_coords")
