@@ -7,7 +7,9 @@
 ! derived types of the same name and layout. Every procedure is a function
 ! returning the gaaw status (integer(c_int)), except those that return text or a
 ! number as their C function does (gaaw_version, gaaw_status_string, gaaw_last_error,
-! gaaw_tunable_count, ...). Strings going in are trimmed; strings coming out are
+! gaaw_tunable_count, gaaw_dtype_size, ...) and the subroutines that fill in a
+! config's defaults (gaaw_gpt_config_default, gaaw_optimizer_config_default), void
+! in C. Strings going in are trimmed; strings coming out are
 ! allocatable characters. Indices (parameters, layers, tunables, backends) count from
 ! 0 as in C, so that they match the library's messages. The parameters (status codes,
 ! groups, dtypes, activations, version) are generated from the C headers at build
