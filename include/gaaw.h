@@ -15,5 +15,6 @@
 #include "gaaw/optimizer.h"
 #include "gaaw/info.h"
 #include "gaaw/schedule.h"
+#include "gaaw/sampler.h"
 
 #endif

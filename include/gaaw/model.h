@@ -139,6 +139,15 @@ gaaw_status_t gaaw_model_get_grad(gaaw_model_t model, const char *name, float *v
 /* Sets a whole parameter from its global layout; each rank keeps its slice.
  * Not collective (every rank must pass the same values). */
 gaaw_status_t gaaw_model_set_param(gaaw_model_t model, const char *name, const float *values);
+/* All parameters as one vector of global_count floats (gaaw_model_num_params):
+ * each parameter in its global layout, in registry order (gaaw_model_param_info),
+ * one after the other. The same vector under every layout, so a model trained on
+ * some ranks can be handed to others (a broadcast over the simulation's
+ * communicator, then gaaw_model_set_params on a model of the same config built
+ * there with its own gaaw_init). get is collective as gaaw_model_get_param; set is
+ * not collective (every rank must pass the same values). */
+gaaw_status_t gaaw_model_get_params(gaaw_model_t model, float *values);
+gaaw_status_t gaaw_model_set_params(gaaw_model_t model, const float *values);
 /* The logits of the last GPT forward, (batch * seq, vocab) gathered over the tp
  * group; they exist from gaaw_model_forward until gaaw_model_backward
  * (GAAW_ERR_STATE otherwise). Collective over the tp group. */

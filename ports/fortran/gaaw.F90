@@ -71,6 +71,7 @@ module gaaw
 #include "gaaw_optimizer.inc"
 #include "gaaw_info.inc"
 #include "gaaw_schedule.inc"
+#include "gaaw_sampler.inc"
 #undef GAAW_FORTRAN_DECLARATIONS
 
 contains
@@ -127,5 +128,6 @@ contains
 #include "gaaw_optimizer.inc"
 #include "gaaw_info.inc"
 #include "gaaw_schedule.inc"
+#include "gaaw_sampler.inc"
 
 end module gaaw

@@ -94,6 +94,10 @@ int main(void)
   GAAW_COMM_OP_LIST(OP_ENTRY)
   PARAM(GAAW_COMM_OP_COUNT);
 
+  printf("  ! sampler policies (gaaw/sampler.h)\n");
+  PARAM(GAAW_SAMPLER_NEWEST);
+  PARAM(GAAW_SAMPLER_RESERVOIR);
+
   printf("  ! tunable types (gaaw/config.h)\n");
   PARAM(GAAW_TUNABLE_INT);
   PARAM(GAAW_TUNABLE_DOUBLE);

@@ -8,7 +8,7 @@
 !  - the GPT on Fortran token arrays (seq, batch) gives the loss of the same batch
 !    passed as C pointers, its predicted logits (vocab, seq, batch) equal the
 !    logits of the forward, and targets of the wrong shape on one rank fail on both;
-!  - the parameter registry (get, set, round trip), gradients, layer timing, the
+!  - the parameter registry (get, set, round trip, all as one vector), gradients, layer timing, the
 !    optimizer's statistics and memory;
 !  - the build description, the tunables table, option sources, the context's
 !    options, and an empty command line.
@@ -216,7 +216,7 @@ contains
     type(gaaw_optimizer) :: opt
     type(gaaw_step_stats_t) :: stats
     real(c_float) :: x(3, 4), y(2, 4), loss, loss2
-    real(c_float), allocatable :: w(:), w2(:), g(:)
+    real(c_float), allocatable :: w(:), w2(:), g(:), all_params(:)
     integer(c_int64_t) :: shape(2), global, local
     integer(c_size_t) :: params, grads, state
     real(c_double) :: fwd, bwd
@@ -236,6 +236,13 @@ contains
     call check_status("set_param", gaaw_model_set_param(mlp, name, w2), GAAW_SUCCESS, ctx)
     call check_status("get_param", gaaw_model_get_param(mlp, name, w), GAAW_SUCCESS, ctx)
     call check_same("set then get", w, w2)
+    allocate(all_params(global))
+    call check_status("get_params", gaaw_model_get_params(mlp, all_params), GAAW_SUCCESS, ctx)
+    call check_same("the vector starts with parameter 0", all_params(1:size(w)), w)
+    all_params = all_params + 1
+    call check_status("set_params", gaaw_model_set_params(mlp, all_params), GAAW_SUCCESS, ctx)
+    call check_status("get_param", gaaw_model_get_param(mlp, name, w), GAAW_SUCCESS, ctx)
+    call check_same("set_params reached parameter 0", w, w2 + 1)
 
     x = reshape([(real(i, c_float) / 10, i = 1, 12)], [3, 4])
     y = 0.5
