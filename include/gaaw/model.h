@@ -217,6 +217,16 @@ gaaw_status_t gaaw_model_predict(gaaw_model_t model, const gaaw_batch_t *batch, 
  * GPT. */
 gaaw_status_t gaaw_model_forward_outputs(gaaw_model_t model, const gaaw_batch_t *batch, float *outputs);
 gaaw_status_t gaaw_model_backward_from(gaaw_model_t model, const float *d_outputs);
+/* For callers whose arrays know their extents (the Fortran module, other bindings):
+ * checks the shapes of a pass's host arrays against the model before the pass, and
+ * the ranks of the work group agree, so that a wrong array on one rank is
+ * GAAW_ERR_INVALID_ARG on every rank, naming the array and both shapes, instead of
+ * a read past its end. Shapes are (samples, features) as C sees them (row-major):
+ * MLP inputs (batch, sizes[0]) and outputs (batch, sizes[n-1]); GPT tokens
+ * (batch, seq) and targets (batch, seq), or with predict != 0 logits
+ * (batch * seq, vocab). Collective over the work group. */
+gaaw_status_t gaaw_model_check_arrays(gaaw_model_t model, int predict, const int64_t inputs[2],
+                                      const int64_t outputs[2]);
 /* Sets every gradient to zero (with an optimizer, starting its accumulation over).
  * Not collective, except with an optimizer at dp > 1 between a step's last
  * backward and gaaw_optimizer_step: then it first completes the gradient
