@@ -70,12 +70,7 @@ int main(void)
   printf("  ! tensor ranks (gaaw/tensor.h)\n");
   PARAM(GAAW_MAX_DIMS);
 
-  printf("  ! models (gaaw/model.h): norms, activations, MLP depth\n");
-  PARAM(GAAW_NORM_LAYERNORM);
-  PARAM(GAAW_NORM_RMSNORM);
-  PARAM(GAAW_ACT_GELU);
-  PARAM(GAAW_ACT_SWIGLU);
-  PARAM(GAAW_ACT_NONE);
+  printf("  ! models (gaaw/model.h): MLP depth (activations and norms below)\n");
   PARAM(GAAW_MLP_MAX_LAYERS);
 
   printf("  ! optimizers (gaaw/optimizer.h)\n");
