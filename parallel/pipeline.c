@@ -50,6 +50,23 @@ static pipe_slot *slot_of(pipe_run *r, int mb, int chunk)
   return &r->slots[mb * r->m->chunks + chunk];
 }
 
+/* What an action of (mb, chunk) works on: the chunk's virtual stage and layers
+ * [lo, hi), the microbatch's frame and its slot. */
+typedef struct {
+  int vs, lo, hi;
+  gaaw_frame *f;
+  pipe_slot *sl;
+} pipe_place;
+
+static pipe_place place_of(pipe_run *r, const gaaw_sched_action_t *a)
+{
+  pipe_place p;
+  p.vs = gaaw_model_chunk_stage(r->m, a->chunk, &p.lo, &p.hi);
+  p.f = &r->frames[a->mb];
+  p.sl = slot_of(r, a->mb, a->chunk);
+  return p;
+}
+
 /* Tags stay within 0..32767, MPI's guaranteed bound (gaaw_comm_send checks it):
  * messages of one pair of ranks are matched in order anyway, the tag only
  * cross-checks (microbatch, chunk), so wrapping it loses nothing in order. */
@@ -106,13 +123,13 @@ static gaaw_status_t run_forward(pipe_run *r, const gaaw_sched_action_t *a)
 {
   gaaw_model_t m = r->m;
   gaaw_context_t ctx = m->ctx;
-  int lo, hi, vs = gaaw_model_chunk_stage(m, a->chunk, &lo, &hi);
-  pipe_slot *sl = slot_of(r, a->mb, a->chunk);
-  gaaw_frame *f = &r->frames[a->mb];
-  if (vs > 0) GAAW_CHECK(wait_input(r, &sl->act_in, GAAW_SCHED_RECV_ACT, a, (vs - 1) % m->pp_size));
-  if (vs > 0) GAAW_CHECK(check_boundary(m, f, lo, &f->acts[lo], "input activation"));
+  pipe_place p = place_of(r, a);
+  if (p.vs > 0) {
+    GAAW_CHECK(wait_input(r, &p.sl->act_in, GAAW_SCHED_RECV_ACT, a, (p.vs - 1) % m->pp_size));
+    GAAW_CHECK(check_boundary(m, p.f, p.lo, &p.f->acts[p.lo], "input activation"));
+  }
   GAAW_CHECK(gaaw_model_begin_pass(m, GAAW_PHASE_FORWARD, a->mb, a->chunk));
-  GAAW_CHECK(gaaw_model_forward_range(m, f, lo, hi));
+  GAAW_CHECK(gaaw_model_forward_range(m, p.f, p.lo, p.hi));
   GAAW_CHECK(gaaw_model_end_pass(m, GAAW_PHASE_FORWARD, a->mb, a->chunk));
   return GAAW_SUCCESS;
 }
@@ -121,25 +138,23 @@ static gaaw_status_t run_backward(pipe_run *r, const gaaw_sched_action_t *a)
 {
   gaaw_model_t m = r->m;
   gaaw_context_t ctx = m->ctx;
-  int lo, hi, vs = gaaw_model_chunk_stage(m, a->chunk, &lo, &hi);
-  pipe_slot *sl = slot_of(r, a->mb, a->chunk);
-  gaaw_frame *f = &r->frames[a->mb];
+  pipe_place p = place_of(r, a);
   gaaw_tensor_t dy = {0}; /* the last stage starts from the loss */
-  if (vs + 1 < m->stages.count) {
-    if (sl->grad_in) {
-      GAAW_CHECK(wait_input(r, &sl->grad_in, GAAW_SCHED_RECV_GRAD, a, (vs + 1) % m->pp_size));
-      dy = sl->dy;
-    } else if (here(m, vs + 1)) { /* the next chunk on this rank left it */
+  if (p.vs + 1 < m->stages.count) {
+    if (p.sl->grad_in) {
+      GAAW_CHECK(wait_input(r, &p.sl->grad_in, GAAW_SCHED_RECV_GRAD, a, (p.vs + 1) % m->pp_size));
+      dy = p.sl->dy;
+    } else if (here(m, p.vs + 1)) { /* the next chunk on this rank left it */
       dy = slot_of(r, a->mb, a->chunk + 1)->dx;
       slot_of(r, a->mb, a->chunk + 1)->dx = (gaaw_tensor_t){0};
     }
-    sl->dy = (gaaw_tensor_t){0};
-    GAAW_CHECK(check_boundary(m, f, hi, &dy, "output gradient"));
+    p.sl->dy = (gaaw_tensor_t){0};
+    GAAW_CHECK(check_boundary(m, p.f, p.hi, &dy, "output gradient"));
   }
   GAAW_CHECK(gaaw_model_begin_pass(m, GAAW_PHASE_BACKWARD, a->mb, a->chunk));
-  GAAW_CHECK(gaaw_model_backward_range(m, f, lo, hi, &dy, vs > 0 ? &sl->dx : NULL));
+  GAAW_CHECK(gaaw_model_backward_range(m, p.f, p.lo, p.hi, &dy, p.vs > 0 ? &p.sl->dx : NULL));
   GAAW_CHECK(gaaw_model_end_pass(m, GAAW_PHASE_BACKWARD, a->mb, a->chunk));
-  if (vs > 0) gaaw_act_free(m, &f->acts[lo]); /* the received input: its backward is done */
+  if (p.vs > 0) gaaw_act_free(m, &p.f->acts[p.lo]); /* the received input: its backward is done */
   return GAAW_SUCCESS;
 }
 
@@ -148,30 +163,28 @@ static gaaw_status_t post_message(pipe_run *r, const gaaw_sched_action_t *a)
 {
   gaaw_model_t m = r->m;
   gaaw_context_t ctx = m->ctx;
-  int lo, hi;
-  gaaw_model_chunk_stage(m, a->chunk, &lo, &hi);
-  pipe_slot *sl = slot_of(r, a->mb, a->chunk);
-  gaaw_frame *f = &r->frames[a->mb];
+  pipe_place p = place_of(r, a);
+  gaaw_frame *f = p.f;
   int64_t shape[2];
   int tag = message_tag(r, a);
   switch (a->op) {
   case GAAW_SCHED_SEND_ACT:
-    GAAW_CHECK(check_boundary(m, f, hi, &f->acts[hi], "output activation"));
-    GAAW_CHECK(gaaw_comm_send_start(m->pp, &f->acts[hi], a->peer, tag, &sl->out));
+    GAAW_CHECK(check_boundary(m, f, p.hi, &f->acts[p.hi], "output activation"));
+    GAAW_CHECK(gaaw_comm_send_start(m->pp, &f->acts[p.hi], a->peer, tag, &p.sl->out));
     break;
   case GAAW_SCHED_SEND_GRAD:
-    GAAW_CHECK(check_boundary(m, f, lo, &sl->dx, "input gradient"));
-    GAAW_CHECK(gaaw_comm_send_start(m->pp, &sl->dx, a->peer, tag, &sl->out));
+    GAAW_CHECK(check_boundary(m, f, p.lo, &p.sl->dx, "input gradient"));
+    GAAW_CHECK(gaaw_comm_send_start(m->pp, &p.sl->dx, a->peer, tag, &p.sl->out));
     break;
   case GAAW_SCHED_RECV_ACT:
-    gaaw_model_boundary_shape(m, f, lo, shape);
-    GAAW_CHECK(gaaw_act_alloc(m, 2, shape, &f->acts[lo]));
-    GAAW_CHECK(gaaw_comm_recv_start(m->pp, &f->acts[lo], a->peer, tag, &sl->act_in));
+    gaaw_model_boundary_shape(m, f, p.lo, shape);
+    GAAW_CHECK(gaaw_act_alloc(m, 2, shape, &f->acts[p.lo]));
+    GAAW_CHECK(gaaw_comm_recv_start(m->pp, &f->acts[p.lo], a->peer, tag, &p.sl->act_in));
     break;
   case GAAW_SCHED_RECV_GRAD:
-    gaaw_model_boundary_shape(m, f, hi, shape);
-    GAAW_CHECK(gaaw_act_alloc(m, 2, shape, &sl->dy));
-    GAAW_CHECK(gaaw_comm_recv_start(m->pp, &sl->dy, a->peer, tag, &sl->grad_in));
+    gaaw_model_boundary_shape(m, f, p.hi, shape);
+    GAAW_CHECK(gaaw_act_alloc(m, 2, shape, &p.sl->dy));
+    GAAW_CHECK(gaaw_comm_recv_start(m->pp, &p.sl->dy, a->peer, tag, &p.sl->grad_in));
     break;
   }
   return GAAW_SUCCESS;
@@ -186,11 +199,9 @@ static gaaw_status_t finish_sends(pipe_run *r, const gaaw_sched_action_t *acts, 
   for (int k = first; k < end; k++) {
     const gaaw_sched_action_t *a = &acts[k];
     if (a->op != GAAW_SCHED_SEND_ACT && a->op != GAAW_SCHED_SEND_GRAD) continue;
-    pipe_slot *sl = slot_of(r, a->mb, a->chunk);
-    GAAW_CHECK(wait_for(r, &sl->out, a));
-    int lo, hi;
-    gaaw_model_chunk_stage(m, a->chunk, &lo, &hi);
-    gaaw_act_free(m, a->op == GAAW_SCHED_SEND_ACT ? &r->frames[a->mb].acts[hi] : &sl->dx);
+    pipe_place p = place_of(r, a);
+    GAAW_CHECK(wait_for(r, &p.sl->out, a));
+    gaaw_act_free(m, a->op == GAAW_SCHED_SEND_ACT ? &p.f->acts[p.hi] : &p.sl->dx);
   }
   return GAAW_SUCCESS;
 }

@@ -92,12 +92,13 @@ static gaaw_status_t open_grad_bucket(gaaw_optimizer_t opt, int b)
 
 /* Stages 2, 3: drops the whole-bucket gradients a failed backward left open (not
  * reduced), so that no rank reduces what its peers do not; with keep_tied, not
- * those of tied buckets, which stay open over the step (see tied_grads). */
+ * those that stay open over the step on purpose (tied buckets, see tied_grads;
+ * stage 2 with a pipeline, see close_grad_bucket). */
 static void drop_open_grad_buckets(gaaw_optimizer_t opt, int keep_tied)
 {
   for (int b = 0; b < opt->nbuckets; b++) {
     zero_bucket *k = &opt->buckets[b];
-    if (!k->whole_grads || k->reduction != ZERO_LOCAL || (keep_tied && k->tied)) continue;
+    if (!k->whole_grads || k->reduction != ZERO_LOCAL || (keep_tied && (k->tied || k->held))) continue;
     bind_bucket(opt, b, 1, NULL);
     gaaw_buffer_free(opt->ctx, &k->whole_grads);
   }
@@ -156,7 +157,10 @@ static gaaw_status_t finish_started_reductions(gaaw_optimizer_t opt, int skip)
  * every step). */
 static void restart_accumulation(gaaw_optimizer_t opt)
 {
-  for (int b = 0; b < opt->nbuckets; b++) opt->buckets[b].reduction = ZERO_LOCAL;
+  for (int b = 0; b < opt->nbuckets; b++) {
+    opt->buckets[b].reduction = ZERO_LOCAL;
+    opt->buckets[b].held = 0;
+  }
   opt->backward_passes = 0;
 }
 
@@ -196,7 +200,9 @@ gaaw_status_t gaaw_zero_finish_reductions(gaaw_optimizer_t opt)
   for (int b = 0; b < opt->nbuckets; b++) {
     /* stages 0, 1 after fewer backward passes than accumulation; tied buckets
      * (every stage) only now */
-    if ((opt->cfg.zero_stage < 2 && opt->dp_size > 1) || opt->buckets[b].tied) GAAW_CHECK(start_reduction(opt, b));
+    zero_bucket *k = &opt->buckets[b];
+    if ((opt->cfg.zero_stage < 2 && opt->dp_size > 1) || k->tied || k->held) GAAW_CHECK(start_reduction(opt, b));
+    k->held = 0;
     GAAW_CHECK(finish_reduction(opt, b));
   }
   /* the step's gaaw_model_zero_grad restarts the accumulation (grads_access) */
@@ -208,14 +214,26 @@ gaaw_status_t gaaw_zero_finish_reductions(gaaw_optimizer_t opt)
 
 /* Backward has completed bucket b. Stages 2, 3 keep one reduction in flight (the
  * previous bucket's is finished first, bounding the gradient memory); stages 0, 1
- * reduce on the step's last microbatch only (the others accumulate locally). */
+ * reduce on the step's last microbatch only (the others accumulate locally), and so
+ * does stage 2 in a pipeline, whose microbatches follow one another closely: the
+ * bucket's whole gradient stays open (held) over the step and is reduce-scattered
+ * once, after the chunk's last microbatch backward (or at the step, when the chunk's
+ * last backward came before the rank's last one). Stage 3 reduces every microbatch,
+ * keeping its memory at the formula. */
 static gaaw_status_t close_grad_bucket(gaaw_optimizer_t opt, int b)
 {
   gaaw_context_t ctx = opt->ctx;
-  if (opt->buckets[b].tied) return GAAW_SUCCESS; /* reduced at the step, after tied_grads */
+  zero_bucket *k = &opt->buckets[b];
+  if (k->tied) return GAAW_SUCCESS; /* reduced at the step, after tied_grads */
+  int last = opt->backward_passes + 1 >= opt->cfg.accumulation;
+  if (opt->cfg.zero_stage == 2 && opt->model->pp_size > 1 && !last) {
+    k->held = 1;
+    return GAAW_SUCCESS;
+  }
+  k->held = 0;
   if (opt->cfg.zero_stage >= 2) {
     GAAW_CHECK(finish_started_reductions(opt, b));
-  } else if (opt->dp_size == 1 || opt->backward_passes + 1 < opt->cfg.accumulation) {
+  } else if (opt->dp_size == 1 || !last) {
     return GAAW_SUCCESS;
   }
   GAAW_CHECK(start_reduction(opt, b));

@@ -9,6 +9,8 @@
  *    1e-5 relative;
  *  - the first case run twice is bit-identical, and with recompute full instead of
  *    none too;
+ *  - ZeRO 2 at pp > 1, dp 2 moves 2 Psi over dp per step (each bucket
+ *    reduce-scattered once, after its chunk's last microbatch, then the all-gather);
  *  - a step's microbatches that the schedule does not take (interleaved: not a
  *    multiple of pp) and a differing count on one rank fail every rank by name.
  * Built as test_pipeline_np4 (pp 2 x tp 2, pp 4, pp 2 x dp 2, and 2 chunks on each rank
@@ -113,6 +115,16 @@ static run_result train_pipeline(const pipe_case *c, const char *recompute, gaaw
                       .targets = pp_rank == pp - 1 ? targets + at : NULL};
     require_ok(ctx, gaaw_model_forward_backward(model, &b, &r.losses[s]));
     require_ok(ctx, gaaw_optimizer_step(opt));
+  }
+  if (c->stage == 2 && dp > 1 && pp > 1) {
+    /* stage 2 in a pipeline reduce-scatters each bucket once a step, after its
+     * chunk's last microbatch: 2 Psi over dp (with the all-gather), not (M + 1) Psi */
+    gaaw_step_stats_t st;
+    size_t params, grads, state;
+    require_ok(ctx, gaaw_optimizer_stats(opt, &st));
+    require_ok(ctx, gaaw_optimizer_memory(opt, &params, &grads, &state));
+    expect_true(st.comm_bytes == 2 * (uint64_t)params, "%s, ZeRO 2: %llu bytes over dp in a step, expected 2 Psi = %llu",
+                c->layout, (unsigned long long)st.comm_bytes, (unsigned long long)(2 * params));
   }
   r.params = model_snapshot(model, 0, &r.n);
   free(tokens);
