@@ -93,7 +93,20 @@ module gaaw
   end type gaaw_layer_spec_t
   public :: gaaw_model_create, gaaw_model_forward_outputs, gaaw_model_backward_from
   public :: gaaw_mlp_config_parse, gaaw_model_create_from_spec
+  public :: gaaw_model_normalization_update, gaaw_model_normalization_stats
   interface
+    function gaaw_model_normalization_update(model, batch) bind(C, name="gaaw_model_normalization_update")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: model, batch
+      integer(c_int) :: gaaw_model_normalization_update
+    end function gaaw_model_normalization_update
+    ! mean and std: inputs + outputs values each (or c_null_ptr through c_loc)
+    function gaaw_model_normalization_stats(model, count, mean, std) bind(C, name="gaaw_model_normalization_stats")
+      import :: c_int, c_ptr, c_double
+      type(c_ptr), value :: model, mean, std
+      real(c_double) :: count
+      integer(c_int) :: gaaw_model_normalization_stats
+    end function gaaw_model_normalization_stats
     ! spec: a NUL-terminated string (trim(s) // c_null_char); cfg: the c_loc of a
     ! gaaw_mlp_config_t
     function gaaw_mlp_config_parse(ctx, spec, cfg) bind(C, name="gaaw_mlp_config_parse")
