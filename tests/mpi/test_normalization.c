@@ -6,8 +6,8 @@
  *    y' std + mean where y' is what the same model without statistics predicts for
  *    (x - mean) / std (1e-6 of the largest), and its loss is the loss of those
  *    normalised inputs and outputs;
- *  - a bad batch on one rank only (NULL outputs, a NaN input) fails every rank, and
- *    the statistics stay as they were. */
+ *  - a bad batch on one rank only (NULL outputs, a NaN input), and at tp 2 tp peers
+ *    given different samples, fail every rank, and the statistics stay as they were. */
 #include <mpi.h>
 
 #include "tests/harness/model_util.h"
@@ -110,6 +110,11 @@ int main(int argc, char **argv)
   if (size == 4 && rank == 1) x[1] = NAN; /* rank 1 is rank 0's tp peer at tp 2 */
   expect_status_ctx(ctx, gaaw_model_normalization_update(model, &bad), GAAW_ERR_INVALID_ARG);
   x[1] = keep;
+  if (size == 4) { /* tp peers given different (good) samples */
+    x[1] = rank == 1 ? keep + 1.0f : keep;
+    expect_status_ctx(ctx, gaaw_model_normalization_update(model, &phys), GAAW_ERR_INVALID_ARG);
+    x[1] = keep;
+  }
   double count2;
   require_ok(ctx, gaaw_model_normalization_stats(model, &count2, NULL, NULL));
   expect_true(count2 == n, "a failed update left count %g (was %g)", count2, n);
