@@ -384,6 +384,7 @@ gaaw_status_t gaaw_model_destroy(gaaw_model_t *model)
   free(m->catalog);
   free(m->layers);
   free(m->specs);
+  gaaw_normalization_free(m);
   free(m);
   *model = NULL;
   return GAAW_SUCCESS;
@@ -470,6 +471,20 @@ static gaaw_status_t upload_f32(gaaw_model_t m, int64_t d0, int64_t d1, const fl
   return GAAW_SUCCESS;
 }
 
+/* Host data (d0, d1) normalised (inputs: outputs 0; outputs: 1), then uploaded. */
+static gaaw_status_t upload_normalized(gaaw_model_t m, int outputs, int64_t d0, int64_t d1, const float *host,
+                                       gaaw_tensor_t *t)
+{
+  gaaw_context_t ctx = m->ctx;
+  float *v = malloc(sizeof(float) * (size_t)(d0 * d1));
+  if (!v) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %lld normalised values", (long long)(d0 * d1));
+  gaaw_normalize(m, outputs, host, d0, v);
+  gaaw_status_t st = upload_f32(m, d0, d1, v, t);
+  free(v);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
 /* The loss weights' sum, after checking each is finite and >= 0 and not all are 0. */
 static gaaw_status_t weight_sum(gaaw_context_t ctx, const float *w, int64_t n, double *sum)
 {
@@ -493,8 +508,13 @@ static gaaw_status_t load_mlp_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_ba
   f->counted = (int64_t)b->batch * nout;
   f->weight_sum = (double)f->counted;
   if (last && b->weights) GAAW_CHECK(weight_sum(ctx, b->weights, f->counted, &f->weight_sum));
-  if (first) GAAW_CHECK(upload_f32(m, b->batch, nin, b->inputs, &f->inputs));
-  if (last) GAAW_CHECK(upload_f32(m, b->batch, nout, b->outputs, &f->outputs));
+  if (gaaw_normalization_active(m)) {
+    if (first) GAAW_CHECK(upload_normalized(m, 0, b->batch, nin, b->inputs, &f->inputs));
+    if (last) GAAW_CHECK(upload_normalized(m, 1, b->batch, nout, b->outputs, &f->outputs));
+  } else {
+    if (first) GAAW_CHECK(upload_f32(m, b->batch, nin, b->inputs, &f->inputs));
+    if (last) GAAW_CHECK(upload_f32(m, b->batch, nout, b->outputs, &f->outputs));
+  }
   if (last && b->weights) GAAW_CHECK(upload(m, GAAW_F32, b->batch, nout, b->weights, &f->weights));
   f->rows = b->batch;
   return GAAW_SUCCESS;
@@ -1187,6 +1207,7 @@ static gaaw_status_t read_outputs(gaaw_model_t m, gaaw_frame *f, float *out)
   if (st == GAAW_SUCCESS)
     st = gaaw_buffer_read(ctx, host.buf, host.offset, out, (size_t)gaaw_tensor_numel(y) * sizeof(float));
   gaaw_buffer_free(ctx, &host.buf);
+  if (st == GAAW_SUCCESS && gaaw_normalization_active(m)) gaaw_denormalize_outputs(m, f->rows, out, 0);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
@@ -1301,7 +1322,17 @@ static gaaw_status_t backward_from_local(gaaw_model_t m, const float *d_outputs,
     GAAW_ARG_CHECK(ctx, isfinite(d_outputs[i]), "d_outputs[%lld] is %g; it must be finite", (long long)i,
                    (double)d_outputs[i]);
   GAAW_CHECK(gaaw_model_check_pass(m, GAAW_PHASE_BACKWARD, 1));
-  GAAW_CHECK(upload_f32(m, f->batch, m->seq_outputs, d_outputs, dy));
+  if (gaaw_normalization_active(m)) { /* y = y' std + mean: dL/dy' = dL/dy std */
+    float *d = malloc(sizeof(float) * (size_t)n);
+    if (!d) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %lld gradients", (long long)n);
+    memcpy(d, d_outputs, sizeof(float) * (size_t)n);
+    gaaw_denormalize_outputs(m, f->batch, d, 1);
+    gaaw_status_t st = upload_f32(m, f->batch, m->seq_outputs, d, dy);
+    free(d);
+    GAAW_CHECK(st);
+  } else {
+    GAAW_CHECK(upload_f32(m, f->batch, m->seq_outputs, d_outputs, dy));
+  }
   if (m->loss_scale != 1.0f) GAAW_CHECK(gaaw_scale(ctx, dy, m->loss_scale)); /* as the loss layer's would be */
   return GAAW_SUCCESS;
 }

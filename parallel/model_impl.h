@@ -136,6 +136,12 @@ struct gaaw_model_s {
   gaaw_layer_spec_t *specs;
   int nspecs, seq_inputs, seq_outputs;
   uint64_t seq_seed;
+  /* normalisation statistics (parallel/normalization.c): inputs' features, then
+   * outputs'; count 0: none yet, the data pass unchanged */
+  struct {
+    double count;
+    double *mean, *m2;
+  } norm;
   int64_t vocab_local;         /* padded vocabulary rows per rank */
   int64_t vocab_valid_local;   /* of which real (not padding) */
   gaaw_param_table params;
@@ -269,6 +275,15 @@ gaaw_comm_t gaaw_model_work_group(gaaw_model_t m);
 const char *gaaw_norm_name(gaaw_norm_t norm);
 const char *gaaw_activation_name(gaaw_activation_t activation);
 const char *gaaw_loss_name(gaaw_loss_t loss);
+
+/* Normalisation (parallel/normalization.c): whether statistics exist; host data
+ * (rows, C) of the inputs (outputs 0) or outputs (1) into (v - mean) / std; model
+ * outputs (rows, C) in place back to y std + mean, or (gradient 1) a gradient of
+ * them into d std; the statistics freed. */
+int gaaw_normalization_active(gaaw_model_t m);
+void gaaw_normalize(gaaw_model_t m, int outputs, const float *v, int64_t rows, float *out);
+void gaaw_denormalize_outputs(gaaw_model_t m, int64_t rows, float *y, int gradient);
+void gaaw_normalization_free(gaaw_model_t m);
 /* Allocates and initialises the parameters (after all layers are added). */
 gaaw_status_t gaaw_model_finish(gaaw_model_t m, uint64_t seed);
 

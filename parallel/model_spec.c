@@ -26,7 +26,7 @@ typedef struct {
 
 #define WORD_FAIL(w, ...)                                                                                   \
   do {                                                                                                     \
-    char what_[2 * WORD_MAX + 128];                                                                                     \
+    char what_[2 * WORD_MAX + 128];                                                                        \
     snprintf(what_, sizeof what_, __VA_ARGS__);                                                            \
     GAAW_FAIL((w)->ctx, GAAW_ERR_INVALID_ARG, "model spec word %d '%s': %s", (w)->index, (w)->word, what_); \
   } while (0)

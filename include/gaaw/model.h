@@ -227,6 +227,24 @@ gaaw_status_t gaaw_model_backward_from(gaaw_model_t model, const float *d_output
  * (batch * seq, vocab). Collective over the work group. */
 gaaw_status_t gaaw_model_check_arrays(gaaw_model_t model, int predict, const int64_t inputs[2],
                                       const int64_t outputs[2]);
+/* Normalisation of a sequential model's (or MLP's) inputs and outputs, so that a
+ * code passes physical units. gaaw_model_normalization_update adds the samples of
+ * batch (inputs and outputs, (batch, features) f32, finite) of every dp rank to the
+ * model's running statistics, per feature: count, mean and M2, combined exactly in
+ * f64 (the result is that of the serial computation over all ranks' samples, up to
+ * rounding, and the same bits on every rank). Collective over world: the ranks of a
+ * tp group give the same samples, dp ranks their own (any batch sizes); one rank's
+ * bad batch fails all. Once statistics exist, every pass uses them: a batch enters
+ * as (v - mean) / std (inputs and outputs; the loss is in these units),
+ * gaaw_model_predict and gaaw_model_forward_outputs return y std + mean, and
+ * gaaw_model_backward_from takes d_outputs in physical units. std = sqrt(M2 /
+ * count) (the population's), 1 for a constant feature. The statistics are model
+ * state (for checkpoints). gaaw_model_normalization_stats: the count, and each
+ * feature's mean and std (inputs' features first, then outputs'; either array may
+ * be NULL; sizes inputs + outputs), 0 and 1 before any update. Not collective. */
+gaaw_status_t gaaw_model_normalization_update(gaaw_model_t model, const gaaw_batch_t *batch);
+gaaw_status_t gaaw_model_normalization_stats(gaaw_model_t model, double *count, double *mean, double *std);
+
 /* Sets every gradient to zero (with an optimizer, starting its accumulation over).
  * Not collective, except with an optimizer at dp > 1 between a step's last
  * backward and gaaw_optimizer_step: then it first completes the gradient

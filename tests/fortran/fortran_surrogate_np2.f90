@@ -19,7 +19,7 @@ program fortran_surrogate_np2
   integer :: ierr, rank, j
   real(c_float) :: x(nin, nb), t(1, nb), y(1, nb), dy(1, nb), loss1, loss2
   real(c_float) :: g_lib(hidden * nin), g_own(hidden * nin)
-  real(c_double) :: idle, busy
+  real(c_double) :: idle, busy, count, mean(nin + 1), std(nin + 1)
 
   call MPI_Init(ierr)
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
@@ -56,6 +56,16 @@ program fortran_surrogate_np2
   call check_true("backward_from gives the MSE's gradients", &
       maxval(abs(g_own - g_lib)) <= 1e-6 * max(1e-30, maxval(abs(g_lib))) + 1e-7)
   call check_status("pipeline_times", gaaw_model_pipeline_times(from_specs, idle, busy), GAAW_SUCCESS, ctx)
+
+  ! normalisation: both ranks add the same nb samples, so the count is 2 nb and the
+  ! means are the samples' means
+  call check_status("normalization_update", gaaw_model_normalization_update(from_text, x, t), GAAW_SUCCESS, ctx)
+  call check_status("normalization_stats", gaaw_model_normalization_stats(from_text, count, mean, std), &
+      GAAW_SUCCESS, ctx)
+  call check_true("normalisation count", count == 2 * nb)
+  call check_true("normalisation means", abs(mean(1) - sum(real(x(1, :), c_double)) / nb) < 1d-6 .and. &
+      abs(mean(3) - sum(real(t(1, :), c_double)) / nb) < 1d-6)
+  call check_true("normalisation std", abs(std(2) - sqrt(sum((x(2, :) - mean(2))**2) / nb)) < 1d-6)
 
   ! errors: a bad word, and one rank building another model
   call check_true("a misspelt key is refused", gaaw_mlp_config_parse(ctx, &

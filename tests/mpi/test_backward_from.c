@@ -45,8 +45,9 @@ static double physics_loss(const float *y, float *dy)
   return L;
 }
 
-static double loss_at(gaaw_model_t model)
+static double loss_at(gaaw_model_t model, void *data)
 {
+  (void)data;
   gaaw_batch_t b = {.batch = B, .inputs = x};
   float y[B * NOUT];
   require_ok(NULL, gaaw_model_predict(model, &b, y));
@@ -69,32 +70,7 @@ static void finite_differences(void)
   gaaw_model_t model = create(ctx);
   long n;
   float *grads = physics_grads(ctx, model, &n), *fd = malloc(sizeof(float) * (size_t)n);
-  int count;
-  require_ok(ctx, gaaw_model_param_count(model, &count));
-  long at = 0;
-  const float h = 1e-2f;
-  for (int i = 0; i < count; i++) {
-    const char *name;
-    int64_t shape[2];
-    gaaw_model_param_info(model, i, &name, NULL, shape);
-    long k = (long)(shape[0] * shape[1]);
-    float *v = malloc(sizeof(float) * (size_t)k);
-    require_ok(ctx, gaaw_model_get_param(model, name, v));
-    for (long j = 0; j < k; j++) {
-      float keep = v[j];
-      v[j] = keep + h;
-      require_ok(ctx, gaaw_model_set_param(model, name, v));
-      double lp = loss_at(model);
-      v[j] = keep - h;
-      require_ok(ctx, gaaw_model_set_param(model, name, v));
-      double lm = loss_at(model);
-      v[j] = keep;
-      fd[at + j] = (float)((lp - lm) / (2 * h));
-    }
-    require_ok(ctx, gaaw_model_set_param(model, name, v));
-    free(v);
-    at += k;
-  }
+  model_finite_differences(model, loss_at, NULL, 1e-2f, fd);
   expect_close_model(model, grads, fd, 2e-3, "physics loss: gradients against finite differences");
 
   /* d MSE / dy = 2 (y - t) / count drives the same backward as the MSE loss */

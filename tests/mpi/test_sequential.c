@@ -63,6 +63,12 @@ static float loss_of(gaaw_model_t model)
   return loss;
 }
 
+static double loss_at(gaaw_model_t model, void *data)
+{
+  (void)data;
+  return loss_of(model);
+}
+
 /* Every gradient against central differences of the loss, one rank alone. */
 static void finite_differences(void)
 {
@@ -73,33 +79,7 @@ static void finite_differences(void)
   float loss;
   require_ok(ctx, gaaw_model_forward_backward(model, &b, &loss));
   float *grads = model_snapshot(model, 1, &n), *fd = malloc(sizeof(float) * (size_t)n);
-  int count;
-  require_ok(ctx, gaaw_model_param_count(model, &count));
-  long at = 0;
-  const float h = 1e-2f;
-  for (int i = 0; i < count; i++) {
-    const char *name;
-    int64_t shape[2];
-    gaaw_model_param_info(model, i, &name, NULL, shape);
-    long k = (long)(shape[0] * shape[1]);
-    float *v = malloc(sizeof(float) * (size_t)k);
-    require_ok(ctx, gaaw_model_get_param(model, name, v));
-    for (long j = 0; j < k; j++) {
-      float keep = v[j];
-      v[j] = keep + h;
-      require_ok(ctx, gaaw_model_set_param(model, name, v));
-      double lp = loss_of(model);
-      v[j] = keep - h;
-      require_ok(ctx, gaaw_model_set_param(model, name, v));
-      double lm = loss_of(model);
-      v[j] = keep;
-      fd[at + j] = (float)((lp - lm) / (2 * h));
-    }
-    require_ok(ctx, gaaw_model_set_param(model, name, v));
-    free(v);
-    at += k;
-  }
-  expect_true(at == n, "%ld gradients, %ld parameters", n, at);
+  model_finite_differences(model, loss_at, NULL, 1e-2f, fd);
   expect_close_model(model, grads, fd, 2e-3, "every spec kind: gradients against finite differences");
   free(grads), free(fd);
   gaaw_model_destroy(&model);

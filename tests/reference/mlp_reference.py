@@ -67,11 +67,7 @@ def run_case(in_path, out_path):
 
 
 def main():
-    paths = sys.argv[1:]
-    if not paths or len(paths) % 2:
-        sys.exit("usage: mlp_reference.py IN OUT [IN OUT ...]")
-    for k in range(0, len(paths), 2):
-        run_case(paths[k], paths[k + 1])
+    gpt_reference.run_pairs(run_case, "mlp_reference.py")
 
 
 if __name__ == "__main__":
