@@ -34,6 +34,11 @@ AC_DEFUN([GAAW_CHECK_MPI], [
   AS_IF([test -n "$gaaw_dir_mpi"],
     [AS_IF([test -x "$gaaw_dir_mpi/bin/mpicc"], [gaaw_mpicc="$gaaw_dir_mpi/bin/mpicc"],
            [MPI_CFLAGS="${MPI_CFLAGS:--I$gaaw_dir_mpi/include}"; MPI_LIBS="${MPI_LIBS:--L$gaaw_dir_mpi/lib -lmpi}"])])
+  dnl MPICC names the wrapper of the chosen MPI (mpicc.openmpi next to MPICH): it wins
+  dnl over pkg-config, whose `mpi` is whichever MPI the system made the default.
+  AS_IF([test -z "$MPI_LIBS" && test -z "$gaaw_mpicc" && test -n "$MPICC"], [
+    gaaw_mpicc=`command -v "$MPICC" 2>/dev/null`
+    AS_IF([test -z "$gaaw_mpicc"], [AC_MSG_ERROR([MPICC=$MPICC is not an executable (a path, or a name in PATH)])])])
   AS_IF([test -z "$MPI_LIBS" && test -z "$gaaw_mpicc"], [
     for gaaw_pc in mpi mpich ompi-c; do
       AS_IF([$PKG_CONFIG --exists $gaaw_pc 2>/dev/null], [
@@ -53,13 +58,24 @@ AC_DEFUN([GAAW_CHECK_MPI], [
         [AC_MSG_ERROR([cannot compile and link an MPI program (MPI_CFLAGS='$MPI_CFLAGS' MPI_LIBS='$MPI_LIBS'). Install MPICH (Debian: apt-get install mpich libmpich-dev), or pass --with-mpi=DIR or MPI_CFLAGS/MPI_LIBS.])])
   AC_ARG_VAR([MPI_CFLAGS], [C compiler flags for MPI])
   AC_ARG_VAR([MPI_LIBS], [linker flags for MPI])
-  AC_ARG_VAR([MPIEXEC], [MPI launcher used by the tests])
+  AC_ARG_VAR([MPICC], [the MPI C wrapper whose flags to use (for example mpicc.openmpi); also what the install tests and gaawConfig.cmake compile MPI programs with])
+  AC_ARG_VAR([MPIEXEC], [MPI launcher used by the tests (default: the one beside MPICC)])
+  dnl The launcher of the same MPI: beside the wrapper, with its suffix
+  dnl (mpicc.openmpi -> mpiexec.openmpi), else mpiexec in PATH.
+  gaaw_mpiexec_beside=
+  AS_CASE([`basename "$gaaw_mpicc" 2>/dev/null`], [mpicc*],
+    [gaaw_mpiexec_beside=`dirname "$gaaw_mpicc"`/mpiexec`basename "$gaaw_mpicc" | sed 's/^mpicc//'`])
   AS_IF([test -z "$MPIEXEC"], [
     AS_IF([test -n "$gaaw_dir_mpi" && test -x "$gaaw_dir_mpi/bin/mpiexec"], [MPIEXEC="$gaaw_dir_mpi/bin/mpiexec"],
+          [test -n "$gaaw_mpiexec_beside" && test -x "$gaaw_mpiexec_beside"], [MPIEXEC=$gaaw_mpiexec_beside],
           [AC_PATH_PROGS([MPIEXEC], [mpiexec mpirun], [])])])
+  dnl Programs built against the installed gaaw (make installcheck, gaawConfig.cmake's
+  dnl hint to FindMPI) use the wrapper of the same MPI.
+  AS_IF([test -n "$gaaw_mpicc"], [MPICC=$gaaw_mpicc], [AC_PATH_PROG([MPICC], [mpicc], [])])
   AS_IF([test -z "$MPIEXEC"], [AC_MSG_WARN([no mpiexec found: MPI tests will be skipped])])
   AC_SUBST([MPI_CFLAGS])
   AC_SUBST([MPI_LIBS])
+  AC_SUBST([MPICC])
 ])
 
 # ---------------------------------------------------------------- BLAS
