@@ -239,16 +239,43 @@ AC_DEFUN([GAAW_CHECK_FORTRAN], [
     AS_IF([test "x$gaaw_have_fortran" = xno && test "x$enable_fortran" = xyes],
           [AC_MSG_ERROR([--enable-fortran was given but no Fortran 2003 compiler with iso_c_binding works. Install one (Debian: apt-get install gfortran).])])
   ])
+  MPI_FCFLAGS=; MPI_FCLIBS=; gaaw_fc_mpi=no; gaaw_fortran_summary=no
   AS_IF([test "x$gaaw_have_fortran" = xyes], [
+    dnl The Fortran runtime: libgaaw and the Fortran tests are linked by the C
+    dnl compiler (whose OpenMP runtime the C objects need) with these libraries.
+    AC_FC_LIBRARY_LDFLAGS
     dnl Does the Fortran compiler know `use mpi` (needed only by the Fortran tests)?
     AC_LANG_PUSH([Fortran])
     AC_LINK_IFELSE([AC_LANG_PROGRAM([], [[      use mpi
       integer :: ierr
       call MPI_Init(ierr)
-      call MPI_Finalize(ierr)]])], [gaaw_fc_mpi=yes], [gaaw_fc_mpi=no])
+      call MPI_Finalize(ierr)]])], [gaaw_fc_mpi=yes], [])
+    dnl If not (a compiler other than the one MPI was built with, such as flang-new
+    dnl next to Debian's gfortran-built MPICH: mpi.mod is compiler-specific), the
+    dnl tests' `use mpi` gets a module made of the compiler-neutral mpif.h, found
+    dnl beside mpi.h, with the MPI's Fortran binding library (MPICH's mpifort or
+    dnl mpichfort, Open MPI's mpi_mpifh).
+    AS_IF([test "x$gaaw_fc_mpi" = xno], [
+      gaaw_save_FCFLAGS=$FCFLAGS; gaaw_save_LIBS=$LIBS
+      for gaaw_lib in mpifort mpichfort mpi_mpifh; do
+        FCFLAGS="$gaaw_save_FCFLAGS `echo " $MPI_CFLAGS" | sed 's/ -[[^I]][[^ ]]*//g'`"
+        LIBS="-l$gaaw_lib $MPI_LIBS $gaaw_save_LIBS"
+        AC_LINK_IFELSE([AC_LANG_PROGRAM([], [[      implicit none
+      include 'mpif.h'
+      integer :: ierr
+      call MPI_Init(ierr)
+      call MPI_Finalize(ierr)]])], [gaaw_fc_mpi=mpif.h
+          MPI_FCFLAGS=`echo " $MPI_CFLAGS" | sed 's/ -[[^I]][[^ ]]*//g'`; MPI_FCLIBS="-l$gaaw_lib"; break], [])
+      done
+      FCFLAGS=$gaaw_save_FCFLAGS; LIBS=$gaaw_save_LIBS])
     AC_LANG_POP([Fortran])
-    gaaw_fortran_summary="yes  $FC (use mpi in tests: $gaaw_fc_mpi)"],
-    [gaaw_fc_mpi=no; gaaw_fortran_summary=no])
+    AS_CASE([$gaaw_fc_mpi],
+      [yes], [gaaw_fortran_summary="yes  $FC (tests: use mpi)"],
+      [mpif.h], [gaaw_fortran_summary="yes  $FC (tests: use mpi through a module made of mpif.h, $MPI_FCLIBS)"],
+      [gaaw_fortran_summary="yes  $FC (no MPI for Fortran: the Fortran tests are not built)"])])
+  AC_SUBST([MPI_FCFLAGS])
+  AC_SUBST([MPI_FCLIBS])
   AM_CONDITIONAL([ENABLE_FORTRAN], [test "x$gaaw_have_fortran" = xyes])
-  AM_CONDITIONAL([FORTRAN_MPI], [test "x$gaaw_fc_mpi" = xyes])
+  AM_CONDITIONAL([FORTRAN_MPI], [test "x$gaaw_fc_mpi" != xno])
+  AM_CONDITIONAL([FORTRAN_MPIF_H], [test "x$gaaw_fc_mpi" = xmpif.h])
 ])
