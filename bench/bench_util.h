@@ -1,8 +1,9 @@
-/* What the benchmark programs share: the median of timed repeats, and the CPU time
- * the process has used. */
+/* What the benchmark programs share: the median of timed repeats, the CPU time
+ * the process has used, and the parsing of their own integer options. */
 #ifndef GAAW_BENCH_UTIL_H
 #define GAAW_BENCH_UTIL_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -35,6 +36,37 @@ static inline double bench_cpu_seconds(void)
   getrusage(RUSAGE_SELF, &u);
   return (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec + (double)u.ru_stime.tv_sec +
          1e-6 * (double)u.ru_stime.tv_usec;
+}
+
+/* Takes the program's own options "--KEY VALUE" or "--KEY=VALUE" for each of the
+ * nkeys names in keys, storing the non-negative integer VALUE in *slots[i], and
+ * leaves the other arguments (gaaw's options) in argv, *argc updated. Returns 0
+ * after printing why when a value is not a non-negative integer. */
+static inline int bench_take_int_options(const char *program, int *argc, char **argv, const char *const *keys,
+                                         int *const *slots, int nkeys)
+{
+  int out = 1;
+  for (int i = 1; i < *argc; i++) {
+    int matched = 0;
+    for (int k = 0; k < nkeys && !matched; k++) {
+      size_t len = strlen(keys[k]);
+      const char *a = argv[i];
+      if (strncmp(a, "--", 2) || strncmp(a + 2, keys[k], len)) continue;
+      const char *value = a[2 + len] == '=' ? a + 3 + len : a[2 + len] == 0 && i + 1 < *argc ? argv[++i] : NULL;
+      if (!value) continue;
+      char *end;
+      long v = strtol(value, &end, 10);
+      if (*end || v < 0 || v > 1000000000L) {
+        fprintf(stderr, "%s: bad value '%s' for --%s\n", program, value, keys[k]);
+        return 0;
+      }
+      *slots[k] = (int)v;
+      matched = 1;
+    }
+    if (!matched) argv[out++] = argv[i];
+  }
+  *argc = out;
+  return 1;
 }
 
 #endif

@@ -38,33 +38,13 @@ typedef struct {
   int steps, warmup, zero, tp, batch;
 } bench_options;
 
-/* Takes --steps, --warmup, --zero, --tp and --batch (as "--key value" or
- * "--key=value"); what remains goes to gaaw's option parser. */
+/* Takes --steps, --warmup, --zero, --tp and --batch; what remains goes to gaaw's
+ * option parser. */
 static int parse_options(int *argc, char **argv, bench_options *o)
 {
-  static const char *keys[] = {"steps", "warmup", "zero", "tp", "batch"};
-  int *slots[] = {&o->steps, &o->warmup, &o->zero, &o->tp, &o->batch};
-  int out = 1;
-  for (int i = 1; i < *argc; i++) {
-    int matched = 0;
-    for (int k = 0; k < 5 && !matched; k++) {
-      size_t len = strlen(keys[k]);
-      const char *a = argv[i];
-      if (strncmp(a, "--", 2) || strncmp(a + 2, keys[k], len)) continue;
-      const char *value = a[2 + len] == '=' ? a + 3 + len : a[2 + len] == 0 && i + 1 < *argc ? argv[++i] : NULL;
-      if (!value) continue;
-      char *end;
-      long v = strtol(value, &end, 10);
-      if (*end || v < 0) {
-        fprintf(stderr, "train_gpt bench: bad value '%s' for --%s\n", value, keys[k]);
-        return 0;
-      }
-      *slots[k] = (int)v;
-      matched = 1;
-    }
-    if (!matched) argv[out++] = argv[i];
-  }
-  *argc = out;
+  static const char *const keys[] = {"steps", "warmup", "zero", "tp", "batch"};
+  int *const slots[] = {&o->steps, &o->warmup, &o->zero, &o->tp, &o->batch};
+  if (!bench_take_int_options("train_gpt bench", argc, argv, keys, slots, 5)) return 0;
   return o->steps > 0 && o->tp > 0 && o->batch > 0;
 }
 
