@@ -1,7 +1,9 @@
 /* Activations: GELU (tanh approximation) and SwiGLU, forward and backward.
  * GELU is computed as x sigmoid(2u), u = s (x + c x^3), which equals
  * 0.5 x (1 + tanh u) without tanh's cancellation near -1 and in loops that
- * vectorize (host_math.h). */
+ * vectorize (host_math.h). The loops' `if` names `parallel`: an unnamed one applies
+ * to the simd part too, and below the threshold ran them one lane at a time (the
+ * values are the same either way). */
 #include <math.h>
 
 #include "backends/host/host.h"
@@ -14,7 +16,7 @@
 
 static void gelu_forward_f32(int64_t n, const float *x, float *y)
 {
-#pragma omp parallel for simd if (n > HOST_PARALLEL_MIN) schedule(static)
+#pragma omp parallel for simd if (parallel : n > HOST_PARALLEL_MIN) schedule(static)
   for (int64_t i = 0; i < n; i++) {
     float v = x[i];
     y[i] = v * host_sigmoidf(2.0f * GELU_SCALE * (v + GELU_CUBE * v * v * v));
@@ -24,7 +26,7 @@ static void gelu_forward_f32(int64_t n, const float *x, float *y)
 /* dx += dy * d/dx [x sig(2u)] = dy (sig + 2 x sig (1 - sig) du/dx),  u = s (x + c x^3). */
 static void gelu_backward_f32(int64_t n, const float *dy, const float *x, float *dx)
 {
-#pragma omp parallel for simd if (n > HOST_PARALLEL_MIN) schedule(static)
+#pragma omp parallel for simd if (parallel : n > HOST_PARALLEL_MIN) schedule(static)
   for (int64_t i = 0; i < n; i++) {
     float v = x[i], sig = host_sigmoidf(2.0f * GELU_SCALE * (v + GELU_CUBE * v * v * v));
     float du = GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * v * v);
