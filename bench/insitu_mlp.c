@@ -8,11 +8,16 @@
  *                                   [--predicts R] [--layers-profile 1]
  *                                   [--GAAW_OPTION=VALUE ...]   (e.g. --threads 2)
  *
- * Runs W untimed steps, K timed steps, then W untimed and R timed predicts. Each step
- * (and each predict) is timed on its own on every rank; its time is the slowest
- * rank's, and the result is the median over the K steps (R predicts). Rank 0 prints:
+ * Runs W untimed steps, K timed steps, then W untimed and R timed predicts, then the
+ * step's matrix products alone (gemm_s: the 8 GEMMs of a training step through
+ * gaaw_gemm on the model's shapes; predict_gemm_s: the 3 of predict), W untimed
+ * and R timed. Each step (predict, GEMM set) is timed on its own on every rank; its
+ * time is the slowest rank's, and the result is the median over the K steps (R
+ * predicts, R GEMM sets). Rank 0 prints:
  *   insitu_mlp_gaaw np=P dp=P batch=B steps=K predicts=R threads=T step_s=..
- *   samples_s=.. predict_s=.. cpu_s_per_step=.. loss_first=.. loss_last=.. predict_hash=..
+ *   samples_s=.. predict_s=.. gemm_s=.. predict_gemm_s=.. cpu_s_per_step=..
+ *   loss_first=.. loss_last=.. predict_hash=..
+ * step_s - gemm_s is the time a step spends outside its matrix products.
  * predict_hash is a hash of the last predict's output bytes on rank 0: the same hash
  * from two builds means bit-identical training and inference. samples_s counts every rank's batch (P x B per step). cpu_s_per_step is the user +
  * system time of every thread of every rank over the timed steps / K. With
@@ -38,16 +43,7 @@ enum { IN = 8, HIDDEN = 256, OUT = 8, SLOTS = 4 };
 
 static gaaw_context_t ctx;
 
-#define CHECK(call)                                                                                          \
-  do {                                                                                                       \
-    gaaw_status_t st_ = (call);                                                                              \
-    if (st_ != GAAW_SUCCESS) {                                                                               \
-      const char *report_ = gaaw_last_error(ctx);                                                            \
-      fprintf(stderr, "insitu_mlp bench: %s failed: %s\n%s\n", #call, gaaw_status_name(st_),                 \
-              report_[0] ? report_ : gaaw_last_error(NULL));                                                 \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                                          \
-    }                                                                                                        \
-  } while (0)
+#define CHECK(call) BENCH_CHECK("insitu_mlp bench", ctx, call)
 
 /* Element e of batch slot s on dp rank r, in [-1, 1); bench/insitu_mlp_torch.py
  * computes the same. */
@@ -66,6 +62,50 @@ static void make_batch(int r, int s, int batch, float *x, float *y)
   for (int b = 0; b < batch; b++)
     for (int j = 0; j < OUT; j++)
       y[b * OUT + j] = sinf(3.14159265f * x[b * IN + j]) * x[b * IN + (j + 3) % IN];
+}
+
+/* The matrix products of one training step (forward 3, backward 5: each linear's
+ * weight gradient, and the input gradients of the two upper linears) through
+ * gaaw_gemm on tensors of the model's shapes, N = batch; their time is the floor
+ * under a step whose other work took no time. forward_only: predict's 3. */
+typedef struct {
+  gaaw_tensor_t x, h1, h2, y, w1, w2, w3; /* (N, IN) (N, HIDDEN) (N, HIDDEN) (N, OUT) (HIDDEN, IN) ... */
+} gemm_operands;
+
+static void gemm_operands_create(int batch, gemm_operands *g)
+{
+  gaaw_tensor_t *all[] = {&g->x, &g->h1, &g->h2, &g->y, &g->w1, &g->w2, &g->w3};
+  int64_t shapes[][2] = {{batch, IN}, {batch, HIDDEN}, {batch, HIDDEN}, {batch, OUT},
+                         {HIDDEN, IN}, {HIDDEN, HIDDEN}, {OUT, HIDDEN}};
+  for (int i = 0; i < 7; i++) {
+    int64_t n = shapes[i][0] * shapes[i][1];
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v) MPI_Abort(MPI_COMM_WORLD, 1);
+    for (int64_t e = 0; e < n; e++) v[e] = input_value(i, 0, e) * 0.1f;
+    CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 2, shapes[i], GAAW_MEM_WORKSPACE, all[i]));
+    CHECK(gaaw_buffer_write(ctx, all[i]->buf, 0, v, (size_t)n * sizeof *v));
+    free(v);
+  }
+}
+
+static void gemm_operands_destroy(gemm_operands *g)
+{
+  gaaw_tensor_t *all[] = {&g->x, &g->h1, &g->h2, &g->y, &g->w1, &g->w2, &g->w3};
+  for (int i = 0; i < 7; i++) CHECK(gaaw_buffer_free(ctx, &all[i]->buf));
+}
+
+static void step_gemms(gemm_operands *g, int forward_only)
+{
+  CHECK(gaaw_gemm(ctx, GAAW_OP_N, GAAW_OP_T, 1.0f, &g->x, &g->w1, 0.0f, &g->h1));  /* h1 = x W1^T */
+  CHECK(gaaw_gemm(ctx, GAAW_OP_N, GAAW_OP_T, 1.0f, &g->h1, &g->w2, 0.0f, &g->h2)); /* h2 = h1 W2^T */
+  CHECK(gaaw_gemm(ctx, GAAW_OP_N, GAAW_OP_T, 1.0f, &g->h2, &g->w3, 0.0f, &g->y));  /* y = h2 W3^T */
+  if (forward_only) return;
+  /* the same shapes backward (dy in y's place, dh in h's): dW += dy^T x, dx = dy W */
+  CHECK(gaaw_gemm(ctx, GAAW_OP_T, GAAW_OP_N, 1.0f, &g->y, &g->h2, 1.0f, &g->w3));
+  CHECK(gaaw_gemm(ctx, GAAW_OP_N, GAAW_OP_N, 1.0f, &g->y, &g->w3, 0.0f, &g->h2));
+  CHECK(gaaw_gemm(ctx, GAAW_OP_T, GAAW_OP_N, 1.0f, &g->h2, &g->h1, 1.0f, &g->w2));
+  CHECK(gaaw_gemm(ctx, GAAW_OP_N, GAAW_OP_N, 1.0f, &g->h2, &g->w2, 0.0f, &g->h1));
+  CHECK(gaaw_gemm(ctx, GAAW_OP_T, GAAW_OP_N, 1.0f, &g->h1, &g->x, 1.0f, &g->w1));
 }
 
 /* FNV-1a over the bytes of v[0..n): equal hashes across builds say the results are
@@ -128,13 +168,10 @@ int main(int argc, char **argv)
   gaaw_config_t cfg;
   CHECK(gaaw_config_create(&cfg));
   CHECK(gaaw_config_set(cfg, "backend", "host"));
-  CHECK(gaaw_config_parse_args(cfg, &argc, argv));
-  if (argc > 1) {
-    if (rank == 0) fprintf(stderr, "insitu_mlp bench: unknown argument '%s'\n", argv[1]);
+  if (bench_gaaw_start("insitu_mlp bench", cfg, &argc, argv, &ctx)) {
     MPI_Finalize();
     return 2;
   }
-  CHECK(gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
   int dp, pp, tp, dp_rank, pp_rank, tp_rank;
   CHECK(gaaw_topology_sizes(ctx, &dp, &pp, &tp));
   CHECK(gaaw_topology_coords(ctx, &dp_rank, &pp_rank, &tp_rank));
@@ -184,10 +221,25 @@ int main(int argc, char **argv)
     if (i >= warmup) times[i - warmup] = MPI_Wtime() - t0;
   }
   double predict_s = slowest_median(times, predicts);
+
+  gemm_operands g;
+  gemm_operands_create(batch, &g);
+  double gemm_s[2];
+  for (int forward_only = 0; forward_only < 2; forward_only++) {
+    for (int i = 0; i < warmup + predicts; i++) {
+      double t0 = MPI_Wtime();
+      step_gemms(&g, forward_only);
+      if (i >= warmup) times[i - warmup] = MPI_Wtime() - t0;
+    }
+    gemm_s[forward_only] = slowest_median(times, predicts);
+  }
+  gemm_operands_destroy(&g);
   if (rank == 0) {
     printf("insitu_mlp_gaaw np=%d dp=%d batch=%d steps=%d predicts=%d threads=%d step_s=%.7f samples_s=%.1f "
-           "predict_s=%.7f cpu_s_per_step=%.6f loss_first=%.9g loss_last=%.9g predict_hash=%016llx\n",
-           world, dp, batch, steps, predicts, omp_threads(), step_s, (double)batch * dp / step_s, predict_s, cpu_total / steps,
+           "predict_s=%.7f gemm_s=%.7f predict_gemm_s=%.7f cpu_s_per_step=%.6f loss_first=%.9g loss_last=%.9g "
+           "predict_hash=%016llx\n",
+           world, dp, batch, steps, predicts, omp_threads(), step_s, (double)batch * dp / step_s, predict_s, gemm_s[0], gemm_s[1],
+           cpu_total / steps,
            loss_first, loss, (unsigned long long)fnv1a(pred, (size_t)batch * OUT));
     fflush(stdout);
   }

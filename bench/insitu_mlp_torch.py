@@ -18,18 +18,17 @@ its own; its time is the slowest process's, and the result is the median. Prints
 cpu_s_per_step is the user + system time of every thread of every process over the
 timed steps (resource.getrusage, summed over processes) / K."""
 import argparse
-import os
 import resource
-import socket
 import statistics
 import sys
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_peer import finish, join_group, run_processes
 
 IN, HIDDEN, OUT, SLOTS = 8, 256, 8, 4
 
@@ -62,9 +61,7 @@ def run(rank, args, port, queue):
     torch.manual_seed(1337)
     distributed = args.nproc > 1
     if distributed:
-        os.environ["MASTER_ADDR"] = "127.0.0.1"
-        os.environ["MASTER_PORT"] = str(port)
-        dist.init_process_group("gloo", rank=rank, world_size=args.nproc)
+        join_group(rank, args.nproc, port)
     model = nn.Sequential(nn.Linear(IN, HIDDEN), nn.GELU(approximate="tanh"), nn.Linear(HIDDEN, HIDDEN),
                           nn.GELU(approximate="tanh"), nn.Linear(HIDDEN, OUT))
     plain = model
@@ -105,17 +102,7 @@ def run(rank, args, port, queue):
             if i >= args.warmup:
                 times.append(time.perf_counter() - t0)
     predict_s = slowest_median(times, distributed)
-    if rank == 0:
-        queue.put((step_s, predict_s, cpu.item(), loss_first, loss.item()))
-    if distributed:
-        dist.barrier()
-        dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    finish(rank, distributed, queue, (step_s, predict_s, cpu.item(), loss_first, loss.item()))
 
 
 def main():
@@ -128,20 +115,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--foreach", type=int, default=0)
     args = ap.parse_args()
-    ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
-    if args.nproc == 1:
-        run(0, args, 0, queue)
-    else:
-        try:
-            mp.start_processes(run, args=(args, free_port(), queue), nprocs=args.nproc, start_method="spawn")
-        except mp.ProcessExitedException as e:
-            # torch 1.13 + gloo now and then aborts a process at teardown, after the
-            # measurement: keep rank 0's figures if it sent them, and say so
-            if queue.empty():
-                raise
-            print(f"insitu_mlp_torch.py: a process failed after the measurement: {e}", file=sys.stderr)
-    step_s, predict_s, cpu, loss_first, loss_last = queue.get()
+    step_s, predict_s, cpu, loss_first, loss_last = run_processes(run, args, args.nproc, args.nproc > 1)
     samples = args.nproc * args.batch
     print(f"insitu_mlp_torch np={args.nproc} batch={args.batch} steps={args.steps} predicts={args.predicts} "
           f"threads={args.threads} foreach={args.foreach} step_s={step_s:.7f} samples_s={samples / step_s:.1f} "

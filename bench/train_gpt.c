@@ -23,16 +23,7 @@
 #include "gaaw.h"
 #include "bench/bench_util.h"
 
-#define CHECK(call)                                                                                  \
-  do {                                                                                               \
-    gaaw_status_t st_ = (call);                                                                      \
-    if (st_ != GAAW_SUCCESS) {                                                                       \
-      const char *report_ = gaaw_last_error(ctx);                                                    \
-      fprintf(stderr, "train_gpt bench: %s failed: %s\n%s\n", #call, gaaw_status_name(st_),          \
-              report_[0] ? report_ : gaaw_last_error(NULL));                                         \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                                  \
-    }                                                                                                \
-  } while (0)
+#define CHECK(call) BENCH_CHECK("train_gpt bench", ctx, call)
 
 typedef struct {
   int steps, warmup, zero, tp, batch;
@@ -87,13 +78,10 @@ int main(int argc, char **argv)
   CHECK(gaaw_config_create(&cfg));
   CHECK(gaaw_config_set(cfg, "backend", "host"));
   CHECK(gaaw_config_set_int(cfg, "tp", o.tp));
-  CHECK(gaaw_config_parse_args(cfg, &argc, argv));
-  if (argc > 1) {
-    if (rank == 0) fprintf(stderr, "train_gpt bench: unknown argument '%s'\n", argv[1]);
+  if (bench_gaaw_start("train_gpt bench", cfg, &argc, argv, &ctx)) {
     MPI_Finalize();
     return 2;
   }
-  CHECK(gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
   int dp, pp, tp, dp_rank, pp_rank, tp_rank;
   CHECK(gaaw_topology_sizes(ctx, &dp, &pp, &tp));
   CHECK(gaaw_topology_coords(ctx, &dp_rank, &pp_rank, &tp_rank));
