@@ -28,7 +28,8 @@
 # then the same as a table (lines starting with '#'). samples/s counts every rank's
 # batch; goal_ratio is the issue's goal (2 at batch <= 64, 1.2 above); cpu_s_per_step
 # (user + system time of all threads of all processes per step) is the best
-# variant's. Steps per run: STEP_SAMPLES / batch, at least MIN_STEPS (predicts: the
+# variant's. A run that takes over RUN_TIMEOUT (300) seconds is killed and retried
+# once. Steps per run: STEP_SAMPLES / batch, at least MIN_STEPS (predicts: the
 # same count). Every run's own line goes to stderr.
 # OPENBLAS_CORETYPE defaults to Haswell (the machine's setting) when unset.
 set -eu
@@ -43,6 +44,7 @@ TORCH_DP2=${TORCH_DP2:-"1:default 1:passive"}
 STEP_SAMPLES=${STEP_SAMPLES:-20000}
 MIN_STEPS=${MIN_STEPS:-10}
 GAAW_ARGS=${GAAW_ARGS:-}
+RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 here=$(cd "$(dirname "$0")" && pwd)
 GAAW_BIN=${GAAW_BIN:-./bench/insitu_mlp}
 TORCH_PY=${TORCH_PY:-$here/insitu_mlp_torch.py}
@@ -64,7 +66,13 @@ fi
 with_wait() {
   local wait=$1
   shift
-  if [ "$wait" = default ]; then env -u OMP_WAIT_POLICY "$@"; else OMP_WAIT_POLICY=$wait "$@"; fi
+  # under a deadline: a PyTorch DDP process was once seen waiting forever for a peer
+  # that had gone; measure then retries
+  if [ "$wait" = default ]; then
+    timeout "$RUN_TIMEOUT" env -u OMP_WAIT_POLICY "$@"
+  else
+    OMP_WAIT_POLICY=$wait timeout "$RUN_TIMEOUT" "$@"
+  fi
 }
 # is $1 < $2 (or $2 empty)?
 is_less() { [ -z "$2" ] || awk -v a="$1" -v b="$2" 'BEGIN {exit !(a < b)}'; }
