@@ -114,6 +114,25 @@ static void tp_against_one(void)
   free(g1), free(g2);
 }
 
+/* pp 2: the same loss, gradients and predictions with the residual group inside the
+ * first stage (its 10 layers before the loss cut 6 + 4); a cut inside the group is refused. */
+static void pipeline_against_one(void)
+{
+  float *g1, *g2, p1[B * NOUT], p2[B * NOUT];
+  long n1, n2;
+  float l1 = run("backend=host dp=2", &g1, &n1, p1), l2 = run("backend=host pp=2 pp_layout=6:4", &g2, &n2, p2);
+  expect_close_scaled(&l2, &l1, 1, 1e-5, "every spec kind: loss, pp 2 against pp 1");
+  expect_close_scaled(p2, p1, B * NOUT, 1e-5, "every spec kind: predictions, pp 2 against pp 1");
+  expect_true(n1 == n2, "gradient counts %ld and %ld", n1, n2);
+  if (n1 == n2) expect_close_scaled(g2, g1, n1, 1e-5, "every spec kind: gradients, pp 2 against pp 1");
+  free(g1), free(g2);
+  gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=host pp=2 pp_layout=3:7");
+  gaaw_model_t model;
+  expect_status_ctx(ctx, gaaw_model_create(ctx, NIN, every_kind, NSPECS, 5, GAAW_F32, &model), GAAW_ERR_INVALID_ARG);
+  expect_true(strstr(gaaw_last_error(ctx), "spans pipeline stages") != NULL, "%s", gaaw_last_error(ctx));
+  gaaw_finalize(&ctx);
+}
+
 static void mlp_is_a_shortcut(void)
 {
   gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=host tp=2");
@@ -173,6 +192,7 @@ int main(int argc, char **argv)
   for (int i = 0; i < B * NOUT; i++) t[i] = (float)model_normal(&state);
   finite_differences();
   tp_against_one();
+  pipeline_against_one();
   mlp_is_a_shortcut();
   bad_specs();
   return test_finish_mpi("test_sequential_np2");
