@@ -101,31 +101,30 @@ static float run(const char *options, float **grads, long *n, float *pred)
   return loss;
 }
 
-static void tp_against_one(void)
+/* The loss, predictions and gradients under options against those under dp 2 (one
+ * model per rank), within 1e-5 of their scale. */
+static void against_one(const char *options, const char *what)
 {
   float *g1, *g2, p1[B * NOUT], p2[B * NOUT];
   long n1, n2;
-  float l1 = run("backend=host dp=2", &g1, &n1, p1), l2 = run("backend=host tp=2", &g2, &n2, p2);
-  expect_close_scaled(&l2, &l1, 1, 1e-5, "every spec kind: loss, tp 2 against tp 1");
-  expect_close_scaled(p2, p1, B * NOUT, 1e-5, "every spec kind: predictions, tp 2 against tp 1");
+  float l1 = run("backend=host dp=2", &g1, &n1, p1), l2 = run(options, &g2, &n2, p2);
+  char label[96];
+  snprintf(label, sizeof label, "every spec kind: loss, %s", what);
+  expect_close_scaled(&l2, &l1, 1, 1e-5, label);
+  snprintf(label, sizeof label, "every spec kind: predictions, %s", what);
+  expect_close_scaled(p2, p1, B * NOUT, 1e-5, label);
   expect_true(n1 == n2, "gradient counts %ld and %ld", n1, n2);
-  if (n1 == n2) expect_close_scaled(g2, g1, n1, 1e-5, "every spec kind: gradients, tp 2 against tp 1");
-  if (rank == 0) fprintf(stderr, "every spec kind: loss tp 1 %.7f, tp 2 %.7f\n", l1, l2);
+  snprintf(label, sizeof label, "every spec kind: gradients, %s", what);
+  if (n1 == n2) expect_close_scaled(g2, g1, n1, 1e-5, label);
+  if (rank == 0) fprintf(stderr, "every spec kind: loss dp 2 %.7f, %s %.7f\n", l1, options, l2);
   free(g1), free(g2);
 }
 
-/* pp 2: the same loss, gradients and predictions with the residual group inside the
- * first stage (its 10 layers before the loss cut 6 + 4); a cut inside the group is refused. */
-static void pipeline_against_one(void)
+/* pp 2: the residual group inside the first stage (its 10 layers before the loss cut
+ * 6 + 4) gives the pp 1 answer; a cut inside the group is refused on both ranks. */
+static void pipeline_stages(void)
 {
-  float *g1, *g2, p1[B * NOUT], p2[B * NOUT];
-  long n1, n2;
-  float l1 = run("backend=host dp=2", &g1, &n1, p1), l2 = run("backend=host pp=2 pp_layout=6:4", &g2, &n2, p2);
-  expect_close_scaled(&l2, &l1, 1, 1e-5, "every spec kind: loss, pp 2 against pp 1");
-  expect_close_scaled(p2, p1, B * NOUT, 1e-5, "every spec kind: predictions, pp 2 against pp 1");
-  expect_true(n1 == n2, "gradient counts %ld and %ld", n1, n2);
-  if (n1 == n2) expect_close_scaled(g2, g1, n1, 1e-5, "every spec kind: gradients, pp 2 against pp 1");
-  free(g1), free(g2);
+  against_one("backend=host pp=2 pp_layout=6:4", "pp 2 against pp 1");
   gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=host pp=2 pp_layout=3:7");
   gaaw_model_t model;
   expect_status_ctx(ctx, gaaw_model_create(ctx, NIN, every_kind, NSPECS, 5, GAAW_F32, &model), GAAW_ERR_INVALID_ARG);
@@ -191,8 +190,8 @@ int main(int argc, char **argv)
   for (int i = 0; i < B * NIN; i++) x[i] = (float)model_normal(&state);
   for (int i = 0; i < B * NOUT; i++) t[i] = (float)model_normal(&state);
   finite_differences();
-  tp_against_one();
-  pipeline_against_one();
+  against_one("backend=host tp=2", "tp 2 against tp 1");
+  pipeline_stages();
   mlp_is_a_shortcut();
   bad_specs();
   return test_finish_mpi("test_sequential_np2");
