@@ -95,6 +95,7 @@ program fortran_train
 
   call bad_arrays()
   call check_status("config_destroy", gaaw_config_destroy(cfg), GAAW_SUCCESS)
+  deallocate(sizes) ! else LeakSanitizer reports it
   call test_finish("fortran_train")
 
 contains
