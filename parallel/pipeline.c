@@ -123,6 +123,18 @@ static gaaw_status_t check_boundary(gaaw_model_t m, const gaaw_frame *f, int i, 
   return GAAW_SUCCESS;
 }
 
+/* One driver over the chunk's layers of action a, inside the hooks' pass of phase. */
+typedef gaaw_status_t (*range_driver)(gaaw_model_t m, gaaw_frame *f, int lo, int hi);
+static gaaw_status_t run_pass(gaaw_model_t m, gaaw_phase phase, const gaaw_sched_action_t *a, const pipe_place *p,
+                              range_driver driver)
+{
+  gaaw_context_t ctx = m->ctx;
+  GAAW_CHECK(gaaw_model_begin_pass(m, phase, a->mb, a->chunk));
+  GAAW_CHECK(driver(m, p->f, p->lo, p->hi));
+  GAAW_CHECK(gaaw_model_end_pass(m, phase, a->mb, a->chunk));
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t run_forward(pipe_run *r, const gaaw_sched_action_t *a)
 {
   gaaw_model_t m = r->m;
@@ -132,9 +144,7 @@ static gaaw_status_t run_forward(pipe_run *r, const gaaw_sched_action_t *a)
     GAAW_CHECK(wait_input(r, &p.sl->act_in, GAAW_SCHED_RECV_ACT, a, (p.vs - 1) % m->pp_size));
     GAAW_CHECK(check_boundary(m, p.f, p.lo, &p.f->acts[p.lo], "input activation"));
   }
-  GAAW_CHECK(gaaw_model_begin_pass(m, GAAW_PHASE_FORWARD, a->mb, a->chunk));
-  GAAW_CHECK(gaaw_model_forward_range(m, p.f, p.lo, p.hi));
-  GAAW_CHECK(gaaw_model_end_pass(m, GAAW_PHASE_FORWARD, a->mb, a->chunk));
+  GAAW_CHECK(run_pass(m, GAAW_PHASE_FORWARD, a, &p, gaaw_model_forward_range));
   return GAAW_SUCCESS;
 }
 
@@ -168,12 +178,8 @@ static gaaw_status_t run_backward(pipe_run *r, const gaaw_sched_action_t *a)
 /* W(mb, chunk): the weight gradients its B left in the frame. */
 static gaaw_status_t run_weight(pipe_run *r, const gaaw_sched_action_t *a)
 {
-  gaaw_model_t m = r->m;
-  gaaw_context_t ctx = m->ctx;
   pipe_place p = place_of(r, a);
-  GAAW_CHECK(gaaw_model_begin_pass(m, GAAW_PHASE_WEIGHT, a->mb, a->chunk));
-  GAAW_CHECK(gaaw_model_weight_range(m, p.f, p.lo, p.hi));
-  GAAW_CHECK(gaaw_model_end_pass(m, GAAW_PHASE_WEIGHT, a->mb, a->chunk));
+  GAAW_CHECK_CTX(r->m->ctx, run_pass(r->m, GAAW_PHASE_WEIGHT, a, &p, gaaw_model_weight_range));
   return GAAW_SUCCESS;
 }
 

@@ -1,4 +1,4 @@
-/* The linears' backward, split or not (ZB-H1's B and W, DESIGN.md section 8).
+/* The linears' backward, split or not (ZB-H1's B and W, DESIGN.md sections 6 and 10).
  * Fused, a linear computes dW += dy^T x (and db) then dx = dy W, as it always did.
  * Split, B computes dx and keeps copies of dy (N, out) and x (N, in) in the frame,
  * one gaaw_deferred_grad per linear; W computes dW and db from them later, the
