@@ -189,9 +189,10 @@ static gaaw_status_t head_backward_body(gaaw_model_t m, gaaw_layer *l, gaaw_fram
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(N, m->vocab_valid_local), &dlogits));
   GAAW_CHECK(gaaw_cross_entropy_backward(ctx, &sv[HS_LOGITS], &sv[HS_MAX], &sv[HS_SUMEXP], &f->targets,
                                          vocab_start(m), dloss, dlogits));
-  gaaw_tensor_t w = valid_rows(m, gaaw_layer_param(m, l, H_LM)), dw = valid_rows(m, gaaw_layer_grad(m, l, H_LM));
+  gaaw_tensor_t w = valid_rows(m, gaaw_layer_param(m, l, H_LM));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(N, C), &dhg));
-  GAAW_CHECK(gaaw_linear_backward(ctx, dlogits, hg, &w, dhg, &dw, NULL));
+  /* the weight gradient, real vocabulary rows only (W's with a split backward) */
+  GAAW_CHECK(gaaw_layer_linear_backward(m, l, f, dlogits, hg, &w, dhg, H_LM, m->vocab_valid_local, -1));
   /* conjugate of copy_to_tp (or of gather_from_sequence) */
   if (sequence_parallel(m)) {
     GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(local_rows(m, f), C), &dh));

@@ -93,8 +93,7 @@ static gaaw_status_t linear_backward_body(gaaw_model_t m, gaaw_layer *l, gaaw_fr
   if (dx) {
     GAAW_CHECK(gaaw_act_alloc(m, GAAW_SHAPE(N, l->in_features), dx));
   }
-  GAAW_CHECK(gaaw_linear_backward(ctx, du, x, gaaw_layer_param(m, l, L_W), dx, gaaw_layer_grad(m, l, L_W),
-                                  gaaw_layer_grad(m, l, L_B)));
+  GAAW_CHECK(gaaw_layer_linear_backward(m, l, f, du, x, gaaw_layer_param(m, l, L_W), dx, L_W, -1, L_B));
   if (dx && l->column_parallel) GAAW_CHECK(gaaw_tp_allreduce(m->tp, dx)); /* conjugate of copy_to_tp */
   return GAAW_SUCCESS;
 }

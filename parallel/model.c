@@ -342,7 +342,8 @@ gaaw_status_t gaaw_frame_init(gaaw_model_t m, gaaw_frame *f)
   memset(f, 0, sizeof *f);
   f->acts = calloc((size_t)m->nlayers + 1, sizeof *f->acts);
   f->saved = calloc((size_t)m->nlayers, sizeof *f->saved);
-  if (!f->acts || !f->saved) {
+  f->deferred = calloc((size_t)m->nlayers, sizeof *f->deferred);
+  if (!f->acts || !f->saved || !f->deferred) {
     gaaw_frame_free(m, f);
     GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the activation lists of a microbatch");
   }
@@ -354,6 +355,7 @@ static void drop_forward(gaaw_model_t m, gaaw_frame *f)
 {
   if (!f->acts) return;
   for (int i = 0; i < m->nlayers; i++) gaaw_layer_release(m, f, &m->layers[i]);
+  for (int i = 0; f->deferred && i < m->nlayers; i++) gaaw_layer_drop_deferred(m, f, &m->layers[i]);
   for (int i = 0; i <= m->nlayers; i++) gaaw_act_free(m, &f->acts[i]);
   f->have_forward = 0;
 }
@@ -370,6 +372,7 @@ void gaaw_frame_free(gaaw_model_t m, gaaw_frame *f)
   free_batch(m, f);
   free(f->acts);
   free(f->saved);
+  free(f->deferred);
   memset(f, 0, sizeof *f);
 }
 
@@ -836,12 +839,14 @@ static gaaw_status_t recompute_forward(gaaw_model_t m, gaaw_frame *f, gaaw_layer
   return GAAW_SUCCESS;
 }
 
-/* Backward of layer i in frame f: dy in (freed), dx out. */
+/* Backward of layer i in frame f: dy in (freed), dx out; with f->defer_weights
+ * its linears' weight gradients wait in f for gaaw_model_weight_range. */
 static gaaw_status_t layer_backward(gaaw_model_t m, gaaw_frame *f, int i, gaaw_tensor_t *dy, gaaw_tensor_t *dx)
 {
   gaaw_layer *l = &m->layers[i];
   gaaw_tensor_t held = {0};
-  gaaw_status_t st = before_layer(m, i, GAAW_PHASE_BACKWARD);
+  gaaw_phase phase = f->defer_weights ? GAAW_PHASE_BACKWARD_INPUT : GAAW_PHASE_BACKWARD;
+  gaaw_status_t st = before_layer(m, i, phase);
   if (st == GAAW_SUCCESS && recomputes(m, l)) st = recompute_forward(m, f, l);
   if (st == GAAW_SUCCESS) st = hold_partial_grads(m, i, &held);
   if (st == GAAW_SUCCESS) st = l->ops->backward(m, l, f, dy, i > 0 ? dx : NULL);
@@ -850,7 +855,7 @@ static gaaw_status_t layer_backward(gaaw_model_t m, gaaw_frame *f, int i, gaaw_t
   gaaw_act_free(m, &f->acts[i + 1]);
   if (st == GAAW_SUCCESS) st = reduce_partial_grads(m, i, &held);
   gaaw_buffer_free(m->ctx, &held.buf);
-  if (st == GAAW_SUCCESS) st = after_layer(m, i, GAAW_PHASE_BACKWARD);
+  if (st == GAAW_SUCCESS) st = after_layer(m, i, phase);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(m->ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
@@ -875,6 +880,21 @@ gaaw_status_t gaaw_model_backward_range(gaaw_model_t m, gaaw_frame *f, int lo, i
     *dx = grad;
   else
     gaaw_act_free(m, &grad);
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_weight_range(gaaw_model_t m, gaaw_frame *f, int lo, int hi)
+{
+  for (int i = hi - 1; i >= lo; i--) {
+    gaaw_layer *l = &m->layers[i];
+    double t0 = now_seconds();
+    gaaw_status_t st = before_layer(m, i, GAAW_PHASE_WEIGHT);
+    if (st == GAAW_SUCCESS) st = gaaw_layer_run_deferred(m, f, l);
+    gaaw_layer_drop_deferred(m, f, l); /* when before_layer failed */
+    if (st == GAAW_SUCCESS) st = after_layer(m, i, GAAW_PHASE_WEIGHT);
+    l->backward_seconds += now_seconds() - t0;
+    if (st != GAAW_SUCCESS) return gaaw_error_trace(m->ctx, st, __FILE__, __LINE__, __func__);
+  }
   return GAAW_SUCCESS;
 }
 

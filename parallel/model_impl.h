@@ -19,7 +19,9 @@ typedef struct gaaw_frame gaaw_frame;
  * f. forward allocates *y (and whatever it saves in f for backward); backward
  * allocates *dx (unless the layer is the first, which gets dx == NULL),
  * accumulates parameter gradients, and frees what forward saved. A layer reads
- * only its arguments, its parameters and its frame, never another microbatch's. */
+ * only its arguments, its parameters and its frame, never another microbatch's.
+ * Its linears' weight gradients go through gaaw_layer_linear_backward, which
+ * leaves them to the W action when the frame defers them (a split backward). */
 typedef struct {
   const char *kind;
   gaaw_status_t (*forward)(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *x, gaaw_tensor_t *y);
@@ -47,7 +49,9 @@ struct gaaw_layer {
   int residual_from;                    /* residual adds: the index of the group's first layer */
   int keeps_input;                      /* its input outlives its forward, inference too
                                            (a residual group's input, read at its end) */
-  double forward_seconds, backward_seconds; /* wall time accumulated (gaaw_model_layer_times) */
+  double forward_seconds, backward_seconds; /* wall time accumulated (gaaw_model_layer_times;
+                                           a split backward's W counts in backward) */
+  int64_t deferred_grads_run;           /* weight gradients its W actions computed (tests) */
 };
 
 typedef enum { GAAW_MODEL_GPT = 0, GAAW_MODEL_MLP = 1 } gaaw_model_kind;
@@ -57,6 +61,19 @@ typedef struct {
   gaaw_tensor_t t[GAAW_LAYER_MAX_SAVED];
   int n; /* slots [0, n) may be in use */
 } gaaw_saved;
+
+/* One linear's weight gradient that B left to W (a split backward): copies of its
+ * output gradient and its input, and where the gradient goes. */
+#define GAAW_LAYER_MAX_DEFERRED 4
+typedef struct {
+  gaaw_tensor_t dy, x; /* (N, out), (N, in) of the linear */
+  int w_slot, b_slot;  /* parameter slots of dW and db (-1: no bias) */
+  int64_t w_rows;      /* dW's rows [0, w_rows) (the LM head's real vocabulary); < 0: all */
+} gaaw_deferred_grad;
+typedef struct {
+  gaaw_deferred_grad g[GAAW_LAYER_MAX_DEFERRED];
+  int n;
+} gaaw_deferred;
 
 /* One microbatch in flight: its batch on the device, the input of every layer,
  * what every layer saved for backward, and its loss. Several can be alive at once
@@ -71,6 +88,8 @@ struct gaaw_frame {
   double weight_sum;           /* MLP: the loss's divisor, sum of weights (counted without) */
   gaaw_tensor_t *acts;         /* acts[i]: input of layer i; acts[nlayers]: output */
   gaaw_saved *saved;           /* saved[i]: what layer i keeps */
+  gaaw_deferred *deferred;     /* deferred[i]: layer i's weight gradients awaiting W */
+  int defer_weights;           /* B leaves the linears' weight gradients to W (ZB-H1) */
   int have_forward;            /* its activations are held */
   int outputs_only;            /* gaaw_model_forward_outputs: no loss, backward from the caller's gradient */
   int inference;               /* gaaw_model_predict: nothing is kept for backward */
@@ -78,8 +97,17 @@ struct gaaw_frame {
 };
 
 /* When a layer's parameters are used: forward, backward, or read/written through
- * gaaw_model_get/set_param. */
-typedef enum { GAAW_PHASE_FORWARD = 0, GAAW_PHASE_BACKWARD = 1, GAAW_PHASE_ACCESS = 2 } gaaw_phase;
+ * gaaw_model_get/set_param. A split backward (ZB-H1) is two phases: BACKWARD_INPUT
+ * (B: the input gradient, and the gradients of norms, embeddings and row-parallel
+ * biases, so a layer's gradients are not complete after it) and WEIGHT (W: the
+ * linears' weight gradients, without the parameters; complete after it). */
+typedef enum {
+  GAAW_PHASE_FORWARD = 0,
+  GAAW_PHASE_BACKWARD = 1,
+  GAAW_PHASE_ACCESS = 2,
+  GAAW_PHASE_BACKWARD_INPUT = 3,
+  GAAW_PHASE_WEIGHT = 4
+} gaaw_phase;
 
 /* Hooks a data-parallel engine (zero/) registers: before a pass starts, whether
  * it may (a local check, no communication: its verdict enters the agreement of
@@ -227,6 +255,18 @@ gaaw_status_t gaaw_scratch_alloc(gaaw_model_t m, gaaw_scratch *s, int zero, int 
                                  gaaw_tensor_t **t);
 void gaaw_scratch_free(gaaw_model_t m, gaaw_scratch *s);
 #define GAAW_SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+/* Backward of one linear of layer l in frame f: dx = dy w (dx NULL: none), and
+ * its weight gradient dW += dy^T x into rows [0, w_rows) (< 0: all) of the
+ * gradient of parameter slot w_slot, db += sum dy into slot b_slot (-1: none):
+ * at once, or, when f defers weight gradients, kept (copies of dy and x) for
+ * gaaw_model_weight_range. Bit-identical either way. */
+gaaw_status_t gaaw_layer_linear_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *dy,
+                                         const gaaw_tensor_t *x, const gaaw_tensor_t *w, gaaw_tensor_t *dx,
+                                         int w_slot, int64_t w_rows, int b_slot);
+/* Computes (and frees) the weight gradients layer l deferred in frame f. */
+gaaw_status_t gaaw_layer_run_deferred(gaaw_model_t m, gaaw_frame *f, gaaw_layer *l);
+/* Frees them uncomputed (a failed or abandoned pass). */
+void gaaw_layer_drop_deferred(gaaw_model_t m, gaaw_frame *f, const gaaw_layer *l);
 /* Frees everything layer l saved in frame f. */
 void gaaw_layer_release(gaaw_model_t m, gaaw_frame *f, const gaaw_layer *l);
 /* The view of parameter slot k of layer l (value or gradient). */
@@ -303,5 +343,10 @@ void gaaw_frame_free(gaaw_model_t m, gaaw_frame *f);
 gaaw_status_t gaaw_model_forward_range(gaaw_model_t m, gaaw_frame *f, int lo, int hi);
 gaaw_status_t gaaw_model_backward_range(gaaw_model_t m, gaaw_frame *f, int lo, int hi, gaaw_tensor_t *dy,
                                         gaaw_tensor_t *dx);
+/* A split backward's second half over layers [lo, hi), after their backward with
+ * f->defer_weights set: the weight gradients they deferred, in backward order
+ * (GAAW_PHASE_WEIGHT hooks around each layer). Not collective over tp (no
+ * communication), but the hooks' groups may be. */
+gaaw_status_t gaaw_model_weight_range(gaaw_model_t m, gaaw_frame *f, int lo, int hi);
 
 #endif

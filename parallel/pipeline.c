@@ -6,9 +6,12 @@
  * frame's acts[lo]), the receive of B's output gradient, B's input gradient to send,
  * and the send in flight. A run of SEND/RECV actions is one exchange: all are
  * started, then its sends are waited for; a receive is waited for by the compute
- * action that needs it. W is a no-op: gaaw's layers compute the weight gradient
- * within their backward, so B (or BW) does all of it and the W slot of ZB-H1 is left
- * empty (its timing, not its numbers, differs from a split backward).
+ * action that needs it. BW is the whole backward of (mb, chunk). A schedule with W
+ * actions (ZB-H1) splits it: B computes the input gradients and leaves the
+ * linears' weight gradients in the frame (f->defer_weights, parallel/weight_grads.c),
+ * and W(mb, chunk) computes them later; the data-parallel hooks see a layer's
+ * gradient complete only after its W. A B without W actions in the schedule is
+ * the whole backward.
  *
  * Shapes (Nl = rows of a microbatch on this rank: batch * seq, / tp with sequence
  * parallelism; C = the width of the boundary layer): every message is (Nl, C), fixed
@@ -35,6 +38,7 @@ typedef struct {
   gaaw_frame *frames; /* one per microbatch */
   pipe_slot *slots;   /* [mb * chunks + chunk] */
   int microbatches;
+  int split;          /* this rank's list has W actions: B defers the weight gradients */
   double waited;      /* seconds in waits for peers */
 } pipe_run;
 
@@ -119,6 +123,18 @@ static gaaw_status_t check_boundary(gaaw_model_t m, const gaaw_frame *f, int i, 
   return GAAW_SUCCESS;
 }
 
+/* One driver over the chunk's layers of action a, inside the hooks' pass of phase. */
+typedef gaaw_status_t (*range_driver)(gaaw_model_t m, gaaw_frame *f, int lo, int hi);
+static gaaw_status_t run_pass(gaaw_model_t m, gaaw_phase phase, const gaaw_sched_action_t *a, const pipe_place *p,
+                              range_driver driver)
+{
+  gaaw_context_t ctx = m->ctx;
+  GAAW_CHECK(gaaw_model_begin_pass(m, phase, a->mb, a->chunk));
+  GAAW_CHECK(driver(m, p->f, p->lo, p->hi));
+  GAAW_CHECK(gaaw_model_end_pass(m, phase, a->mb, a->chunk));
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t run_forward(pipe_run *r, const gaaw_sched_action_t *a)
 {
   gaaw_model_t m = r->m;
@@ -128,9 +144,7 @@ static gaaw_status_t run_forward(pipe_run *r, const gaaw_sched_action_t *a)
     GAAW_CHECK(wait_input(r, &p.sl->act_in, GAAW_SCHED_RECV_ACT, a, (p.vs - 1) % m->pp_size));
     GAAW_CHECK(check_boundary(m, p.f, p.lo, &p.f->acts[p.lo], "input activation"));
   }
-  GAAW_CHECK(gaaw_model_begin_pass(m, GAAW_PHASE_FORWARD, a->mb, a->chunk));
-  GAAW_CHECK(gaaw_model_forward_range(m, p.f, p.lo, p.hi));
-  GAAW_CHECK(gaaw_model_end_pass(m, GAAW_PHASE_FORWARD, a->mb, a->chunk));
+  GAAW_CHECK(run_pass(m, GAAW_PHASE_FORWARD, a, &p, gaaw_model_forward_range));
   return GAAW_SUCCESS;
 }
 
@@ -151,10 +165,21 @@ static gaaw_status_t run_backward(pipe_run *r, const gaaw_sched_action_t *a)
     p.sl->dy = (gaaw_tensor_t){0};
     GAAW_CHECK(check_boundary(m, p.f, p.hi, &dy, "output gradient"));
   }
-  GAAW_CHECK(gaaw_model_begin_pass(m, GAAW_PHASE_BACKWARD, a->mb, a->chunk));
+  gaaw_phase phase = r->split ? GAAW_PHASE_BACKWARD_INPUT : GAAW_PHASE_BACKWARD;
+  p.f->defer_weights = r->split;
+  GAAW_CHECK(gaaw_model_begin_pass(m, phase, a->mb, a->chunk));
   GAAW_CHECK(gaaw_model_backward_range(m, p.f, p.lo, p.hi, &dy, p.vs > 0 ? &p.sl->dx : NULL));
-  GAAW_CHECK(gaaw_model_end_pass(m, GAAW_PHASE_BACKWARD, a->mb, a->chunk));
-  if (p.vs > 0) gaaw_act_free(m, &p.f->acts[p.lo]); /* the received input: its backward is done */
+  GAAW_CHECK(gaaw_model_end_pass(m, phase, a->mb, a->chunk));
+  /* the received input: its backward is done (W works on its own copies) */
+  if (p.vs > 0) gaaw_act_free(m, &p.f->acts[p.lo]);
+  return GAAW_SUCCESS;
+}
+
+/* W(mb, chunk): the weight gradients its B left in the frame. */
+static gaaw_status_t run_weight(pipe_run *r, const gaaw_sched_action_t *a)
+{
+  pipe_place p = place_of(r, a);
+  GAAW_CHECK_CTX(r->m->ctx, run_pass(r->m, GAAW_PHASE_WEIGHT, a, &p, gaaw_model_weight_range));
   return GAAW_SUCCESS;
 }
 
@@ -227,6 +252,7 @@ static gaaw_status_t run_actions(pipe_run *r)
     }
     if (a->op == GAAW_SCHED_F) GAAW_CHECK(run_forward(r, a));
     if (a->op == GAAW_SCHED_B || a->op == GAAW_SCHED_BW) GAAW_CHECK(run_backward(r, a));
+    if (a->op == GAAW_SCHED_W) GAAW_CHECK(run_weight(r, a));
     k++;
   }
   return GAAW_SUCCESS;
@@ -300,6 +326,8 @@ static gaaw_status_t prepare(pipe_run *r, const gaaw_batch_t *b)
   GAAW_CHECK(gaaw_sched_check(ctx, m->pp_kind, m->pp_size, r->microbatches, m->chunks));
   GAAW_CHECK(step_schedule(m, r->microbatches));
   r->s = m->sched;
+  const gaaw_sched_rank_t *mine = &r->s->ranks[m->pp_rank];
+  for (int k = 0; k < mine->count; k++) r->split |= mine->actions[k].op == GAAW_SCHED_W;
   r->frames = calloc((size_t)r->microbatches, sizeof *r->frames);
   r->slots = calloc((size_t)r->microbatches * (size_t)m->chunks, sizeof *r->slots);
   if (!r->frames || !r->slots) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d microbatches", r->microbatches);
@@ -316,7 +344,7 @@ static gaaw_status_t prepare(pipe_run *r, const gaaw_batch_t *b)
 gaaw_status_t gaaw_pipeline_forward_backward(gaaw_model_t m, const gaaw_batch_t *b, float *loss)
 {
   gaaw_context_t ctx = m->ctx;
-  pipe_run r = {m, NULL, NULL, NULL, 0, 0.0};
+  pipe_run r = {m, NULL, NULL, NULL, 0, 0, 0.0};
   double t0 = now_seconds();
   gaaw_status_t st = prepare(&r, b);
   st = gaaw_model_agree_batch(m, st, b, st == GAAW_SUCCESS ? r.microbatches : 1);

@@ -308,36 +308,51 @@ static gaaw_status_t check_pass(gaaw_model_t m, gaaw_phase phase, int passes, vo
   return GAAW_SUCCESS;
 }
 
-/* A backward pass begins: stages 2, 3 finish the previous pass's last reduction
- * before its buckets can open again. A microbatch's first backward chunk on this
- * rank (its last chunk) also drops what a failed pass left open; its later chunks
- * must not, as a bucket shared across chunks (a tied head and embedding on one
- * rank) is open from the first. */
-static gaaw_status_t begin_backward(gaaw_optimizer_t opt, int first_chunk)
+/* A backward pass (or a split one's B or W) begins: stages 2, 3 finish the
+ * previous pass's last reduction before its buckets can open again. A fused
+ * microbatch's first backward chunk on this rank (its last chunk) also drops what
+ * a failed pass left open; its later chunks must not, as a bucket shared across
+ * chunks (a tied head and embedding on one rank) is open from the first, and
+ * neither may a split backward's B or W: buckets stay open from a B to its W,
+ * where other microbatches' B and W may come between. */
+static gaaw_status_t begin_backward(gaaw_optimizer_t opt, int drop_open)
 {
   gaaw_context_t ctx = opt->ctx;
   if (opt->cfg.zero_stage >= 2) {
     GAAW_CHECK(finish_started_reductions(opt, -1));
-    if (first_chunk) drop_open_grad_buckets(opt, 1); /* left by a failed pass */
+    if (drop_open) drop_open_grad_buckets(opt, 1); /* left by a failed pass */
   }
   return GAAW_SUCCESS;
+}
+
+static int is_backward(gaaw_phase phase)
+{
+  return phase == GAAW_PHASE_BACKWARD || phase == GAAW_PHASE_BACKWARD_INPUT || phase == GAAW_PHASE_WEIGHT;
+}
+
+/* Whether the phase completes the gradients of the layers it runs (a fused
+ * backward, or a split one's W; not its B). */
+static int completes_grads(gaaw_phase phase)
+{
+  return phase == GAAW_PHASE_BACKWARD || phase == GAAW_PHASE_WEIGHT;
 }
 
 static gaaw_status_t begin_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk, void *user)
 {
   (void)microbatch;
-  if (phase == GAAW_PHASE_BACKWARD)
-    GAAW_CHECK_CTX(((gaaw_optimizer_t)user)->ctx, begin_backward(user, chunk == m->chunks - 1));
+  if (is_backward(phase))
+    GAAW_CHECK_CTX(((gaaw_optimizer_t)user)->ctx,
+                   begin_backward(user, phase == GAAW_PHASE_BACKWARD && chunk == m->chunks - 1));
   return GAAW_SUCCESS;
 }
 
 /* A microbatch's backward is complete on this rank once its chunk 0 (every rank
- * has one) is done: that counts as one backward pass. */
+ * has one) is done, its W with a split backward: that counts as one backward pass. */
 static gaaw_status_t end_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk, void *user)
 {
   (void)m, (void)microbatch;
   gaaw_optimizer_t opt = user;
-  if (phase == GAAW_PHASE_BACKWARD && chunk == 0) opt->backward_passes++;
+  if (completes_grads(phase) && chunk == 0) opt->backward_passes++;
   return GAAW_SUCCESS;
 }
 
@@ -352,11 +367,13 @@ static gaaw_status_t before_layer(gaaw_model_t m, int i, gaaw_phase phase, void 
   } else {
     n = buckets_of_layer(opt, i, used);
   }
+  /* W reads no parameters: at stage 3 it gathers nothing */
+  int reads_params = phase != GAAW_PHASE_WEIGHT;
   for (int q = 0; q < n; q++) {
-    if (stage == 3) GAAW_CHECK(gather_bucket(opt, used[q]));
-    if (phase == GAAW_PHASE_BACKWARD && stage >= 2) GAAW_CHECK(open_grad_bucket(opt, used[q]));
+    if (stage == 3 && reads_params) GAAW_CHECK(gather_bucket(opt, used[q]));
+    if (is_backward(phase) && stage >= 2) GAAW_CHECK(open_grad_bucket(opt, used[q]));
   }
-  if (stage == 3 && phase != GAAW_PHASE_ACCESS) GAAW_CHECK(prefetch_after(opt, i, phase));
+  if (stage == 3 && phase != GAAW_PHASE_ACCESS && reads_params) GAAW_CHECK(prefetch_after(opt, i, phase));
   return GAAW_SUCCESS;
 }
 
@@ -366,12 +383,13 @@ static gaaw_status_t after_layer(gaaw_model_t m, int i, gaaw_phase phase, void *
   gaaw_context_t ctx = opt->ctx;
   for (int b = 0; b < opt->nbuckets; b++) {
     zero_bucket *k = &opt->buckets[b];
-    int done = phase == GAAW_PHASE_FORWARD    ? k->last_forward == i
-               : phase == GAAW_PHASE_BACKWARD ? k->last_backward == i
-                                              : opt->bucket_of_layer[i] == b;
+    int done = phase == GAAW_PHASE_FORWARD ? k->last_forward == i
+               : is_backward(phase)        ? k->last_backward == i
+                                           : opt->bucket_of_layer[i] == b;
     if (!done) continue;
-    if (phase == GAAW_PHASE_BACKWARD) GAAW_CHECK(close_grad_bucket(opt, b));
-    if (opt->cfg.zero_stage == 3) GAAW_CHECK(release_bucket(opt, b, phase == GAAW_PHASE_ACCESS));
+    if (completes_grads(phase)) GAAW_CHECK(close_grad_bucket(opt, b));
+    if (opt->cfg.zero_stage == 3 && phase != GAAW_PHASE_WEIGHT)
+      GAAW_CHECK(release_bucket(opt, b, phase == GAAW_PHASE_ACCESS));
   }
   return GAAW_SUCCESS;
 }

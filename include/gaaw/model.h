@@ -298,7 +298,8 @@ gaaw_status_t gaaw_model_num_params(gaaw_model_t model, int64_t *global_count, i
  * layers of other stages stay at zero. Not collective. */
 gaaw_status_t gaaw_model_layer_count(gaaw_model_t model, int *count);
 /* Layer index's kind (a static string; may be NULL) and accumulated forward and
- * backward seconds (either may be NULL). index must be in 0..count-1. */
+ * backward seconds (either may be NULL; with pp_schedule zb-h1 backward is its B
+ * and W together). index must be in 0..count-1. */
 gaaw_status_t gaaw_model_layer_times(gaaw_model_t model, int index, const char **kind, double *forward_seconds,
                                      double *backward_seconds);
 /* The last gaaw_model_forward_backward on this rank: the seconds it waited for

@@ -9,6 +9,9 @@
  *    1e-5 relative;
  *  - the first case run twice is bit-identical, and with recompute full instead of
  *    none too;
+ *  - zb-h1 (pp 2 and 4, ZeRO 0-3, tp 2) splits the backward: its W actions computed
+ *    every linear's weight gradient (4 per block and 1 for the LM head, per
+ *    microbatch, on the stage that holds them), and no other schedule's did;
  *  - ZeRO 2 at pp > 1, dp 2 moves 2 Psi over dp per step (each bucket
  *    reduce-scattered once, after its chunk's last microbatch, then the all-gather);
  *  - a step's microbatches that the schedule does not take (interleaved: not a
@@ -20,6 +23,7 @@
 #include <math.h>
 #include <mpi.h>
 
+#include "parallel/model_impl.h"
 #include "tests/harness/model_util.h"
 
 enum { B = 2, T = 8, STEPS = 5 };
@@ -40,12 +44,15 @@ static const pipe_case cases_np4[] = {
   {"tp=2 pp=2 pp_schedule=interleaved virtual_stages=2", 4, 1, 3, 2, "full"},
   {"pp=2 dp=2 pp_schedule=zb-h1 pp_layout=1:3", 4, 0, 1, 3, "selective"},
   {"tp=2 pp_schedule=interleaved virtual_stages=2", 2, 0, 2, 2, "none"}, /* 2 chunks on one rank, tied across them */
+  {"tp=2 pp=2 pp_schedule=zb-h1", 2, 1, 0, 4, "selective"},
 };
 static const pipe_case cases_np8[] = {
   {"tp=2 pp=2 dp=2 pp_schedule=1f1b", 2, 1, 1, 4, "none"},
   {"pp=4 dp=2 pp_schedule=interleaved virtual_stages=2", 8, 0, 0, 4, "selective"},
   {"tp=2 pp=2 dp=2 pp_schedule=zb-h1", 2, 0, 3, 2, "full"},
   {"pp=4 dp=2 pp_schedule=gpipe", 4, 0, 2, 4, "none"},
+  {"pp=4 dp=2 pp_schedule=zb-h1", 4, 0, 2, 4, "full"},
+  {"tp=2 pp=4 pp_schedule=zb-h1", 4, 1, 1, 4, "none"},
 };
 
 static gaaw_optimizer_config_t adamw(int stage, int accumulation)
@@ -83,6 +90,22 @@ static gaaw_gpt_config_t case_gpt(const pipe_case *c)
   g.layers = c->layers;
   g.sequence_parallel = c->sp;
   return g;
+}
+
+/* zb-h1's W actions computed the linears' weight gradients of this rank's layers
+ * (4 per block, the LM head's, every microbatch of every step); with the other
+ * schedules B or BW did, and no W ran any. */
+static void check_weight_actions(const pipe_case *c, gaaw_model_t model)
+{
+  int split = strstr(c->layout, "zb-h1") != NULL;
+  for (int i = 0; i < model->nlayers; i++) {
+    const gaaw_layer *l = &model->layers[i];
+    if (!gaaw_model_owns_layer(model, i)) continue;
+    int64_t per_microbatch = l->ops == &gaaw_gpt_block_ops ? 4 : l->ops == &gaaw_gpt_head_ops ? 1 : 0;
+    int64_t want = split ? per_microbatch * c->microbatches * STEPS : 0;
+    expect_true(l->deferred_grads_run == want, "%s: layer %d (%s): its W actions computed %lld weight gradients, "
+                "expected %lld", c->layout, i, l->ops->kind, (long long)l->deferred_grads_run, (long long)want);
+  }
 }
 
 /* The pipeline run: each dp rank passes its M microbatches in one call; stages
@@ -126,6 +149,7 @@ static run_result train_pipeline(const pipe_case *c, const char *recompute, gaaw
     expect_true(st.comm_bytes == 2 * (uint64_t)params, "%s, ZeRO 2: %llu bytes over dp in a step, expected 2 Psi = %llu",
                 c->layout, (unsigned long long)st.comm_bytes, (unsigned long long)(2 * params));
   }
+  check_weight_actions(c, model);
   r.params = model_snapshot(model, 0, &r.n);
   free(tokens);
   free(targets);

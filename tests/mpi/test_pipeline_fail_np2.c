@@ -9,10 +9,11 @@
  *    nothing kept) at pp 2 give the serial model's numbers on both ranks (1e-6
  *    of the largest value: the same kernels in the same order);
  *  - gaaw_model_backward has nothing to go back through at pp 2 (GAAW_ERR_STATE);
- *  - an MLP (3 linears and the loss) at pp 2: the loss and every gradient of a
- *    forward_backward of 2 microbatches (the first stage passes no outputs, the
- *    last no inputs), and predict, equal the serial model's (1e-6 of each
- *    tensor's largest value). */
+ *  - an MLP (3 linears and the loss) at pp 2, with 1f1b and with zb-h1 (its
+ *    backward split: each linear's weight gradient computed by its W actions, one
+ *    per microbatch): the loss and every gradient of a forward_backward of 2
+ *    microbatches (the first stage passes no outputs, the last no inputs), and
+ *    predict, equal the serial model's (1e-6 of each tensor's largest value). */
 #include <math.h>
 #include <mpi.h>
 #include <signal.h>
@@ -85,11 +86,14 @@ static void check_entry_points(void)
   gaaw_finalize(&serial);
 }
 
-static void check_mlp(void)
+static void check_mlp(const char *schedule)
 {
   enum { N = 3, IN = 4, OUT = 3 };
+  char options[96];
+  snprintf(options, sizeof options, "backend=host pp=2 pp_schedule=%s", schedule);
+  int split = strcmp(schedule, "zb-h1") == 0;
   gaaw_context_t serial = test_context(MPI_COMM_SELF, "backend=host");
-  gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=host pp=2");
+  gaaw_context_t ctx = test_context(MPI_COMM_WORLD, options);
   gaaw_mlp_config_t c = {.nsizes = 4, .sizes = {IN, 16, 16, OUT}, .activation = GAAW_ACT_GELU, .seed = 5};
   gaaw_model_t one, two;
   require_ok(serial, gaaw_model_create_mlp(serial, &c, &one));
@@ -106,7 +110,14 @@ static void check_mlp(void)
   }
   gaaw_batch_t b = {.batch = N, .microbatches = 2, .inputs = rank == 0 ? x : NULL, .outputs = rank == 1 ? y : NULL};
   require_ok(ctx, gaaw_model_forward_backward(two, &b, &gl));
-  expect_true(fabsf(gl - wl) <= 1e-6f * fabsf(wl), "rank %d: the MLP's loss %.8g at pp 2, serial %.8g", rank, gl, wl);
+  expect_true(fabsf(gl - wl) <= 1e-6f * fabsf(wl), "rank %d, %s: the MLP's loss %.8g at pp 2, serial %.8g", rank,
+              schedule, gl, wl);
+  for (int i = 0; i < two->nlayers; i++) {
+    const gaaw_layer *lr = &two->layers[i];
+    int64_t want = split && lr->ops == &gaaw_linear_ops && gaaw_model_owns_layer(two, i) ? 2 : 0;
+    expect_true(lr->deferred_grads_run == want, "rank %d, %s: layer %d (%s): W computed %lld weight gradients, "
+                "expected %lld", rank, schedule, i, lr->ops->kind, (long long)lr->deferred_grads_run, (long long)want);
+  }
   long gn, sn;
   float *got = model_snapshot(two, 1, &gn), *want = model_snapshot(one, 1, &sn);
   expect_true(gn == sn, "%ld gradients at pp 2, %ld serial", gn, sn);
@@ -175,7 +186,8 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   check_width_mismatch();
   check_entry_points();
-  check_mlp();
+  check_mlp("1f1b");
+  check_mlp("zb-h1");
   check_stopped_peer();
   return test_finish_mpi("test_pipeline_fail_np2");
 }
