@@ -353,10 +353,14 @@ gaaw_status_t gaaw_pipeline_forward_backward(gaaw_model_t m, const gaaw_batch_t 
     if (st == GAAW_SUCCESS) st = step_loss(&r, loss);
     if (st != GAAW_SUCCESS) st = gaaw_model_fail_together(m, st);
   }
+  /* freeing cancels requests, which on an aborted context may report errors of
+   * their own: the caller must still read the failure that stopped the step */
+  char why[1024] = "";
+  if (st != GAAW_SUCCESS) gaaw_error_first_line(ctx, why, sizeof why);
   free_run(&r);
   m->pipe_wall = now_seconds() - t0;
   m->pipe_idle = r.waited;
-  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  if (st != GAAW_SUCCESS) return gaaw_error_raise(ctx, st, __FILE__, __LINE__, __func__, "%s", why);
   return GAAW_SUCCESS;
 }
 

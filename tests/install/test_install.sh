@@ -27,7 +27,9 @@ examples/insitu/heat_surrogate.c 2
 examples/insitu/heat_surrogate.f90 2
 '
 
-srcdir=${GAAW_TOP_SRCDIR:-.}
+# absolute: the builds below run in folders of their own (make check passes a relative
+# top_srcdir in VPATH builds, as make distcheck's)
+srcdir=`cd "${GAAW_TOP_SRCDIR:-.}" && pwd` || exit 1
 mpicc=${MPICC:-mpicc}
 mpifc=$GAAW_MPIFC
 cmake=${CMAKE:-cmake}
