@@ -35,7 +35,7 @@ uint64_t gaaw_digest(const void *data, size_t bytes)
     h = mix(h ^ w) + i;
   }
   uint64_t tail = 0;
-  memcpy(&tail, p + i, bytes - i);
+  if (bytes > i) memcpy(&tail, p + i, bytes - i); /* data may be NULL when bytes is 0 */
   return mix(h ^ tail);
 }
 

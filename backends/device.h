@@ -30,8 +30,9 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
                       gaaw_ten rstd))                                                               \
   X(rmsnorm_backward, (gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_cten w, gaaw_cten rstd,  \
                        gaaw_ten dx, gaaw_ten dw))                                                   \
-  X(gelu_forward, (gaaw_context_t ctx, gaaw_cten x, gaaw_ten y))                                    \
-  X(gelu_backward, (gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_ten dx))                    \
+  X(activation_forward, (gaaw_context_t ctx, gaaw_activation_t act, gaaw_cten x, gaaw_ten y))        \
+  X(activation_backward, (gaaw_context_t ctx, gaaw_activation_t act, gaaw_cten dy, gaaw_cten x,      \
+                          gaaw_ten dx))                                                             \
   X(swiglu_forward, (gaaw_context_t ctx, gaaw_cten x, gaaw_ten y))                                  \
   X(swiglu_backward, (gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_ten dx))                  \
   X(bias_add, (gaaw_context_t ctx, gaaw_ten y, gaaw_cten b))                                        \
@@ -56,6 +57,8 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
                    gaaw_ten target))                                                                \
   X(cross_entropy_backward, (gaaw_context_t ctx, gaaw_cten logits, gaaw_cten max, gaaw_cten sumexp, \
                              gaaw_cten targets, int64_t vocab_start, float dloss, gaaw_ten dlogits)) \
+  X(regression_loss, (gaaw_context_t ctx, gaaw_loss_t kind, float delta, gaaw_cten pred, gaaw_cten target,   \
+                       gaaw_cten weights, gaaw_ten loss, gaaw_ten grad))                                 \
   X(adamw_update, (gaaw_context_t ctx, gaaw_ten params, gaaw_cten grads, gaaw_ten master,           \
                    gaaw_ten m, gaaw_ten v, const gaaw_adamw_args_t *args))                          \
   X(cast, (gaaw_context_t ctx, gaaw_cten x, gaaw_ten y))                                            \

@@ -295,24 +295,46 @@ gaaw_status_t gaaw_rmsnorm_backward(gaaw_context_t ctx, const gaaw_tensor_t *dy,
 
 /* ---------------------------------------------------------------- activations */
 
-gaaw_status_t gaaw_gelu_forward(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *y)
+static gaaw_status_t check_elementwise_kind(gaaw_context_t ctx, gaaw_activation_t act)
+{
+  GAAW_ARG_CHECK(ctx, (int)act >= 0 && (int)act < GAAW_ACT_COUNT, "activation %d is not a gaaw_activation_t",
+                 (int)act);
+  GAAW_ARG_CHECK(ctx, act != GAAW_ACT_SWIGLU, "SwiGLU is gated, not elementwise: use gaaw_swiglu_forward/backward");
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_activation_forward(gaaw_context_t ctx, gaaw_activation_t act, const gaaw_tensor_t *x,
+                                      gaaw_tensor_t *y)
 {
   GAAW_CHECK(check_ctx(ctx));
+  GAAW_CHECK(check_elementwise_kind(ctx, act));
   CHECK_FLOATS(NT(x), NT(y));
   GAAW_CHECK(check_numel(ctx, y, "y", gaaw_tensor_numel(x), "numel(x)"));
-  GAAW_CHECK(ctx->device->gelu_forward(ctx, x, y));
+  GAAW_CHECK(ctx->device->activation_forward(ctx, act, x, y));
   return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_activation_backward(gaaw_context_t ctx, gaaw_activation_t act, const gaaw_tensor_t *dy,
+                                       const gaaw_tensor_t *x, gaaw_tensor_t *dx)
+{
+  GAAW_CHECK(check_ctx(ctx));
+  GAAW_CHECK(check_elementwise_kind(ctx, act));
+  CHECK_FLOATS(NT(dy), NT(x), NT(dx));
+  GAAW_CHECK(check_numel(ctx, dy, "dy", gaaw_tensor_numel(x), "numel(x)"));
+  GAAW_CHECK(check_numel(ctx, dx, "dx", gaaw_tensor_numel(x), "numel(x)"));
+  GAAW_CHECK(ctx->device->activation_backward(ctx, act, dy, x, dx));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_gelu_forward(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *y)
+{
+  return gaaw_activation_forward(ctx, GAAW_ACT_GELU, x, y);
 }
 
 gaaw_status_t gaaw_gelu_backward(gaaw_context_t ctx, const gaaw_tensor_t *dy, const gaaw_tensor_t *x,
                                  gaaw_tensor_t *dx)
 {
-  GAAW_CHECK(check_ctx(ctx));
-  CHECK_FLOATS(NT(dy), NT(x), NT(dx));
-  GAAW_CHECK(check_numel(ctx, dy, "dy", gaaw_tensor_numel(x), "numel(x)"));
-  GAAW_CHECK(check_numel(ctx, dx, "dx", gaaw_tensor_numel(x), "numel(x)"));
-  GAAW_CHECK(ctx->device->gelu_backward(ctx, dy, x, dx));
-  return GAAW_SUCCESS;
+  return gaaw_activation_backward(ctx, GAAW_ACT_GELU, dy, x, dx);
 }
 
 gaaw_status_t gaaw_swiglu_forward(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *y)
@@ -531,6 +553,27 @@ gaaw_status_t gaaw_cross_entropy_backward(gaaw_context_t ctx, const gaaw_tensor_
   GAAW_CHECK(check_vocab_start(ctx, vocab_start));
   GAAW_CHECK(check_finite_arg(ctx, dloss, "dloss"));
   GAAW_CHECK(ctx->device->cross_entropy_backward(ctx, logits, max, sumexp, targets, vocab_start, dloss, dlogits));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_regression_loss(gaaw_context_t ctx, gaaw_loss_t kind, float delta, const gaaw_tensor_t *pred,
+                                   const gaaw_tensor_t *target, const gaaw_tensor_t *weights, gaaw_tensor_t *loss,
+                                   gaaw_tensor_t *grad)
+{
+  GAAW_CHECK(check_ctx(ctx));
+  GAAW_ARG_CHECK(ctx, (int)kind >= 0 && (int)kind < GAAW_LOSS_COUNT, "loss %d is not a gaaw_loss_t", (int)kind);
+  GAAW_CHECK(check_positive(ctx, delta, "delta"));
+  CHECK_FLOATS(NT(pred), NT(target), NT(grad));
+  CHECK_F32(NT(loss));
+  int64_t n = gaaw_tensor_numel(pred);
+  GAAW_CHECK(check_numel(ctx, target, "target", n, "numel(pred)"));
+  GAAW_CHECK(check_numel(ctx, grad, "grad", n, "numel(pred)"));
+  GAAW_CHECK(check_numel(ctx, loss, "loss", n, "numel(pred)"));
+  if (weights) {
+    CHECK_F32(NT(weights));
+    GAAW_CHECK(check_numel(ctx, weights, "weights", n, "numel(pred)"));
+  }
+  GAAW_CHECK(ctx->device->regression_loss(ctx, kind, delta, pred, target, weights, loss, grad));
   return GAAW_SUCCESS;
 }
 

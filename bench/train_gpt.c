@@ -23,48 +23,19 @@
 #include "gaaw.h"
 #include "bench/bench_util.h"
 
-#define CHECK(call)                                                                                  \
-  do {                                                                                               \
-    gaaw_status_t st_ = (call);                                                                      \
-    if (st_ != GAAW_SUCCESS) {                                                                       \
-      const char *report_ = gaaw_last_error(ctx);                                                    \
-      fprintf(stderr, "train_gpt bench: %s failed: %s\n%s\n", #call, gaaw_status_name(st_),          \
-              report_[0] ? report_ : gaaw_last_error(NULL));                                         \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                                  \
-    }                                                                                                \
-  } while (0)
+#define CHECK(call) BENCH_CHECK("train_gpt bench", ctx, call)
 
 typedef struct {
   int steps, warmup, zero, tp, batch;
 } bench_options;
 
-/* Takes --steps, --warmup, --zero, --tp and --batch (as "--key value" or
- * "--key=value"); what remains goes to gaaw's option parser. */
+/* Takes --steps, --warmup, --zero, --tp and --batch; what remains goes to gaaw's
+ * option parser. */
 static int parse_options(int *argc, char **argv, bench_options *o)
 {
-  static const char *keys[] = {"steps", "warmup", "zero", "tp", "batch"};
-  int *slots[] = {&o->steps, &o->warmup, &o->zero, &o->tp, &o->batch};
-  int out = 1;
-  for (int i = 1; i < *argc; i++) {
-    int matched = 0;
-    for (int k = 0; k < 5 && !matched; k++) {
-      size_t len = strlen(keys[k]);
-      const char *a = argv[i];
-      if (strncmp(a, "--", 2) || strncmp(a + 2, keys[k], len)) continue;
-      const char *value = a[2 + len] == '=' ? a + 3 + len : a[2 + len] == 0 && i + 1 < *argc ? argv[++i] : NULL;
-      if (!value) continue;
-      char *end;
-      long v = strtol(value, &end, 10);
-      if (*end || v < 0) {
-        fprintf(stderr, "train_gpt bench: bad value '%s' for --%s\n", value, keys[k]);
-        return 0;
-      }
-      *slots[k] = (int)v;
-      matched = 1;
-    }
-    if (!matched) argv[out++] = argv[i];
-  }
-  *argc = out;
+  static const char *const keys[] = {"steps", "warmup", "zero", "tp", "batch"};
+  int *const slots[] = {&o->steps, &o->warmup, &o->zero, &o->tp, &o->batch};
+  if (!bench_take_int_options("train_gpt bench", argc, argv, keys, slots, 5)) return 0;
   return o->steps > 0 && o->tp > 0 && o->batch > 0;
 }
 
@@ -107,13 +78,10 @@ int main(int argc, char **argv)
   CHECK(gaaw_config_create(&cfg));
   CHECK(gaaw_config_set(cfg, "backend", "host"));
   CHECK(gaaw_config_set_int(cfg, "tp", o.tp));
-  CHECK(gaaw_config_parse_args(cfg, &argc, argv));
-  if (argc > 1) {
-    if (rank == 0) fprintf(stderr, "train_gpt bench: unknown argument '%s'\n", argv[1]);
+  if (bench_gaaw_start("train_gpt bench", cfg, &argc, argv, &ctx)) {
     MPI_Finalize();
     return 2;
   }
-  CHECK(gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
   int dp, pp, tp, dp_rank, pp_rank, tp_rank;
   CHECK(gaaw_topology_sizes(ctx, &dp, &pp, &tp));
   CHECK(gaaw_topology_coords(ctx, &dp_rank, &pp_rank, &tp_rank));

@@ -42,20 +42,8 @@ if [ ! -x "$GAAW_BIN" ]; then
   exit 2
 fi
 
-# Runs a side and prints its result line; a launch that yields none (a crash) is
-# retried once, loudly.
-measure() {
-  local tag=$1 out
-  shift
-  for attempt in 1 2; do
-    if out=$("$@" | grep "^$tag"); then
-      echo "$out"
-      return 0
-    fi
-    echo "train_gpt.sh: '$*' gave no $tag line (attempt $attempt)" >&2
-  done
-  return 1
-}
+# shellcheck source=bench/bench_util.sh
+. "$here/bench_util.sh"
 # The machine's GEMM ceiling, measured first (empty without CBLAS).
 GEMM_BIN=${GEMM_BIN:-./bench/gemm}
 peak=""
@@ -65,10 +53,6 @@ if [ -x "$GEMM_BIN" ]; then
   echo "# sgemm peak on $THREADS threads: ${peak:-unknown} GFLOP/s" >&2
 fi
 
-# key=value lookup in a result line
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
-# median of the arguments
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 
 for mode in $MODES; do
   case $mode in

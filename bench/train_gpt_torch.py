@@ -19,17 +19,16 @@ cpu_s_per_step the user + system time of every thread of every process over the 
 steps (resource.getrusage, summed over ranks) / K."""
 import argparse
 import math
-import os
 import resource
-import socket
 import sys
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_peer import finish, join_group, run_processes
 
 VOCAB, SEQ, LAYERS, HEADS, DIM = 256, 128, 4, 4, 256
 
@@ -111,9 +110,7 @@ def run(rank, args, port, queue):
     torch.manual_seed(1337)
     distributed = args.mode != "plain"
     if distributed:
-        os.environ["MASTER_ADDR"] = "127.0.0.1"
-        os.environ["MASTER_PORT"] = str(port)
-        dist.init_process_group("gloo", rank=rank, world_size=args.nproc)
+        join_group(rank, args.nproc, port)
     model = GPT()
     opt_args = dict(lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
     if distributed:
@@ -143,17 +140,7 @@ def run(rank, args, port, queue):
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         dist.all_reduce(cpu, op=dist.ReduceOp.SUM)
         times = torch.tensor([slowest[0].item(), cpu[1].item()], dtype=torch.float64)
-    if rank == 0:
-        queue.put((times[0].item(), times[1].item(), loss_first, loss.item()))
-    if distributed:
-        dist.barrier()
-        dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    finish(rank, distributed, queue, (times[0].item(), times[1].item(), loss_first, loss.item()))
 
 
 def main():
@@ -167,21 +154,7 @@ def main():
     args = ap.parse_args()
     if args.mode == "plain":
         args.nproc = 1
-    ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
-    if args.nproc == 1 and args.mode == "plain":
-        run(0, args, 0, queue)
-    else:
-        try:
-            mp.start_processes(run, args=(args, free_port(), queue), nprocs=args.nproc, start_method="spawn")
-        except mp.ProcessExitedException as e:
-            # torch 1.13 + gloo now and then aborts a process at teardown ("terminate
-            # called without an active exception"), after the timed steps: keep the
-            # figures rank 0 sent if there are any, and say so
-            if queue.empty():
-                raise
-            print(f"train_gpt_torch.py: a process failed after the measurement: {e}", file=sys.stderr)
-    elapsed, cpu, loss_first, loss_last = queue.get()
+    elapsed, cpu, loss_first, loss_last = run_processes(run, args, args.nproc, args.mode != "plain")
     step_s = elapsed / args.steps
     tokens = args.nproc * args.batch * SEQ
     print(f"train_gpt_torch np={args.nproc} mode={args.mode} batch={args.batch} seq={SEQ} steps={args.steps} "

@@ -81,14 +81,19 @@ static void print_header(trainer *t)
   int64_t params = 0, local = 0;
   gaaw_backend_name(t->ctx, &backend);
   gaaw_model_num_params(t->model, &params, &local);
-  printf("gaaw-train: world %d = dp %d x tp %d, backend %s, ZeRO %ld, %s\n", world_size, t->dp, t->tp, backend,
-         o->zero, o->optimizer);
+  if (t->pp > 1)
+    printf("gaaw-train: world %d = dp %d x pp %d x tp %d, backend %s, ZeRO %ld, %s\n", world_size, t->dp, t->pp,
+           t->tp, backend, o->zero, o->optimizer);
+  else
+    printf("gaaw-train: world %d = dp %d x tp %d, backend %s, ZeRO %ld, %s\n", world_size, t->dp, t->tp, backend,
+           o->zero, o->optimizer);
   printf("model: GPT %ld layers, %ld heads, dim %ld, seq %ld, vocab %ld, %s, %.3f M parameters\n", o->layers,
          o->heads, o->dim, o->seq, o->vocab, o->dtype, (double)params / 1e6);
   printf("steps %ld x (%ld microbatch%s x %ld sequences x dp %d) = %.0f tokens per step, lr %g (warmup %ld, "
          "cosine to %g), clip %g, seed %ld\n",
-         o->steps, o->accum, o->accum == 1 ? "" : "es", o->batch, t->dp,
-         (double)o->accum * (double)o->batch * (double)o->seq * t->dp, o->lr, o->warmup, o->min_lr, o->clip, o->seed);
+         o->steps, o->accum * t->microbatches, o->accum * t->microbatches == 1 ? "" : "es", o->batch, t->dp,
+         (double)o->accum * t->microbatches * (double)o->batch * (double)o->seq * t->dp, o->lr, o->warmup, o->min_lr,
+         o->clip, o->seed);
   fflush(stdout);
 }
 
@@ -104,6 +109,11 @@ static void train_loop(trainer *t, FILE *metrics)
 {
   const train_options *o = t->opts;
   train_report r = {.metrics = metrics, .steps = o->steps};
+  double *ranks = malloc(sizeof(double) * 2 * (size_t)world_size);
+  if (!ranks) {
+    snprintf(t->err, sizeof t->err, "cannot allocate the per-rank figures of %d ranks", world_size);
+    abort_run(t);
+  }
   float val = 0;
   if (trainer_eval(t, &val)) abort_run(t);
   if (world_rank == 0) report_eval(&r, 0, val);
@@ -114,11 +124,17 @@ static void train_loop(trainer *t, FILE *metrics)
     double start = MPI_Wtime();
     if (trainer_step(t, step, &s.loss)) abort_run(t);
     s.ms = (MPI_Wtime() - start) * 1000;
-    s.tokens = (double)o->accum * o->batch * o->seq * t->dp;
+    s.tokens = (double)o->accum * t->microbatches * o->batch * o->seq * t->dp;
     if (gaaw_optimizer_stats(t->opt, &stats) || gaaw_optimizer_memory(t->opt, &s.params_bytes, &s.grads_bytes, &s.optimizer_bytes) ||
         gaaw_memory_usage(t->ctx, GAAW_MEM_ACTIVATIONS, &current, &s.activation_peak)) {
       snprintf(t->err, sizeof t->err, "reading the step's statistics failed:\n%s", gaaw_last_error(t->ctx));
       abort_run(t);
+    }
+    if (t->pp > 1) { /* every rank's measured bubble and activation peak, for rank 0's line */
+      double mine[2] = {t->busy > 0 ? t->idle / t->busy : 0, (double)s.activation_peak};
+      MPI_Gather(mine, 2, MPI_DOUBLE, ranks, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+      s.ranks = world_size;
+      s.rank_figures = ranks;
     }
     int have_val = step == o->steps || (o->eval_every > 0 && step % o->eval_every == 0);
     if (world_rank == 0) report_step(&r, &s);
@@ -140,6 +156,7 @@ static void train_loop(trainer *t, FILE *metrics)
     free(text);
   }
   if (world_rank == 0) report_summary(&r);
+  free(ranks);
 }
 
 static int train(gaaw_config_t cfg, const train_options *o, const train_data *data, FILE *metrics)

@@ -34,6 +34,11 @@ AC_DEFUN([GAAW_CHECK_MPI], [
   AS_IF([test -n "$gaaw_dir_mpi"],
     [AS_IF([test -x "$gaaw_dir_mpi/bin/mpicc"], [gaaw_mpicc="$gaaw_dir_mpi/bin/mpicc"],
            [MPI_CFLAGS="${MPI_CFLAGS:--I$gaaw_dir_mpi/include}"; MPI_LIBS="${MPI_LIBS:--L$gaaw_dir_mpi/lib -lmpi}"])])
+  dnl MPICC names the wrapper of the chosen MPI (mpicc.openmpi next to MPICH): it wins
+  dnl over pkg-config, whose `mpi` is whichever MPI the system made the default.
+  AS_IF([test -z "$MPI_LIBS" && test -z "$gaaw_mpicc" && test -n "$MPICC"], [
+    gaaw_mpicc=`command -v "$MPICC" 2>/dev/null`
+    AS_IF([test -z "$gaaw_mpicc"], [AC_MSG_ERROR([MPICC=$MPICC is not an executable (a path, or a name in PATH)])])])
   AS_IF([test -z "$MPI_LIBS" && test -z "$gaaw_mpicc"], [
     for gaaw_pc in mpi mpich ompi-c; do
       AS_IF([$PKG_CONFIG --exists $gaaw_pc 2>/dev/null], [
@@ -53,13 +58,24 @@ AC_DEFUN([GAAW_CHECK_MPI], [
         [AC_MSG_ERROR([cannot compile and link an MPI program (MPI_CFLAGS='$MPI_CFLAGS' MPI_LIBS='$MPI_LIBS'). Install MPICH (Debian: apt-get install mpich libmpich-dev), or pass --with-mpi=DIR or MPI_CFLAGS/MPI_LIBS.])])
   AC_ARG_VAR([MPI_CFLAGS], [C compiler flags for MPI])
   AC_ARG_VAR([MPI_LIBS], [linker flags for MPI])
-  AC_ARG_VAR([MPIEXEC], [MPI launcher used by the tests])
+  AC_ARG_VAR([MPICC], [the MPI C wrapper whose flags to use (for example mpicc.openmpi); also what the install tests and gaawConfig.cmake compile MPI programs with])
+  AC_ARG_VAR([MPIEXEC], [MPI launcher used by the tests (default: the one beside MPICC)])
+  dnl The launcher of the same MPI: beside the wrapper, with its suffix
+  dnl (mpicc.openmpi -> mpiexec.openmpi), else mpiexec in PATH.
+  gaaw_mpiexec_beside=
+  AS_CASE([`basename "$gaaw_mpicc" 2>/dev/null`], [mpicc*],
+    [gaaw_mpiexec_beside=`dirname "$gaaw_mpicc"`/mpiexec`basename "$gaaw_mpicc" | sed 's/^mpicc//'`])
   AS_IF([test -z "$MPIEXEC"], [
     AS_IF([test -n "$gaaw_dir_mpi" && test -x "$gaaw_dir_mpi/bin/mpiexec"], [MPIEXEC="$gaaw_dir_mpi/bin/mpiexec"],
+          [test -n "$gaaw_mpiexec_beside" && test -x "$gaaw_mpiexec_beside"], [MPIEXEC=$gaaw_mpiexec_beside],
           [AC_PATH_PROGS([MPIEXEC], [mpiexec mpirun], [])])])
+  dnl Programs built against the installed gaaw (make installcheck, gaawConfig.cmake's
+  dnl hint to FindMPI) use the wrapper of the same MPI.
+  AS_IF([test -n "$gaaw_mpicc"], [MPICC=$gaaw_mpicc], [AC_PATH_PROG([MPICC], [mpicc], [])])
   AS_IF([test -z "$MPIEXEC"], [AC_MSG_WARN([no mpiexec found: MPI tests will be skipped])])
   AC_SUBST([MPI_CFLAGS])
   AC_SUBST([MPI_LIBS])
+  AC_SUBST([MPICC])
 ])
 
 # ---------------------------------------------------------------- BLAS
@@ -223,16 +239,43 @@ AC_DEFUN([GAAW_CHECK_FORTRAN], [
     AS_IF([test "x$gaaw_have_fortran" = xno && test "x$enable_fortran" = xyes],
           [AC_MSG_ERROR([--enable-fortran was given but no Fortran 2003 compiler with iso_c_binding works. Install one (Debian: apt-get install gfortran).])])
   ])
+  MPI_FCFLAGS=; MPI_FCLIBS=; gaaw_fc_mpi=no; gaaw_fortran_summary=no
   AS_IF([test "x$gaaw_have_fortran" = xyes], [
+    dnl The Fortran runtime: libgaaw and the Fortran tests are linked by the C
+    dnl compiler (whose OpenMP runtime the C objects need) with these libraries.
+    AC_FC_LIBRARY_LDFLAGS
     dnl Does the Fortran compiler know `use mpi` (needed only by the Fortran tests)?
     AC_LANG_PUSH([Fortran])
     AC_LINK_IFELSE([AC_LANG_PROGRAM([], [[      use mpi
       integer :: ierr
       call MPI_Init(ierr)
-      call MPI_Finalize(ierr)]])], [gaaw_fc_mpi=yes], [gaaw_fc_mpi=no])
+      call MPI_Finalize(ierr)]])], [gaaw_fc_mpi=yes], [])
+    dnl If not (a compiler other than the one MPI was built with, such as flang-new
+    dnl next to Debian's gfortran-built MPICH: mpi.mod is compiler-specific), the
+    dnl tests' `use mpi` gets a module made of the compiler-neutral mpif.h, found
+    dnl beside mpi.h, with the MPI's Fortran binding library (MPICH's mpifort or
+    dnl mpichfort, Open MPI's mpi_mpifh).
+    AS_IF([test "x$gaaw_fc_mpi" = xno], [
+      gaaw_save_FCFLAGS=$FCFLAGS; gaaw_save_LIBS=$LIBS
+      for gaaw_lib in mpifort mpichfort mpi_mpifh; do
+        FCFLAGS="$gaaw_save_FCFLAGS `echo " $MPI_CFLAGS" | sed 's/ -[[^I]][[^ ]]*//g'`"
+        LIBS="-l$gaaw_lib $MPI_LIBS $gaaw_save_LIBS"
+        AC_LINK_IFELSE([AC_LANG_PROGRAM([], [[      implicit none
+      include 'mpif.h'
+      integer :: ierr
+      call MPI_Init(ierr)
+      call MPI_Finalize(ierr)]])], [gaaw_fc_mpi=mpif.h
+          MPI_FCFLAGS=`echo " $MPI_CFLAGS" | sed 's/ -[[^I]][[^ ]]*//g'`; MPI_FCLIBS="-l$gaaw_lib"; break], [])
+      done
+      FCFLAGS=$gaaw_save_FCFLAGS; LIBS=$gaaw_save_LIBS])
     AC_LANG_POP([Fortran])
-    gaaw_fortran_summary="yes  $FC (use mpi in tests: $gaaw_fc_mpi)"],
-    [gaaw_fc_mpi=no; gaaw_fortran_summary=no])
+    AS_CASE([$gaaw_fc_mpi],
+      [yes], [gaaw_fortran_summary="yes  $FC (tests: use mpi)"],
+      [mpif.h], [gaaw_fortran_summary="yes  $FC (tests: use mpi through a module made of mpif.h, $MPI_FCLIBS)"],
+      [gaaw_fortran_summary="yes  $FC (no MPI for Fortran: the Fortran tests are not built)"])])
+  AC_SUBST([MPI_FCFLAGS])
+  AC_SUBST([MPI_FCLIBS])
   AM_CONDITIONAL([ENABLE_FORTRAN], [test "x$gaaw_have_fortran" = xyes])
-  AM_CONDITIONAL([FORTRAN_MPI], [test "x$gaaw_fc_mpi" = xyes])
+  AM_CONDITIONAL([FORTRAN_MPI], [test "x$gaaw_fc_mpi" != xno])
+  AM_CONDITIONAL([FORTRAN_MPIF_H], [test "x$gaaw_fc_mpi" = xmpif.h])
 ])

@@ -189,9 +189,10 @@ static gaaw_status_t head_backward_body(gaaw_model_t m, gaaw_layer *l, gaaw_fram
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(N, m->vocab_valid_local), &dlogits));
   GAAW_CHECK(gaaw_cross_entropy_backward(ctx, &sv[HS_LOGITS], &sv[HS_MAX], &sv[HS_SUMEXP], &f->targets,
                                          vocab_start(m), dloss, dlogits));
-  gaaw_tensor_t w = valid_rows(m, gaaw_layer_param(m, l, H_LM)), dw = valid_rows(m, gaaw_layer_grad(m, l, H_LM));
+  gaaw_tensor_t w = valid_rows(m, gaaw_layer_param(m, l, H_LM));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(N, C), &dhg));
-  GAAW_CHECK(gaaw_linear_backward(ctx, dlogits, hg, &w, dhg, &dw, NULL));
+  /* the weight gradient, real vocabulary rows only (W's with a split backward) */
+  GAAW_CHECK(gaaw_layer_linear_backward(m, l, f, dlogits, hg, &w, dhg, H_LM, m->vocab_valid_local, -1));
   /* conjugate of copy_to_tp (or of gather_from_sequence) */
   if (sequence_parallel(m)) {
     GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(local_rows(m, f), C), &dh));
@@ -275,17 +276,23 @@ static int gpt_fields(const void *cfg, gaaw_field *f)
   return n;
 }
 
+/* Marks slot k's parameter as having a partial gradient (when this stage holds it). */
+static void mark_partial(gaaw_model_t m, gaaw_layer *l, int k, int partial)
+{
+  if (l->params[k] >= 0) m->params.items[l->params[k]].grad_is_partial = partial;
+}
+
 static gaaw_status_t add_norm(gaaw_model_t m, gaaw_layer *l, int slot_w, int slot_b, const char *prefix)
 {
   char name[GAAW_PARAM_NAME_MAX];
   int partial = sequence_parallel(m);
   snprintf(name, sizeof name, "%s.weight", prefix);
   GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param(m, l, slot_w, name, 1, m->gpt.dim, 0, -1, 1, GAAW_INIT_CONSTANT, 1.0f));
-  m->params.items[l->params[slot_w]].grad_is_partial = partial;
+  mark_partial(m, l, slot_w, partial);
   if (m->gpt.norm == GAAW_NORM_LAYERNORM) {
     snprintf(name, sizeof name, "%s.bias", prefix);
     GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param(m, l, slot_b, name, 1, m->gpt.dim, 0, -1, 1, GAAW_INIT_CONSTANT, 0.0f));
-    m->params.items[l->params[slot_b]].grad_is_partial = partial;
+    mark_partial(m, l, slot_b, partial);
   }
   return GAAW_SUCCESS;
 }
@@ -307,15 +314,34 @@ static gaaw_status_t add_block(gaaw_model_t m, gaaw_layer *l, int i)
   GAAW_CHECK(gaaw_model_add_param(m, l, 3, NAME("attn.c_attn.bias"), 1, 3 * C, 0, 0, 3, GAAW_INIT_CONSTANT, 0));
   GAAW_CHECK(gaaw_model_add_param(m, l, 4, NAME("attn.c_proj.weight"), 2, C, C, 1, 1, GAAW_INIT_NORMAL, residual_std));
   GAAW_CHECK(gaaw_model_add_param(m, l, 5, NAME("attn.c_proj.bias"), 1, C, 0, -1, 1, GAAW_INIT_CONSTANT, 0));
-  m->params.items[l->params[5]].grad_is_partial = sequence_parallel(m);
+  mark_partial(m, l, 5, sequence_parallel(m));
   snprintf(name, sizeof name, "%s.ln_2", p);
   GAAW_CHECK(add_norm(m, l, 6, 7, name));
   GAAW_CHECK(gaaw_model_add_param(m, l, 8, NAME("mlp.c_fc.weight"), 2, Fu, C, 0, fu_blocks, GAAW_INIT_NORMAL, std));
   GAAW_CHECK(gaaw_model_add_param(m, l, 9, NAME("mlp.c_fc.bias"), 1, Fu, 0, 0, fu_blocks, GAAW_INIT_CONSTANT, 0));
   GAAW_CHECK(gaaw_model_add_param(m, l, 10, NAME("mlp.c_proj.weight"), 2, C, F, 1, 1, GAAW_INIT_NORMAL, residual_std));
   GAAW_CHECK(gaaw_model_add_param(m, l, 11, NAME("mlp.c_proj.bias"), 1, C, 0, -1, 1, GAAW_INIT_CONSTANT, 0));
-  m->params.items[l->params[11]].grad_is_partial = sequence_parallel(m);
+  mark_partial(m, l, 11, sequence_parallel(m));
 #undef NAME
+  return GAAW_SUCCESS;
+}
+
+/* Pipeline stages over embedding, blocks and head, balanced by forward FLOPs per
+ * token: a block's four projections and MLP (24 C^2 with ffn 4C) and attention
+ * (4 T C), the head's 2 C V; the embedding's lookup is nearly free. */
+static gaaw_status_t plan_gpt_stages(gaaw_model_t m)
+{
+  const gaaw_gpt_config_t *g = &m->gpt;
+  int n = g->layers + 2;
+  double C = g->dim, F = g->ffn, T = g->max_seq, V = g->vocab;
+  double *cost = malloc(sizeof(double) * (size_t)n);
+  if (!cost) GAAW_FAIL(m->ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d layer costs", n);
+  cost[0] = 2 * C;
+  for (int i = 1; i <= g->layers; i++) cost[i] = 8 * C * C + 4 * C * F + 4 * T * C;
+  cost[n - 1] = 2 * C * V;
+  gaaw_status_t st = gaaw_model_plan_stages(m, n, 1, 1, cost);
+  free(cost);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(m->ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
 
@@ -327,22 +353,32 @@ static gaaw_status_t build_gpt(gaaw_model_t m)
   m->vocab_local = ((int64_t)g->vocab + m->tp_size - 1) / m->tp_size;
   int64_t valid = g->vocab - m->tp_rank * m->vocab_local;
   m->vocab_valid_local = valid < m->vocab_local ? valid : m->vocab_local;
+  GAAW_CHECK(plan_gpt_stages(m));
 
   GAAW_CHECK(gaaw_model_add_layer(m, &gaaw_gpt_embedding_ops, &l));
   GAAW_CHECK(gaaw_model_add_param(m, l, E_WTE, "wte.weight", 2, g->vocab, g->dim, 0, 1, GAAW_INIT_NORMAL, 0.02f));
   GAAW_CHECK(gaaw_model_add_param(m, l, E_WPE, "wpe.weight", 2, g->max_seq, g->dim, -1, 1, GAAW_INIT_NORMAL, 0.02f));
-  m->params.items[l->params[E_WPE]].grad_is_partial = sequence_parallel(m);
+  mark_partial(m, l, E_WPE, sequence_parallel(m));
   int wte = l->params[E_WTE];
   for (int i = 0; i < g->layers; i++) {
     GAAW_CHECK(gaaw_model_add_layer(m, &gaaw_gpt_block_ops, &l));
+    l->in_features = g->dim;
     GAAW_CHECK(add_block(m, l, i));
   }
   GAAW_CHECK(gaaw_model_add_layer(m, &gaaw_gpt_head_ops, &l));
+  l->in_features = g->dim;
   GAAW_CHECK(add_norm(m, l, H_LNF_W, H_LNF_B, "ln_f"));
-  if (g->tied_embeddings)
-    l->params[H_LM] = wte;
-  else
+  if (g->tied_embeddings && wte >= 0) {
+    l->params[H_LM] = wte; /* the embedding is on this rank too */
+  } else if (g->tied_embeddings) {
+    /* the first stage holds the embedding: the head keeps its own copy of wte,
+     * initialised alike, whose gradient the optimizer sums with the first's */
+    GAAW_CHECK(gaaw_model_add_param(m, l, H_LM, "wte.weight", 2, g->vocab, g->dim, 0, 1, GAAW_INIT_NORMAL, 0.02f));
+    if (l->params[H_LM] >= 0) m->params.items[l->params[H_LM]].tied_peer = gaaw_model_layer_rank(m, 0);
+  } else
     GAAW_CHECK(gaaw_model_add_param(m, l, H_LM, "lm_head.weight", 2, g->vocab, g->dim, 0, 1, GAAW_INIT_NORMAL, 0.02f));
+  if (wte >= 0 && g->tied_embeddings && !gaaw_model_owns_layer(m, m->nlayers - 1))
+    m->params.items[wte].tied_peer = gaaw_model_layer_rank(m, m->nlayers - 1);
   GAAW_CHECK(gaaw_model_finish(m, g->seed));
   return GAAW_SUCCESS;
 }

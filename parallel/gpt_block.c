@@ -214,12 +214,12 @@ static gaaw_status_t mlp_backward(gaaw_model_t m, gaaw_layer *l, const block_dim
   GAAW_CHECK(gaaw_bias_backward(ctx, dout, GRAD(P_FC2_B)));
   GAAW_CHECK(enter_tp_backward(m, d, s, dout, &dz));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->Fl), &da));
-  GAAW_CHECK(gaaw_linear_backward(ctx, dz, &sv[S_A], PARAM(P_FC2_W), da, GRAD(P_FC2_W), NULL));
+  GAAW_CHECK(gaaw_layer_linear_backward(m, l, d->f, dz, &sv[S_A], PARAM(P_FC2_W), da, P_FC2_W, -1, -1));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(d->N, d->Fu), &du));
   GAAW_CHECK(m->gpt.activation == GAAW_ACT_SWIGLU ? gaaw_swiglu_backward(ctx, da, &sv[S_U], du)
                                                    : gaaw_gelu_backward(ctx, da, &sv[S_U], du));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &dh2g));
-  GAAW_CHECK(gaaw_linear_backward(ctx, du, h2g, PARAM(P_FC_W), dh2g, GRAD(P_FC_W), GRAD(P_FC_B)));
+  GAAW_CHECK(gaaw_layer_linear_backward(m, l, d->f, du, h2g, PARAM(P_FC_W), dh2g, P_FC_W, -1, P_FC_B));
   GAAW_CHECK(leave_tp_backward(m, d, s, dh2g, &dh2));
   GAAW_CHECK(gaaw_norm_backward(ctx, m->gpt.norm, dh2, &sv[S_X2], PARAM(P_LN2_W), &sv[S_MEAN2], &sv[S_RSTD2], dx2,
                                 GRAD(P_LN2_W), NORM_BIAS_GRAD(P_LN2_B)));
@@ -249,7 +249,7 @@ static gaaw_status_t attention_backward(gaaw_model_t m, gaaw_layer *l, const blo
   GAAW_CHECK(gaaw_bias_backward(ctx, dx2, GRAD(P_PROJ_B)));
   GAAW_CHECK(enter_tp_backward(m, d, s, dx2, &dy));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->Cl), &datt));
-  GAAW_CHECK(gaaw_linear_backward(ctx, dy, &sv[S_ATT], PARAM(P_PROJ_W), datt, GRAD(P_PROJ_W), NULL));
+  GAAW_CHECK(gaaw_layer_linear_backward(m, l, d->f, dy, &sv[S_ATT], PARAM(P_PROJ_W), datt, P_PROJ_W, -1, -1));
   /* (B, T, Hl, D) -> (B, Hl, T, D) */
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B, d->Hl, d->T, d->D), &dheads));
   gaaw_tensor_t in = as4(datt, d->B, d->T, d->Hl, d->D);
@@ -269,7 +269,7 @@ static gaaw_status_t attention_backward(gaaw_model_t m, gaaw_layer *l, const blo
   gaaw_tensor_t out4 = as4(dqkv, d->B, d->T, 3 * d->Hl, d->D);
   GAAW_CHECK(gaaw_permute_0213(ctx, &in, &out4));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &dh1g));
-  GAAW_CHECK(gaaw_linear_backward(ctx, dqkv, h1g, PARAM(P_ATTN_W), dh1g, GRAD(P_ATTN_W), GRAD(P_ATTN_B)));
+  GAAW_CHECK(gaaw_layer_linear_backward(m, l, d->f, dqkv, h1g, PARAM(P_ATTN_W), dh1g, P_ATTN_W, -1, P_ATTN_B));
   GAAW_CHECK(leave_tp_backward(m, d, s, dh1g, &dh1));
   GAAW_CHECK(gaaw_norm_backward(ctx, m->gpt.norm, dh1, x, PARAM(P_LN1_W), &sv[S_MEAN1], &sv[S_RSTD1], dx,
                                 GRAD(P_LN1_W), NORM_BIAS_GRAD(P_LN1_B)));

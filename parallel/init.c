@@ -3,14 +3,20 @@
 #include "backends/runtime/config_impl.h"
 #include "backends/runtime/log.h"
 #include "backends/runtime/runtime.h"
+#include "parallel/schedule.h"
+#include "parallel/stages.h"
 #include "parallel/topology_impl.h"
 
-/* What this rank can check alone: options that gaaw does not support yet. */
-static gaaw_status_t check_supported(gaaw_context_t ctx)
+/* What this rank can check alone: the pipeline options (a schedule that takes
+ * this pp, microbatches and virtual_stages, a well-formed pp_layout). */
+static gaaw_status_t check_pipeline(gaaw_context_t ctx)
 {
-  int64_t pp = gaaw_ctx_int(ctx, "pp");
-  GAAW_ARG_CHECK(ctx, pp == 1, "option pp = %lld: pipeline parallelism is not built yet, pp must be 1",
-                 (long long)pp);
+  int pp = (int)gaaw_ctx_int(ctx, "pp"), m = (int)gaaw_ctx_int(ctx, "microbatches");
+  int v = (int)gaaw_ctx_int(ctx, "virtual_stages");
+  gaaw_sched_kind_t kind;
+  GAAW_CHECK(gaaw_sched_kind_parse(ctx, gaaw_ctx_string(ctx, "pp_schedule"), &kind));
+  GAAW_CHECK(gaaw_sched_check(ctx, kind, pp, m, v));
+  GAAW_CHECK(gaaw_stages_check_text(ctx, gaaw_ctx_string(ctx, "pp_layout"), pp, v));
   return GAAW_SUCCESS;
 }
 
@@ -28,6 +34,10 @@ static gaaw_status_t agree_on_options(gaaw_context_t ctx, gaaw_status_t local)
     GAAW_FIELD_INT("allreduce_ring_bytes", gaaw_ctx_int(ctx, "allreduce_ring_bytes")),
     GAAW_FIELD_INT("nccl", gaaw_ctx_bool(ctx, "nccl")),
     GAAW_FIELD_REAL("comm_timeout", ctx->comm_timeout),
+    GAAW_FIELD_INT("microbatches", gaaw_ctx_int(ctx, "microbatches")),
+    GAAW_FIELD_TEXT("pp_schedule", gaaw_ctx_string(ctx, "pp_schedule")),
+    GAAW_FIELD_INT("virtual_stages", gaaw_ctx_int(ctx, "virtual_stages")),
+    GAAW_FIELD_TEXT("pp_layout", gaaw_ctx_string(ctx, "pp_layout")),
     GAAW_FIELD_NAMED("recompute", gaaw_recompute_parse(gaaw_ctx_string(ctx, "recompute")),
                      gaaw_ctx_string(ctx, "recompute")),
   };
@@ -43,7 +53,7 @@ gaaw_status_t gaaw_init_version(MPI_Comm comm, gaaw_config_t cfg, gaaw_context_t
   GAAW_CHECK_CTX(NULL, gaaw_runtime_open(comm, cfg, header_version, &ctx));
   /* Planning is local and depends only on options and sizes; a rank whose options
    * are wrong or differ fails here, and the agreement makes every rank fail with it. */
-  gaaw_status_t st = check_supported(ctx);
+  gaaw_status_t st = check_pipeline(ctx);
   if (st == GAAW_SUCCESS) st = gaaw_topology_plan(ctx, ctx->size, ctx->rank, &ctx->topo);
   st = agree_on_options(ctx, st);
   if (st == GAAW_SUCCESS) st = gaaw_agree_world(ctx, gaaw_topology_build(ctx), "building the topology", NULL, 0);

@@ -10,12 +10,17 @@ gaaw_status_t gaaw_linear_forward(gaaw_context_t ctx, const gaaw_tensor_t *x, co
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_linear_backward(gaaw_context_t ctx, const gaaw_tensor_t *dy, const gaaw_tensor_t *x,
-                                   const gaaw_tensor_t *w, gaaw_tensor_t *dx, gaaw_tensor_t *dw,
-                                   gaaw_tensor_t *db)
+gaaw_status_t gaaw_linear_backward_input(gaaw_context_t ctx, const gaaw_tensor_t *dy, const gaaw_tensor_t *w,
+                                         gaaw_tensor_t *dx)
+{
+  if (dx) GAAW_CHECK(gaaw_gemm(ctx, GAAW_OP_N, GAAW_OP_N, 1.0f, dy, w, 0.0f, dx));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_linear_backward_weight(gaaw_context_t ctx, const gaaw_tensor_t *dy, const gaaw_tensor_t *x,
+                                          gaaw_tensor_t *dw, gaaw_tensor_t *db)
 {
   GAAW_CHECK(gaaw_gemm(ctx, GAAW_OP_T, GAAW_OP_N, 1.0f, dy, x, 1.0f, dw));
   if (db) GAAW_CHECK(gaaw_bias_backward(ctx, dy, db));
-  if (dx) GAAW_CHECK(gaaw_gemm(ctx, GAAW_OP_N, GAAW_OP_N, 1.0f, dy, w, 0.0f, dx));
   return GAAW_SUCCESS;
 }

@@ -148,6 +148,19 @@ const char *gaaw_activation_name(gaaw_activation_t activation)
   case GAAW_ACT_GELU: return "gelu";
   case GAAW_ACT_SWIGLU: return "swiglu";
   case GAAW_ACT_NONE: return "none";
+  case GAAW_ACT_RELU: return "relu";
+  case GAAW_ACT_TANH: return "tanh";
+  case GAAW_ACT_SILU: return "silu";
+  }
+  return "invalid";
+}
+
+const char *gaaw_loss_name(gaaw_loss_t loss)
+{
+  switch (loss) {
+  case GAAW_LOSS_MSE: return "mse";
+  case GAAW_LOSS_L1: return "l1";
+  case GAAW_LOSS_HUBER: return "huber";
   }
   return "invalid";
 }
@@ -165,9 +178,16 @@ gaaw_status_t gaaw_model_begin(gaaw_context_t ctx, gaaw_model_kind kind, gaaw_dt
   m->dtype = m->params.dtype = dtype;
   m->loss_scale = 1.0f;
   m->recompute = (gaaw_recompute_mode)gaaw_recompute_parse(gaaw_ctx_string(ctx, "recompute")); /* checked at init */
-  gaaw_status_t st = gaaw_topology_comm(ctx, GAAW_GROUP_TP, &m->tp);
+  m->chunks = (int)gaaw_ctx_int(ctx, "virtual_stages");
+  m->default_microbatches = (int)gaaw_ctx_int(ctx, "microbatches");
+  gaaw_sched_kind_t sched = GAAW_SCHED_1F1B;
+  gaaw_status_t st = gaaw_sched_kind_parse(ctx, gaaw_ctx_string(ctx, "pp_schedule"), &sched); /* checked at init */
+  m->pp_kind = sched;
+  if (st == GAAW_SUCCESS) st = gaaw_topology_comm(ctx, GAAW_GROUP_TP, &m->tp);
   if (st == GAAW_SUCCESS) st = gaaw_topology_comm(ctx, GAAW_GROUP_WORLD, &m->world);
+  if (st == GAAW_SUCCESS) st = gaaw_topology_comm(ctx, GAAW_GROUP_PP, &m->pp);
   if (st == GAAW_SUCCESS) st = gaaw_topology_group_rank(ctx, GAAW_GROUP_TP, &m->tp_rank, &m->tp_size);
+  if (st == GAAW_SUCCESS) st = gaaw_topology_group_rank(ctx, GAAW_GROUP_PP, &m->pp_rank, &m->pp_size);
   if (st == GAAW_SUCCESS) st = gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, NULL, &m->dp_size);
   if (st != GAAW_SUCCESS) {
     free(m);
@@ -228,12 +248,77 @@ gaaw_status_t gaaw_model_add_layer(gaaw_model_t m, const gaaw_layer_ops *ops, ga
   return GAAW_SUCCESS;
 }
 
+/* ---------------------------------------------------------------- stages */
+
+gaaw_status_t gaaw_model_plan_stages(gaaw_model_t m, int nlayers, int lead, int tail, const double *cost)
+{
+  GAAW_CHECK_CTX(m->ctx, gaaw_stages_plan(m->ctx, nlayers, lead, tail, cost, m->pp_size, m->chunks,
+                                          gaaw_ctx_string(m->ctx, "pp_layout"), &m->stages));
+  return GAAW_SUCCESS;
+}
+
+int gaaw_model_layer_rank(gaaw_model_t m, int i)
+{
+  if (!m->stages.count) return m->pp_rank; /* not planned: a one-stage model */
+  return gaaw_stages_of_layer(&m->stages, i) % m->pp_size;
+}
+
+int gaaw_model_owns_layer(gaaw_model_t m, int i)
+{
+  return gaaw_model_layer_rank(m, i) == m->pp_rank;
+}
+
+int gaaw_model_chunk_stage(gaaw_model_t m, int c, int *lo, int *hi)
+{
+  int vs = c * m->pp_size + m->pp_rank;
+  *lo = m->stages.lo[vs];
+  *hi = m->stages.hi[vs];
+  return vs;
+}
+
+void gaaw_model_boundary_shape(gaaw_model_t m, const gaaw_frame *f, int i, int64_t shape[2])
+{
+  int sp = m->kind == GAAW_MODEL_GPT && m->gpt.sequence_parallel && m->tp_size > 1;
+  shape[0] = sp ? f->rows / m->tp_size : f->rows;
+  shape[1] = m->layers[i].in_features;
+}
+
+/* Records a parameter of the whole model (once: a tied weight's second
+ * declaration is its copy on another stage). */
+static gaaw_status_t catalog_add(gaaw_model_t m, const char *name, int ndim, const int64_t *shape, int stage)
+{
+  gaaw_context_t ctx = m->ctx;
+  for (int i = 0; i < m->ncatalog; i++)
+    if (strcmp(m->catalog[i].name, name) == 0) return GAAW_SUCCESS;
+  GAAW_ARG_CHECK(ctx, strlen(name) < GAAW_PARAM_NAME_MAX, "parameter name '%s' is too long", name);
+  gaaw_param_entry *grown = realloc(m->catalog, (size_t)(m->ncatalog + 1) * sizeof *grown);
+  if (!grown) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot grow the parameter catalog");
+  m->catalog = grown;
+  gaaw_param_entry *e = &grown[m->ncatalog++];
+  memset(e, 0, sizeof *e);
+  strcpy(e->name, name);
+  e->ndim = ndim;
+  e->shape[0] = shape[0];
+  e->shape[1] = ndim == 2 ? shape[1] : 1;
+  e->stage = stage;
+  return GAAW_SUCCESS;
+}
+
+static const gaaw_param_entry *catalog_find(gaaw_model_t m, const char *name)
+{
+  for (int i = 0; i < m->ncatalog; i++)
+    if (strcmp(m->catalog[i].name, name) == 0) return &m->catalog[i];
+  return NULL;
+}
+
 gaaw_status_t gaaw_model_add_param(gaaw_model_t m, gaaw_layer *l, int k, const char *name, int ndim,
                                    int64_t d0, int64_t d1, int split_axis, int fused_blocks,
                                    gaaw_init_kind init, float init_value)
 {
   gaaw_context_t ctx = m->ctx;
   int64_t shape[2] = {d0, d1};
+  GAAW_CHECK(catalog_add(m, name, ndim, shape, gaaw_model_layer_rank(m, l->index)));
+  if (!gaaw_model_owns_layer(m, l->index)) return GAAW_SUCCESS; /* another stage's */
   GAAW_CHECK(gaaw_params_add(ctx, &m->params, m->tp_size, name, ndim, shape, split_axis, fused_blocks, init,
                              init_value, &l->params[k]));
   m->params.items[l->params[k]].owner = l->index;
@@ -257,7 +342,8 @@ gaaw_status_t gaaw_frame_init(gaaw_model_t m, gaaw_frame *f)
   memset(f, 0, sizeof *f);
   f->acts = calloc((size_t)m->nlayers + 1, sizeof *f->acts);
   f->saved = calloc((size_t)m->nlayers, sizeof *f->saved);
-  if (!f->acts || !f->saved) {
+  f->deferred = calloc((size_t)m->nlayers, sizeof *f->deferred);
+  if (!f->acts || !f->saved || !f->deferred) {
     gaaw_frame_free(m, f);
     GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the activation lists of a microbatch");
   }
@@ -269,13 +355,14 @@ static void drop_forward(gaaw_model_t m, gaaw_frame *f)
 {
   if (!f->acts) return;
   for (int i = 0; i < m->nlayers; i++) gaaw_layer_release(m, f, &m->layers[i]);
+  for (int i = 0; f->deferred && i < m->nlayers; i++) gaaw_layer_drop_deferred(m, f, &m->layers[i]);
   for (int i = 0; i <= m->nlayers; i++) gaaw_act_free(m, &f->acts[i]);
   f->have_forward = 0;
 }
 
 static void free_batch(gaaw_model_t m, gaaw_frame *f)
 {
-  gaaw_tensor_t *ts[] = {&f->tokens, &f->targets, &f->positions, &f->inputs, &f->outputs};
+  gaaw_tensor_t *ts[] = {&f->tokens, &f->targets, &f->positions, &f->inputs, &f->outputs, &f->weights};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) gaaw_act_free(m, ts[i]);
 }
 
@@ -285,6 +372,7 @@ void gaaw_frame_free(gaaw_model_t m, gaaw_frame *f)
   free_batch(m, f);
   free(f->acts);
   free(f->saved);
+  free(f->deferred);
   memset(f, 0, sizeof *f);
 }
 
@@ -294,7 +382,12 @@ gaaw_status_t gaaw_model_destroy(gaaw_model_t *model)
   gaaw_model_t m = *model;
   gaaw_frame_free(m, &m->frame);
   gaaw_params_free(m->ctx, &m->params);
+  gaaw_stages_free(&m->stages);
+  gaaw_sched_destroy(&m->sched);
+  free(m->catalog);
   free(m->layers);
+  free(m->specs);
+  gaaw_normalization_free(m);
   free(m);
   *model = NULL;
   return GAAW_SUCCESS;
@@ -313,11 +406,28 @@ static gaaw_status_t upload(gaaw_model_t m, gaaw_dtype_t dtype, int64_t d0, int6
   return GAAW_SUCCESS;
 }
 
+/* The arrays of a batch this stage reads are there: the input (tokens, inputs) on
+ * the first stage, the target (targets, outputs) on the last; "a GPT", "input". */
+static gaaw_status_t check_stage_arrays(gaaw_model_t m, const char *model, const char *in_name, const void *in,
+                                        const char *target_name, const void *target)
+{
+  gaaw_context_t ctx = m->ctx;
+  int first = gaaw_model_owns_layer(m, 0), last = gaaw_model_owns_layer(m, m->nlayers - 1);
+  if (m->pp_size == 1)
+    GAAW_ARG_CHECK(ctx, in && target, "%s batch needs %s and %s", model, in_name, target_name);
+  GAAW_ARG_CHECK(ctx, !first || in, "%s batch needs %s on the first pipeline stage (pp rank %d)", model, in_name,
+                 m->pp_rank);
+  GAAW_ARG_CHECK(ctx, !last || target, "%s batch needs %s on the last pipeline stage (pp rank %d)", model,
+                 target_name, m->pp_rank);
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t load_gpt_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_batch_t *b)
 {
   gaaw_context_t ctx = m->ctx;
   const gaaw_gpt_config_t *g = &m->gpt;
-  GAAW_ARG_CHECK(ctx, b->tokens != NULL && b->targets != NULL, "a GPT batch needs tokens and targets");
+  int first = gaaw_model_owns_layer(m, 0), last = gaaw_model_owns_layer(m, m->nlayers - 1);
+  GAAW_CHECK(check_stage_arrays(m, "a GPT", "tokens", b->tokens, "targets", b->targets));
   GAAW_ARG_CHECK(ctx, b->seq >= 1 && b->seq <= g->max_seq, "sequence length %d is not in 1..%d (max_seq)", b->seq,
                  g->max_seq);
   int64_t n = (int64_t)b->batch * b->seq;
@@ -330,19 +440,20 @@ static gaaw_status_t load_gpt_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_ba
   gaaw_status_t st = GAAW_SUCCESS;
   for (int64_t i = 0; i < n && st == GAAW_SUCCESS; i++) {
     pos[i] = (int32_t)(i % b->seq);
-    if (b->tokens[i] < 0 || b->tokens[i] >= g->vocab)
+    if (first && (b->tokens[i] < 0 || b->tokens[i] >= g->vocab))
       st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
                             "token %lld is %d, outside the vocabulary 0..%d", (long long)i, b->tokens[i],
                             g->vocab - 1);
-    else if (b->targets[i] >= g->vocab)
+    else if (last && b->targets[i] >= g->vocab)
       st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
                             "target %lld is %d, outside the vocabulary 0..%d", (long long)i, b->targets[i],
                             g->vocab - 1);
-    counted += b->targets[i] >= 0;
+    if (last) counted += b->targets[i] >= 0;
   }
-  if (st == GAAW_SUCCESS) st = upload(m, GAAW_I32, n, 0, b->tokens, &f->tokens);
-  if (st == GAAW_SUCCESS) st = upload(m, GAAW_I32, n, 0, b->targets, &f->targets);
-  if (st == GAAW_SUCCESS) st = upload(m, GAAW_I32, n, 0, pos, &f->positions);
+  /* only the first stage reads tokens (and positions), only the last targets */
+  if (st == GAAW_SUCCESS && first) st = upload(m, GAAW_I32, n, 0, b->tokens, &f->tokens);
+  if (st == GAAW_SUCCESS && last) st = upload(m, GAAW_I32, n, 0, b->targets, &f->targets);
+  if (st == GAAW_SUCCESS && first) st = upload(m, GAAW_I32, n, 0, pos, &f->positions);
   free(pos);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   f->rows = n;
@@ -363,20 +474,57 @@ static gaaw_status_t upload_f32(gaaw_model_t m, int64_t d0, int64_t d1, const fl
   return GAAW_SUCCESS;
 }
 
+/* Host data (d0, d1) normalised (inputs: outputs 0; outputs: 1), then uploaded. */
+static gaaw_status_t upload_normalized(gaaw_model_t m, int outputs, int64_t d0, int64_t d1, const float *host,
+                                       gaaw_tensor_t *t)
+{
+  gaaw_context_t ctx = m->ctx;
+  float *v = malloc(sizeof(float) * (size_t)(d0 * d1));
+  if (!v) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %lld normalised values", (long long)(d0 * d1));
+  gaaw_normalize(m, outputs, host, d0, v);
+  gaaw_status_t st = upload_f32(m, d0, d1, v, t);
+  free(v);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+/* The loss weights' sum, after checking each is finite and >= 0 and not all are 0. */
+static gaaw_status_t weight_sum(gaaw_context_t ctx, const float *w, int64_t n, double *sum)
+{
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) {
+    GAAW_ARG_CHECK(ctx, isfinite(w[i]) && w[i] >= 0.0f, "weights[%lld] is %g; loss weights must be finite and >= 0",
+                   (long long)i, (double)w[i]);
+    s += w[i];
+  }
+  GAAW_ARG_CHECK(ctx, s > 0, "the batch's loss weights are all 0: its loss (a mean over their sum) is undefined");
+  *sum = s;
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t load_mlp_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_batch_t *b)
 {
   gaaw_context_t ctx = m->ctx;
-  GAAW_ARG_CHECK(ctx, b->inputs != NULL && b->outputs != NULL, "an MLP batch needs inputs and outputs");
-  const gaaw_mlp_config_t *c = &m->mlp;
-  GAAW_CHECK(upload_f32(m, b->batch, c->sizes[0], b->inputs, &f->inputs));
-  GAAW_CHECK(upload_f32(m, b->batch, c->sizes[c->nsizes - 1], b->outputs, &f->outputs));
+  int first = gaaw_model_owns_layer(m, 0), last = gaaw_model_owns_layer(m, m->nlayers - 1);
+  GAAW_CHECK(check_stage_arrays(m, "an MLP", "inputs", b->inputs, "outputs", b->outputs));
+  int64_t nin = m->seq_inputs, nout = m->seq_outputs;
+  f->counted = (int64_t)b->batch * nout;
+  f->weight_sum = (double)f->counted;
+  if (last && b->weights) GAAW_CHECK(weight_sum(ctx, b->weights, f->counted, &f->weight_sum));
+  if (gaaw_normalization_active(m)) {
+    if (first) GAAW_CHECK(upload_normalized(m, 0, b->batch, nin, b->inputs, &f->inputs));
+    if (last) GAAW_CHECK(upload_normalized(m, 1, b->batch, nout, b->outputs, &f->outputs));
+  } else {
+    if (first) GAAW_CHECK(upload_f32(m, b->batch, nin, b->inputs, &f->inputs));
+    if (last) GAAW_CHECK(upload_f32(m, b->batch, nout, b->outputs, &f->outputs));
+  }
+  if (last && b->weights) GAAW_CHECK(upload(m, GAAW_F32, b->batch, nout, b->weights, &f->weights));
   f->rows = b->batch;
-  f->counted = (int64_t)b->batch * c->sizes[c->nsizes - 1];
   return GAAW_SUCCESS;
 }
 
 /* Checks a microbatch and uploads it into frame f. Not collective. */
-static gaaw_status_t load_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_batch_t *b)
+gaaw_status_t gaaw_model_load_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_batch_t *b)
 {
   gaaw_context_t ctx = m->ctx;
   GAAW_ARG_NOT_NULL(ctx, b);
@@ -387,37 +535,43 @@ static gaaw_status_t load_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_batch_
   return GAAW_SUCCESS;
 }
 
-/* Digests of what this rank was given, which the ranks of the tp group must share
- * (they split the work of one microbatch). */
-static int batch_digests(gaaw_model_t m, const gaaw_batch_t *b, gaaw_field *out)
+/* Digests of what this rank reads of the step's microbatches, which the ranks of
+ * the tp group must share (they split the work of one microbatch; they are on one
+ * pipeline stage, so they read the same arrays). */
+static int batch_digests(gaaw_model_t m, const gaaw_batch_t *b, int microbatches, gaaw_field *out)
 {
+  int first = gaaw_model_owns_layer(m, 0), last = gaaw_model_owns_layer(m, m->nlayers - 1);
+  size_t rows = (size_t)microbatches * (size_t)b->batch;
   if (m->kind == GAAW_MODEL_GPT) {
-    size_t bytes = (size_t)b->batch * (size_t)b->seq * sizeof(int32_t);
-    out[0] = GAAW_FIELD_DIGEST("tokens", gaaw_digest(b->tokens, bytes));
-    out[1] = GAAW_FIELD_DIGEST("targets", gaaw_digest(b->targets, bytes));
+    size_t bytes = rows * (size_t)b->seq * sizeof(int32_t);
+    out[0] = GAAW_FIELD_DIGEST("tokens", first ? gaaw_digest(b->tokens, bytes) : 0);
+    out[1] = GAAW_FIELD_DIGEST("targets", last ? gaaw_digest(b->targets, bytes) : 0);
   } else {
-    const gaaw_mlp_config_t *c = &m->mlp;
-    out[0] = GAAW_FIELD_DIGEST("inputs", gaaw_digest(b->inputs, (size_t)b->batch * c->sizes[0] * sizeof(float)));
-    out[1] = GAAW_FIELD_DIGEST("outputs",
-                               gaaw_digest(b->outputs, (size_t)b->batch * c->sizes[c->nsizes - 1] * sizeof(float)));
+    size_t in_bytes = rows * (size_t)m->seq_inputs * sizeof(float), out_bytes = rows * (size_t)m->seq_outputs * sizeof(float);
+    out[0] = GAAW_FIELD_DIGEST("inputs", first ? gaaw_digest(b->inputs, in_bytes) : 0);
+    out[1] = GAAW_FIELD_DIGEST("outputs", last ? gaaw_digest(b->outputs, out_bytes) : 0);
+    /* NULL weights digest as no bytes, which all-1 weights do not */
+    out[2] = GAAW_FIELD_DIGEST("weights", last ? gaaw_digest(b->weights, b->weights ? out_bytes : 0) : 0);
+    return 3;
   }
   return 2;
 }
 
 /* Every rank of the work group learns whether each one's batch was good, and that
  * they fit together: the same data over tp, the same shape over world. */
-static gaaw_status_t agree_batch(gaaw_model_t m, gaaw_status_t st, const gaaw_batch_t *b)
+gaaw_status_t gaaw_model_agree_batch(gaaw_model_t m, gaaw_status_t st, const gaaw_batch_t *b, int microbatches)
 {
   gaaw_context_t ctx = m->ctx;
-  gaaw_field fields[4];
+  gaaw_field fields[5];
   int n = 0;
   if (st == GAAW_SUCCESS) {
     fields[n++] = GAAW_FIELD_INT("batch", b->batch);
     fields[n++] = GAAW_FIELD_INT("seq", b->seq);
+    if (microbatches != 1) fields[n++] = GAAW_FIELD_INT("microbatches", microbatches);
   }
   if (m->tp_size > 1)
     st = gaaw_agree(m->tp, st, "the batch of a tp group", fields,
-                    st == GAAW_SUCCESS ? n + batch_digests(m, b, fields + n) : 0);
+                    st == GAAW_SUCCESS ? n + batch_digests(m, b, microbatches, fields + n) : 0);
   gaaw_comm_t group = gaaw_model_work_group(m);
   if (group != m->tp) st = gaaw_agree(group, st, "the batch's shape", fields, st == GAAW_SUCCESS ? n : 0);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
@@ -426,12 +580,12 @@ static gaaw_status_t agree_batch(gaaw_model_t m, gaaw_status_t st, const gaaw_ba
 
 gaaw_comm_t gaaw_model_work_group(gaaw_model_t m)
 {
-  return m->hooks.user ? m->world : m->tp;
+  return m->hooks.user || m->pp_size > 1 ? m->world : m->tp;
 }
 
 /* A pass failed after its agreement: the other ranks may be inside a collective
  * this rank will not join, so the context is aborted and they are told at once. */
-static gaaw_status_t fail_together(gaaw_model_t m, gaaw_status_t st)
+gaaw_status_t gaaw_model_fail_together(gaaw_model_t m, gaaw_status_t st)
 {
   if (gaaw_model_work_group(m)->size > 1) gaaw_context_abort(m->ctx);
   return st;
@@ -465,10 +619,10 @@ static gaaw_status_t before_layer(gaaw_model_t m, int layer, gaaw_phase phase)
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t check_pass(gaaw_model_t m, gaaw_phase phase)
+gaaw_status_t gaaw_model_check_pass(gaaw_model_t m, gaaw_phase phase, int passes)
 {
   if (!m->hooks.check_pass) return GAAW_SUCCESS;
-  GAAW_CHECK_CTX(m->ctx, m->hooks.check_pass(m, phase, m->hooks.user));
+  GAAW_CHECK_CTX(m->ctx, m->hooks.check_pass(m, phase, passes, m->hooks.user));
   return GAAW_SUCCESS;
 }
 
@@ -487,17 +641,17 @@ static double now_seconds(void)
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static gaaw_status_t begin_pass(gaaw_model_t m, gaaw_phase phase)
+gaaw_status_t gaaw_model_begin_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk)
 {
   if (!m->hooks.begin_pass) return GAAW_SUCCESS;
-  GAAW_CHECK_CTX(m->ctx, m->hooks.begin_pass(m, phase, 0, 0, m->hooks.user));
+  GAAW_CHECK_CTX(m->ctx, m->hooks.begin_pass(m, phase, microbatch, chunk, m->hooks.user));
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t end_pass(gaaw_model_t m, gaaw_phase phase)
+gaaw_status_t gaaw_model_end_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk)
 {
   if (!m->hooks.end_pass) return GAAW_SUCCESS;
-  GAAW_CHECK_CTX(m->ctx, m->hooks.end_pass(m, phase, 0, 0, m->hooks.user));
+  GAAW_CHECK_CTX(m->ctx, m->hooks.end_pass(m, phase, microbatch, chunk, m->hooks.user));
   return GAAW_SUCCESS;
 }
 
@@ -519,7 +673,7 @@ gaaw_status_t gaaw_model_forward_range(gaaw_model_t m, gaaw_frame *f, int lo, in
      * recomputation keeps only the input acts[i] */
     int inference = f->inference && i + 1 < m->nlayers;
     if (inference || recomputes(m, l)) gaaw_layer_release(m, f, l);
-    if (inference) gaaw_act_free(m, &f->acts[i]);
+    if (inference && !l->keeps_input) gaaw_act_free(m, &f->acts[i]);
     GAAW_CHECK_CTX(m->ctx, after_layer(m, i, GAAW_PHASE_FORWARD));
     l->forward_seconds += now_seconds() - t0; /* with the hooks: ZeRO 3's gathers count */
   }
@@ -529,9 +683,52 @@ gaaw_status_t gaaw_model_forward_range(gaaw_model_t m, gaaw_frame *f, int lo, in
 /* The whole model over frame f's microbatch, a pass's hooks around it. */
 static gaaw_status_t run_forward(gaaw_model_t m, gaaw_frame *f)
 {
-  GAAW_CHECK_CTX(m->ctx, begin_pass(m, GAAW_PHASE_FORWARD));
+  GAAW_CHECK_CTX(m->ctx, gaaw_model_begin_pass(m, GAAW_PHASE_FORWARD, 0, 0));
   GAAW_CHECK_CTX(m->ctx, gaaw_model_forward_range(m, f, 0, m->nlayers));
-  GAAW_CHECK_CTX(m->ctx, end_pass(m, GAAW_PHASE_FORWARD));
+  GAAW_CHECK_CTX(m->ctx, gaaw_model_end_pass(m, GAAW_PHASE_FORWARD, 0, 0));
+  return GAAW_SUCCESS;
+}
+
+/* gaaw_model_forward, gaaw_model_predict: one microbatch (through one stage, or the
+ * pipeline's stages one after the other). */
+static gaaw_status_t one_stage_microbatch(gaaw_model_t m, const gaaw_batch_t *b, const char *what)
+{
+  gaaw_context_t ctx = m->ctx;
+  GAAW_ARG_NOT_NULL(ctx, b);
+  GAAW_ARG_CHECK(ctx, b->microbatches <= 1, "%s runs one microbatch, got microbatches = %d "
+                 "(gaaw_model_forward_backward runs several)", what, b->microbatches);
+  return GAAW_SUCCESS;
+}
+
+int gaaw_model_microbatches(gaaw_model_t m, const gaaw_batch_t *b)
+{
+  return b->microbatches > 0 ? b->microbatches : m->default_microbatches;
+}
+
+gaaw_batch_t gaaw_model_microbatch(gaaw_model_t m, const gaaw_batch_t *b, int i)
+{
+  gaaw_batch_t one = *b;
+  one.microbatches = 1;
+  size_t rows = (size_t)i * (size_t)b->batch;
+  if (m->kind == GAAW_MODEL_GPT) {
+    size_t at = rows * (size_t)b->seq;
+    if (b->tokens) one.tokens = b->tokens + at;
+    if (b->targets) one.targets = b->targets + at;
+  } else {
+    if (b->inputs) one.inputs = b->inputs + rows * (size_t)m->seq_inputs;
+    if (b->outputs) one.outputs = b->outputs + rows * (size_t)m->seq_outputs;
+    if (b->weights) one.weights = b->weights + rows * (size_t)m->seq_outputs;
+  }
+  return one;
+}
+
+/* pp > 1: the loss of frame f's microbatch through the stages, keeping nothing
+ * (a pipeline's backward runs in gaaw_model_forward_backward), on every rank. */
+static gaaw_status_t pipeline_loss(gaaw_model_t m, gaaw_frame *f)
+{
+  f->inference = 1;
+  GAAW_CHECK_CTX(m->ctx, gaaw_pipeline_forward_only(m, f, m->nlayers));
+  GAAW_CHECK_CTX(m->ctx, gaaw_pipeline_share_loss(m, &f->loss));
   return GAAW_SUCCESS;
 }
 
@@ -543,20 +740,20 @@ static gaaw_status_t forward_agreed(gaaw_model_t m, const gaaw_batch_t *b, int t
   gaaw_frame *f = &m->frame;
   drop_forward(m, f);
   free_batch(m, f);
-  gaaw_status_t st = load_batch(m, f, b);
-  if (st == GAAW_SUCCESS) st = check_pass(m, GAAW_PHASE_FORWARD);
-  if (st == GAAW_SUCCESS && then_backward) st = check_pass(m, GAAW_PHASE_BACKWARD);
-  st = agree_batch(m, st, b);
+  gaaw_status_t st = one_stage_microbatch(m, b, "gaaw_model_forward");
+  if (st == GAAW_SUCCESS) st = gaaw_model_load_batch(m, f, b);
+  if (st == GAAW_SUCCESS) st = gaaw_model_check_pass(m, GAAW_PHASE_FORWARD, 1);
+  if (st == GAAW_SUCCESS && then_backward) st = gaaw_model_check_pass(m, GAAW_PHASE_BACKWARD, 1);
+  st = gaaw_model_agree_batch(m, st, b, 1);
   if (st != GAAW_SUCCESS) {
     free_batch(m, f);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   }
-  st = run_forward(m, f);
-  if (st != GAAW_SUCCESS) {
-    drop_forward(m, f);
-    return gaaw_error_trace(ctx, fail_together(m, st), __FILE__, __LINE__, __func__);
-  }
-  f->have_forward = 1;
+  st = m->pp_size > 1 ? pipeline_loss(m, f) : run_forward(m, f);
+  if (st != GAAW_SUCCESS || m->pp_size > 1) drop_forward(m, f);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, gaaw_model_fail_together(m, st), __FILE__, __LINE__, __func__);
+  f->have_forward = m->pp_size == 1;
+  f->outputs_only = 0;
   return GAAW_SUCCESS;
 }
 
@@ -591,18 +788,40 @@ static gaaw_status_t copy_partial_grads(gaaw_model_t m, int layer, gaaw_tensor_t
 }
 
 /* Replicated parameters that saw only this rank's tokens (sequence parallelism)
- * have partial gradients: once the layer's backward is done, sum them over tp in
- * one all-reduce of a packed copy (before a data-parallel engine reduces them). */
-static gaaw_status_t reduce_partial_grads(gaaw_model_t m, int layer)
+ * have partial gradients: what this microbatch adds must be summed over tp, and
+ * only that (the gradient may already hold earlier microbatches' sums). So before
+ * the layer's backward their accumulated gradients move aside into *held (and the
+ * gradients are zeroed); after it the new part is all-reduced over tp in one packed
+ * copy and the held sums added back (before a data-parallel engine reduces them).
+ * held stays empty when the layer has none or tp is 1. */
+static gaaw_status_t hold_partial_grads(gaaw_model_t m, int layer, gaaw_tensor_t *held)
 {
   gaaw_context_t ctx = m->ctx;
   int64_t total;
   GAAW_CHECK(copy_partial_grads(m, layer, NULL, 0, &total));
   if (total == 0 || m->tp_size == 1) return GAAW_SUCCESS;
+  gaaw_tensor_t zeros = {0};
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, m->dtype, 1, &total, GAAW_MEM_COMMUNICATION, held));
+  gaaw_status_t st = copy_partial_grads(m, layer, held, 1, &total);
+  if (st == GAAW_SUCCESS) st = gaaw_tensor_alloc(ctx, m->dtype, 1, &total, GAAW_MEM_WORKSPACE, &zeros);
+  if (st == GAAW_SUCCESS) st = gaaw_fill(ctx, &zeros, 0.0f);
+  if (st == GAAW_SUCCESS) st = copy_partial_grads(m, layer, &zeros, 0, &total);
+  gaaw_buffer_free(ctx, &zeros.buf);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t reduce_partial_grads(gaaw_model_t m, int layer, const gaaw_tensor_t *held)
+{
+  gaaw_context_t ctx = m->ctx;
+  int64_t total;
+  if (!held->buf) return GAAW_SUCCESS;
+  GAAW_CHECK(copy_partial_grads(m, layer, NULL, 0, &total));
   gaaw_tensor_t packed;
   GAAW_CHECK(gaaw_tensor_alloc(ctx, m->dtype, 1, &total, GAAW_MEM_COMMUNICATION, &packed));
   gaaw_status_t st = copy_partial_grads(m, layer, &packed, 1, &total);
   if (st == GAAW_SUCCESS) st = gaaw_tp_allreduce(m->tp, &packed);
+  if (st == GAAW_SUCCESS) st = gaaw_axpy(ctx, 1.0f, held, &packed);
   if (st == GAAW_SUCCESS) st = copy_partial_grads(m, layer, &packed, 0, &total);
   gaaw_buffer_free(ctx, &packed.buf);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
@@ -620,18 +839,23 @@ static gaaw_status_t recompute_forward(gaaw_model_t m, gaaw_frame *f, gaaw_layer
   return GAAW_SUCCESS;
 }
 
-/* Backward of layer i in frame f: dy in (freed), dx out. */
+/* Backward of layer i in frame f: dy in (freed), dx out; with f->defer_weights
+ * its linears' weight gradients wait in f for gaaw_model_weight_range. */
 static gaaw_status_t layer_backward(gaaw_model_t m, gaaw_frame *f, int i, gaaw_tensor_t *dy, gaaw_tensor_t *dx)
 {
   gaaw_layer *l = &m->layers[i];
-  gaaw_status_t st = before_layer(m, i, GAAW_PHASE_BACKWARD);
+  gaaw_tensor_t held = {0};
+  gaaw_phase phase = f->defer_weights ? GAAW_PHASE_BACKWARD_INPUT : GAAW_PHASE_BACKWARD;
+  gaaw_status_t st = before_layer(m, i, phase);
   if (st == GAAW_SUCCESS && recomputes(m, l)) st = recompute_forward(m, f, l);
+  if (st == GAAW_SUCCESS) st = hold_partial_grads(m, i, &held);
   if (st == GAAW_SUCCESS) st = l->ops->backward(m, l, f, dy, i > 0 ? dx : NULL);
   gaaw_act_free(m, dy);
   gaaw_layer_release(m, f, l);
   gaaw_act_free(m, &f->acts[i + 1]);
-  if (st == GAAW_SUCCESS) st = reduce_partial_grads(m, i);
-  if (st == GAAW_SUCCESS) st = after_layer(m, i, GAAW_PHASE_BACKWARD);
+  if (st == GAAW_SUCCESS) st = reduce_partial_grads(m, i, &held);
+  gaaw_buffer_free(m->ctx, &held.buf);
+  if (st == GAAW_SUCCESS) st = after_layer(m, i, phase);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(m->ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
@@ -659,13 +883,28 @@ gaaw_status_t gaaw_model_backward_range(gaaw_model_t m, gaaw_frame *f, int lo, i
   return GAAW_SUCCESS;
 }
 
+gaaw_status_t gaaw_model_weight_range(gaaw_model_t m, gaaw_frame *f, int lo, int hi)
+{
+  for (int i = hi - 1; i >= lo; i--) {
+    gaaw_layer *l = &m->layers[i];
+    double t0 = now_seconds();
+    gaaw_status_t st = before_layer(m, i, GAAW_PHASE_WEIGHT);
+    if (st == GAAW_SUCCESS) st = gaaw_layer_run_deferred(m, f, l);
+    gaaw_layer_drop_deferred(m, f, l); /* when before_layer failed */
+    if (st == GAAW_SUCCESS) st = after_layer(m, i, GAAW_PHASE_WEIGHT);
+    l->backward_seconds += now_seconds() - t0;
+    if (st != GAAW_SUCCESS) return gaaw_error_trace(m->ctx, st, __FILE__, __LINE__, __func__);
+  }
+  return GAAW_SUCCESS;
+}
+
 /* Backward of the whole model over frame f, a pass's hooks around it. */
 static gaaw_status_t run_backward(gaaw_model_t m, gaaw_frame *f)
 {
   gaaw_tensor_t dy = {0}; /* the head starts from the loss */
-  GAAW_CHECK_CTX(m->ctx, begin_pass(m, GAAW_PHASE_BACKWARD));
+  GAAW_CHECK_CTX(m->ctx, gaaw_model_begin_pass(m, GAAW_PHASE_BACKWARD, 0, 0));
   GAAW_CHECK_CTX(m->ctx, gaaw_model_backward_range(m, f, 0, m->nlayers, &dy, NULL));
-  GAAW_CHECK_CTX(m->ctx, end_pass(m, GAAW_PHASE_BACKWARD));
+  GAAW_CHECK_CTX(m->ctx, gaaw_model_end_pass(m, GAAW_PHASE_BACKWARD, 0, 0));
   return GAAW_SUCCESS;
 }
 
@@ -673,7 +912,7 @@ static gaaw_status_t run_backward(gaaw_model_t m, gaaw_frame *f)
 static gaaw_status_t backward_agreed(gaaw_model_t m)
 {
   gaaw_status_t st = run_backward(m, &m->frame);
-  if (st != GAAW_SUCCESS) return gaaw_error_trace(m->ctx, fail_together(m, st), __FILE__, __LINE__, __func__);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(m->ctx, gaaw_model_fail_together(m, st), __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
 
@@ -685,7 +924,10 @@ gaaw_status_t gaaw_model_backward(gaaw_model_t m)
   gaaw_status_t st = f->have_forward ? GAAW_SUCCESS
                                      : gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
                                                         "gaaw_model_backward needs a gaaw_model_forward first");
-  if (st == GAAW_SUCCESS) st = check_pass(m, GAAW_PHASE_BACKWARD);
+  if (st == GAAW_SUCCESS && f->outputs_only)
+    st = gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
+                          "the forward was gaaw_model_forward_outputs (no loss): go back with gaaw_model_backward_from");
+  if (st == GAAW_SUCCESS) st = gaaw_model_check_pass(m, GAAW_PHASE_BACKWARD, 1);
   st = gaaw_agree(gaaw_model_work_group(m), st, "gaaw_model_backward", NULL, 0);
   if (st == GAAW_SUCCESS) st = backward_agreed(m);
   drop_forward(m, f);
@@ -696,12 +938,9 @@ gaaw_status_t gaaw_model_backward(gaaw_model_t m)
 gaaw_status_t gaaw_model_forward_backward(gaaw_model_t m, const gaaw_batch_t *b, float *loss)
 {
   GAAW_ARG_NOT_NULL(NULL, m);
-  gaaw_context_t ctx = m->ctx;
-  GAAW_CHECK(forward_agreed(m, b, 1)); /* agreed on the backward too */
-  if (loss) *loss = m->frame.loss;
-  gaaw_status_t st = backward_agreed(m);
-  drop_forward(m, &m->frame);
-  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  drop_forward(m, &m->frame); /* a forward held for gaaw_model_backward is given up */
+  free_batch(m, &m->frame);
+  GAAW_CHECK_CTX(m->ctx, gaaw_pipeline_forward_backward(m, b, loss));
   return GAAW_SUCCESS;
 }
 
@@ -748,6 +987,14 @@ gaaw_status_t gaaw_model_layer_times(gaaw_model_t m, int index, const char **kin
   return GAAW_SUCCESS;
 }
 
+gaaw_status_t gaaw_model_pipeline_times(gaaw_model_t m, double *idle_seconds, double *total_seconds)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  if (idle_seconds) *idle_seconds = m->pipe_idle;
+  if (total_seconds) *total_seconds = m->pipe_wall;
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_model_reset_times(gaaw_model_t m)
 {
   GAAW_ARG_NOT_NULL(NULL, m);
@@ -761,7 +1008,7 @@ gaaw_status_t gaaw_model_param_count(gaaw_model_t m, int *count)
 {
   GAAW_ARG_NOT_NULL(NULL, m);
   GAAW_ARG_NOT_NULL(m->ctx, count);
-  *count = m->params.count;
+  *count = m->ncatalog;
   return GAAW_SUCCESS;
 }
 
@@ -769,14 +1016,14 @@ gaaw_status_t gaaw_model_param_info(gaaw_model_t m, int index, const char **name
 {
   GAAW_ARG_NOT_NULL(NULL, m);
   gaaw_context_t ctx = m->ctx;
-  GAAW_ARG_CHECK(ctx, index >= 0 && index < m->params.count, "parameter index %d is not in 0..%d", index,
-                 m->params.count - 1);
-  const gaaw_param *p = &m->params.items[index];
+  GAAW_ARG_CHECK(ctx, index >= 0 && index < m->ncatalog, "parameter index %d is not in 0..%d", index,
+                 m->ncatalog - 1);
+  const gaaw_param_entry *p = &m->catalog[index];
   if (name) *name = p->name;
   if (ndim) *ndim = p->ndim;
   if (shape) {
     shape[0] = p->shape[0];
-    shape[1] = p->ndim == 2 ? p->shape[1] : 1;
+    shape[1] = p->shape[1];
   }
   return GAAW_SUCCESS;
 }
@@ -785,11 +1032,8 @@ gaaw_status_t gaaw_model_num_params(gaaw_model_t m, int64_t *global_count, int64
 {
   GAAW_ARG_NOT_NULL(NULL, m);
   int64_t global = 0, local = 0;
-  for (int k = 0; k < m->params.count; k++) {
-    const gaaw_param *p = &m->params.items[k];
-    global += p->shape[0] * (p->ndim == 2 ? p->shape[1] : 1);
-    local += p->local_numel;
-  }
+  for (int k = 0; k < m->ncatalog; k++) global += m->catalog[k].shape[0] * m->catalog[k].shape[1];
+  for (int k = 0; k < m->params.count; k++) local += m->params.items[k].local_numel;
   if (global_count) *global_count = global;
   if (local_count) *local_count = local;
   return GAAW_SUCCESS;
@@ -860,11 +1104,15 @@ static gaaw_status_t access_param(gaaw_model_t m, gaaw_param *p, int write, cons
 }
 
 /* Finds the parameter a collective read names; every rank of the work group must
- * name the same one and pass somewhere to put it. */
-static gaaw_status_t agree_read(gaaw_model_t m, const char *name, const float *values, gaaw_param **p)
+ * name the same one and pass somewhere to put it. *p is NULL on a pipeline stage
+ * that does not hold it (*entry says which one does). */
+static gaaw_status_t agree_read(gaaw_model_t m, const char *name, const float *values, gaaw_param **p,
+                                const gaaw_param_entry **entry)
 {
   gaaw_context_t ctx = m->ctx;
-  gaaw_status_t st = find_param(m, name, p);
+  *p = NULL;
+  *entry = name ? catalog_find(m, name) : NULL;
+  gaaw_status_t st = *entry && (*entry)->stage != m->pp_rank ? GAAW_SUCCESS : find_param(m, name, p);
   if (st == GAAW_SUCCESS && !values)
     st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__, "values must not be NULL");
   gaaw_field f = GAAW_FIELD_TEXT("name", name);
@@ -872,19 +1120,46 @@ static gaaw_status_t agree_read(gaaw_model_t m, const char *name, const float *v
   return GAAW_SUCCESS;
 }
 
+/* pp > 1: the stage that holds a parameter sends what it read (values, global
+ * layout) to the others of its pp group. */
+static gaaw_status_t share_read(gaaw_model_t m, const gaaw_param_entry *e, float *values)
+{
+  gaaw_context_t ctx = m->ctx;
+  if (m->pp_size == 1) return GAAW_SUCCESS;
+  int64_t n = e->shape[0] * e->shape[1];
+  gaaw_tensor_t t;
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &n, GAAW_MEM_COMMUNICATION, &t));
+  gaaw_status_t st = GAAW_SUCCESS;
+  if (e->stage == m->pp_rank) st = gaaw_buffer_write(ctx, t.buf, 0, values, (size_t)n * sizeof(float));
+  if (st == GAAW_SUCCESS) st = gaaw_comm_broadcast(m->pp, &t, e->stage);
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, t.buf, 0, values, (size_t)n * sizeof(float));
+  gaaw_buffer_free(ctx, &t.buf);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_model_get_param(gaaw_model_t m, const char *name, float *values)
 {
   gaaw_param *p;
+  const gaaw_param_entry *e;
   GAAW_ARG_NOT_NULL(NULL, m);
-  GAAW_CHECK_CTX(m->ctx, agree_read(m, name, values, &p));
-  GAAW_CHECK_CTX(m->ctx, access_param(m, p, 0, NULL, values));
+  GAAW_CHECK_CTX(m->ctx, agree_read(m, name, values, &p, &e));
+  if (p && e->stage == m->pp_rank) GAAW_CHECK_CTX(m->ctx, access_param(m, p, 0, NULL, values));
+  GAAW_CHECK_CTX(m->ctx, share_read(m, e, values));
   return GAAW_SUCCESS;
 }
 
 gaaw_status_t gaaw_model_set_param(gaaw_model_t m, const char *name, const float *values)
 {
   gaaw_param *p;
-  GAAW_CHECK_CTX(m ? m->ctx : NULL, find_param(m, name, &p));
+  GAAW_ARG_NOT_NULL(NULL, m);
+  GAAW_ARG_NOT_NULL(m->ctx, name);
+  /* another pipeline stage's parameter: that stage keeps it */
+  if (m->pp_size > 1 && catalog_find(m, name) && gaaw_params_find(&m->params, name) < 0) {
+    GAAW_ARG_NOT_NULL(m->ctx, values);
+    return GAAW_SUCCESS;
+  }
+  GAAW_CHECK_CTX(m->ctx, find_param(m, name, &p));
   GAAW_ARG_NOT_NULL(m->ctx, values);
   GAAW_CHECK_CTX(m->ctx, access_param(m, p, 1, values, NULL));
   return GAAW_SUCCESS;
@@ -893,14 +1168,18 @@ gaaw_status_t gaaw_model_set_param(gaaw_model_t m, const char *name, const float
 gaaw_status_t gaaw_model_get_grad(gaaw_model_t m, const char *name, float *values)
 {
   gaaw_param *p;
+  const gaaw_param_entry *e;
   GAAW_ARG_NOT_NULL(NULL, m);
   gaaw_context_t ctx = m->ctx;
-  GAAW_CHECK(agree_read(m, name, values, &p));
+  GAAW_CHECK(agree_read(m, name, values, &p, &e));
   GAAW_CHECK(grads_access(m, 0));
-  if (!p->grad.buf)
-    GAAW_FAIL(ctx, GAAW_ERR_STATE, "the gradient of %s is sharded over dp (ZeRO stage 2 or 3) and has no "
-              "whole copy to read", name);
-  GAAW_CHECK(gather_global(m, p, &p->grad, values));
+  if (p && e->stage == m->pp_rank) {
+    if (!p->grad.buf)
+      GAAW_FAIL(ctx, GAAW_ERR_STATE, "the gradient of %s is sharded over dp (ZeRO stage 2 or 3) and has no "
+                "whole copy to read", name);
+    GAAW_CHECK(gather_global(m, p, &p->grad, values));
+  }
+  GAAW_CHECK(share_read(m, e, values));
   return GAAW_SUCCESS;
 }
 
@@ -916,8 +1195,9 @@ static gaaw_status_t predict_batch(gaaw_model_t m, const gaaw_batch_t *b, gaaw_b
   GAAW_ARG_CHECK(ctx, b->batch >= 1 && b->seq >= 0, "batch must be >= 1 (got %d) and seq >= 0 (got %d)", b->batch,
                  b->seq);
   *full = *b;
+  full->weights = NULL; /* no loss */
   int gpt = m->kind == GAAW_MODEL_GPT;
-  size_t n = gpt ? (size_t)b->batch * (size_t)b->seq : (size_t)b->batch * (size_t)m->mlp.sizes[m->mlp.nsizes - 1];
+  size_t n = gpt ? (size_t)b->batch * (size_t)b->seq : (size_t)b->batch * (size_t)m->seq_outputs;
   if ((gpt && b->targets) || (!gpt && b->outputs)) return GAAW_SUCCESS;
   void *p = calloc(n ? n : 1, 4);
   if (!p) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %zu placeholder values", n);
@@ -947,6 +1227,26 @@ static gaaw_status_t read_outputs(gaaw_model_t m, gaaw_frame *f, float *out)
   if (st == GAAW_SUCCESS)
     st = gaaw_buffer_read(ctx, host.buf, host.offset, out, (size_t)gaaw_tensor_numel(y) * sizeof(float));
   gaaw_buffer_free(ctx, &host.buf);
+  if (st == GAAW_SUCCESS && gaaw_normalization_active(m)) gaaw_denormalize_outputs(m, f->rows, out, 0);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+/* pp > 1: the last stage's outputs go to the others of its pp group. */
+static gaaw_status_t share_outputs(gaaw_model_t m, const gaaw_batch_t *b, float *out)
+{
+  gaaw_context_t ctx = m->ctx;
+  if (m->pp_size == 1) return GAAW_SUCCESS;
+  int64_t n = m->kind == GAAW_MODEL_GPT ? (int64_t)b->batch * b->seq * m->gpt.vocab
+                                        : (int64_t)b->batch * m->seq_outputs;
+  int last = gaaw_model_layer_rank(m, m->nlayers - 1);
+  gaaw_tensor_t t;
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &n, GAAW_MEM_COMMUNICATION, &t));
+  gaaw_status_t st = GAAW_SUCCESS;
+  if (m->pp_rank == last) st = gaaw_buffer_write(ctx, t.buf, 0, out, (size_t)n * sizeof(float));
+  if (st == GAAW_SUCCESS) st = gaaw_comm_broadcast(m->pp, &t, last);
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, t.buf, 0, out, (size_t)n * sizeof(float));
+  gaaw_buffer_free(ctx, &t.buf);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
@@ -961,19 +1261,126 @@ gaaw_status_t gaaw_model_predict(gaaw_model_t m, const gaaw_batch_t *b, float *o
   gaaw_status_t st = gaaw_frame_init(m, &f);
   if (st == GAAW_SUCCESS && !outputs)
     st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__, "outputs must not be NULL");
+  if (st == GAAW_SUCCESS) st = one_stage_microbatch(m, b, "gaaw_model_predict");
   if (st == GAAW_SUCCESS) st = predict_batch(m, b, &full, &filler);
-  if (st == GAAW_SUCCESS) st = load_batch(m, &f, &full);
-  st = agree_batch(m, st, &full);
+  if (st == GAAW_SUCCESS) st = gaaw_model_load_batch(m, &f, &full);
+  st = gaaw_model_agree_batch(m, st, &full, 1);
   if (st == GAAW_SUCCESS) {
     f.inference = 1;
     /* an MLP stops before its loss layer; a GPT's head keeps the logits */
     int hi = m->kind == GAAW_MODEL_GPT ? m->nlayers : m->nlayers - 1;
-    st = gaaw_model_forward_range(m, &f, 0, hi);
-    if (st == GAAW_SUCCESS) st = read_outputs(m, &f, outputs);
-    if (st != GAAW_SUCCESS) st = fail_together(m, st);
+    st = m->pp_size > 1 ? gaaw_pipeline_forward_only(m, &f, hi) : gaaw_model_forward_range(m, &f, 0, hi);
+    if (st == GAAW_SUCCESS && gaaw_model_owns_layer(m, m->nlayers - 1)) st = read_outputs(m, &f, outputs);
+    if (st == GAAW_SUCCESS) st = share_outputs(m, &full, outputs);
+    if (st != GAAW_SUCCESS) st = gaaw_model_fail_together(m, st);
   }
   gaaw_frame_free(m, &f);
   free(filler);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- the caller's loss */
+
+static gaaw_status_t forward_outputs_local(gaaw_model_t m, const gaaw_batch_t *b, float *outputs, gaaw_batch_t *full,
+                                           void **filler)
+{
+  gaaw_context_t ctx = m->ctx;
+  GAAW_ARG_CHECK(ctx, m->kind == GAAW_MODEL_MLP,
+                 "gaaw_model_forward_outputs is for sequential models and MLPs (a GPT's loss is its own)");
+  GAAW_ARG_NOT_NULL(ctx, outputs);
+  if (m->pp_size > 1)
+    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "gaaw_model_forward_outputs and gaaw_model_backward_from run at pp 1 only");
+  GAAW_CHECK(one_stage_microbatch(m, b, "gaaw_model_forward_outputs"));
+  GAAW_CHECK(predict_batch(m, b, full, filler));
+  GAAW_CHECK(gaaw_model_load_batch(m, &m->frame, full));
+  GAAW_CHECK(gaaw_model_check_pass(m, GAAW_PHASE_FORWARD, 1));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_forward_outputs(gaaw_model_t m, const gaaw_batch_t *b, float *outputs)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  gaaw_context_t ctx = m->ctx;
+  gaaw_frame *f = &m->frame;
+  gaaw_batch_t full = {0};
+  void *filler = NULL;
+  drop_forward(m, f);
+  free_batch(m, f);
+  gaaw_status_t st = forward_outputs_local(m, b, outputs, &full, &filler);
+  st = gaaw_model_agree_batch(m, st, &full, 1);
+  free(filler);
+  if (st != GAAW_SUCCESS) {
+    free_batch(m, f);
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
+  /* every layer but the loss, keeping what backward needs */
+  st = gaaw_model_begin_pass(m, GAAW_PHASE_FORWARD, 0, 0);
+  if (st == GAAW_SUCCESS) st = gaaw_model_forward_range(m, f, 0, m->nlayers - 1);
+  if (st == GAAW_SUCCESS) st = gaaw_model_end_pass(m, GAAW_PHASE_FORWARD, 0, 0);
+  if (st == GAAW_SUCCESS) st = read_outputs(m, f, outputs);
+  if (st != GAAW_SUCCESS) {
+    drop_forward(m, f);
+    return gaaw_error_trace(ctx, gaaw_model_fail_together(m, st), __FILE__, __LINE__, __func__);
+  }
+  f->have_forward = 1;
+  f->outputs_only = 1;
+  return GAAW_SUCCESS;
+}
+
+/* The local checks of d_outputs, then it goes up as the output gradient *dy. */
+static gaaw_status_t backward_from_local(gaaw_model_t m, const float *d_outputs, gaaw_tensor_t *dy)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_frame *f = &m->frame;
+  GAAW_ARG_CHECK(ctx, m->kind == GAAW_MODEL_MLP, "gaaw_model_backward_from is for sequential models and MLPs");
+  if (!f->have_forward)
+    GAAW_FAIL(ctx, GAAW_ERR_STATE, "gaaw_model_backward_from needs a gaaw_model_forward_outputs (or forward) first");
+  GAAW_ARG_NOT_NULL(ctx, d_outputs);
+  int64_t n = (int64_t)f->batch * m->seq_outputs;
+  for (int64_t i = 0; i < n; i++)
+    GAAW_ARG_CHECK(ctx, isfinite(d_outputs[i]), "d_outputs[%lld] is %g; it must be finite", (long long)i,
+                   (double)d_outputs[i]);
+  GAAW_CHECK(gaaw_model_check_pass(m, GAAW_PHASE_BACKWARD, 1));
+  if (gaaw_normalization_active(m)) { /* y = y' std + mean: dL/dy' = dL/dy std */
+    float *d = malloc(sizeof(float) * (size_t)n);
+    if (!d) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %lld gradients", (long long)n);
+    memcpy(d, d_outputs, sizeof(float) * (size_t)n);
+    gaaw_denormalize_outputs(m, f->batch, d, 1);
+    gaaw_status_t st = upload_f32(m, f->batch, m->seq_outputs, d, dy);
+    free(d);
+    GAAW_CHECK(st);
+  } else {
+    GAAW_CHECK(upload_f32(m, f->batch, m->seq_outputs, d_outputs, dy));
+  }
+  if (m->loss_scale != 1.0f) GAAW_CHECK(gaaw_scale(ctx, dy, m->loss_scale)); /* as the loss layer's would be */
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_backward_from(gaaw_model_t m, const float *d_outputs)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  gaaw_context_t ctx = m->ctx;
+  gaaw_frame *f = &m->frame;
+  gaaw_tensor_t dy = {0};
+  gaaw_status_t st = backward_from_local(m, d_outputs, &dy);
+  gaaw_field digest;
+  int nfields = 0;
+  if (st == GAAW_SUCCESS) {
+    digest = GAAW_FIELD_DIGEST("d_outputs", gaaw_digest(d_outputs, sizeof(float) * (size_t)f->batch * m->seq_outputs));
+    nfields = 1;
+  }
+  if (m->tp_size > 1) st = gaaw_agree(m->tp, st, "the output gradient of a tp group", &digest, nfields);
+  gaaw_comm_t group = gaaw_model_work_group(m);
+  if (group != m->tp) st = gaaw_agree(group, st, "gaaw_model_backward_from", NULL, 0);
+  if (st == GAAW_SUCCESS) {
+    st = gaaw_model_begin_pass(m, GAAW_PHASE_BACKWARD, 0, 0);
+    if (st == GAAW_SUCCESS) st = gaaw_model_backward_range(m, f, 0, m->nlayers - 1, &dy, NULL);
+    if (st == GAAW_SUCCESS) st = gaaw_model_end_pass(m, GAAW_PHASE_BACKWARD, 0, 0);
+    if (st != GAAW_SUCCESS) st = gaaw_model_fail_together(m, st);
+  }
+  gaaw_act_free(m, &dy);
+  drop_forward(m, f); /* as gaaw_model_backward: one backward per forward */
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }

@@ -9,6 +9,8 @@
 #include "gaaw/kernels.h"
 #include "gaaw/model.h"
 #include "parallel/params.h"
+#include "parallel/schedule.h"
+#include "parallel/stages.h"
 
 typedef struct gaaw_layer gaaw_layer;
 typedef struct gaaw_frame gaaw_frame;
@@ -17,7 +19,9 @@ typedef struct gaaw_frame gaaw_frame;
  * f. forward allocates *y (and whatever it saves in f for backward); backward
  * allocates *dx (unless the layer is the first, which gets dx == NULL),
  * accumulates parameter gradients, and frees what forward saved. A layer reads
- * only its arguments, its parameters and its frame, never another microbatch's. */
+ * only its arguments, its parameters and its frame, never another microbatch's.
+ * Its linears' weight gradients go through gaaw_layer_linear_backward, which
+ * leaves them to the W action when the frame defers them (a split backward). */
 typedef struct {
   const char *kind;
   gaaw_status_t (*forward)(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *x, gaaw_tensor_t *y);
@@ -39,7 +43,15 @@ struct gaaw_layer {
   int64_t in_features, out_features;    /* widths of x and y on this rank */
   int column_parallel;                  /* linear layers: split outputs (1) or inputs (0) */
   gaaw_activation_t activation;         /* linear layers: applied after */
-  double forward_seconds, backward_seconds; /* wall time accumulated (gaaw_model_layer_times) */
+  float loss_delta;                     /* regression loss layers: Huber's delta */
+  int gathers;                          /* column-parallel linears: gather the output over tp */
+  gaaw_norm_t norm;                     /* norm layers */
+  int residual_from;                    /* residual adds: the index of the group's first layer */
+  int keeps_input;                      /* its input outlives its forward, inference too
+                                           (a residual group's input, read at its end) */
+  double forward_seconds, backward_seconds; /* wall time accumulated (gaaw_model_layer_times;
+                                           a split backward's W counts in backward) */
+  int64_t deferred_grads_run;           /* weight gradients its W actions computed (tests) */
 };
 
 typedef enum { GAAW_MODEL_GPT = 0, GAAW_MODEL_MLP = 1 } gaaw_model_kind;
@@ -50,6 +62,19 @@ typedef struct {
   int n; /* slots [0, n) may be in use */
 } gaaw_saved;
 
+/* One linear's weight gradient that B left to W (a split backward): copies of its
+ * output gradient and its input, and where the gradient goes. */
+#define GAAW_LAYER_MAX_DEFERRED 4
+typedef struct {
+  gaaw_tensor_t dy, x; /* (N, out), (N, in) of the linear */
+  int w_slot, b_slot;  /* parameter slots of dW and db (-1: no bias) */
+  int64_t w_rows;      /* dW's rows [0, w_rows) (the LM head's real vocabulary); < 0: all */
+} gaaw_deferred_grad;
+typedef struct {
+  gaaw_deferred_grad g[GAAW_LAYER_MAX_DEFERRED];
+  int n;
+} gaaw_deferred;
+
 /* One microbatch in flight: its batch on the device, the input of every layer,
  * what every layer saved for backward, and its loss. Several can be alive at once
  * (a pipeline keeps up to p); nothing about a microbatch lives in the model. */
@@ -59,16 +84,30 @@ struct gaaw_frame {
   int64_t counted;             /* targets that count in the loss */
   gaaw_tensor_t tokens, targets, positions; /* GPT: (rows) i32 */
   gaaw_tensor_t inputs, outputs;            /* MLP: (rows, sizes[0]), (rows, sizes[n-1]) */
+  gaaw_tensor_t weights;       /* MLP: (rows, sizes[n-1]) f32 loss weights; no buffer: all 1 */
+  double weight_sum;           /* MLP: the loss's divisor, sum of weights (counted without) */
   gaaw_tensor_t *acts;         /* acts[i]: input of layer i; acts[nlayers]: output */
   gaaw_saved *saved;           /* saved[i]: what layer i keeps */
+  gaaw_deferred *deferred;     /* deferred[i]: layer i's weight gradients awaiting W */
+  int defer_weights;           /* B leaves the linears' weight gradients to W (ZB-H1) */
   int have_forward;            /* its activations are held */
+  int outputs_only;            /* gaaw_model_forward_outputs: no loss, backward from the caller's gradient */
   int inference;               /* gaaw_model_predict: nothing is kept for backward */
   float loss;
 };
 
 /* When a layer's parameters are used: forward, backward, or read/written through
- * gaaw_model_get/set_param. */
-typedef enum { GAAW_PHASE_FORWARD = 0, GAAW_PHASE_BACKWARD = 1, GAAW_PHASE_ACCESS = 2 } gaaw_phase;
+ * gaaw_model_get/set_param. A split backward (ZB-H1) is two phases: BACKWARD_INPUT
+ * (B: the input gradient, and the gradients of norms, embeddings and row-parallel
+ * biases, so a layer's gradients are not complete after it) and WEIGHT (W: the
+ * linears' weight gradients, without the parameters; complete after it). */
+typedef enum {
+  GAAW_PHASE_FORWARD = 0,
+  GAAW_PHASE_BACKWARD = 1,
+  GAAW_PHASE_ACCESS = 2,
+  GAAW_PHASE_BACKWARD_INPUT = 3,
+  GAAW_PHASE_WEIGHT = 4
+} gaaw_phase;
 
 /* Hooks a data-parallel engine (zero/) registers: before a pass starts, whether
  * it may (a local check, no communication: its verdict enters the agreement of
@@ -84,17 +123,35 @@ typedef struct {
   gaaw_status_t (*before_layer)(gaaw_model_t m, int layer, gaaw_phase phase, void *user);
   gaaw_status_t (*after_layer)(gaaw_model_t m, int layer, gaaw_phase phase, void *user);
   gaaw_status_t (*grads_access)(gaaw_model_t m, int reset, void *user);
-  gaaw_status_t (*check_pass)(gaaw_model_t m, gaaw_phase phase, void *user);
+  /* `passes` passes of the phase are about to run (a step's microbatches) */
+  gaaw_status_t (*check_pass)(gaaw_model_t m, gaaw_phase phase, int passes, void *user);
   /* a forward or backward pass of microbatch `microbatch` over model chunk `chunk`
    * starts or has ended (every layer of the chunk done) */
   gaaw_status_t (*begin_pass)(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk, void *user);
   gaaw_status_t (*end_pass)(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk, void *user);
 } gaaw_model_hooks;
 
+/* One parameter of the whole model, wherever it lives (pp > 1: on another stage). */
+typedef struct {
+  char name[GAAW_PARAM_NAME_MAX];
+  int ndim;
+  int64_t shape[2];   /* global */
+  int stage;          /* the pipeline rank that holds it (the first, for a tied weight) */
+} gaaw_param_entry;
+
 struct gaaw_model_s {
   gaaw_context_t ctx;
-  gaaw_comm_t tp, world;
+  gaaw_comm_t tp, world, pp;
   int tp_size, tp_rank;
+  int pp_size, pp_rank;
+  gaaw_stage_layout stages;    /* every virtual stage's layer range (the whole list at pp 1) */
+  int chunks;                  /* this rank's model chunks (virtual_stages) */
+  int pp_kind;                 /* gaaw_sched_kind_t of option pp_schedule */
+  int default_microbatches;    /* option microbatches */
+  gaaw_sched_t *sched;         /* the last step's schedule, kept for the next */
+  gaaw_param_entry *catalog;   /* every parameter of the model, in declaration order */
+  int ncatalog;
+  double pipe_idle, pipe_wall; /* the last gaaw_model_forward_backward: seconds waiting for peers, in all */
   gaaw_model_kind kind;
   gaaw_dtype_t dtype;          /* compute dtype of parameters and activations */
   int dp_size;                 /* buckets split into this many equal shards */
@@ -103,6 +160,16 @@ struct gaaw_model_s {
   gaaw_model_hooks hooks;
   gaaw_gpt_config_t gpt;
   gaaw_mlp_config_t mlp;
+  /* sequential models (and MLPs, built as one): the specs, the input and output widths */
+  gaaw_layer_spec_t *specs;
+  int nspecs, seq_inputs, seq_outputs;
+  uint64_t seq_seed;
+  /* normalisation statistics (parallel/normalization.c): inputs' features, then
+   * outputs'; count 0: none yet, the data pass unchanged */
+  struct {
+    double count;
+    double *mean, *m2;
+  } norm;
   int64_t vocab_local;         /* padded vocabulary rows per rank */
   int64_t vocab_valid_local;   /* of which real (not padding) */
   gaaw_param_table params;
@@ -111,9 +178,52 @@ struct gaaw_model_s {
   gaaw_frame frame;             /* the microbatch of gaaw_model_forward/backward */
 };
 
+/* ---- pipeline stages (model.c) */
+/* Cuts the model's nlayers layers (lead + body + tail, cost[] per layer) into the
+ * stages of options pp, virtual_stages and pp_layout; a builder calls it before
+ * adding layers, so that only this rank's layers get parameters. */
+gaaw_status_t gaaw_model_plan_stages(gaaw_model_t m, int nlayers, int lead, int tail, const double *cost);
+/* Whether layer i runs on this rank; the pipeline rank that runs it. */
+int gaaw_model_owns_layer(gaaw_model_t m, int i);
+int gaaw_model_layer_rank(gaaw_model_t m, int i);
+/* This rank's chunk c: virtual stage c * pp + pp_rank, layers [*lo, *hi). */
+int gaaw_model_chunk_stage(gaaw_model_t m, int c, int *lo, int *hi);
+/* The shape (rows, width) of acts[i], the input of body layer i, in frame f: what
+ * crosses a stage boundary, fixed by the config and the batch shape. */
+void gaaw_model_boundary_shape(gaaw_model_t m, const gaaw_frame *f, int i, int64_t shape[2]);
+
+/* ---- what the pipeline executor (pipeline.c) shares with model.c */
+/* Checks microbatch b and uploads what this stage reads of it into f. Local. */
+gaaw_status_t gaaw_model_load_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_batch_t *b);
+/* The agreement on a step's batch (microbatches of b), joined by st. */
+gaaw_status_t gaaw_model_agree_batch(gaaw_model_t m, gaaw_status_t st, const gaaw_batch_t *b, int microbatches);
+gaaw_status_t gaaw_model_check_pass(gaaw_model_t m, gaaw_phase phase, int passes);
+gaaw_status_t gaaw_model_begin_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk);
+gaaw_status_t gaaw_model_end_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk);
+/* A failure after the agreement: aborts the context (peers may be in a collective). */
+gaaw_status_t gaaw_model_fail_together(gaaw_model_t m, gaaw_status_t st);
+/* The microbatches of b (b->microbatches, or option microbatches when 0). */
+int gaaw_model_microbatches(gaaw_model_t m, const gaaw_batch_t *b);
+/* Microbatch i of b: its rows of each array (NULL stays NULL). */
+gaaw_batch_t gaaw_model_microbatch(gaaw_model_t m, const gaaw_batch_t *b, int i);
+
+/* The executor: the step's microbatches through this rank's actions of the
+ * schedule (pp_schedule), the mean loss on every rank. Collective over world
+ * (pipeline.c). */
+gaaw_status_t gaaw_pipeline_forward_backward(gaaw_model_t m, const gaaw_batch_t *b, float *loss);
+/* Inference of one microbatch through the stages into frame f (inference set,
+ * batch loaded); stop: forward ends before the last layer (MLP loss). Collective
+ * over the pp group. */
+gaaw_status_t gaaw_pipeline_forward_only(gaaw_model_t m, gaaw_frame *f, int stop);
+/* *loss from the last stage to every rank of the pp group (no-op at pp 1).
+ * Collective over the pp group. */
+gaaw_status_t gaaw_pipeline_share_loss(gaaw_model_t m, float *loss);
+
 /* Layer kinds. */
 extern const gaaw_layer_ops gaaw_gpt_embedding_ops, gaaw_gpt_block_ops, gaaw_gpt_head_ops;
-extern const gaaw_layer_ops gaaw_linear_ops, gaaw_mse_ops;
+extern const gaaw_layer_ops gaaw_linear_ops;
+/* The regression loss layers, by gaaw_loss_t. */
+extern const gaaw_layer_ops gaaw_regression_loss_ops[GAAW_LOSS_COUNT];
 
 /* An activation tensor of the given shape in the compute dtype (category activations). */
 gaaw_status_t gaaw_act_alloc(gaaw_model_t m, int ndim, const int64_t *shape, gaaw_tensor_t *t);
@@ -145,6 +255,18 @@ gaaw_status_t gaaw_scratch_alloc(gaaw_model_t m, gaaw_scratch *s, int zero, int 
                                  gaaw_tensor_t **t);
 void gaaw_scratch_free(gaaw_model_t m, gaaw_scratch *s);
 #define GAAW_SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+/* Backward of one linear of layer l in frame f: dx = dy w (dx NULL: none), and
+ * its weight gradient dW += dy^T x into rows [0, w_rows) (< 0: all) of the
+ * gradient of parameter slot w_slot, db += sum dy into slot b_slot (-1: none):
+ * at once, or, when f defers weight gradients, kept (copies of dy and x) for
+ * gaaw_model_weight_range. Bit-identical either way. */
+gaaw_status_t gaaw_layer_linear_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *dy,
+                                         const gaaw_tensor_t *x, const gaaw_tensor_t *w, gaaw_tensor_t *dx,
+                                         int w_slot, int64_t w_rows, int b_slot);
+/* Computes (and frees) the weight gradients layer l deferred in frame f. */
+gaaw_status_t gaaw_layer_run_deferred(gaaw_model_t m, gaaw_frame *f, gaaw_layer *l);
+/* Frees them uncomputed (a failed or abandoned pass). */
+void gaaw_layer_drop_deferred(gaaw_model_t m, gaaw_frame *f, const gaaw_layer *l);
 /* Frees everything layer l saved in frame f. */
 void gaaw_layer_release(gaaw_model_t m, gaaw_frame *f, const gaaw_layer *l);
 /* The view of parameter slot k of layer l (value or gradient). */
@@ -192,6 +314,16 @@ gaaw_comm_t gaaw_model_work_group(gaaw_model_t m);
 /* "layernorm", "rmsnorm"; "gelu", "swiglu", "none" ("invalid" otherwise), for messages. */
 const char *gaaw_norm_name(gaaw_norm_t norm);
 const char *gaaw_activation_name(gaaw_activation_t activation);
+const char *gaaw_loss_name(gaaw_loss_t loss);
+
+/* Normalisation (parallel/normalization.c): whether statistics exist; host data
+ * (rows, C) of the inputs (outputs 0) or outputs (1) into (v - mean) / std; model
+ * outputs (rows, C) in place back to y std + mean, or (gradient 1) a gradient of
+ * them into d std; the statistics freed. */
+int gaaw_normalization_active(gaaw_model_t m);
+void gaaw_normalize(gaaw_model_t m, int outputs, const float *v, int64_t rows, float *out);
+void gaaw_denormalize_outputs(gaaw_model_t m, int64_t rows, float *y, int gradient);
+void gaaw_normalization_free(gaaw_model_t m);
 /* Allocates and initialises the parameters (after all layers are added). */
 gaaw_status_t gaaw_model_finish(gaaw_model_t m, uint64_t seed);
 
@@ -211,5 +343,10 @@ void gaaw_frame_free(gaaw_model_t m, gaaw_frame *f);
 gaaw_status_t gaaw_model_forward_range(gaaw_model_t m, gaaw_frame *f, int lo, int hi);
 gaaw_status_t gaaw_model_backward_range(gaaw_model_t m, gaaw_frame *f, int lo, int hi, gaaw_tensor_t *dy,
                                         gaaw_tensor_t *dx);
+/* A split backward's second half over layers [lo, hi), after their backward with
+ * f->defer_weights set: the weight gradients they deferred, in backward order
+ * (GAAW_PHASE_WEIGHT hooks around each layer). Not collective over tp (no
+ * communication), but the hooks' groups may be. */
+gaaw_status_t gaaw_model_weight_range(gaaw_model_t m, gaaw_frame *f, int lo, int hi);
 
 #endif

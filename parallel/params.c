@@ -30,6 +30,7 @@ gaaw_status_t gaaw_params_add(gaaw_context_t ctx, gaaw_param_table *table, int t
   p->fused_blocks = fused_blocks > 0 ? fused_blocks : 1;
   p->init = init;
   p->init_value = init_value;
+  p->tied_peer = -1;
   p->local_numel = 1;
   for (int d = 0; d < ndim; d++) {
     GAAW_ARG_CHECK(ctx, shape[d] > 0, "parameter %s: extent %lld on axis %d", name, (long long)shape[d], d);

@@ -26,6 +26,8 @@ typedef struct {
   int grad_is_partial;     /* replicated, but each tp rank sees only its tokens (sequence
                               parallelism): the gradient is all-reduced over tp */
   int owner;               /* the layer that declared it (the first to use it) */
+  int tied_peer;           /* pp > 1: the pipeline rank holding the other copy of a tied
+                              weight (its gradients are summed over both), else -1 */
   gaaw_tensor_t value;     /* view of the slice in the parameter buffer, local_shape */
   gaaw_tensor_t grad;      /* view in the gradient buffer */
 } gaaw_param;

@@ -50,6 +50,7 @@ static gaaw_status_t plan_norm_segments(gaaw_optimizer_t opt, int b)
   for (int i = 0; i < m->params.count; i++) {
     const gaaw_param *p = &m->params.items[i];
     if (opt->bucket_of_layer[p->owner] != b || (p->split_axis < 0 && m->tp_rank != 0)) continue;
+    if (p->tied_peer >= 0 && p->tied_peer < m->pp_rank) continue; /* the first stage's copy counts */
     int64_t lo = p->offset > piece_lo ? p->offset : piece_lo;
     int64_t hi = p->offset + p->local_numel < piece_hi ? p->offset + p->local_numel : piece_hi;
     if (lo >= hi) continue;
@@ -103,6 +104,8 @@ gaaw_status_t gaaw_zero_plan(gaaw_optimizer_t opt)
     add_users(opt, k, i);
     opt->bucket_of_layer[i] = opt->nbuckets - 1;
   }
+  for (int p = 0; p < m->params.count; p++)
+    if (m->params.items[p].tied_peer >= 0) opt->buckets[opt->bucket_of_layer[m->params.items[p].owner]].tied = 1;
   for (int b = 0; b < opt->nbuckets; b++) {
     k = &opt->buckets[b];
     k->piece = sharded(opt) ? k->len / opt->dp_size : k->len;

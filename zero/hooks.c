@@ -91,12 +91,14 @@ static gaaw_status_t open_grad_bucket(gaaw_optimizer_t opt, int b)
 }
 
 /* Stages 2, 3: drops the whole-bucket gradients a failed backward left open (not
- * reduced), so that no rank reduces what its peers do not. */
-static void drop_open_grad_buckets(gaaw_optimizer_t opt)
+ * reduced), so that no rank reduces what its peers do not; with keep_tied, not
+ * those that stay open over the step on purpose (tied buckets, see tied_grads;
+ * stage 2 with a pipeline, see close_grad_bucket). */
+static void drop_open_grad_buckets(gaaw_optimizer_t opt, int keep_tied)
 {
   for (int b = 0; b < opt->nbuckets; b++) {
     zero_bucket *k = &opt->buckets[b];
-    if (!k->whole_grads || k->reduction != ZERO_LOCAL) continue;
+    if (!k->whole_grads || k->reduction != ZERO_LOCAL || (keep_tied && (k->tied || k->held))) continue;
     bind_bucket(opt, b, 1, NULL);
     gaaw_buffer_free(opt->ctx, &k->whole_grads);
   }
@@ -155,17 +157,52 @@ static gaaw_status_t finish_started_reductions(gaaw_optimizer_t opt, int skip)
  * every step). */
 static void restart_accumulation(gaaw_optimizer_t opt)
 {
-  for (int b = 0; b < opt->nbuckets; b++) opt->buckets[b].reduction = ZERO_LOCAL;
+  for (int b = 0; b < opt->nbuckets; b++) {
+    opt->buckets[b].reduction = ZERO_LOCAL;
+    opt->buckets[b].held = 0;
+  }
   opt->backward_passes = 0;
+}
+
+/* A tied weight's two copies (embedding on the first pipeline stage, head on the
+ * last) each hold the gradient of their own uses: both are replaced by the sum,
+ * exchanged between the pair over the pp group, before the dp reduction. The same
+ * two addends on both sides give the same sum bit for bit. Not collective: the
+ * pair only. */
+static gaaw_status_t tied_grads(gaaw_optimizer_t opt)
+{
+  gaaw_model_t m = opt->model;
+  gaaw_context_t ctx = opt->ctx;
+  for (int i = 0; i < m->params.count; i++) {
+    gaaw_param *p = &m->params.items[i];
+    if (p->tied_peer < 0 || !p->grad.buf) continue;
+    gaaw_tensor_t theirs, mine = gaaw_reshape(&p->grad, 1, &p->local_numel);
+    gaaw_comm_request_t send = NULL, recv = NULL;
+    GAAW_CHECK(gaaw_tensor_alloc(ctx, opt->dtype, 1, &p->local_numel, GAAW_MEM_COMMUNICATION, &theirs));
+    gaaw_status_t st = gaaw_comm_send_start(m->pp, &mine, p->tied_peer, 0, &send);
+    if (st == GAAW_SUCCESS) st = gaaw_comm_recv_start(m->pp, &theirs, p->tied_peer, 0, &recv);
+    if (st == GAAW_SUCCESS) st = gaaw_comm_wait(&send);
+    if (st == GAAW_SUCCESS) st = gaaw_comm_wait(&recv);
+    if (st == GAAW_SUCCESS) st = gaaw_axpy(ctx, 1.0f, &theirs, &mine);
+    gaaw_comm_cancel(&send);
+    gaaw_comm_cancel(&recv);
+    gaaw_buffer_free(ctx, &theirs.buf);
+    if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
+  return GAAW_SUCCESS;
 }
 
 gaaw_status_t gaaw_zero_finish_reductions(gaaw_optimizer_t opt)
 {
   gaaw_context_t ctx = opt->ctx;
-  if (opt->cfg.zero_stage >= 2) drop_open_grad_buckets(opt);
+  if (opt->cfg.zero_stage >= 2) drop_open_grad_buckets(opt, 1);
+  GAAW_CHECK(tied_grads(opt));
   for (int b = 0; b < opt->nbuckets; b++) {
-    /* stages 0, 1 after fewer backward passes than accumulation */
-    if (opt->cfg.zero_stage < 2 && opt->dp_size > 1) GAAW_CHECK(start_reduction(opt, b));
+    /* stages 0, 1 after fewer backward passes than accumulation; tied buckets
+     * (every stage) only now */
+    zero_bucket *k = &opt->buckets[b];
+    if ((opt->cfg.zero_stage < 2 && opt->dp_size > 1) || k->tied || k->held) GAAW_CHECK(start_reduction(opt, b));
+    k->held = 0;
     GAAW_CHECK(finish_reduction(opt, b));
   }
   /* the step's gaaw_model_zero_grad restarts the accumulation (grads_access) */
@@ -177,13 +214,26 @@ gaaw_status_t gaaw_zero_finish_reductions(gaaw_optimizer_t opt)
 
 /* Backward has completed bucket b. Stages 2, 3 keep one reduction in flight (the
  * previous bucket's is finished first, bounding the gradient memory); stages 0, 1
- * reduce on the step's last microbatch only (the others accumulate locally). */
+ * reduce on the step's last microbatch only (the others accumulate locally), and so
+ * does stage 2 in a pipeline, whose microbatches follow one another closely: the
+ * bucket's whole gradient stays open (held) over the step and is reduce-scattered
+ * once, after the chunk's last microbatch backward (or at the step, when the chunk's
+ * last backward came before the rank's last one). Stage 3 reduces every microbatch,
+ * keeping its memory at the formula. */
 static gaaw_status_t close_grad_bucket(gaaw_optimizer_t opt, int b)
 {
   gaaw_context_t ctx = opt->ctx;
+  zero_bucket *k = &opt->buckets[b];
+  if (k->tied) return GAAW_SUCCESS; /* reduced at the step, after tied_grads */
+  int last = opt->backward_passes + 1 >= opt->cfg.accumulation;
+  if (opt->cfg.zero_stage == 2 && opt->model->pp_size > 1 && !last) {
+    k->held = 1;
+    return GAAW_SUCCESS;
+  }
+  k->held = 0;
   if (opt->cfg.zero_stage >= 2) {
     GAAW_CHECK(finish_started_reductions(opt, b));
-  } else if (opt->dp_size == 1 || opt->backward_passes + 1 < opt->cfg.accumulation) {
+  } else if (opt->dp_size == 1 || !last) {
     return GAAW_SUCCESS;
   }
   GAAW_CHECK(start_reduction(opt, b));
@@ -197,7 +247,7 @@ static gaaw_status_t grads_access(gaaw_model_t m, int reset, void *user)
   gaaw_optimizer_t opt = user;
   gaaw_context_t ctx = opt->ctx;
   (void)m;
-  if (opt->cfg.zero_stage >= 2) drop_open_grad_buckets(opt);
+  if (opt->cfg.zero_stage >= 2) drop_open_grad_buckets(opt, !reset);
   GAAW_CHECK(finish_started_reductions(opt, -1));
   if (!reset) return GAAW_SUCCESS;
   restart_accumulation(opt);
@@ -244,43 +294,65 @@ static gaaw_status_t prefetch_after(gaaw_optimizer_t opt, int i, gaaw_phase phas
   return GAAW_SUCCESS;
 }
 
-/* A backward pass may begin: at most `accumulation` per step, since stages 0 and 1
- * start reducing on the last one (checked before the pass's agreement). */
-static gaaw_status_t check_pass(gaaw_model_t m, gaaw_phase phase, void *user)
+/* `passes` backward passes may begin: at most `accumulation` per step, since
+ * stages 0 and 1 start reducing on the last one (checked before the pass's
+ * agreement). */
+static gaaw_status_t check_pass(gaaw_model_t m, gaaw_phase phase, int passes, void *user)
 {
   gaaw_optimizer_t opt = user;
   (void)m;
-  if (phase == GAAW_PHASE_BACKWARD && opt->backward_passes >= opt->cfg.accumulation)
+  if (phase == GAAW_PHASE_BACKWARD && opt->backward_passes + passes > opt->cfg.accumulation)
     GAAW_FAIL(opt->ctx, GAAW_ERR_STATE, "backward pass %d since the last gaaw_optimizer_step, but the optimizer's "
               "accumulation is %d: call gaaw_optimizer_step after every %d microbatches", opt->backward_passes + 1,
               opt->cfg.accumulation, opt->cfg.accumulation);
   return GAAW_SUCCESS;
 }
 
-/* A backward pass begins: stages 2, 3 finish the previous pass's last reduction
- * before its buckets can open again. */
-static gaaw_status_t begin_backward(gaaw_optimizer_t opt)
+/* A backward pass (or a split one's B or W) begins: stages 2, 3 finish the
+ * previous pass's last reduction before its buckets can open again. A fused
+ * microbatch's first backward chunk on this rank (its last chunk) also drops what
+ * a failed pass left open; its later chunks must not, as a bucket shared across
+ * chunks (a tied head and embedding on one rank) is open from the first, and
+ * neither may a split backward's B or W: buckets stay open from a B to its W,
+ * where other microbatches' B and W may come between. */
+static gaaw_status_t begin_backward(gaaw_optimizer_t opt, int drop_open)
 {
   gaaw_context_t ctx = opt->ctx;
   if (opt->cfg.zero_stage >= 2) {
     GAAW_CHECK(finish_started_reductions(opt, -1));
-    drop_open_grad_buckets(opt); /* left by a failed pass */
+    if (drop_open) drop_open_grad_buckets(opt, 1); /* left by a failed pass */
   }
   return GAAW_SUCCESS;
 }
 
+static int is_backward(gaaw_phase phase)
+{
+  return phase == GAAW_PHASE_BACKWARD || phase == GAAW_PHASE_BACKWARD_INPUT || phase == GAAW_PHASE_WEIGHT;
+}
+
+/* Whether the phase completes the gradients of the layers it runs (a fused
+ * backward, or a split one's W; not its B). */
+static int completes_grads(gaaw_phase phase)
+{
+  return phase == GAAW_PHASE_BACKWARD || phase == GAAW_PHASE_WEIGHT;
+}
+
 static gaaw_status_t begin_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk, void *user)
 {
-  (void)m, (void)microbatch, (void)chunk;
-  if (phase == GAAW_PHASE_BACKWARD) GAAW_CHECK_CTX(((gaaw_optimizer_t)user)->ctx, begin_backward(user));
+  (void)microbatch;
+  if (is_backward(phase))
+    GAAW_CHECK_CTX(((gaaw_optimizer_t)user)->ctx,
+                   begin_backward(user, phase == GAAW_PHASE_BACKWARD && chunk == m->chunks - 1));
   return GAAW_SUCCESS;
 }
 
+/* A microbatch's backward is complete on this rank once its chunk 0 (every rank
+ * has one) is done, its W with a split backward: that counts as one backward pass. */
 static gaaw_status_t end_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk, void *user)
 {
-  (void)m, (void)microbatch, (void)chunk;
+  (void)m, (void)microbatch;
   gaaw_optimizer_t opt = user;
-  if (phase == GAAW_PHASE_BACKWARD) opt->backward_passes++;
+  if (completes_grads(phase) && chunk == 0) opt->backward_passes++;
   return GAAW_SUCCESS;
 }
 
@@ -295,11 +367,13 @@ static gaaw_status_t before_layer(gaaw_model_t m, int i, gaaw_phase phase, void 
   } else {
     n = buckets_of_layer(opt, i, used);
   }
+  /* W reads no parameters: at stage 3 it gathers nothing */
+  int reads_params = phase != GAAW_PHASE_WEIGHT;
   for (int q = 0; q < n; q++) {
-    if (stage == 3) GAAW_CHECK(gather_bucket(opt, used[q]));
-    if (phase == GAAW_PHASE_BACKWARD && stage >= 2) GAAW_CHECK(open_grad_bucket(opt, used[q]));
+    if (stage == 3 && reads_params) GAAW_CHECK(gather_bucket(opt, used[q]));
+    if (is_backward(phase) && stage >= 2) GAAW_CHECK(open_grad_bucket(opt, used[q]));
   }
-  if (stage == 3 && phase != GAAW_PHASE_ACCESS) GAAW_CHECK(prefetch_after(opt, i, phase));
+  if (stage == 3 && phase != GAAW_PHASE_ACCESS && reads_params) GAAW_CHECK(prefetch_after(opt, i, phase));
   return GAAW_SUCCESS;
 }
 
@@ -309,12 +383,13 @@ static gaaw_status_t after_layer(gaaw_model_t m, int i, gaaw_phase phase, void *
   gaaw_context_t ctx = opt->ctx;
   for (int b = 0; b < opt->nbuckets; b++) {
     zero_bucket *k = &opt->buckets[b];
-    int done = phase == GAAW_PHASE_FORWARD    ? k->last_forward == i
-               : phase == GAAW_PHASE_BACKWARD ? k->last_backward == i
-                                              : opt->bucket_of_layer[i] == b;
+    int done = phase == GAAW_PHASE_FORWARD ? k->last_forward == i
+               : is_backward(phase)        ? k->last_backward == i
+                                           : opt->bucket_of_layer[i] == b;
     if (!done) continue;
-    if (phase == GAAW_PHASE_BACKWARD) GAAW_CHECK(close_grad_bucket(opt, b));
-    if (opt->cfg.zero_stage == 3) GAAW_CHECK(release_bucket(opt, b, phase == GAAW_PHASE_ACCESS));
+    if (completes_grads(phase)) GAAW_CHECK(close_grad_bucket(opt, b));
+    if (opt->cfg.zero_stage == 3 && phase != GAAW_PHASE_WEIGHT)
+      GAAW_CHECK(release_bucket(opt, b, phase == GAAW_PHASE_ACCESS));
   }
   return GAAW_SUCCESS;
 }

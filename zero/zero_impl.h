@@ -23,6 +23,9 @@ typedef struct {
   gaaw_comm_request_t gather; /* stage 3: the all-gather of whole_params, until waited for */
   gaaw_comm_request_t reduce; /* the reduction of the gradients over dp, until waited for */
   zero_reduction reduction;
+  int tied;              /* holds a tied weight's copy (pp > 1): reduced at the step only */
+  int held;              /* stage 2, pp > 1: its whole gradient accumulates over the step's
+                            microbatches, reduce-scattered after the last */
 } zero_bucket;
 
 /* A run of a bucket's piece whose gradient counts in the global norm on this rank

@@ -34,10 +34,24 @@ static inline int64_t gaaw_cuda_row_chunks(int64_t N)
 
 /* ---------------------------------------------------------------- pointwise (cuda_pointwise.cu) */
 
-/* y = gelu(x); dx += dy gelu'(x).   n elements */
-cudaError_t gaaw_cuda_gelu_forward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n, const void *x, void *y);
-cudaError_t gaaw_cuda_gelu_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n, const void *dy, const void *x,
-                                    void *dx);
+/* The elementwise activations, with the values of gaaw_activation_t (checked in
+ * cuda_ops.c). */
+typedef enum {
+  GAAW_CUDA_ACT_GELU = 0,
+  GAAW_CUDA_ACT_NONE = 2,
+  GAAW_CUDA_ACT_RELU = 3,
+  GAAW_CUDA_ACT_TANH = 4,
+  GAAW_CUDA_ACT_SILU = 5
+} gaaw_cuda_activation;
+/* y = act(x); dx += dy act'(x).   n elements */
+cudaError_t gaaw_cuda_activation_forward(cudaStream_t s, gaaw_cuda_dtype dt, gaaw_cuda_activation act, int64_t n,
+                                         const void *x, void *y);
+/* loss = w l(d), grad = w l'(d), d = pred - target; kind 0 MSE, 1 L1, 2 Huber
+ * (gaaw_loss_t); w NULL: all 1. loss and w are f32, the others dt.   n elements */
+cudaError_t gaaw_cuda_regression_loss(cudaStream_t s, gaaw_cuda_dtype dt, int kind, float delta, int64_t n,
+                                      const void *pred, const void *target, const float *w, float *loss, void *grad);
+cudaError_t gaaw_cuda_activation_backward(cudaStream_t s, gaaw_cuda_dtype dt, gaaw_cuda_activation act, int64_t n,
+                                          const void *dy, const void *x, void *dx);
 /* x, dx: (N, 2H)   y, dy: (N, H) */
 cudaError_t gaaw_cuda_swiglu_forward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t H, const void *x, void *y);
 cudaError_t gaaw_cuda_swiglu_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t H, const void *dy,

@@ -13,6 +13,10 @@
 _Static_assert(GAAW_CUDA_F32 == (int)GAAW_F32 && GAAW_CUDA_BF16 == (int)GAAW_BF16 && GAAW_CUDA_F16 == (int)GAAW_F16 &&
                    GAAW_CUDA_I32 == (int)GAAW_I32,
                "gaaw_cuda_dtype must have the values of gaaw_dtype_t");
+_Static_assert(GAAW_CUDA_ACT_GELU == (int)GAAW_ACT_GELU && GAAW_CUDA_ACT_NONE == (int)GAAW_ACT_NONE &&
+                   GAAW_CUDA_ACT_RELU == (int)GAAW_ACT_RELU && GAAW_CUDA_ACT_TANH == (int)GAAW_ACT_TANH &&
+                   GAAW_CUDA_ACT_SILU == (int)GAAW_ACT_SILU,
+               "gaaw_cuda_activation must have the values of gaaw_activation_t");
 
 /* Declarations for the table in cuda_device.c. */
 #define CUDA_DECLARE(name, params) gaaw_status_t gaaw_cuda_op_##name params;
@@ -140,15 +144,28 @@ gaaw_status_t gaaw_cuda_op_rmsnorm_backward(gaaw_context_t ctx, gaaw_cten dy, ga
 
 /* ---------------------------------------------------------------- activations and elementwise */
 
-gaaw_status_t gaaw_cuda_op_gelu_forward(gaaw_context_t ctx, gaaw_cten x, gaaw_ten y)
+gaaw_status_t gaaw_cuda_op_activation_forward(gaaw_context_t ctx, gaaw_activation_t act, gaaw_cten x, gaaw_ten y)
 {
-  LAUNCH(gaaw_cuda_gelu_forward(STREAM, DT(x), gaaw_tensor_numel(x), P(x), P(y)));
+  LAUNCH(gaaw_cuda_activation_forward(STREAM, DT(x), (gaaw_cuda_activation)act, gaaw_tensor_numel(x), P(x), P(y)));
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_cuda_op_gelu_backward(gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_ten dx)
+gaaw_status_t gaaw_cuda_op_activation_backward(gaaw_context_t ctx, gaaw_activation_t act, gaaw_cten dy, gaaw_cten x,
+                                               gaaw_ten dx)
 {
-  LAUNCH(gaaw_cuda_gelu_backward(STREAM, DT(x), gaaw_tensor_numel(x), P(dy), P(x), P(dx)));
+  LAUNCH(gaaw_cuda_activation_backward(STREAM, DT(x), (gaaw_cuda_activation)act, gaaw_tensor_numel(x), P(dy), P(x),
+                                       P(dx)));
+  return GAAW_SUCCESS;
+}
+
+_Static_assert(GAAW_LOSS_MSE == 0 && GAAW_LOSS_L1 == 1 && GAAW_LOSS_HUBER == 2,
+               "cuda_pointwise.cu's regression_loss numbers the kinds as gaaw_loss_t");
+
+gaaw_status_t gaaw_cuda_op_regression_loss(gaaw_context_t ctx, gaaw_loss_t kind, float delta, gaaw_cten pred,
+                                           gaaw_cten target, gaaw_cten weights, gaaw_ten loss, gaaw_ten grad)
+{
+  LAUNCH(gaaw_cuda_regression_loss(STREAM, DT(pred), (int)kind, delta, gaaw_tensor_numel(pred), P(pred), P(target),
+                                   weights ? (const float *)P(weights) : NULL, (float *)P(loss), P(grad)));
   return GAAW_SUCCESS;
 }
 

@@ -12,20 +12,71 @@ constexpr float GELU_CUBE = 0.044715f;
 
 /* ---------------------------------------------------------------- activations */
 
-template <typename T> __global__ void gelu_forward_kernel(int64_t n, const T *x, T *y)
+__device__ float act_value(gaaw_cuda_activation act, float v)
 {
-  for (int64_t i = global_index(); i < n; i += global_stride()) {
-    float v = to_f32(x[i]);
-    y[i] = from_f32<T>(0.5f * v * (1.0f + tanhf(GELU_SCALE * (v + GELU_CUBE * v * v * v))));
+  switch (act) {
+  case GAAW_CUDA_ACT_GELU: return 0.5f * v * (1.0f + tanhf(GELU_SCALE * (v + GELU_CUBE * v * v * v)));
+  case GAAW_CUDA_ACT_RELU: return v > 0.0f ? v : 0.0f;
+  case GAAW_CUDA_ACT_TANH: return tanhf(v);
+  case GAAW_CUDA_ACT_SILU: return v / (1.0f + expf(-v));
+  default: return v;
   }
 }
 
-template <typename T> __global__ void gelu_backward_kernel(int64_t n, const T *dy, const T *x, T *dx)
+/* GELU: d/dx [0.5 x (1 + tanh u)], u = s (x + c x^3);  SiLU: sig (1 + x (1 - sig)) */
+__device__ float act_slope(gaaw_cuda_activation act, float v)
+{
+  switch (act) {
+  case GAAW_CUDA_ACT_GELU: {
+    float t = tanhf(GELU_SCALE * (v + GELU_CUBE * v * v * v));
+    float du = GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * v * v);
+    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+  }
+  case GAAW_CUDA_ACT_RELU: return v > 0.0f ? 1.0f : 0.0f;
+  case GAAW_CUDA_ACT_TANH: {
+    float t = tanhf(v);
+    return 1.0f - t * t;
+  }
+  case GAAW_CUDA_ACT_SILU: {
+    float sig = 1.0f / (1.0f + expf(-v));
+    return sig * (1.0f + v * (1.0f - sig));
+  }
+  default: return 1.0f;
+  }
+}
+
+template <typename T>
+__global__ void activation_forward_kernel(gaaw_cuda_activation act, int64_t n, const T *x, T *y)
+{
+  for (int64_t i = global_index(); i < n; i += global_stride()) y[i] = from_f32<T>(act_value(act, to_f32(x[i])));
+}
+
+template <typename T>
+__global__ void activation_backward_kernel(gaaw_cuda_activation act, int64_t n, const T *dy, const T *x, T *dx)
+{
+  for (int64_t i = global_index(); i < n; i += global_stride())
+    add_to(dx, i, to_f32(dy[i]) * act_slope(act, to_f32(x[i])));
+}
+
+template <typename T>
+__global__ void regression_loss_kernel(int kind, float delta, int64_t n, const T *pred, const T *target, const float *w,
+                                       float *loss, T *grad)
 {
   for (int64_t i = global_index(); i < n; i += global_stride()) {
-    float v = to_f32(x[i]), t = tanhf(GELU_SCALE * (v + GELU_CUBE * v * v * v));
-    float du = GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * v * v);
-    add_to(dx, i, to_f32(dy[i]) * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du));
+    float d = to_f32(pred[i]) - to_f32(target[i]), a = fabsf(d), sign = d > 0.0f ? 1.0f : d < 0.0f ? -1.0f : 0.0f;
+    float l, g;
+    if (kind == 0) {
+      l = d * d, g = 2.0f * d;
+    } else if (kind == 1) {
+      l = a, g = sign;
+    } else if (a < delta) {
+      l = 0.5f * d * d, g = d;
+    } else {
+      l = delta * (a - 0.5f * delta), g = delta * sign;
+    }
+    float wi = w ? w[i] : 1.0f;
+    loss[i] = wi * l;
+    grad[i] = from_f32<T>(wi * g);
   }
 }
 
@@ -188,19 +239,31 @@ int aligned(const void *p, size_t bytes)
 
 extern "C" {
 
-cudaError_t gaaw_cuda_gelu_forward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n, const void *x, void *y)
-{
-  if (n == 0) return cudaSuccess;
-  GAAW_CUDA_DISPATCH_FLOAT(dt, T, gelu_forward_kernel<<<GAAW_POINTWISE(n)>>>(n, (const T *)x, (T *)y));
-  return cudaGetLastError();
-}
-
-cudaError_t gaaw_cuda_gelu_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n, const void *dy, const void *x,
-                                    void *dx)
+cudaError_t gaaw_cuda_activation_forward(cudaStream_t s, gaaw_cuda_dtype dt, gaaw_cuda_activation act, int64_t n,
+                                         const void *x, void *y)
 {
   if (n == 0) return cudaSuccess;
   GAAW_CUDA_DISPATCH_FLOAT(dt, T,
-                           gelu_backward_kernel<<<GAAW_POINTWISE(n)>>>(n, (const T *)dy, (const T *)x, (T *)dx));
+                           activation_forward_kernel<<<GAAW_POINTWISE(n)>>>(act, n, (const T *)x, (T *)y));
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_activation_backward(cudaStream_t s, gaaw_cuda_dtype dt, gaaw_cuda_activation act, int64_t n,
+                                          const void *dy, const void *x, void *dx)
+{
+  if (n == 0) return cudaSuccess;
+  GAAW_CUDA_DISPATCH_FLOAT(
+      dt, T, activation_backward_kernel<<<GAAW_POINTWISE(n)>>>(act, n, (const T *)dy, (const T *)x, (T *)dx));
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_regression_loss(cudaStream_t s, gaaw_cuda_dtype dt, int kind, float delta, int64_t n,
+                                      const void *pred, const void *target, const float *w, float *loss, void *grad)
+{
+  if (n == 0) return cudaSuccess;
+  GAAW_CUDA_DISPATCH_FLOAT(dt, T,
+                           regression_loss_kernel<<<GAAW_POINTWISE(n)>>>(kind, delta, n, (const T *)pred,
+                                                                         (const T *)target, w, loss, (T *)grad));
   return cudaGetLastError();
 }
 

@@ -1,7 +1,8 @@
-/* Activations: GELU (tanh approximation) and SwiGLU, forward and backward.
+/* Activations, forward and backward: the elementwise kinds (GELU, ReLU, tanh, SiLU,
+ * none) through one pair of entries taking the kind, and SwiGLU.
  * GELU is computed as x sigmoid(2u), u = s (x + c x^3), which equals
  * 0.5 x (1 + tanh u) without tanh's cancellation near -1 and in loops that
- * vectorize (host_math.h). */
+ * vectorize, 16 lanes wide on AVX-512 (host_math.h). */
 #include <math.h>
 
 #include "backends/host/host.h"
@@ -12,24 +13,95 @@
 
 /* ---------------------------------------------------------------- f32 cores */
 
-static void gelu_forward_f32(int64_t n, const float *x, float *y)
+/* act(v) and act'(v); called with a constant kind, so each loop below is
+ * specialised to one branch. */
+static inline float act_value(gaaw_activation_t act, float v)
 {
-#pragma omp parallel for simd if (n > HOST_PARALLEL_MIN) schedule(static)
-  for (int64_t i = 0; i < n; i++) {
-    float v = x[i];
-    y[i] = v * host_sigmoidf(2.0f * GELU_SCALE * (v + GELU_CUBE * v * v * v));
+  switch (act) {
+  case GAAW_ACT_GELU: return v * host_sigmoidf(2.0f * GELU_SCALE * (v + GELU_CUBE * v * v * v));
+  case GAAW_ACT_RELU: return v > 0.0f ? v : 0.0f;
+  case GAAW_ACT_TANH: return tanhf(v);
+  case GAAW_ACT_SILU: return v * host_sigmoidf(v);
+  default: return v;
   }
 }
 
-/* dx += dy * d/dx [x sig(2u)] = dy (sig + 2 x sig (1 - sig) du/dx),  u = s (x + c x^3). */
-static void gelu_backward_f32(int64_t n, const float *dy, const float *x, float *dx)
+/* GELU: d/dx [x sig(2u)] = sig + 2 x sig (1 - sig) du/dx;  SiLU: sig (1 + x (1 - sig)). */
+static inline float act_slope(gaaw_activation_t act, float v)
 {
-#pragma omp parallel for simd if (n > HOST_PARALLEL_MIN) schedule(static)
-  for (int64_t i = 0; i < n; i++) {
-    float v = x[i], sig = host_sigmoidf(2.0f * GELU_SCALE * (v + GELU_CUBE * v * v * v));
+  switch (act) {
+  case GAAW_ACT_GELU: {
+    float sig = host_sigmoidf(2.0f * GELU_SCALE * (v + GELU_CUBE * v * v * v));
     float du = GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * v * v);
-    dx[i] += dy[i] * (sig + 2.0f * v * sig * (1.0f - sig) * du);
+    return sig + 2.0f * v * sig * (1.0f - sig) * du;
   }
+  case GAAW_ACT_RELU: return v > 0.0f ? 1.0f : 0.0f;
+  case GAAW_ACT_TANH: {
+    float t = tanhf(v);
+    return 1.0f - t * t;
+  }
+  case GAAW_ACT_SILU: {
+    float sig = host_sigmoidf(v);
+    return sig * (1.0f + v * (1.0f - sig));
+  }
+  default: return 1.0f;
+  }
+}
+
+/* Elements [lo, hi) of one kind's forward and backward, a function per kind so that
+ * each is compiled for the widest vector unit (HOST_VECTOR_CLONES) with `kind` a
+ * constant; the threaded loops below call them on blocks. (An `if` on a combined
+ * `parallel for simd` would also turn the simd off below the threading threshold.) */
+#define ACTIVATION_BLOCKS(name, kind)                                                                      \
+  HOST_VECTOR_CLONES static void name##_forward_block(int64_t lo, int64_t hi, const float *x, float *y)     \
+  {                                                                                                        \
+    _Pragma("omp simd") for (int64_t i = lo; i < hi; i++) y[i] = act_value(kind, x[i]);                    \
+  }                                                                                                        \
+  HOST_VECTOR_CLONES static void name##_backward_block(int64_t lo, int64_t hi, const float *dy,             \
+                                                       const float *x, float *dx)                          \
+  {                                                                                                        \
+    _Pragma("omp simd") for (int64_t i = lo; i < hi; i++) dx[i] += dy[i] * act_slope(kind, x[i]);          \
+  }
+ACTIVATION_BLOCKS(gelu, GAAW_ACT_GELU)
+ACTIVATION_BLOCKS(relu, GAAW_ACT_RELU)
+ACTIVATION_BLOCKS(tanh, GAAW_ACT_TANH)
+ACTIVATION_BLOCKS(silu, GAAW_ACT_SILU)
+ACTIVATION_BLOCKS(identity, GAAW_ACT_NONE)
+
+typedef void (*forward_block_fn)(int64_t lo, int64_t hi, const float *x, float *y);
+typedef void (*backward_block_fn)(int64_t lo, int64_t hi, const float *dy, const float *x, float *dx);
+
+/* One specialised pair per kind. */
+static void pick_blocks(gaaw_activation_t act, forward_block_fn *f, backward_block_fn *b)
+{
+  switch (act) {
+  case GAAW_ACT_GELU: *f = gelu_forward_block, *b = gelu_backward_block; return;
+  case GAAW_ACT_RELU: *f = relu_forward_block, *b = relu_backward_block; return;
+  case GAAW_ACT_TANH: *f = tanh_forward_block, *b = tanh_backward_block; return;
+  case GAAW_ACT_SILU: *f = silu_forward_block, *b = silu_backward_block; return;
+  default: *f = identity_forward_block, *b = identity_backward_block; return;
+  }
+}
+
+static void act_forward_f32(gaaw_activation_t act, int64_t n, const float *x, float *y)
+{
+  forward_block_fn f;
+  backward_block_fn unused;
+  pick_blocks(act, &f, &unused);
+  int64_t blocks = (n + HOST_VECTOR_BLOCK - 1) / HOST_VECTOR_BLOCK;
+#pragma omp parallel for if (n > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t k = 0; k < blocks; k++) f(k * HOST_VECTOR_BLOCK, k + 1 < blocks ? (k + 1) * HOST_VECTOR_BLOCK : n, x, y);
+}
+
+static void act_backward_f32(gaaw_activation_t act, int64_t n, const float *dy, const float *x, float *dx)
+{
+  forward_block_fn unused;
+  backward_block_fn b;
+  pick_blocks(act, &unused, &b);
+  int64_t blocks = (n + HOST_VECTOR_BLOCK - 1) / HOST_VECTOR_BLOCK;
+#pragma omp parallel for if (n > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t k = 0; k < blocks; k++)
+    b(k * HOST_VECTOR_BLOCK, k + 1 < blocks ? (k + 1) * HOST_VECTOR_BLOCK : n, dy, x, dx);
 }
 
 /* x: (N, 2H) = [a | g]   y: (N, H) = silu(a) g */
@@ -62,23 +134,24 @@ static void swiglu_backward_f32(int64_t N, int64_t H, const float *dy, const flo
 
 /* ---------------------------------------------------------------- table entries */
 
-gaaw_status_t host_gelu_forward(gaaw_context_t ctx, gaaw_cten x, gaaw_ten y)
+gaaw_status_t host_activation_forward(gaaw_context_t ctx, gaaw_activation_t act, gaaw_cten x, gaaw_ten y)
 {
   host_stage s;
   host_stage_init(&s, ctx);
   const float *px = host_in(&s, x);
   float *py = host_out(&s, y);
-  if (s.status == GAAW_SUCCESS) gelu_forward_f32(gaaw_tensor_numel(x), px, py);
+  if (s.status == GAAW_SUCCESS) act_forward_f32(act, gaaw_tensor_numel(x), px, py);
   return host_stage_end(&s);
 }
 
-gaaw_status_t host_gelu_backward(gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_ten dx)
+gaaw_status_t host_activation_backward(gaaw_context_t ctx, gaaw_activation_t act, gaaw_cten dy, gaaw_cten x,
+                                       gaaw_ten dx)
 {
   host_stage s;
   host_stage_init(&s, ctx);
   const float *pdy = host_in(&s, dy), *px = host_in(&s, x);
   float *pdx = host_inout(&s, dx);
-  if (s.status == GAAW_SUCCESS) gelu_backward_f32(gaaw_tensor_numel(x), pdy, px, pdx);
+  if (s.status == GAAW_SUCCESS) act_backward_f32(act, gaaw_tensor_numel(x), pdy, px, pdx);
   return host_stage_end(&s);
 }
 

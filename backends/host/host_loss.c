@@ -1,5 +1,5 @@
 /* Cross-entropy pieces on a vocabulary slice: row max, sum of exp, target logit, and
- * the gradient. Sums of exp are in f32: every term is in (0, 1], so there is no
+ * the gradient; and the elementwise regression losses (MSE, L1, Huber). Sums of exp are in f32: every term is in (0, 1], so there is no
  * cancellation, and the vectorised sum keeps the rounding error near sqrt(V) ulp. */
 #include <math.h>
 
@@ -64,6 +64,29 @@ static void cross_entropy_backward_f32(int64_t N, int64_t V, const float *logits
   }
 }
 
+/* loss = w l(d), grad = w l'(d), d = pred - target (gaaw/kernels.h); w NULL: 1. */
+static void regression_loss_f32(gaaw_loss_t kind, float delta, int64_t n, const float *pred, const float *target,
+                                const float *w, float *loss, float *grad)
+{
+#pragma omp parallel for simd if (n > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t i = 0; i < n; i++) {
+    float d = pred[i] - target[i], a = fabsf(d), sign = d > 0.0f ? 1.0f : d < 0.0f ? -1.0f : 0.0f;
+    float l, g;
+    if (kind == GAAW_LOSS_MSE) {
+      l = d * d, g = 2.0f * d;
+    } else if (kind == GAAW_LOSS_L1) {
+      l = a, g = sign;
+    } else if (a < delta) {
+      l = 0.5f * d * d, g = d;
+    } else {
+      l = delta * (a - 0.5f * delta), g = delta * sign;
+    }
+    float wi = w ? w[i] : 1.0f;
+    loss[i] = wi * l;
+    grad[i] = wi * g;
+  }
+}
+
 /* ---------------------------------------------------------------- table entries */
 
 gaaw_status_t host_row_max(gaaw_context_t ctx, gaaw_cten logits, gaaw_ten max)
@@ -108,5 +131,16 @@ gaaw_status_t host_cross_entropy_backward(gaaw_context_t ctx, gaaw_cten logits, 
   float *pd = host_inout(&s, dlogits);
   if (s.status == GAAW_SUCCESS)
     cross_entropy_backward_f32(host_rows(logits), host_cols(logits), pl, pm, ps, pt, vocab_start, dloss, pd);
+  return host_stage_end(&s);
+}
+
+gaaw_status_t host_regression_loss(gaaw_context_t ctx, gaaw_loss_t kind, float delta, gaaw_cten pred, gaaw_cten target,
+                                   gaaw_cten weights, gaaw_ten loss, gaaw_ten grad)
+{
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const float *pp = host_in(&s, pred), *pt = host_in(&s, target), *pw = weights ? host_in(&s, weights) : NULL;
+  float *pl = host_out(&s, loss), *pg = host_out(&s, grad);
+  if (s.status == GAAW_SUCCESS) regression_loss_f32(kind, delta, gaaw_tensor_numel(pred), pp, pt, pw, pl, pg);
   return host_stage_end(&s);
 }

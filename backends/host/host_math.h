@@ -1,6 +1,7 @@
 /* Math for the host kernels' inner loops: e^x and the logistic sigmoid written so
  * that the compiler vectorizes the loops that call them (libm's expf and tanhf are
- * one call per element; GELU spent as long in tanhf as the GEMMs of its MLP). */
+ * one call per element; GELU spent as long in tanhf as the GEMMs of its MLP), and
+ * the wider builds of such loops. */
 #ifndef GAAW_HOST_MATH_H
 #define GAAW_HOST_MATH_H
 
@@ -11,11 +12,28 @@
 /* GCC does not turn the range checks below into vector selects while it must keep
  * the floating-point exception flags of every comparison exact (-ftrapping-math,
  * its default; clang's default is off). The kernels never read those flags; the
- * values computed are the same either way. Applies to the functions of each file
- * that includes this header, after the include. */
+ * values computed are the same either way. No contraction of a * b + c into one
+ * fused multiply-add either, so that the wider clones below (AVX-512 has FMA)
+ * round every operation as the baseline build does. Applies to the functions of
+ * each file that includes this header, after the include (one set of options, so
+ * the helpers below still inline into them). */
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__INTEL_LLVM_COMPILER)
-#pragma GCC optimize("no-trapping-math")
+#pragma GCC optimize("no-trapping-math", "fp-contract=off")
 #endif
+
+/* Marks an elementwise loop's function to be built also for AVX-512 and AVX2, the
+ * copy run picked by the CPU when the library loads (GCC's target_clones, through
+ * an ifunc: glibc on x86-64). The baseline build has 4 lanes; these 16 and 8. The
+ * results are the same bits: same operations, no FMA (above), no reordering. Such
+ * a function holds the `omp simd` loop itself: OpenMP's outlined parallel bodies
+ * are not cloned, so the threaded loop calls it on blocks (HOST_VECTOR_BLOCK). */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__INTEL_LLVM_COMPILER) && defined(__x86_64__) && \
+  defined(__gnu_linux__)
+#define HOST_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HOST_VECTOR_CLONES
+#endif
+#define HOST_VECTOR_BLOCK 4096
 
 /* e^x within 2 ulp for x in [-87, 88]; +inf above 88 (e^88 ~ 1.7e38 is near the top
  * of f32), 0 below -87 (no subnormals); nan stays nan.

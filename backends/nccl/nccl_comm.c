@@ -33,6 +33,9 @@ typedef struct nccl_impl {
   nccl_op *spare;    /* done, kept with their events for the next operations */
   int watched;       /* in the context's list of live communicators */
   struct nccl_impl *next_live;
+  gaaw_comm_request_t *pending; /* started sends and receives not yet queued (see flush_p2p) */
+  int npending, pending_cap;
+  int flushing;
 } nccl_impl;
 
 /* The context's live NCCL communicators (in the CUDA state's nccl_watch). */
@@ -427,6 +430,7 @@ static void nccl_destroy(gaaw_comm_t comm)
   impl->comm = NULL;
   free_ops(&impl->ops);
   free_ops(&impl->spare);
+  free(impl->pending);
   free(impl);
   comm->impl = NULL;
 }
@@ -484,11 +488,14 @@ static void used_by_comm(const gaaw_tensor_t *t)
 /* Before queueing: what earlier operations have done is checked (errors, deadlines),
  * an operation record (with its event) is ready, and the communication stream
  * waits for the compute stream, so the send buffers are complete. */
+static gaaw_status_t flush_p2p(gaaw_comm_t comm);
+
 static gaaw_status_t begin(gaaw_comm_t comm, cudaStream_t *s, nccl_op **op)
 {
   gaaw_context_t ctx = comm->ctx;
   double start = now();
   if (!impl_of(comm)->comm) GAAW_FAIL(ctx, GAAW_ERR_COMM, "NCCL communicator %s was aborted", comm->name);
+  if (impl_of(comm)->npending && !impl_of(comm)->flushing) GAAW_CHECK(flush_p2p(comm)); /* started before this */
   GAAW_CHECK(watch(ctx));
   if (!impl_of(comm)->comm) GAAW_FAIL(ctx, GAAW_ERR_COMM, "NCCL communicator %s was aborted", comm->name);
   GAAW_CHECK(gaaw_cuda_comm_after_compute(ctx));
@@ -745,6 +752,93 @@ static gaaw_status_t nccl_barrier(gaaw_comm_t comm)
   return GAAW_SUCCESS;
 }
 
+/* ---------------------------------------------------------------- send/recv
+ * Started sends and receives are held until the first of them is waited for, or
+ * until the communicator's next operation; then all of them are queued as one NCCL
+ * group (ncclGroupStart/End), so that a send to a peer and a receive from it, as a
+ * pipeline exchange starts them, cannot block each other on the stream (ungrouped
+ * NCCL point-to-point in both directions deadlocks). The group is one operation:
+ * its event orders the compute stream after it, and its deadline and errors are
+ * seen like those of the blocking operations (at the next NCCL call or host wait).
+ * req->backend marks where a request stands. Compiled with CUDA here, not yet run on
+ * a GPU. */
+static char p2p_held, p2p_queued;
+
+static gaaw_status_t flush_p2p(gaaw_comm_t comm)
+{
+  gaaw_context_t ctx = comm->ctx;
+  nccl_impl *impl = impl_of(comm);
+  cudaStream_t s;
+  nccl_op *rec;
+  impl->flushing = 1;
+  gaaw_status_t st = begin(comm, &s, &rec);
+  impl->flushing = 0;
+  int n = impl->npending;
+  impl->npending = 0;
+  if (st == GAAW_SUCCESS) {
+    ncclResult_t r = ncclGroupStart();
+    for (int i = 0; i < n && r == ncclSuccess; i++) {
+      gaaw_comm_request_t q = impl->pending[i];
+      gaaw_tensor_t *t = q->op == GAAW_COMM_SEND ? &q->send : &q->recv;
+      used_by_comm(t);
+      r = q->op == GAAW_COMM_SEND ? ncclSend(gaaw_cuda_ptr(t), (size_t)gaaw_tensor_numel(t), nccl_type(t->dtype), q->peer, impl->comm, s)
+                                  : ncclRecv(gaaw_cuda_ptr(t), (size_t)gaaw_tensor_numel(t), nccl_type(t->dtype), q->peer, impl->comm, s);
+    }
+    ncclResult_t end = ncclGroupEnd();
+    st = finish(comm, rec, r != ncclSuccess ? r : end, "ncclSend/ncclRecv (pipeline exchange)", END_EVENT);
+  }
+  for (int i = 0; i < n; i++) {
+    impl->pending[i]->backend = &p2p_queued;
+    impl->pending[i]->status = st; /* each request of the group reports how it went */
+  }
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t nccl_p2p_start(gaaw_comm_t comm, gaaw_comm_request_t req)
+{
+  gaaw_context_t ctx = comm->ctx;
+  nccl_impl *impl = impl_of(comm);
+  if (!impl->comm) GAAW_FAIL(ctx, GAAW_ERR_COMM, "NCCL communicator %s was aborted", comm->name);
+  if (impl->npending == impl->pending_cap) {
+    int cap = impl->pending_cap ? 2 * impl->pending_cap : 8;
+    gaaw_comm_request_t *grown = realloc(impl->pending, (size_t)cap * sizeof *grown);
+    if (!grown) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot hold %d started sends and receives", cap);
+    impl->pending = grown;
+    impl->pending_cap = cap;
+  }
+  impl->pending[impl->npending++] = req;
+  req->backend = &p2p_held;
+  req->status = GAAW_SUCCESS;
+  return GAAW_SUCCESS;
+}
+
+/* Drops req from the held ones (a cancel before anything was queued). */
+static void unhold(nccl_impl *impl, gaaw_comm_request_t req)
+{
+  for (int i = 0; i < impl->npending; i++)
+    if (impl->pending[i] == req) {
+      impl->pending[i] = impl->pending[--impl->npending];
+      return;
+    }
+}
+
+static gaaw_status_t nccl_p2p_complete(gaaw_comm_t comm, gaaw_comm_request_t req)
+{
+  gaaw_context_t ctx = comm->ctx;
+  nccl_impl *impl = impl_of(comm);
+  int held = req->backend == &p2p_held;
+  req->backend = NULL;
+  if (held && (!impl || !impl->comm)) {
+    if (impl) unhold(impl, req);
+    GAAW_FAIL(ctx, GAAW_ERR_COMM, "NCCL communicator %s was aborted before the %s was queued", comm->name,
+              req->op == GAAW_COMM_SEND ? "send" : "receive");
+  }
+  if (held) GAAW_CHECK(flush_p2p(comm)); /* queues req with the others held */
+  if (req->status != GAAW_SUCCESS) return gaaw_error_trace(ctx, req->status, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
 const gaaw_comm_ops gaaw_nccl_comm_ops = {
   .name = "nccl",
   .create_world = nccl_create_world,
@@ -760,4 +854,6 @@ const gaaw_comm_ops gaaw_nccl_comm_ops = {
   .barrier = nccl_barrier,
   .start = nccl_start,
   .complete = nccl_complete,
+  .p2p_start = nccl_p2p_start,
+  .p2p_complete = nccl_p2p_complete,
 };

@@ -22,10 +22,10 @@
 
 /* The kernels of the program, by name. */
 #define OCL_KERNEL_LIST(X)                                                                      \
-  X(gelu_forward) X(gelu_backward) X(swiglu_forward) X(swiglu_backward) X(bias_add) X(add)      \
+  X(activation_forward) X(activation_backward) X(swiglu_forward) X(swiglu_backward) X(bias_add) X(add)      \
   X(axpy) X(scale) X(cast) X(adamw_update) X(layernorm_forward) X(layernorm_backward)           \
   X(rmsnorm_forward) X(rmsnorm_backward) X(causal_softmax_forward) X(causal_softmax_backward)   \
-  X(row_max) X(row_sum_exp) X(target_logit) X(cross_entropy_backward) X(column_sums)            \
+  X(regression_loss) X(row_max) X(row_sum_exp) X(target_logit) X(cross_entropy_backward) X(column_sums)            \
   X(sum_squares_partial) X(sum_squares_final) X(check_finite) X(permute_0213)                   \
   X(embedding_forward) X(embedding_backward)
 #define OCL_KERNEL_ENUM(name) OCL_K_##name,

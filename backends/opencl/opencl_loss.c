@@ -1,4 +1,5 @@
-/* Table entries of the cross-entropy pieces (kernels/rows.cl). */
+/* Table entries of the cross-entropy pieces (kernels/rows.cl) and of the regression
+ * losses (kernels/pointwise.cl). */
 #include "backends/opencl/opencl.h"
 
 gaaw_status_t ocl_row_max(gaaw_context_t ctx, gaaw_cten logits, gaaw_ten max)
@@ -33,4 +34,18 @@ gaaw_status_t ocl_cross_entropy_backward(gaaw_context_t ctx, gaaw_cten logits, g
   return OCL_RUN(ctx, OCL_K_cross_entropy_backward, ocl_ew_groups(total), OCL_EW_WG, OCL_TEN(logits), OCL_TEN(max),
                  OCL_TEN(sumexp), OCL_TEN(targets), OCL_VAL(vs), OCL_VAL(dloss), OCL_TEN(dlogits), OCL_VAL(V),
                  OCL_VAL(total));
+}
+
+_Static_assert(GAAW_LOSS_MSE == 0 && GAAW_LOSS_L1 == 1 && GAAW_LOSS_HUBER == 2,
+               "kernels/pointwise.cl's regression_loss numbers the kinds as gaaw_loss_t");
+
+gaaw_status_t ocl_regression_loss(gaaw_context_t ctx, gaaw_loss_t kind, float delta, gaaw_cten pred, gaaw_cten target,
+                                  gaaw_cten weights, gaaw_ten loss, gaaw_ten grad)
+{
+  OCL_CHECK_F16("regression_loss", pred, target, grad);
+  cl_long n = gaaw_tensor_numel(pred);
+  cl_int has_w = weights != NULL, k = (cl_int)kind;
+  const gaaw_tensor_t *w = weights ? weights : pred; /* a stand-in the kernel does not read */
+  return OCL_RUN(ctx, OCL_K_regression_loss, ocl_ew_groups(n), OCL_EW_WG, OCL_TEN(pred), OCL_TEN(target), OCL_TEN(w),
+                 OCL_VAL(has_w), OCL_VAL(k), OCL_VAL(delta), OCL_TEN(loss), OCL_TEN(grad), OCL_VAL(n));
 }

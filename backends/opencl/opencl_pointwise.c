@@ -4,19 +4,23 @@
 
 #include "backends/opencl/opencl.h"
 
-gaaw_status_t ocl_gelu_forward(gaaw_context_t ctx, gaaw_cten x, gaaw_ten y)
+gaaw_status_t ocl_activation_forward(gaaw_context_t ctx, gaaw_activation_t act, gaaw_cten x, gaaw_ten y)
 {
-  OCL_CHECK_F16("gelu_forward", x, y);
+  OCL_CHECK_F16("activation_forward", x, y);
   cl_long n = gaaw_tensor_numel(x);
-  return OCL_RUN(ctx, OCL_K_gelu_forward, ocl_ew_groups(n), OCL_EW_WG, OCL_TEN(x), OCL_TEN(y), OCL_VAL(n));
+  cl_int kind = (cl_int)act;
+  return OCL_RUN(ctx, OCL_K_activation_forward, ocl_ew_groups(n), OCL_EW_WG, OCL_TEN(x), OCL_TEN(y), OCL_VAL(kind),
+                 OCL_VAL(n));
 }
 
-gaaw_status_t ocl_gelu_backward(gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_ten dx)
+gaaw_status_t ocl_activation_backward(gaaw_context_t ctx, gaaw_activation_t act, gaaw_cten dy, gaaw_cten x,
+                                      gaaw_ten dx)
 {
-  OCL_CHECK_F16("gelu_backward", dy, x, dx);
+  OCL_CHECK_F16("activation_backward", dy, x, dx);
   cl_long n = gaaw_tensor_numel(x);
-  return OCL_RUN(ctx, OCL_K_gelu_backward, ocl_ew_groups(n), OCL_EW_WG, OCL_TEN(dy), OCL_TEN(x), OCL_TEN(dx),
-                 OCL_VAL(n));
+  cl_int kind = (cl_int)act;
+  return OCL_RUN(ctx, OCL_K_activation_backward, ocl_ew_groups(n), OCL_EW_WG, OCL_TEN(dy), OCL_TEN(x), OCL_TEN(dx),
+                 OCL_VAL(kind), OCL_VAL(n));
 }
 
 gaaw_status_t ocl_swiglu_forward(gaaw_context_t ctx, gaaw_cten x, gaaw_ten y)

@@ -1,6 +1,7 @@
 /* The kernels' program: the embedded .cl sources (opencl_sources.c, generated from
  * kernels/NAME.cl at build time) built ONCE per context as one program, every kernel
  * created up front, and the launch helper. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,10 +18,15 @@ static const char *const kernel_names[OCL_KERNEL_COUNT] = {
 #undef OCL_KERNEL_NAME
 };
 
-#define STR2(x) #x
-#define STR(x) STR2(x)
-static const char build_options[] = "-cl-std=CL1.2 -DROW_WG=" STR(OCL_ROW_WG) " -DEW_WG=" STR(OCL_EW_WG)
-                                    " -DSUMSQ_CHUNK=" STR(OCL_SUMSQ_CHUNK);
+/* The work-group sizes, and gaaw_activation_t's values for the activation kernels. */
+static void build_options(char *buf, size_t size)
+{
+  snprintf(buf, size,
+           "-cl-std=CL1.2 -DROW_WG=%d -DEW_WG=%d -DSUMSQ_CHUNK=%d -DACT_GELU=%d -DACT_NONE=%d -DACT_RELU=%d "
+           "-DACT_TANH=%d -DACT_SILU=%d",
+           OCL_ROW_WG, OCL_EW_WG, OCL_SUMSQ_CHUNK, GAAW_ACT_GELU, GAAW_ACT_NONE, GAAW_ACT_RELU, GAAW_ACT_TANH,
+           GAAW_ACT_SILU);
+}
 
 /* The compiler's log for a failed build, logged in full and quoted (the end) in
  * the error report. */
@@ -48,7 +54,9 @@ gaaw_status_t gaaw_ocl_build(gaaw_context_t ctx, ocl_state *s)
   s->program = clCreateProgramWithSource(s->context, (cl_uint)gaaw_opencl_source_count,
                                          (const char **)gaaw_opencl_sources, NULL, &err);
   OCL_CHECK(err);
-  err = clBuildProgram(s->program, 1, &s->device, build_options, NULL, NULL);
+  char options[256];
+  build_options(options, sizeof options);
+  err = clBuildProgram(s->program, 1, &s->device, options, NULL, NULL);
   if (err != CL_SUCCESS) return build_failure(ctx, s, err);
   for (int k = 0; k < OCL_KERNEL_COUNT; k++) {
     s->kernels[k] = clCreateKernel(s->program, kernel_names[k], &err);

@@ -388,6 +388,8 @@ static const number_range ranges[] = {
   {"zero_bucket_bytes", 0, HUGE_VAL},
   {"comm_timeout", 0, HUGE_VAL},
   {"allreduce_ring_bytes", 0, HUGE_VAL},
+  {"microbatches", 1, INT_MAX},
+  {"virtual_stages", 1, INT_MAX},
 };
 
 /* rank_order: tp, dp and pp once each, separated by '-' or ',' (empty pieces, as

@@ -41,6 +41,17 @@
   X(recompute, STRING, "none",                                                                    \
     "activation recomputation: none; selective (the attention scores and softmax are dropped "  \
     "after forward and recomputed in backward); full (a transformer block keeps only its input " \
-    "and re-runs its forward in backward); gradients are bit-identical either way")
+    "and re-runs its forward in backward); gradients are bit-identical either way")              \
+  /* pipeline */                                                                                  \
+  X(microbatches, INT, "1",                                                                       \
+    "microbatches of a step when a batch does not say (gaaw_batch_t.microbatches 0): the "       \
+    "arrays hold microbatches x batch rows, run by the pipeline schedule (accumulated at pp 1)")  \
+  X(pp_schedule, STRING, "1f1b", "pipeline schedule: gpipe, 1f1b, interleaved or zb-h1")           \
+  X(virtual_stages, INT, "1",                                                                     \
+    "model chunks per pipeline rank: 1, or >= 2 with pp_schedule interleaved (chunk c of rank r " \
+    "holds layer block c x pp + r)")                                                              \
+  X(pp_layout, STRING, "",                                                                        \
+    "transformer layers (MLP: linears) per virtual stage, first to last, e.g. 3,3,2 (or 3:3:2); empty = "   \
+    "balanced by a FLOP estimate (the embedding goes to the first stage, head and loss to the last)")
 
 #endif

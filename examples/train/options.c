@@ -382,16 +382,17 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
   /* the library's options, each on its own (no device or MPI needed) */
   CHECK(gaaw_config_check(cfg) == GAAW_SUCCESS, "%s", gaaw_last_error(NULL));
 
-  /* the layout: world = dp x tp (no pipeline stages in gaaw-train) */
+  /* the layout: world = dp x pp x tp */
   int64_t tp = 1, pp = 1, dp = 0;
   gaaw_config_get_int(cfg, "tp", &tp);
   gaaw_config_get_int(cfg, "pp", &pp);
   gaaw_config_get_int(cfg, "dp", &dp);
   CHECK(tp >= 1 && world % tp == 0, "--tp %lld does not divide the world size %d", (long long)tp, world);
-  CHECK(pp == 1, "gaaw-train has no pipeline parallelism: --pp must be 1, got %lld", (long long)pp);
-  CHECK(dp == 0 || dp == world / tp, "--dp %lld x --tp %lld is not the world size %d", (long long)dp,
+  CHECK(pp >= 1 && world % (tp * pp) == 0, "--pp %lld x --tp %lld does not divide the world size %d", (long long)pp,
         (long long)tp, world);
-  if (dp == 0) dp = world / tp;
+  CHECK(dp == 0 || dp * pp * tp == world, "--dp %lld x --pp %lld x --tp %lld is not the world size %d",
+        (long long)dp, (long long)pp, (long long)tp, world);
+  if (dp == 0) dp = world / (tp * pp);
   CHECK(o->heads % tp == 0, "--heads (%ld) must be divisible by --tp (%lld)", o->heads, (long long)tp);
   int64_t ffn = 4 * (int64_t)o->dim, tokens = (int64_t)o->batch * o->seq;
   CHECK(ffn % tp == 0, "the MLP width 4 x --dim (%lld) must be divisible by --tp (%lld)", (long long)ffn,
@@ -472,8 +473,9 @@ void train_options_usage(FILE *out, const char *prog)
 {
   fprintf(out,
           "usage: mpiexec -n N %s [--tp N] [--data FILE] [--steps N] [OPTION VALUE]...\n"
-          "Trains a GPT on bytes of text with tensor parallelism (--tp) and data parallelism\n"
-          "(dp = world / tp) with ZeRO stage --zero; rank 0 logs every step.\n"
+          "Trains a GPT on bytes of text with tensor (--tp), pipeline (--pp, --microbatches,\n"
+          "--pp-schedule, --virtual-stages) and data parallelism\n"
+          "(dp = world / (tp x pp)) with ZeRO stage --zero; rank 0 logs every step.\n"
           "Options as --name VALUE or --name=VALUE; also 'name = value' lines in --config FILE and\n"
           "GAAW_<NAME> environment variables. Precedence: default < config file < environment <\n"
           "command line. Exit status: 0 done, 1 failure while running, 2 bad options, data or\n"

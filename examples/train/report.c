@@ -25,6 +25,13 @@ void report_step(train_report *r, const train_step_info *s)
          mib(s->params_bytes), mib(s->grads_bytes), mib(s->optimizer_bytes), mib(s->activation_peak),
          mib((size_t)st->comm_bytes));
   if (st->loss_scale != 1) printf(" | scale %g", st->loss_scale);
+  if (s->ranks > 0) { /* per rank, in world order */
+    printf(" | idle");
+    for (int k = 0; k < s->ranks; k++) printf("%s%.0f%%", k ? "/" : " ", 100 * s->rank_figures[2 * k]);
+    printf(" | act peaks");
+    for (int k = 0; k < s->ranks; k++) printf("%s%.2f", k ? "/" : " ", mib((size_t)s->rank_figures[2 * k + 1]));
+    printf(" MiB");
+  }
   printf("%s\n", st->skipped ? " | skipped (overflow)" : "");
   fflush(stdout);
 }

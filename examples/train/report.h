@@ -24,6 +24,9 @@ typedef struct {
   double ms, tokens;
   size_t params_bytes, grads_bytes, optimizer_bytes; /* model state on this rank, by category */
   size_t activation_peak;
+  int ranks;                  /* pp > 1: rank_figures holds, per world rank, the fraction of */
+  const double *rank_figures; /* its forward_backward time spent waiting for pipeline peers,
+                                 then its activation peak in bytes; else 0 and NULL */
 } train_step_info;
 
 void report_step(train_report *r, const train_step_info *s);

@@ -38,7 +38,7 @@ static void gpt_config(const train_options *o, gaaw_gpt_config_t *g)
   g->dtype = dtype_of(o->dtype);
 }
 
-static void optimizer_config(const train_options *o, gaaw_optimizer_config_t *c)
+static void optimizer_config(const train_options *o, int microbatches, gaaw_optimizer_config_t *c)
 {
   gaaw_optimizer_config_default(c);
   c->kind = !strcmp(o->optimizer, "sgd") ? GAAW_SGD : GAAW_ADAMW;
@@ -49,7 +49,7 @@ static void optimizer_config(const train_options *o, gaaw_optimizer_config_t *c)
   c->decay_steps = (int)o->steps; /* cosine down to min_lr at the last step */
   c->weight_decay = (float)o->weight_decay;
   c->clip_norm = (float)o->clip;
-  c->accumulation = (int)o->accum;
+  c->accumulation = (int)o->accum * microbatches;
 }
 
 gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options *opts, const train_data *data)
@@ -58,11 +58,16 @@ gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options 
   t->opts = opts;
   t->data = data;
   t->ctx = ctx;
-  int pp, tp_rank, pp_rank;
-  TRY(t, gaaw_topology_sizes(ctx, &t->dp, &pp, &t->tp));
-  TRY(t, gaaw_topology_coords(ctx, &t->dp_rank, &pp_rank, &tp_rank));
+  int tp_rank;
+  gaaw_config_t cfg;
+  int64_t microbatches = 1;
+  TRY(t, gaaw_topology_sizes(ctx, &t->dp, &t->pp, &t->tp));
+  TRY(t, gaaw_topology_coords(ctx, &t->dp_rank, &t->pp_rank, &tp_rank));
   TRY(t, gaaw_topology_comm(ctx, GAAW_GROUP_DP, &t->dp_comm));
-  size_t n = (size_t)opts->batch * opts->seq;
+  TRY(t, gaaw_context_config(ctx, &cfg));
+  TRY(t, gaaw_config_get_int(cfg, "microbatches", &microbatches));
+  t->microbatches = (int)microbatches;
+  size_t n = (size_t)t->microbatches * (size_t)opts->batch * opts->seq;
   t->tokens = malloc(n * sizeof *t->tokens);
   t->targets = malloc(n * sizeof *t->targets);
   t->logits = malloc((size_t)opts->seq * opts->vocab * sizeof *t->logits);
@@ -73,7 +78,7 @@ gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options 
   gaaw_gpt_config_t g;
   gaaw_optimizer_config_t oc;
   gpt_config(opts, &g);
-  optimizer_config(opts, &oc);
+  optimizer_config(opts, t->microbatches, &oc);
   TRY(t, gaaw_model_create_gpt(ctx, &g, &t->model));
   TRY(t, gaaw_optimizer_create(t->model, &oc, &t->opt));
   return GAAW_SUCCESS;
@@ -111,11 +116,20 @@ gaaw_status_t trainer_step(trainer *t, int64_t step, float *loss)
 {
   const train_options *o = t->opts;
   gaaw_batch_t b = batch_of(t, (int)o->batch, (int)o->seq);
+  b.microbatches = t->microbatches;
+  size_t n = (size_t)o->batch * (size_t)o->seq;
   float sum = 0, l;
-  for (int m = 0; m < o->accum; m++) {
-    train_data_batch(t->data, (uint64_t)o->seed, step, m, t->dp_rank, (int)o->batch, (int)o->seq, t->tokens,
-                     t->targets);
+  t->idle = t->busy = 0;
+  for (int a = 0; a < o->accum; a++) {
+    /* microbatch a * microbatches + k of the step, as --accum alone numbers them */
+    for (int k = 0; k < t->microbatches; k++)
+      train_data_batch(t->data, (uint64_t)o->seed, step, a * t->microbatches + k, t->dp_rank, (int)o->batch,
+                       (int)o->seq, t->tokens + k * n, t->targets + k * n);
     TRY(t, gaaw_model_forward_backward(t->model, &b, &l));
+    double idle, total;
+    TRY(t, gaaw_model_pipeline_times(t->model, &idle, &total));
+    t->idle += idle;
+    t->busy += total;
     sum += l;
   }
   TRY(t, gaaw_optimizer_step(t->opt));
@@ -175,8 +189,7 @@ gaaw_status_t trainer_sample(trainer *t, const char *prompt, int n, unsigned cha
     int ctx_len = len < o->seq ? len : (int)o->seq; /* the last seq bytes */
     for (int k = 0; k < ctx_len; k++) t->tokens[k] = t->targets[k] = out[len - ctx_len + k];
     gaaw_batch_t b = batch_of(t, 1, ctx_len);
-    TRY(t, gaaw_model_forward(t->model, &b, NULL));
-    TRY(t, gaaw_model_get_logits(t->model, t->logits));
+    TRY(t, gaaw_model_predict(t->model, &b, t->logits)); /* every rank gets them, at any pp */
     out[len] = (unsigned char)pick(t->logits + (size_t)(ctx_len - 1) * vocab, vocab, o->temperature, &rng);
   }
   return GAAW_SUCCESS;

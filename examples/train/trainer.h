@@ -14,8 +14,10 @@ typedef struct {
   gaaw_model_t model;
   gaaw_optimizer_t opt;
   gaaw_comm_t dp_comm;
-  int dp, tp, dp_rank;
-  int32_t *tokens, *targets; /* (batch, seq) */
+  int dp, tp, dp_rank, pp, pp_rank;
+  int microbatches;          /* per forward_backward (the library option microbatches) */
+  double idle, busy;         /* the last step's seconds waiting for pipeline peers, and in forward_backward */
+  int32_t *tokens, *targets; /* (microbatches x batch, seq) */
   float *logits;             /* (seq, vocab), for the sample */
   gaaw_tensor_t scalar;      /* (1) f32, for averaging a loss over dp */
   char err[4096];

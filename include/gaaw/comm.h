@@ -99,7 +99,10 @@ gaaw_status_t gaaw_comm_allgather_start(gaaw_comm_t comm, const gaaw_tensor_t *s
  * posts the matching call is GAAW_ERR_TIMEOUT naming the peer and tag, and aborts
  * the context like any failed collective. Not collective: only the two peers take
  * part. The MPI backend stages device tensors through host memory of their own;
- * the NCCL backend does not have them yet (GAAW_ERR_UNSUPPORTED). */
+ * the NCCL backend holds started sends and receives until the first of them is
+ * waited for (or the communicator's next operation) and queues them then as one
+ * NCCL group, so that both directions of an exchange cannot block each other
+ * (compiled, not yet run on a GPU). */
 gaaw_status_t gaaw_comm_send_start(gaaw_comm_t comm, const gaaw_tensor_t *t, int peer, int tag,
                                    gaaw_comm_request_t *req);
 gaaw_status_t gaaw_comm_recv_start(gaaw_comm_t comm, gaaw_tensor_t *t, int peer, int tag, gaaw_comm_request_t *req);

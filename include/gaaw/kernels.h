@@ -50,8 +50,28 @@ gaaw_status_t gaaw_rmsnorm_backward(gaaw_context_t ctx, const gaaw_tensor_t *dy,
                                     const gaaw_tensor_t *w, const gaaw_tensor_t *rstd,
                                     gaaw_tensor_t *dx, gaaw_tensor_t *dw);
 
-/* GELU, tanh approximation: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
- * x, y, dy, dx: same numel */
+/* Activation functions. GELU is the tanh approximation
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); ReLU max(x, 0) (slope 0 at 0, as
+ * PyTorch); SiLU x sigmoid(x); none the identity. SwiGLU is gated (two inputs per
+ * output: gaaw_swiglu_*); every other kind is elementwise (gaaw_activation_*). */
+typedef enum {
+  GAAW_ACT_GELU = 0,
+  GAAW_ACT_SWIGLU = 1,
+  GAAW_ACT_NONE = 2,
+  GAAW_ACT_RELU = 3,
+  GAAW_ACT_TANH = 4,
+  GAAW_ACT_SILU = 5
+} gaaw_activation_t;
+#define GAAW_ACT_COUNT 6
+
+/* y = act(x), elementwise; act is any kind but GAAW_ACT_SWIGLU.
+ * x, y: same numel */
+gaaw_status_t gaaw_activation_forward(gaaw_context_t ctx, gaaw_activation_t act, const gaaw_tensor_t *x,
+                                      gaaw_tensor_t *y);
+/* dx += dy * act'(x).   dy, x, dx: same numel */
+gaaw_status_t gaaw_activation_backward(gaaw_context_t ctx, gaaw_activation_t act, const gaaw_tensor_t *dy,
+                                       const gaaw_tensor_t *x, gaaw_tensor_t *dx);
+/* GELU alone: gaaw_activation_forward / _backward with GAAW_ACT_GELU. */
 gaaw_status_t gaaw_gelu_forward(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *y);
 gaaw_status_t gaaw_gelu_backward(gaaw_context_t ctx, const gaaw_tensor_t *dy, const gaaw_tensor_t *x,
                                  gaaw_tensor_t *dx);
@@ -115,6 +135,22 @@ gaaw_status_t gaaw_cross_entropy_backward(gaaw_context_t ctx, const gaaw_tensor_
                                           const gaaw_tensor_t *max, const gaaw_tensor_t *sumexp,
                                           const gaaw_tensor_t *targets, int64_t vocab_start,
                                           float dloss, gaaw_tensor_t *dlogits);
+
+/* Regression losses, elementwise, of d = pred - target:
+ *   MSE    l = d^2, l' = 2 d
+ *   L1     l = |d|, l' = sign(d) (0 at 0, as PyTorch)
+ *   Huber  l = d^2 / 2 for |d| < delta, delta (|d| - delta / 2) beyond (PyTorch's
+ *          HuberLoss); l' = d inside, delta sign(d) beyond. */
+typedef enum { GAAW_LOSS_MSE = 0, GAAW_LOSS_L1 = 1, GAAW_LOSS_HUBER = 2 } gaaw_loss_t;
+#define GAAW_LOSS_COUNT 3
+/* loss[i] = w[i] l(d[i]) and grad[i] = w[i] l'(d[i]) (overwritten, not accumulated:
+ * the caller sums loss and scales grad by its mean's divisor). delta > 0 and finite
+ * (used by Huber only).
+ * pred, target, grad: same numel, one float dtype   weights: f32, same numel, or NULL
+ * (all 1)   loss: f32, same numel */
+gaaw_status_t gaaw_regression_loss(gaaw_context_t ctx, gaaw_loss_t kind, float delta, const gaaw_tensor_t *pred,
+                                   const gaaw_tensor_t *target, const gaaw_tensor_t *weights, gaaw_tensor_t *loss,
+                                   gaaw_tensor_t *grad);
 
 /* AdamW on one shard (decoupled weight decay, bias correction with step >= 1):
  *   g = grad * grad_scale;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2

@@ -2,7 +2,8 @@
  * with their global shape, name and tensor-parallel split, initialised by a
  * counter-based RNG (the same logical weights under every layout), and stored as
  * views into one flat buffer per (model, dtype) with a matching flat gradient
- * buffer. Ready builders: a GPT (GPT-2 architecture, DESIGN.md section 6a) and an
+ * buffer. Ready builders: a GPT (GPT-2 architecture, DESIGN.md section 6a), a
+ * sequential model of layer specs for surrogates, and its shortcut, an
  * MLP for surrogate models.
  *
  * Tensor parallelism follows Megatron-LM: column-parallel then row-parallel linears,
@@ -14,6 +15,7 @@
 #define GAAW_MODEL_H
 
 #include "gaaw/comm.h"
+#include "gaaw/kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,7 +24,7 @@ extern "C" {
 typedef struct gaaw_model_s *gaaw_model_t;
 
 typedef enum { GAAW_NORM_LAYERNORM = 0, GAAW_NORM_RMSNORM = 1 } gaaw_norm_t;
-typedef enum { GAAW_ACT_GELU = 0, GAAW_ACT_SWIGLU = 1, GAAW_ACT_NONE = 2 } gaaw_activation_t;
+/* gaaw_activation_t: see gaaw/kernels.h (GELU, SwiGLU, none, ReLU, tanh, SiLU). */
 
 /* The GPT. Sizes must satisfy: heads % tp == 0, dim % heads == 0, ffn % tp == 0. */
 typedef struct {
@@ -50,9 +52,13 @@ void gaaw_gpt_config_default(gaaw_gpt_config_t *cfg);
  * wrong fails every rank with that rank's message. *model is NULL after a failure. */
 gaaw_status_t gaaw_model_create_gpt(gaaw_context_t ctx, const gaaw_gpt_config_t *cfg, gaaw_model_t *model);
 
-/* An MLP for surrogates: sizes[0] inputs, hidden layers sizes[1..n-2] with the
- * activation, sizes[n-1] outputs, mean-squared-error loss. Hidden sizes must be
- * divisible by tp (column-parallel then row-parallel pairs). */
+/* An MLP for surrogates, the shortcut for the sequential model (gaaw_model_create)
+ * of linear(sizes[1]), activation, ..., linear(sizes[n-1]), loss: sizes[0] inputs,
+ * hidden layers sizes[1..n-2] with the
+ * activation (any gaaw_activation_t), sizes[n-1] outputs, and a regression loss
+ * (gaaw_loss_t of gaaw/kernels.h: MSE by default, L1 or Huber), the weighted mean
+ * over the batch's output elements (gaaw_batch_t.weights).
+ * Hidden sizes must be divisible by tp (column-parallel then row-parallel pairs). */
 #define GAAW_MLP_MAX_LAYERS 16
 typedef struct {
   int nsizes;            /* 2..GAAW_MLP_MAX_LAYERS+1 */
@@ -60,24 +66,101 @@ typedef struct {
   gaaw_activation_t activation;
   uint64_t seed;
   gaaw_dtype_t dtype;    /* compute dtype (GAAW_F32 = 0 by default) */
+  gaaw_loss_t loss;      /* GAAW_LOSS_MSE = 0 by default */
+  float huber_delta;     /* Huber's delta, > 0; 0 = 1 (the default); other losses ignore it */
 } gaaw_mlp_config_t;
 /* Collective over world, checked like gaaw_model_create_gpt. */
 gaaw_status_t gaaw_model_create_mlp(gaaw_context_t ctx, const gaaw_mlp_config_t *cfg, gaaw_model_t *model);
 
+/* A sequential model, built from an array of layer specs applied in order to
+ * (batch, inputs) f32 inputs and ending in a regression loss against the batch's
+ * outputs (batch, width of the last layer):
+ *   linear      size = output features, with a bias ("fc.I.weight" (size, in) and
+ *               "fc.I.bias", I counting linears from 0)
+ *   activation  activation = any gaaw_activation_t; SwiGLU halves the width (after
+ *               a linear: that linear's weight is (2 size, in), its output size)
+ *   layernorm   over the features, with "norm.I.weight" and "norm.I.bias" (eps 1e-5)
+ *   rmsnorm     the same without a bias
+ *   residual    size = the number of specs after it that form a group (at least 1,
+ *               no loss inside, may nest) whose output, of the group's input width,
+ *               is added to its input
+ *   loss        loss = a gaaw_loss_t, huber_delta (0 = 1): the last spec, once
+ * Tensor parallelism: linears pair up in order: a linear directly followed by a
+ * linear (an activation between them is fused into the first) is column-parallel
+ * and the second row-parallel, with no communication but the row-parallel
+ * all-reduce; a linear left unpaired (followed by a norm, a residual boundary, a
+ * standalone activation or the loss) is column-parallel and gathers its output.
+ * Column-parallel output sizes must be divisible by tp; everything else
+ * (activations after a gather, norms, residual adds, the loss) is replicated, whole
+ * on every rank of the tp group. */
+typedef enum {
+  GAAW_SPEC_LINEAR = 0,
+  GAAW_SPEC_ACTIVATION = 1,
+  GAAW_SPEC_LAYERNORM = 2,
+  GAAW_SPEC_RMSNORM = 3,
+  GAAW_SPEC_RESIDUAL = 4,
+  GAAW_SPEC_LOSS = 5
+} gaaw_spec_kind_t;
+#define GAAW_SPEC_KIND_COUNT 6
+typedef struct {
+  gaaw_spec_kind_t kind;
+  int size;                     /* linear: outputs; residual: specs in the group */
+  gaaw_activation_t activation; /* activation */
+  gaaw_loss_t loss;             /* loss */
+  float huber_delta;            /* loss: Huber's delta, 0 = 1 */
+} gaaw_layer_spec_t;
+#define GAAW_MODEL_MAX_SPECS 64
+
+/* Builds the sequential model of specs[0..nspecs) on (batch, inputs) inputs;
+ * parameters initialised from seed (weights normal(0, 1/sqrt(in)), biases 0, norm
+ * weights 1), compute dtype dtype. Collective over world, checked like
+ * gaaw_model_create_gpt: every argument must be the same on every rank (the specs
+ * are compared by a digest), a spec that one rank finds wrong (its index and word
+ * named) fails every rank. *model is NULL after a failure. */
+gaaw_status_t gaaw_model_create(gaaw_context_t ctx, int inputs, const gaaw_layer_spec_t *specs, int nspecs,
+                                uint64_t seed, gaaw_dtype_t dtype, gaaw_model_t *model);
+
+/* A model named by a spec string, as job scripts and config files write it:
+ *   "mlp sizes=6,64,64,1 activation=gelu loss=mse"
+ * the kind (mlp), then key=value words separated by spaces: sizes (required,
+ * comma-separated, 2..GAAW_MLP_MAX_LAYERS+1 integers >= 1), activation (gelu,
+ * swiglu, none, relu, tanh, silu; default gelu), loss (mse, l1, huber; default
+ * mse), huber_delta (> 0, default 1), seed (0..2^63-1, default 1), dtype (f32,
+ * bf16, f16; default f32); each key at most once. gaaw_mlp_config_parse fills cfg
+ * (left unchanged on failure), GAAW_ERR_INVALID_ARG naming the bad word, its
+ * position and what was expected; ctx may be NULL (the message is then
+ * gaaw_last_error(NULL)); not collective. gaaw_model_create_from_spec parses and
+ * builds, collective over world like gaaw_model_create_mlp: the spec must be the
+ * same text on every rank, and one rank's parse error fails all of them. */
+gaaw_status_t gaaw_mlp_config_parse(gaaw_context_t ctx, const char *spec, gaaw_mlp_config_t *cfg);
+gaaw_status_t gaaw_model_create_from_spec(gaaw_context_t ctx, const char *spec, gaaw_model_t *model);
+
 /* Frees the model; NULL is a no-op. Not collective. */
 gaaw_status_t gaaw_model_destroy(gaaw_model_t *model);
 
-/* One microbatch, in host memory, the same on every rank of the tp group.
- * GPT: tokens and targets, (batch, seq) i32; a negative target is ignored.
- * MLP: inputs (batch, sizes[0]) and outputs (batch, sizes[n-1]) f32. */
+/* A step's data, in host memory, the same on every rank of the tp group: one
+ * microbatch, or `microbatches` of them consecutive in the arrays (each `batch`
+ * rows; gaaw_model_forward_backward runs them through the pipeline schedule, or at
+ * pp 1 accumulates over them).
+ * GPT: tokens and targets, (microbatches x batch, seq) i32; a negative target is
+ * ignored. MLP: inputs (microbatches x batch, sizes[0]) and outputs
+ * (microbatches x batch, sizes[n-1]) f32, and optionally weights (the outputs'
+ * shape) f32, finite and >= 0 (a mask: 0 leaves an element out), NULL = all 1: the
+ * loss is sum(w l) / sum(w) over a microbatch's elements, so a microbatch's weights
+ * must not all be 0. GPT batches and gaaw_model_predict ignore weights. With
+ * pp > 1 only the first pipeline stage reads tokens or inputs and only the last
+ * reads targets, outputs or weights: the others may pass NULL. */
 typedef struct {
   int batch, seq;
   const int32_t *tokens, *targets;
   const float *inputs, *outputs;
+  int microbatches;      /* 0: option microbatches (default 1); forward and predict take 1 */
+  const float *weights;
 } gaaw_batch_t;
 
 /* The model's work group: the tp group, or world once an optimizer is attached
- * (its gradient reductions, and at ZeRO stage 3 its gathers, span dp). The passes
+ * (its gradient reductions, and at ZeRO stage 3 its gathers, span dp) or with
+ * pp > 1 (the stages exchange activations). The passes
  * below are collective over it. Each checks its arguments locally and then the
  * ranks agree before anything runs: a bad batch on one rank only (NULL, batch 0, a
  * token or target outside the vocabulary) fails every rank of the work group at
@@ -89,14 +172,24 @@ typedef struct {
  * collective this rank will not join. */
 
 /* Forward pass and loss (mean over counted tokens or output elements), keeping
- * the activations backward needs. Collective over the work group. */
+ * the activations backward needs. Collective over the work group. With pp > 1 the
+ * microbatch goes through the stages for its loss (on every rank) and nothing is
+ * kept: a pipeline's backward runs in gaaw_model_forward_backward. */
 gaaw_status_t gaaw_model_forward(gaaw_model_t model, const gaaw_batch_t *batch, float *loss);
 /* Backward pass of the last forward: every parameter gradient += d loss / d p
  * (accumulates over microbatches). Collective over the work group; GAAW_ERR_STATE
- * on every rank when a rank has no forward to go back through, or when the
- * optimizer's accumulation is already complete. */
+ * on every rank when a rank has no forward to go back through (always with
+ * pp > 1), or when the optimizer's accumulation is already complete. */
 gaaw_status_t gaaw_model_backward(gaaw_model_t model);
-/* Both, as one training step's model part. Collective over the work group. */
+/* Both, as one training step's model part, over the batch's microbatches: the
+ * pipeline schedule (option pp_schedule) on this rank's stages, activations and
+ * their gradients sent between stages under the comm_timeout deadline (a dead or
+ * missing peer is GAAW_ERR_TIMEOUT naming the peer, the action and the
+ * microbatch); at pp 1 one microbatch after the other. Gradients accumulate (each
+ * microbatch is one of the optimizer's `accumulation` backward passes); *loss is
+ * the mean of the microbatches' losses, on every rank. microbatches must suit the
+ * schedule (interleaved: a multiple of pp), or every rank fails naming the numbers.
+ * Collective over the work group (world when pp > 1). */
 gaaw_status_t gaaw_model_forward_backward(gaaw_model_t model, const gaaw_batch_t *batch, float *loss);
 /* Inference: forward without keeping activations for backward and without
  * targets, writing the model's outputs into the caller's array (f32): an MLP's
@@ -106,6 +199,52 @@ gaaw_status_t gaaw_model_forward_backward(gaaw_model_t model, const gaaw_batch_t
  * optimizer and a forward held for backward are left as they are. Collective over
  * the work group, with the same agreement as gaaw_model_forward. */
 gaaw_status_t gaaw_model_predict(gaaw_model_t model, const gaaw_batch_t *batch, float *outputs);
+/* A loss the caller computes (a physics residual, for example), for sequential
+ * models and MLPs, in two collective calls:
+ *   gaaw_model_forward_outputs(model, batch, outputs)   every layer but the loss,
+ *       keeping what backward needs; batch needs only inputs (outputs and weights
+ *       are ignored); writes the model's outputs y, (batch, outputs) f32, whole on
+ *       every rank of the tp group.
+ *   (the caller computes its loss L(y) and d_outputs = dL/dy, (batch, outputs) f32)
+ *   gaaw_model_backward_from(model, d_outputs)           backward of that forward
+ *       from d_outputs: every parameter gradient += d L / d p, accumulating like
+ *       gaaw_model_backward (and scaled by the loss scale as its loss would be).
+ * Both are collective over the work group with the agreement of gaaw_model_forward:
+ * d_outputs must be finite and the same on every rank of the tp group (compared by
+ * a digest). gaaw_model_backward after gaaw_model_forward_outputs is GAAW_ERR_STATE
+ * (there is no loss); gaaw_model_backward_from after gaaw_model_forward uses the
+ * caller's gradient instead of the loss's. GAAW_ERR_INVALID_ARG on every rank for a
+ * GPT. */
+gaaw_status_t gaaw_model_forward_outputs(gaaw_model_t model, const gaaw_batch_t *batch, float *outputs);
+gaaw_status_t gaaw_model_backward_from(gaaw_model_t model, const float *d_outputs);
+/* For callers whose arrays know their extents (the Fortran module, other bindings):
+ * checks the shapes of a pass's host arrays against the model before the pass, and
+ * the ranks of the work group agree, so that a wrong array on one rank is
+ * GAAW_ERR_INVALID_ARG on every rank, naming the array and both shapes, instead of
+ * a read past its end. Shapes are (samples, features) as C sees them (row-major):
+ * MLP inputs (batch, sizes[0]) and outputs (batch, sizes[n-1]); GPT tokens
+ * (batch, seq) and targets (batch, seq), or with predict != 0 logits
+ * (batch * seq, vocab). Collective over the work group. */
+gaaw_status_t gaaw_model_check_arrays(gaaw_model_t model, int predict, const int64_t inputs[2],
+                                      const int64_t outputs[2]);
+/* Normalisation of a sequential model's (or MLP's) inputs and outputs, so that a
+ * code passes physical units. gaaw_model_normalization_update adds the samples of
+ * batch (inputs and outputs, (batch, features) f32, finite) of every dp rank to the
+ * model's running statistics, per feature: count, mean and M2, combined exactly in
+ * f64 (the result is that of the serial computation over all ranks' samples, up to
+ * rounding, and the same bits on every rank). Collective over world: the ranks of a
+ * tp group give the same samples, dp ranks their own (any batch sizes); one rank's
+ * bad batch fails all. Once statistics exist, every pass uses them: a batch enters
+ * as (v - mean) / std (inputs and outputs; the loss is in these units),
+ * gaaw_model_predict and gaaw_model_forward_outputs return y std + mean, and
+ * gaaw_model_backward_from takes d_outputs in physical units. std = sqrt(M2 /
+ * count) (the population's), 1 for a constant feature. The statistics are model
+ * state (for checkpoints). gaaw_model_normalization_stats: the count, and each
+ * feature's mean and std (inputs' features first, then outputs'; either array may
+ * be NULL; sizes inputs + outputs), 0 and 1 before any update. Not collective. */
+gaaw_status_t gaaw_model_normalization_update(gaaw_model_t model, const gaaw_batch_t *batch);
+gaaw_status_t gaaw_model_normalization_stats(gaaw_model_t model, double *count, double *mean, double *std);
+
 /* Sets every gradient to zero (with an optimizer, starting its accumulation over).
  * Not collective, except with an optimizer at dp > 1 between a step's last
  * backward and gaaw_optimizer_step: then it first completes the gradient
@@ -123,10 +262,14 @@ gaaw_status_t gaaw_model_param_info(gaaw_model_t model, int index, const char **
  * between a step's last backward and gaaw_optimizer_step first completes the
  * reductions backward started (collective over the dp group too): at ZeRO stage 0
  * the gradient is then the sum over dp, at stage 1 only this rank's shard of it is
- * reduced; at stages 2 and 3 gradients are sharded and cannot be read. */
+ * reduced; at stages 2 and 3 gradients are sharded and cannot be read. With
+ * pp > 1 the stage that holds the parameter reads it and every rank gets it; a
+ * tied weight's gradient read before gaaw_optimizer_step is the first stage's
+ * part only (the step adds the last stage's). */
 gaaw_status_t gaaw_model_get_param(gaaw_model_t model, const char *name, float *values);
 gaaw_status_t gaaw_model_get_grad(gaaw_model_t model, const char *name, float *values);
-/* Sets a whole parameter from its global layout; each rank keeps its slice.
+/* Sets a whole parameter from its global layout; each rank keeps its slice (with
+ * pp > 1, nothing on a stage that does not hold it; both copies of a tied weight).
  * Not collective (every rank must pass the same values). */
 gaaw_status_t gaaw_model_set_param(gaaw_model_t model, const char *name, const float *values);
 /* All parameters as one vector of global_count floats (gaaw_model_num_params):
@@ -150,13 +293,20 @@ gaaw_status_t gaaw_model_num_params(gaaw_model_t model, int64_t *global_count, i
  * totals, from model creation or the last gaaw_model_reset_times. Backends that
  * run asynchronously report the time to issue the work. A GPT has layers
  * "embedding", one "transformer block" per block, then "lm head and
- * cross-entropy"; an MLP one "linear" per linear and "mean squared error".
- * Not collective. */
+ * cross-entropy"; an MLP one "linear" per linear and its loss ("mean squared error",
+ * "L1 loss" or "Huber loss"). With pp > 1 every rank lists the whole model; the
+ * layers of other stages stay at zero. Not collective. */
 gaaw_status_t gaaw_model_layer_count(gaaw_model_t model, int *count);
 /* Layer index's kind (a static string; may be NULL) and accumulated forward and
- * backward seconds (either may be NULL). index must be in 0..count-1. */
+ * backward seconds (either may be NULL; with pp_schedule zb-h1 backward is its B
+ * and W together). index must be in 0..count-1. */
 gaaw_status_t gaaw_model_layer_times(gaaw_model_t model, int index, const char **kind, double *forward_seconds,
                                      double *backward_seconds);
+/* The last gaaw_model_forward_backward on this rank: the seconds it waited for
+ * pipeline peers (the sends and receives of activations and gradients), and the
+ * seconds it took in all; idle / total is this rank's measured bubble (0 at pp 1,
+ * which waits for no peer). Either pointer may be NULL. Not collective. */
+gaaw_status_t gaaw_model_pipeline_times(gaaw_model_t model, double *idle_seconds, double *total_seconds);
 /* Sets every layer's totals back to zero. */
 gaaw_status_t gaaw_model_reset_times(gaaw_model_t model);
 

@@ -3,12 +3,20 @@
  * from their X-macro lists, the enums by name, the version from version.h.
  * Run at build time: gen_fortran_constants > gaaw_constants.inc */
 #include <stdio.h>
+#include <string.h>
 
 #include "gaaw.h"
 
 static void param(const char *name, long value)
 {
   printf("  integer(c_int), parameter, public :: %s = %ld\n", name, value);
+}
+
+/* GAAW_COMM_X as GAAW_COMM_OP_X. */
+static void op_param(const char *name, long value)
+{
+  const char *prefix = "GAAW_COMM_";
+  printf("  integer(c_int), parameter, public :: GAAW_COMM_OP_%s = %ld\n", name + strlen(prefix), value);
 }
 
 /* An enum with a _COUNT macro: its members must all be listed here. */
@@ -22,6 +30,7 @@ static int check_count(const char *what, int listed, int count)
 
 #define PARAM(name) param(#name, (long)(name))
 #define LIST_ENTRY(name, value, text) param(#name, (long)(value));
+#define OP_ENTRY(name, value, text) op_param(#name, (long)(value));
 
 int main(void)
 {
@@ -58,6 +67,16 @@ int main(void)
   PARAM(GAAW_DTYPE_COUNT);
   bad |= check_count("dtypes", n, GAAW_DTYPE_COUNT);
 
+  printf("  ! tensor ranks (gaaw/tensor.h)\n");
+  PARAM(GAAW_MAX_DIMS);
+
+  printf("  ! models (gaaw/model.h): MLP depth (activations and norms below)\n");
+  PARAM(GAAW_MLP_MAX_LAYERS);
+
+  printf("  ! optimizers (gaaw/optimizer.h)\n");
+  PARAM(GAAW_ADAMW);
+  PARAM(GAAW_SGD);
+
   printf("  ! memory categories (GAAW_MEMORY_CATEGORY_LIST, gaaw/tensor.h)\n");
   GAAW_MEMORY_CATEGORY_LIST(LIST_ENTRY)
   PARAM(GAAW_MEM_CATEGORY_COUNT);
@@ -65,7 +84,9 @@ int main(void)
   printf("  ! reductions and communication operations (gaaw/comm.h)\n");
   PARAM(GAAW_SUM);
   PARAM(GAAW_MAX);
-  GAAW_COMM_OP_LIST(LIST_ENTRY)
+  /* Fortran names are case-insensitive: GAAW_COMM_SEND would be the function
+   * gaaw_comm_send, so the operations are GAAW_COMM_OP_SEND and so on there. */
+  GAAW_COMM_OP_LIST(OP_ENTRY)
   PARAM(GAAW_COMM_OP_COUNT);
 
   printf("  ! sampler policies (gaaw/sampler.h)\n");
@@ -77,6 +98,35 @@ int main(void)
   PARAM(GAAW_TUNABLE_DOUBLE);
   PARAM(GAAW_TUNABLE_STRING);
   PARAM(GAAW_TUNABLE_BOOL);
+
+  printf("  ! activations and losses (gaaw/kernels.h), layer specs and norms (gaaw/model.h)\n");
+  n = 0;
+  MEMBER(GAAW_ACT_GELU);
+  MEMBER(GAAW_ACT_SWIGLU);
+  MEMBER(GAAW_ACT_NONE);
+  MEMBER(GAAW_ACT_RELU);
+  MEMBER(GAAW_ACT_TANH);
+  MEMBER(GAAW_ACT_SILU);
+  PARAM(GAAW_ACT_COUNT);
+  bad |= check_count("activations", n, GAAW_ACT_COUNT);
+  n = 0;
+  MEMBER(GAAW_LOSS_MSE);
+  MEMBER(GAAW_LOSS_L1);
+  MEMBER(GAAW_LOSS_HUBER);
+  PARAM(GAAW_LOSS_COUNT);
+  bad |= check_count("losses", n, GAAW_LOSS_COUNT);
+  n = 0;
+  MEMBER(GAAW_SPEC_LINEAR);
+  MEMBER(GAAW_SPEC_ACTIVATION);
+  MEMBER(GAAW_SPEC_LAYERNORM);
+  MEMBER(GAAW_SPEC_RMSNORM);
+  MEMBER(GAAW_SPEC_RESIDUAL);
+  MEMBER(GAAW_SPEC_LOSS);
+  PARAM(GAAW_SPEC_KIND_COUNT);
+  bad |= check_count("spec kinds", n, GAAW_SPEC_KIND_COUNT);
+  PARAM(GAAW_MODEL_MAX_SPECS);
+  PARAM(GAAW_NORM_LAYERNORM);
+  PARAM(GAAW_NORM_RMSNORM);
 
   printf("  ! build features (GAAW_FEATURE_LIST, gaaw/info.h)\n");
   GAAW_FEATURE_LIST(LIST_ENTRY)

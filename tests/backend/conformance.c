@@ -30,7 +30,7 @@
 
 /* ---------------------------------------------------------------- one run of a case */
 
-enum { MAX_OUT = 10, MAX_BUF = 16 };
+enum { MAX_OUT = 12, MAX_BUF = 16 };
 
 typedef struct {
   gaaw_context_t ctx;
@@ -163,14 +163,38 @@ static gaaw_status_t case_rmsnorm(run_t *r)
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t case_gelu(run_t *r)
+/* An elementwise activation, forward and (accumulating) backward. */
+static gaaw_status_t case_activation(run_t *r, gaaw_activation_t act)
 {
   gaaw_tensor_t x = RAND(DT, -4, 4, 7, 301), y = RAND(DT, 0, 1, 7, 301);
   gaaw_tensor_t dy = RAND(DT, -1, 1, 7, 301), dx = RAND(DT, -1, 1, 7, 301);
-  CALL(gaaw_gelu_forward(CTX, &x, &y));
-  CALL(gaaw_gelu_backward(CTX, &dy, &x, &dx));
+  CALL(gaaw_activation_forward(CTX, act, &x, &y));
+  CALL(gaaw_activation_backward(CTX, act, &dy, &x, &dx));
   keep(r, &y, "y");
   keep(r, &dx, "dx");
+  return GAAW_SUCCESS;
+}
+static gaaw_status_t case_gelu(run_t *r) { return case_activation(r, GAAW_ACT_GELU); }
+static gaaw_status_t case_relu(run_t *r) { return case_activation(r, GAAW_ACT_RELU); }
+static gaaw_status_t case_tanh(run_t *r) { return case_activation(r, GAAW_ACT_TANH); }
+static gaaw_status_t case_silu(run_t *r) { return case_activation(r, GAAW_ACT_SILU); }
+static gaaw_status_t case_identity(run_t *r) { return case_activation(r, GAAW_ACT_NONE); }
+
+/* Each regression loss, weighted (f32 weights, some 0) and not. */
+static gaaw_status_t case_regression(run_t *r)
+{
+  static const char *const names[GAAW_LOSS_COUNT][2][2] = {
+    {{"mse loss", "mse grad"}, {"mse loss weighted", "mse grad weighted"}},
+    {{"l1 loss", "l1 grad"}, {"l1 loss weighted", "l1 grad weighted"}},
+    {{"huber loss", "huber grad"}, {"huber loss weighted", "huber grad weighted"}}};
+  gaaw_tensor_t p = RAND(DT, -2, 2, 13, 29), t = RAND(DT, -2, 2, 13, 29), w = RAND(GAAW_F32, 0, 2, 13, 29);
+  for (int k = 0; k < GAAW_LOSS_COUNT; k++)
+    for (int weighted = 0; weighted < 2; weighted++) {
+      gaaw_tensor_t l = RAND(GAAW_F32, 0, 1, 13, 29), g = RAND(DT, 0, 1, 13, 29);
+      CALL(gaaw_regression_loss(CTX, (gaaw_loss_t)k, 0.6f, &p, &t, weighted ? &w : NULL, &l, &g));
+      keep(r, &l, names[k][weighted][0]);
+      keep(r, &g, names[k][weighted][1]);
+    }
   return GAAW_SUCCESS;
 }
 
@@ -367,7 +391,10 @@ static const struct {
   {"gemm TN", case_gemm_tn, 1e-5},      {"gemm TT", case_gemm_tt, 1e-5},
   {"gemm_batched", case_gemm_batched, 1e-5}, {"layernorm", case_layernorm, 1e-4},
   {"rmsnorm", case_rmsnorm, 1e-4},      {"gelu", case_gelu, 1e-5},
+  {"relu", case_relu, 1e-5},            {"tanh", case_tanh, 1e-5},
+  {"silu", case_silu, 1e-5},            {"none (identity)", case_identity, 0},
   {"swiglu", case_swiglu, 1e-5},        {"elementwise", case_elementwise, 1e-5},
+  {"regression losses", case_regression, 1e-5},
   {"causal_softmax", case_softmax, 1e-5}, {"attention", case_attention, 1e-5},
   {"embedding", case_embedding, 1e-5},  {"cross_entropy", case_cross_entropy, 1e-5},
   {"adamw master", case_adamw_master, 1e-5}, {"adamw", case_adamw_plain, 1e-5},

@@ -234,10 +234,29 @@ static void check_pointwise(gaaw_dtype_t dt)
   MAKE(x2, dt, N, 2 * H), MAKE(dx2, dt, N, 2 * H), MAKE(y2, dt, N, H), MAKE(dy2, dt, N, H);
   randomize(&x, -4, 4), randomize(&dy, -1, 1), randomize(&dx, -1, 1);
   randomize(&x2, -4, 4), randomize(&dy2, -1, 1), randomize(&dx2, -1, 1);
-  BOTH(gaaw_gelu_forward(C, T(x), T(y)));
-  compare(&y, 1e-5, "gelu y");
-  BOTH(gaaw_gelu_backward(C, T(dy), T(x), T(dx)));
-  compare(&dx, 1e-5, "gelu dx");
+  static const gaaw_activation_t kinds[] = {GAAW_ACT_GELU, GAAW_ACT_RELU, GAAW_ACT_TANH, GAAW_ACT_SILU, GAAW_ACT_NONE};
+  static const char *const kind_names[] = {"gelu", "relu", "tanh", "silu", "none"};
+  for (int k = 0; k < 5; k++) {
+    char what[32];
+    BOTH(gaaw_activation_forward(C, kinds[k], T(x), T(y)));
+    snprintf(what, sizeof what, "%s y", kind_names[k]);
+    compare(&y, 1e-5, what);
+    BOTH(gaaw_activation_backward(C, kinds[k], T(dy), T(x), T(dx)));
+    snprintf(what, sizeof what, "%s dx", kind_names[k]);
+    compare(&dx, 1e-5, what);
+  }
+  twin lw, ll;
+  MAKE(lw, GAAW_F32, N, H), MAKE(ll, GAAW_F32, N, H);
+  randomize(&lw, 0, 2);
+  for (int k = 0; k < GAAW_LOSS_COUNT; k++) {
+    char what[32];
+    BOTH(gaaw_regression_loss(C, (gaaw_loss_t)k, 0.6f, T(x), T(dy), k == 1 ? NULL : T(lw), T(ll), T(dx)));
+    snprintf(what, sizeof what, "regression loss %d", k);
+    compare(&ll, 1e-5, what);
+    snprintf(what, sizeof what, "regression grad %d", k);
+    compare(&dx, 1e-5, what);
+  }
+  release(&lw), release(&ll);
   BOTH(gaaw_swiglu_forward(C, T(x2), T(y2)));
   compare(&y2, 1e-5, "swiglu y");
   BOTH(gaaw_swiglu_backward(C, T(dy2), T(x2), T(dx2)));

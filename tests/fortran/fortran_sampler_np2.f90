@@ -6,21 +6,21 @@ program fortran_sampler_np2
   use, intrinsic :: iso_c_binding
   use mpi
   use gaaw
+  use gaaw_test_util
   implicit none
   type(gaaw_config) :: cfg
   type(gaaw_context) :: ctx
   type(gaaw_sampler) :: s, s32, s64
-  integer :: ierr, rank, failures, total, j
+  integer :: ierr, rank, j
   real(c_float) :: x(3, 6), y(1, 6), dx(3, 40), dy(1, 40)
   real(c_double) :: x64(3, 6), y64(1, 6), ex(3, 40), ey(1, 40)
   integer(c_int64_t) :: held, pushed
 
   call MPI_Init(ierr)
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
-  failures = 0
-  call check(gaaw_config_create(cfg) == GAAW_SUCCESS, "config_create")
-  call check(gaaw_config_set(cfg, "backend", "host") == GAAW_SUCCESS, "set backend")
-  call check(gaaw_init(MPI_COMM_WORLD, cfg, ctx) == GAAW_SUCCESS, "init")
+  call check_status("config_create", gaaw_config_create(cfg), GAAW_SUCCESS, ctx)
+  call check_status("set backend", gaaw_config_set(cfg, "backend", "host"), GAAW_SUCCESS, ctx)
+  call check_status("init", gaaw_init(MPI_COMM_WORLD, cfg, ctx), GAAW_SUCCESS, ctx)
 
   ! sample j of rank r: x = (r, j, -j), y = 100 r + j
   do j = 1, 6
@@ -29,52 +29,44 @@ program fortran_sampler_np2
   end do
   x64 = x
   y64 = y
-  call check(gaaw_sampler_create(ctx, s, 3, 1, capacity=4) == GAAW_SUCCESS, "create")
-  call check(gaaw_sampler_push(s, x, y) == GAAW_SUCCESS, "push")
-  call check(gaaw_sampler_size(s, held, pushed) == GAAW_SUCCESS, "size")
-  call check(held == 4 .and. pushed == 6, "newest 4 of 6 held")
-  call check(gaaw_sampler_draw(s, dx, dy) == GAAW_SUCCESS, "draw")
+  call check_status("create", gaaw_sampler_create(ctx, s, 3, 1, capacity=4), GAAW_SUCCESS, ctx)
+  call check_status("push", gaaw_sampler_push(s, x, y), GAAW_SUCCESS, ctx)
+  call check_status("size", gaaw_sampler_size(s, held, pushed), GAAW_SUCCESS, ctx)
+  call check_true("newest 4 of 6 held", held == 4 .and. pushed == 6)
+  call check_status("draw", gaaw_sampler_draw(s, dx, dy), GAAW_SUCCESS, ctx)
   ! the newest 4 are samples 3..6, each a whole column
-  call check(all(dx(2, :) >= 3) .and. all(dx(3, :) == -dx(2, :)) .and. all(dy(1, :) == 100 * rank + dx(2, :)), &
-             "drawn columns are whole samples among the newest 4")
+  call check_true("drawn columns are whole samples among the newest 4", all(dx(2, &
+      :) >= 3) .and. all(dx(3, :) == -dx(2, :)) .and. all(dy(1, :) == 100 * rank + dx(2, :)))
 
   ! f32 and f64 arrays: the same seed and pushes draw the same samples
-  call check(gaaw_sampler_create(ctx, s32, 3, 1, policy=GAAW_SAMPLER_RESERVOIR, seed=5) == GAAW_SUCCESS, "create 32")
-  call check(gaaw_sampler_create(ctx, s64, 3, 1, policy=GAAW_SAMPLER_RESERVOIR, seed=5) == GAAW_SUCCESS, "create 64")
-  call check(gaaw_sampler_push(s32, x, y) == GAAW_SUCCESS, "push 32")
-  call check(gaaw_sampler_push(s64, x64, y64) == GAAW_SUCCESS, "push 64")
-  call check(gaaw_sampler_draw(s32, dx, dy) == GAAW_SUCCESS, "draw 32")
-  call check(gaaw_sampler_draw(s64, ex, ey) == GAAW_SUCCESS, "draw 64")
-  call check(all(real(dx, c_double) == ex) .and. all(real(dy, c_double) == ey), "f32 and f64 draws agree")
+  call check_status("create 32", gaaw_sampler_create(ctx, s32, 3, 1, policy=GAAW_SAMPLER_RESERVOIR, &
+      seed=5), GAAW_SUCCESS, ctx)
+  call check_status("create 64", gaaw_sampler_create(ctx, s64, 3, 1, policy=GAAW_SAMPLER_RESERVOIR, &
+      seed=5), GAAW_SUCCESS, ctx)
+  call check_status("push 32", gaaw_sampler_push(s32, x, y), GAAW_SUCCESS, ctx)
+  call check_status("push 64", gaaw_sampler_push(s64, x64, y64), GAAW_SUCCESS, ctx)
+  call check_status("draw 32", gaaw_sampler_draw(s32, dx, dy), GAAW_SUCCESS, ctx)
+  call check_status("draw 64", gaaw_sampler_draw(s64, ex, ey), GAAW_SUCCESS, ctx)
+  call check_true("f32 and f64 draws agree", all(real(dx, c_double) == ex) .and. all(real(dy, &
+      c_double) == ey))
 
   ! exchange: 2 of the 4 drawn go to each rank
-  call check(gaaw_sampler_exchange(s, 4) == GAAW_SUCCESS, "exchange")
-  call check(gaaw_sampler_size(s, held, pushed) == GAAW_SUCCESS, "size after exchange")
-  call check(held == 4 .and. pushed == 10, "exchange pushed 4")
-  call check(gaaw_sampler_draw(s, dx, dy) == GAAW_SUCCESS, "draw after exchange")
-  call check(all(dy(1, :) == 100 * dx(1, :) + dx(2, :)), "rows stay whole after exchange")
+  call check_status("exchange", gaaw_sampler_exchange(s, 4), GAAW_SUCCESS, ctx)
+  call check_status("size after exchange", gaaw_sampler_size(s, held, pushed), GAAW_SUCCESS, ctx)
+  call check_true("exchange pushed 4", held == 4 .and. pushed == 10)
+  call check_status("draw after exchange", gaaw_sampler_draw(s, dx, dy), GAAW_SUCCESS, ctx)
+  call check_true("rows stay whole after exchange", all(dy(1, :) == 100 * dx(1, :) + dx(2, :)))
 
   ! one rank bad: both fail with the named code
-  call check(gaaw_sampler_exchange(s, merge(3, 4, rank == 1)) == GAAW_ERR_INVALID_ARG, "bad exchange on rank 1")
-  call check(gaaw_sampler_policy_name(GAAW_SAMPLER_RESERVOIR) == "reservoir", "policy name")
+  call check_status("bad exchange on rank 1", gaaw_sampler_exchange(s, merge(3, 4, rank == 1)), &
+      GAAW_ERR_INVALID_ARG, ctx)
+  call check_true("policy name", gaaw_sampler_policy_name(GAAW_SAMPLER_RESERVOIR) == "reservoir")
 
-  call check(gaaw_sampler_destroy(s) == GAAW_SUCCESS, "destroy")
-  call check(gaaw_sampler_destroy(s32) == GAAW_SUCCESS .and. gaaw_sampler_destroy(s64) == GAAW_SUCCESS, "destroy 2")
-  call check(gaaw_finalize(ctx) == GAAW_SUCCESS, "finalize")
-  call check(gaaw_config_destroy(cfg) == GAAW_SUCCESS, "config_destroy")
-  call MPI_Allreduce(failures, total, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
-  if (rank == 0 .and. total == 0) print '(a)', "fortran_sampler_np2: all checks passed"
-  call MPI_Finalize(ierr)
-  if (total /= 0) error stop 1
+  call check_status("destroy", gaaw_sampler_destroy(s), GAAW_SUCCESS, ctx)
+  call check_true("destroy 2", &
+      gaaw_sampler_destroy(s32) == GAAW_SUCCESS .and. gaaw_sampler_destroy(s64) == GAAW_SUCCESS)
+  call check_status("finalize", gaaw_finalize(ctx), GAAW_SUCCESS, ctx)
+  call check_status("config_destroy", gaaw_config_destroy(cfg), GAAW_SUCCESS, ctx)
+  call test_finish("fortran_sampler_np2")
 
-contains
-
-  subroutine check(cond, what)
-    logical, intent(in) :: cond
-    character(len=*), intent(in) :: what
-    if (.not. cond) then
-      failures = failures + 1
-      print '(a,i0,4a)', "FAIL rank ", rank, ": ", what, "; last error: ", gaaw_last_error(ctx)
-    end if
-  end subroutine check
 end program fortran_sampler_np2

@@ -192,6 +192,40 @@ static inline void model_randomise(gaaw_model_t model, uint64_t seed)
   }
 }
 
+/* Central differences of loss(model, data) over every parameter, in
+ * model_snapshot's order, into fd (as many values as the model has parameters):
+ * each element set to v + h and v - h through gaaw_model_set_param, then put back.
+ * Not collective unless loss is. */
+static inline void model_finite_differences(gaaw_model_t model, double (*loss)(gaaw_model_t model, void *data),
+                                            void *data, float h, float *fd)
+{
+  int count;
+  require_ok(NULL, gaaw_model_param_count(model, &count));
+  long at = 0;
+  for (int i = 0; i < count; i++) {
+    const char *name;
+    int64_t shape[2];
+    gaaw_model_param_info(model, i, &name, NULL, shape);
+    long k = (long)(shape[0] * shape[1]);
+    float *v = malloc(sizeof(float) * (size_t)k);
+    require_ok(NULL, gaaw_model_get_param(model, name, v));
+    for (long j = 0; j < k; j++) {
+      float keep = v[j];
+      v[j] = keep + h;
+      require_ok(NULL, gaaw_model_set_param(model, name, v));
+      double lp = loss(model, data);
+      v[j] = keep - h;
+      require_ok(NULL, gaaw_model_set_param(model, name, v));
+      double lm = loss(model, data);
+      v[j] = keep;
+      fd[at + j] = (float)((lp - lm) / (2 * h));
+    }
+    require_ok(NULL, gaaw_model_set_param(model, name, v));
+    free(v);
+    at += k;
+  }
+}
+
 /* sqrt(sum of squares) of n values, in double. */
 static inline double model_norm2(const float *v, long n)
 {

@@ -1,5 +1,6 @@
-/* Several PyTorch reference cases (tests/reference/gpt_reference.py) in one run of
- * the script, so that PyTorch starts once per test rather than once per model:
+/* Several PyTorch reference cases (tests/reference/gpt_reference.py, or another
+ * script taking IN OUT pairs: torch_cases_init_script) in one run of the script,
+ * so that PyTorch starts once per test rather than once per model:
  *     torch_cases c;
  *     torch_cases_init(&c, "tp");
  *     torch_case_add(&c, model, &g, B, T, tokens, targets);   (for each case)
@@ -7,7 +8,9 @@
  *     tf_tensor *ref = torch_case_result(&c, k, &n);          (case k's records)
  *     torch_cases_free(&c);
  * Each case is the reference's forward and backward from the model's current
- * parameters (loss, logits, every gradient). Not collective: one rank runs it. */
+ * parameters (loss, logits, every gradient). Another script's cases are written
+ * with torch_case_begin, tf_write and torch_case_write_params, then fclose.
+ * Not collective: one rank runs it. */
 #ifndef GAAW_TEST_TORCH_CASES_H
 #define GAAW_TEST_TORCH_CASES_H
 
@@ -25,6 +28,7 @@ enum { TORCH_CASES_MAX = 32 };
 
 typedef struct {
   char tag[32];
+  const char *script; /* in tests/reference */
   int n;
   tf_tensor *results[TORCH_CASES_MAX];
   int counts[TORCH_CASES_MAX];
@@ -35,19 +39,23 @@ static inline void torch_case_path(const torch_cases *c, int k, const char *dir,
   snprintf(path, size, "torch_%s_%s.%d.%d.bin", c->tag, dir, (int)getpid(), k);
 }
 
-static inline void torch_cases_init(torch_cases *c, const char *tag)
+static inline void torch_cases_init_script(torch_cases *c, const char *tag, const char *script)
 {
   memset(c, 0, sizeof *c);
   snprintf(c->tag, sizeof c->tag, "%s", tag);
+  c->script = script;
 }
 
-/* Writes the next case's input: the config, the batch and every parameter of
- * model as it is now. */
-static inline void torch_case_add(torch_cases *c, gaaw_model_t model, const gaaw_gpt_config_t *g, int B, int T,
-                                  const int32_t *tokens, const int32_t *targets)
+static inline void torch_cases_init(torch_cases *c, const char *tag)
+{
+  torch_cases_init_script(c, tag, "gpt_reference.py");
+}
+
+/* The next case's input file, open for writing (exits on failure). */
+static inline FILE *torch_case_begin(torch_cases *c)
 {
   if (c->n == TORCH_CASES_MAX) {
-    fprintf(stderr, "torch_case_add: more than %d cases\n", TORCH_CASES_MAX);
+    fprintf(stderr, "torch_case_begin: more than %d cases\n", TORCH_CASES_MAX);
     exit(1);
   }
   char path[128];
@@ -57,13 +65,12 @@ static inline void torch_case_add(torch_cases *c, gaaw_model_t model, const gaaw
     fprintf(stderr, "cannot write %s\n", path);
     exit(1);
   }
-  int32_t cfg[12] = {g->vocab, g->max_seq, g->layers, g->heads, g->dim, g->ffn ? g->ffn : 4 * g->dim,
-                     g->norm, g->activation, g->tied_embeddings, B, T, 0};
-  const float no_adam[5] = {0};
-  tf_write(f, "config", 1, 1, (int64_t[]){12}, cfg);
-  tf_write(f, "tokens", 1, 2, (int64_t[]){B, T}, tokens);
-  tf_write(f, "targets", 1, 2, (int64_t[]){B, T}, targets);
-  tf_write(f, "adam", 0, 1, (int64_t[]){5}, no_adam);
+  return f;
+}
+
+/* Every parameter of model as it is now, by name, in its global layout. */
+static inline void torch_case_write_params(FILE *f, gaaw_model_t model)
+{
   int count;
   require_ok(NULL, gaaw_model_param_count(model, &count));
   for (int i = 0; i < count; i++) {
@@ -76,6 +83,22 @@ static inline void torch_case_add(torch_cases *c, gaaw_model_t model, const gaaw
     tf_write(f, name, 0, ndim, shape, v);
     free(v);
   }
+}
+
+/* Writes the next case's input: the config, the batch and every parameter of
+ * model as it is now. */
+static inline void torch_case_add(torch_cases *c, gaaw_model_t model, const gaaw_gpt_config_t *g, int B, int T,
+                                  const int32_t *tokens, const int32_t *targets)
+{
+  FILE *f = torch_case_begin(c);
+  int32_t cfg[12] = {g->vocab, g->max_seq, g->layers, g->heads, g->dim, g->ffn ? g->ffn : 4 * g->dim,
+                     g->norm, g->activation, g->tied_embeddings, B, T, 0};
+  const float no_adam[5] = {0};
+  tf_write(f, "config", 1, 1, (int64_t[]){12}, cfg);
+  tf_write(f, "tokens", 1, 2, (int64_t[]){B, T}, tokens);
+  tf_write(f, "targets", 1, 2, (int64_t[]){B, T}, targets);
+  tf_write(f, "adam", 0, 1, (int64_t[]){5}, no_adam);
+  torch_case_write_params(f, model);
   fclose(f);
 }
 
@@ -85,7 +108,7 @@ static inline int torch_cases_run(torch_cases *c)
 {
   size_t size = 256 + (size_t)c->n * 128;
   char *cmd = malloc(size);
-  int len = snprintf(cmd, size, "/usr/bin/python3 %s/tests/reference/gpt_reference.py", GAAW_SRCDIR);
+  int len = snprintf(cmd, size, "/usr/bin/python3 %s/tests/reference/%s", GAAW_SRCDIR, c->script);
   for (int k = 0; k < c->n; k++) {
     char in[128], out[128];
     torch_case_path(c, k, "in", in, sizeof in);

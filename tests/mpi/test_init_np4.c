@@ -79,11 +79,32 @@ int main(int argc, char **argv)
   gaaw_finalize(&ctx);
   gaaw_config_destroy(&cfg);
 
-  /* pipeline parallelism is not built yet: pp 2 is refused on every rank, by name
-   * (the pp layouts of the grid are checked in tests/unit/test_topology_plan) */
+  /* pp 2 x tp 2: the pipeline groups join ranks 0-2 and 1-3 */
   cfg = host_config("tp=2 pp=2 dp=1");
-  expect_init_fails(cfg, GAAW_ERR_INVALID_ARG, "pp=2");
-  expect_true(strstr(gaaw_last_error(NULL), "option pp = 2: pipeline parallelism is not built yet") != NULL,
+  require_ok(NULL, gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
+  gaaw_topology_coords(ctx, &dp_rank, &pp_rank, &tp_rank);
+  expect_true(pp_rank == world_rank / 2 && tp_rank == world_rank % 2, "pp 2: rank %d has pp %d tp %d", world_rank,
+              pp_rank, tp_rank);
+  expect_group(ctx, GAAW_GROUP_PP, world_rank / 2, 2);
+  gaaw_finalize(&ctx);
+  gaaw_config_destroy(&cfg);
+
+  /* a pipeline schedule that does not take (pp, microbatches, virtual_stages) is
+   * refused on every rank, naming the numbers; so is one rank's differing value */
+  cfg = host_config("tp=2 pp=2 pp_schedule=interleaved virtual_stages=2 microbatches=3");
+  expect_init_fails(cfg, GAAW_ERR_INVALID_ARG, "interleaved with microbatches 3, pp 2");
+  expect_true(strstr(gaaw_last_error(NULL), "interleaved needs microbatches (3) to be a multiple of pp (2)") != NULL,
+              "rank %d: %s", world_rank, gaaw_last_error(NULL));
+  gaaw_config_destroy(&cfg);
+  cfg = host_config(world_rank == 2 ? "pp=2 microbatches=8" : "pp=2 microbatches=4");
+  expect_init_fails(cfg, GAAW_ERR_INVALID_ARG, "microbatches differ");
+  expect_true(strstr(gaaw_last_error(NULL), "microbatches: 4 on ranks 0") != NULL &&
+                strstr(gaaw_last_error(NULL), "8 on rank 2") != NULL,
+              "rank %d: %s", world_rank, gaaw_last_error(NULL));
+  gaaw_config_destroy(&cfg);
+  cfg = host_config("pp=2 pp_layout=1:2:3");
+  expect_init_fails(cfg, GAAW_ERR_INVALID_ARG, "pp_layout of 3 stages at pp 2");
+  expect_true(strstr(gaaw_last_error(NULL), "pp_layout '1:2:3' must list pp x virtual_stages = 2 x 1 = 2") != NULL,
               "rank %d: %s", world_rank, gaaw_last_error(NULL));
   gaaw_config_destroy(&cfg);
 

@@ -220,4 +220,24 @@ strip "$tmp/np4.jsonl" >"$tmp/a"
 strip "$tmp/np4-again.jsonl" >"$tmp/b"
 cmp -s "$tmp/a" "$tmp/b" || { err "the same np 4 run twice gave different metrics:"; diff "$tmp/a" "$tmp/b" | head; }
 test -s "$tmp/a" || err "no metrics to compare"
+
+# pipeline: the tiny GPT with 2 layers, pp 2 x tp 2 on np 4 with 2 microbatches per
+# forward_backward, against tp 2 on np 2 with --accum 2: the same microbatches
+# (dp 1 both), so the same losses within 1e-4 relative; the step line ends with
+# every rank's idle fraction and activation peak
+pp_run() {
+  run $1 $tiny --layers 2 --steps 5 --eval-every 0 --sample 0 $2 --metrics "$tmp/$3.jsonl"
+  test $rc -eq 0 || { err "$3: exit $rc"; cat "$tmp/err"; }
+  cp "$tmp/out" "$tmp/$3.out"
+}
+pp_run 2 "--accum 2" accum
+pp_run 4 "--pp 2 --microbatches 2 --pp-schedule 1f1b" pipeline
+cat "$tmp/pipeline.out"
+losses loss "$tmp/accum.jsonl" >"$tmp/a"
+losses loss "$tmp/pipeline.jsonl" >"$tmp/b"
+test `wc -l <"$tmp/b"` -eq 5 || err "pp 2: expected 5 steps of metrics"
+paste "$tmp/a" "$tmp/b" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $1) { bad = 1; print "  " $0 } }
+                              END { exit bad }' || err "pp 2 x tp 2 with 2 microbatches: losses differ from --accum 2"
+grep -c '| idle [0-9]*%/[0-9]*%/[0-9]*%/[0-9]*% | act peaks [0-9.]*/[0-9.]*/[0-9.]*/[0-9.]* MiB$' "$tmp/pipeline.out" |
+  grep -x 5 >/dev/null || err "pp 2: the step lines do not give 4 ranks' idle fractions and activation peaks"
 exit $fail

@@ -117,9 +117,12 @@ if trained sgd; then
 fi
 
 # exit status 1: a failure while running (a model that fits the node's physical
-# memory, so that gaaw-train's own estimate lets it through, but not a 3 GB address
-# space per rank)
-(ulimit -v 3000000; timeout -k 5 120 $MPIEXEC -n 2 $prog --backend host --layers 1 --heads 2 --dim 4096 --seq 16 \
+# memory, so that gaaw-train's own estimate lets it through, but not a 2 GB address
+# space per rank: its parameters, gradients and their initial values, 0.8 GB each,
+# already do not, whatever the MPI's own address space; at 3 GB Open MPI, which
+# reserves less than MPICH, got through to initialising 200 M parameters, too slow
+# for the time limit on a loaded machine)
+(ulimit -v 2000000; timeout -k 5 120 $MPIEXEC -n 2 $prog --backend host --layers 1 --heads 2 --dim 4096 --seq 16 \
   --batch 2 --steps 2 --sample 0 >"$tmp/oom.out" 2>"$tmp/oom.err")
 rc=$?
 test $rc -eq 1 || { err "a model too large for memory: exit $rc, expected 1"; cat "$tmp/oom.err"; }

@@ -129,12 +129,17 @@ def run_case(in_path, out_path):
     write_tensors(out_path, out)
 
 
-def main():
+def run_pairs(case, script):
+    """Runs case(IN, OUT) for every pair of the command line (also mlp_reference.py's)."""
     paths = sys.argv[1:]
     if not paths or len(paths) % 2:
-        sys.exit("usage: gpt_reference.py IN OUT [IN OUT ...]")
+        sys.exit("usage: %s IN OUT [IN OUT ...]" % script)
     for k in range(0, len(paths), 2):
-        run_case(paths[k], paths[k + 1])
+        case(paths[k], paths[k + 1])
+
+
+def main():
+    run_pairs(run_case, "gpt_reference.py")
 
 
 if __name__ == "__main__":

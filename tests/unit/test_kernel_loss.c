@@ -2,7 +2,9 @@
  * all-reduces would (max of maxes, sum of sums, sum of target logits), give the naive
  * log-softmax loss; their gradient matches finite differences of that loss; ignored
  * targets (< 0) add neither loss nor gradient. Embedding lookup and scatter-add on
- * vocabulary slices against naive loops, bit-identical across thread counts. */
+ * vocabulary slices against naive loops, bit-identical across thread counts.
+ * Regression losses (MSE, L1, Huber; with and without weights): elementwise loss
+ * against double, gradient against finite differences of it. */
 #include "tests/unit/test_kernel_util.h"
 
 enum { N = 6, V = 13, SPLIT = 6 };
@@ -158,6 +160,64 @@ static void check_embedding_threads(gaaw_context_t ctx, uint64_t *seed)
   kt_free(ctx, &tt), kt_free(ctx, &tdt), kt_free(ctx, &tdy);
 }
 
+typedef struct {
+  gaaw_loss_t kind;
+  double delta;
+  long n;
+  const double *target, *w; /* w may be NULL */
+} regression_case;
+
+/* out[i] = w[i] l(pred[i] - target[i]) in double (in[0]: pred). */
+static void ref_regression(const void *data, double *const *in, double *out)
+{
+  const regression_case *c = data;
+  for (long i = 0; i < c->n; i++) {
+    double d = in[0][i] - c->target[i], a = fabs(d), l;
+    if (c->kind == GAAW_LOSS_MSE)
+      l = d * d;
+    else if (c->kind == GAAW_LOSS_L1)
+      l = a;
+    else
+      l = a < c->delta ? 0.5 * d * d : c->delta * (a - 0.5 * c->delta);
+    out[i] = (c->w ? c->w[i] : 1.0) * l;
+  }
+}
+
+static void check_regression(gaaw_context_t ctx, gaaw_dtype_t dt, gaaw_loss_t kind, int weighted, uint64_t *seed)
+{
+  enum { R = 7, C = 5, n = R * C };
+  static const char *const names[] = {"mse", "l1", "huber"};
+  float pred[n], target[n], w[n], junk[n];
+  gaaw_tensor_t tp = kt_random_tensor(ctx, dt, 2, (int64_t[]){R, C}, -2, 2, seed, pred);
+  gaaw_tensor_t tt = kt_random_tensor(ctx, dt, 2, (int64_t[]){R, C}, -2, 2, seed, target);
+  gaaw_tensor_t tw = kt_random_tensor(ctx, GAAW_F32, 2, (int64_t[]){R, C}, 0, 2, seed, w);
+  for (long i = 0; i < n; i += 4) w[i] = 0.0f; /* masked out */
+  kt_upload(ctx, &tw, w);
+  /* both outputs start as junk: the kernel overwrites them */
+  gaaw_tensor_t tl = kt_random_tensor(ctx, GAAW_F32, 2, (int64_t[]){R, C}, -9, 9, seed, junk);
+  gaaw_tensor_t tg = kt_random_tensor(ctx, dt, 2, (int64_t[]){R, C}, -9, 9, seed, junk);
+  double *dp = kt_dup(pred, n), *dt_ = kt_dup(target, n), *dw = kt_dup(w, n), ones[n], want[n], grad[n];
+  for (long i = 0; i < n; i++) ones[i] = 1.0;
+  regression_case c = {kind, 0.7, n, dt_, weighted ? dw : NULL};
+  expect_status_ctx(ctx, gaaw_regression_loss(ctx, kind, 0.7f, &tp, &tt, weighted ? &tw : NULL, &tl, &tg),
+                    GAAW_SUCCESS);
+  double *in[1] = {dp};
+  ref_regression(&c, in, want);
+  kt_expect(ctx, &tl, want, kt_tol(dt), "%s loss %s%s", names[kind], gaaw_dtype_name(dt), weighted ? " weighted" : "");
+  kt_fd(ref_regression, &c, in, 0, n, ones, n, grad);
+  kt_expect(ctx, &tg, grad, 2 * kt_tol(dt), "%s grad %s%s (finite differences)", names[kind], gaaw_dtype_name(dt),
+            weighted ? " weighted" : "");
+  /* bad arguments */
+  expect_status_ctx(ctx, gaaw_regression_loss(ctx, (gaaw_loss_t)GAAW_LOSS_COUNT, 1.0f, &tp, &tt, NULL, &tl, &tg),
+                    GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(ctx, gaaw_regression_loss(ctx, kind, 0.0f, &tp, &tt, NULL, &tl, &tg), GAAW_ERR_INVALID_ARG);
+  gaaw_tensor_t short_w = KT_NEW(ctx, GAAW_F32, 3);
+  expect_status_ctx(ctx, gaaw_regression_loss(ctx, kind, 1.0f, &tp, &tt, &short_w, &tl, &tg), GAAW_ERR_INVALID_ARG);
+  kt_free(ctx, &short_w);
+  kt_free(ctx, &tp), kt_free(ctx, &tt), kt_free(ctx, &tw), kt_free(ctx, &tl), kt_free(ctx, &tg);
+  free(dp), free(dt_), free(dw);
+}
+
 int main(int argc, char **argv)
 {
   gaaw_context_t ctx = kt_init(&argc, &argv);
@@ -165,6 +225,9 @@ int main(int argc, char **argv)
   for (int d = 0; d < 3; d++) {
     check_cross_entropy(ctx, kt_float_dtypes[d], &seed);
     check_embedding(ctx, kt_float_dtypes[d], &seed);
+    for (int k = 0; k < GAAW_LOSS_COUNT; k++)
+      for (int weighted = 0; weighted < 2; weighted++)
+        check_regression(ctx, kt_float_dtypes[d], (gaaw_loss_t)k, weighted, &seed);
   }
   check_embedding_threads(ctx, &seed);
   return kt_finish(&ctx, "test_kernel_loss");

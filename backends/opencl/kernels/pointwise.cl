@@ -3,22 +3,54 @@
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_CUBE 0.044715f
 
-__kernel void gelu_forward(TEN(x), TEN(y), long n)
+/* The elementwise activations; ACT_* are gaaw_activation_t's values, given as -D
+ * options (opencl_program.c). */
+float act_value(int act, float v)
 {
-  long i = get_global_id(0);
-  if (i >= n) return;
-  float v = LD(x, i);
-  ST(y, i, 0.5f * v * (1.0f + tanh(GELU_SCALE * (v + GELU_CUBE * v * v * v))));
+  switch (act) {
+  case ACT_GELU: return 0.5f * v * (1.0f + tanh(GELU_SCALE * (v + GELU_CUBE * v * v * v)));
+  case ACT_RELU: return v > 0.0f ? v : 0.0f;
+  case ACT_TANH: return tanh(v);
+  case ACT_SILU: return v / (1.0f + exp(-v));
+  default: return v;
+  }
 }
 
-/* dx += dy * d/dx [0.5 x (1 + tanh u)],  u = s (x + c x^3) */
-__kernel void gelu_backward(TEN(dy), TEN(x), TEN(dx), long n)
+/* GELU: d/dx [0.5 x (1 + tanh u)], u = s (x + c x^3);  SiLU: sig (1 + x (1 - sig)) */
+float act_slope(int act, float v)
+{
+  switch (act) {
+  case ACT_GELU: {
+    float t = tanh(GELU_SCALE * (v + GELU_CUBE * v * v * v));
+    float du = GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * v * v);
+    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+  }
+  case ACT_RELU: return v > 0.0f ? 1.0f : 0.0f;
+  case ACT_TANH: {
+    float t = tanh(v);
+    return 1.0f - t * t;
+  }
+  case ACT_SILU: {
+    float sig = 1.0f / (1.0f + exp(-v));
+    return sig * (1.0f + v * (1.0f - sig));
+  }
+  default: return 1.0f;
+  }
+}
+
+__kernel void activation_forward(TEN(x), TEN(y), int act, long n)
 {
   long i = get_global_id(0);
   if (i >= n) return;
-  float v = LD(x, i), t = tanh(GELU_SCALE * (v + GELU_CUBE * v * v * v));
-  float du = GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * v * v);
-  ST(dx, i, LD(dx, i) + LD(dy, i) * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du));
+  ST(y, i, act_value(act, LD(x, i)));
+}
+
+/* dx += dy act'(x) */
+__kernel void activation_backward(TEN(dy), TEN(x), TEN(dx), int act, long n)
+{
+  long i = get_global_id(0);
+  if (i >= n) return;
+  ST(dx, i, LD(dx, i) + LD(dy, i) * act_slope(act, LD(x, i)));
 }
 
 /* x: (N, 2H) = [a | g]   y: (N, H) = silu(a) g;  i runs over (N, H) */
@@ -99,4 +131,31 @@ __kernel void adamw_update(TEN(params), TEN(grads), TEN(master), TEN(m), TEN(v),
   F32(v)[i] = vi;
   if (has_master) F32(master)[i] = p;
   ST(params, i, p);
+}
+
+/* Regression losses of d = pred - target, weighted (has_w 0: weights unused, all 1):
+ * loss = w l(d), grad = w l'(d); kind: 0 MSE, 1 L1, 2 Huber (gaaw_loss_t). */
+__kernel void regression_loss(TEN(pred), TEN(target), TEN(w), int has_w, int kind, float delta, TEN(loss), TEN(grad),
+                              long n)
+{
+  long i = get_global_id(0);
+  if (i >= n) return;
+  float d = LD(pred, i) - LD(target, i), a = fabs(d), sign = d > 0.0f ? 1.0f : d < 0.0f ? -1.0f : 0.0f;
+  float l, g;
+  if (kind == 0) {
+    l = d * d;
+    g = 2.0f * d;
+  } else if (kind == 1) {
+    l = a;
+    g = sign;
+  } else if (a < delta) {
+    l = 0.5f * d * d;
+    g = d;
+  } else {
+    l = delta * (a - 0.5f * delta);
+    g = delta * sign;
+  }
+  float wi = has_w ? LD(w, i) : 1.0f;
+  ST(loss, i, wi * l);
+  ST(grad, i, wi * g);
 }

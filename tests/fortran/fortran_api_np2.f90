@@ -1,0 +1,283 @@
+! The rest of the Fortran module on 2 ranks (tp 2), each wrapper against an
+! independent reference:
+!  - tensors and buffers: values written, read back and seen through the host
+!    pointer; the memory accounting; dtype and category names;
+!  - communicators: all-reduce in place, all-gather, broadcast and a non-blocking
+!    send/recv pair give the sums and copies computed here, and the traffic
+!    counters count them;
+!  - the GPT on Fortran token arrays (seq, batch) gives the loss of the same batch
+!    passed as C pointers, its predicted logits (vocab, seq, batch) equal the
+!    logits of the forward, and targets of the wrong shape on one rank fail on both;
+!  - the parameter registry (get, set, round trip, all as one vector), gradients, layer timing, the
+!    optimizer's statistics and memory;
+!  - the build description, the tunables table, option sources, the context's
+!    options, and an empty command line.
+program fortran_api_np2
+  use, intrinsic :: iso_c_binding
+  use mpi
+  use gaaw
+  use gaaw_test_util
+  implicit none
+  integer, parameter :: vocab = 32, seq = 8, nbatch = 2
+  type(gaaw_config) :: cfg, ctx_cfg
+  type(gaaw_context) :: ctx
+  integer :: ierr, n
+  character(len=:), allocatable :: s, source
+
+  call MPI_Init(ierr)
+  call check_status("config_create", gaaw_config_create(cfg), GAAW_SUCCESS)
+  call check_status("parse", gaaw_config_parse(cfg, "backend=host, tp=2"), GAAW_SUCCESS)
+  call check_status("gaaw_init", gaaw_init(MPI_COMM_WORLD, cfg, ctx), GAAW_SUCCESS)
+
+  ! ---- options and the build
+  call check_status("context_config", gaaw_context_config(ctx, ctx_cfg), GAAW_SUCCESS, ctx)
+  call check_status("tp of the context", gaaw_config_get_int(ctx_cfg, "tp", n), GAAW_SUCCESS)
+  call check_true("the context's tp is 2", n == 2)
+  call check_status("describe tp", gaaw_config_describe(cfg, "tp", s, source), GAAW_SUCCESS)
+  call check_true("tp is 2, set: "//s//" "//source, s == "2" .and. source == "set")
+  call check_true("tunables listed", gaaw_tunable_count() > 10)
+  call check_status("tunable_info 0", gaaw_tunable_info(0, s), GAAW_SUCCESS)
+  call check_true("tunable 0 has a name", len(s) > 0)
+  call check_status("tunable_info -1", gaaw_tunable_info(-1, s), GAAW_ERR_INVALID_ARG)
+  call check_command_line()
+  call check_build()
+
+  call check_tensors_and_comm()
+  call check_gpt()
+  call check_mlp_state()
+
+  call check_status("finalize", gaaw_finalize(ctx), GAAW_SUCCESS)
+  call check_status("config_destroy", gaaw_config_destroy(cfg), GAAW_SUCCESS)
+  deallocate(s, source) ! else LeakSanitizer reports them
+  call test_finish("fortran_api_np2")
+
+contains
+
+  ! This test runs without arguments: none is taken, none is left.
+  subroutine check_command_line()
+    character(len=:), allocatable :: rest(:)
+    call check_status("parse_args", gaaw_config_parse_args(cfg, rest), GAAW_SUCCESS)
+    call check_true("no arguments left", size(rest) == 0)
+  end subroutine check_command_line
+
+  subroutine check_build()
+    type(gaaw_device_info_t) :: info
+    character(len=:), allocatable :: name
+    logical :: on
+    integer :: devices
+    call check_status("feature fortran", gaaw_info_feature_by_name("fortran", on), GAAW_SUCCESS)
+    call check_true("this build has the Fortran module", on)
+    call check_status("feature by code", gaaw_info_feature(GAAW_FEATURE_FORTRAN, on, name), GAAW_SUCCESS)
+    call check_true("feature GAAW_FEATURE_FORTRAN is fortran, on", on .and. name == "fortran")
+    call check_status("unknown feature", gaaw_info_feature_by_name("no-such", on), GAAW_ERR_NOT_FOUND)
+    call check_true("a backend", gaaw_info_backend_count() >= 1)
+    n = gaaw_info_backend_count() - 1 ! the host backend comes last (cuda > opencl > host)
+    call check_status("backend", gaaw_info_backend(n, name, devices), GAAW_SUCCESS)
+    call check_true("the last backend is host with 1 device: "//name, name == "host" .and. devices == 1)
+    call check_status("device", gaaw_info_device(n, 0, info), GAAW_SUCCESS)
+    call check_true("the host device has a name and cores", len(gaaw_device_name(info)) > 0 .and. &
+                    info%compute_units > 0)
+    call check_true("f32 is 4 bytes", gaaw_dtype_size(GAAW_F32) == 4 .and. gaaw_dtype_name(GAAW_BF16) == "bf16")
+    call check_true("category names", gaaw_mem_category_name(GAAW_MEM_GRADS) == "grads")
+    call check_true("group names", gaaw_group_name(GAAW_GROUP_TP) == "tp")
+    call check_true("op names", gaaw_comm_op_name(GAAW_COMM_OP_ALLGATHER) == "allgather")
+    call check_true("library version", gaaw_library_version_number() == GAAW_VERSION_NUMBER)
+  end subroutine check_build
+
+  subroutine check_tensors_and_comm()
+    type(gaaw_comm) :: comm
+    type(gaaw_tensor_t) :: t, all, part
+    type(gaaw_buffer) :: raw
+    type(gaaw_request) :: req
+    real(c_float), target :: v(4), got(8)
+    real(c_float), pointer :: host(:)
+    type(c_ptr) :: p
+    integer(c_size_t) :: bytes, current, peak
+    integer(c_int64_t) :: calls, traffic
+    integer :: me, members, peer
+    call check_status("topology_comm", gaaw_topology_comm(ctx, GAAW_GROUP_WORLD, comm), GAAW_SUCCESS, ctx)
+    call check_status("comm_rank", gaaw_comm_rank(comm, me), GAAW_SUCCESS, ctx)
+    call check_status("comm_size", gaaw_comm_size(comm, members), GAAW_SUCCESS, ctx)
+    call check_true("2 members", members == 2 .and. me == world_rank())
+    call check_status("comm_backend", gaaw_comm_backend(comm, s), GAAW_SUCCESS, ctx)
+    call check_true("the MPI communicator", s == "mpi")
+    peer = 1 - me
+
+    ! tensors: write, read, host pointer, accounting
+    call check_status("tensor_alloc", gaaw_tensor_alloc(ctx, GAAW_F32, [4_c_int64_t], GAAW_MEM_WORKSPACE, t), &
+                      GAAW_SUCCESS, ctx)
+    call check_true("numel 4", gaaw_tensor_numel(t) == 4)
+    v = [1, 2, 3, 4] * real(me + 1, c_float)
+    call check_status("buffer_write", gaaw_buffer_write(ctx, t%buf, 0_c_size_t, c_loc(v), 16_c_size_t), &
+                      GAAW_SUCCESS, ctx)
+    call check_status("buffer_host_ptr", gaaw_buffer_host_ptr(t%buf, p), GAAW_SUCCESS, ctx)
+    call c_f_pointer(p, host, [4])
+    call check_same("host pointer sees the values", host, v)
+    call check_status("memory_usage", gaaw_memory_usage(ctx, GAAW_MEM_WORKSPACE, current, peak), GAAW_SUCCESS, ctx)
+    call check_true("16 workspace bytes at least", current >= 16 .and. peak >= current)
+
+    ! all-reduce in place: 1+2 times [1, 2, 3, 4]
+    call check_status("stats_reset", gaaw_comm_stats_reset(comm), GAAW_SUCCESS, ctx)
+    call check_status("allreduce", gaaw_comm_allreduce(comm, t, t, GAAW_SUM), GAAW_SUCCESS, ctx)
+    call check_status("buffer_read", gaaw_buffer_read(ctx, t%buf, 0_c_size_t, c_loc(got), 16_c_size_t), &
+                      GAAW_SUCCESS, ctx)
+    call check_same("all-reduce sums", got(1:4), [3, 6, 9, 12] * 1.0_c_float)
+    call check_status("stats", gaaw_comm_stats(comm, GAAW_COMM_OP_ALLREDUCE, calls, traffic), GAAW_SUCCESS, ctx)
+    call check_true("one all-reduce of 2 x 16 bytes counted", calls == 1 .and. traffic == 32)
+
+    ! all-gather into a view of a raw buffer: member r's block r
+    call check_status("buffer_alloc", gaaw_buffer_alloc(ctx, 32_c_size_t, GAAW_MEM_WORKSPACE, raw), &
+                      GAAW_SUCCESS, ctx)
+    call check_status("buffer_size", gaaw_buffer_size(raw, bytes), GAAW_SUCCESS, ctx)
+    call check_true("32 bytes", bytes == 32)
+    call check_status("view", gaaw_tensor_view(raw, 0_c_size_t, GAAW_F32, [2_c_int64_t, 4_c_int64_t], all), &
+                      GAAW_SUCCESS, ctx)
+    call check_status("buffer_write", gaaw_buffer_write(ctx, t%buf, 0_c_size_t, c_loc(v), 16_c_size_t), &
+                      GAAW_SUCCESS, ctx)
+    call check_status("allgather", gaaw_comm_allgather(comm, t, all), GAAW_SUCCESS, ctx)
+    call check_status("buffer_read", gaaw_buffer_read(ctx, raw, 0_c_size_t, c_loc(got), 32_c_size_t), &
+                      GAAW_SUCCESS, ctx)
+    call check_same("all-gather blocks", got, [1, 2, 3, 4, 2, 4, 6, 8] * 1.0_c_float)
+
+    ! broadcast from rank 1, then a non-blocking pair: each sends its rank to the other
+    call check_status("broadcast", gaaw_comm_broadcast(comm, t, 1), GAAW_SUCCESS, ctx)
+    call check_status("buffer_read", gaaw_buffer_read(ctx, t%buf, 0_c_size_t, c_loc(got), 16_c_size_t), &
+                      GAAW_SUCCESS, ctx)
+    call check_same("broadcast from rank 1", got(1:4), [2, 4, 6, 8] * 1.0_c_float)
+    call check_status("view of block", gaaw_tensor_view(raw, 16_c_size_t, GAAW_F32, [4_c_int64_t], part), &
+                      GAAW_SUCCESS, ctx)
+    v = real(me, c_float)
+    call check_status("buffer_write", gaaw_buffer_write(ctx, t%buf, 0_c_size_t, c_loc(v), 16_c_size_t), &
+                      GAAW_SUCCESS, ctx)
+    if (me == 0) then
+      call check_status("send_start", gaaw_comm_send_start(comm, t, peer, 7, req), GAAW_SUCCESS, ctx)
+      call check_status("wait", gaaw_comm_wait(req), GAAW_SUCCESS, ctx)
+      call check_status("recv", gaaw_comm_recv(comm, part, peer, 8), GAAW_SUCCESS, ctx)
+    else
+      call check_status("recv_start", gaaw_comm_recv_start(comm, part, peer, 7, req), GAAW_SUCCESS, ctx)
+      call check_status("wait", gaaw_comm_wait(req), GAAW_SUCCESS, ctx)
+      call check_status("send", gaaw_comm_send(comm, t, peer, 8), GAAW_SUCCESS, ctx)
+    end if
+    call check_true("the request is null after the wait", .not. c_associated(req%ptr))
+    call check_status("buffer_read", gaaw_buffer_read(ctx, raw, 16_c_size_t, c_loc(got), 16_c_size_t), &
+                      GAAW_SUCCESS, ctx)
+    call check_same("the peer's rank arrived", got(1:4), spread(real(peer, c_float), 1, 4))
+    call check_status("barrier", gaaw_comm_barrier(comm), GAAW_SUCCESS, ctx)
+
+    call check_status("buffer_free", gaaw_buffer_free(ctx, raw), GAAW_SUCCESS, ctx)
+    call check_status("buffer_free", gaaw_buffer_free(ctx, t%buf), GAAW_SUCCESS, ctx)
+    call check_true("freed buffers are null", .not. c_associated(raw%ptr) .and. .not. c_associated(t%buf%ptr))
+    call check_status("memory_cached", gaaw_memory_cached(ctx, bytes), GAAW_SUCCESS, ctx)
+    call check_true("the freed bytes are cached", bytes >= 48)
+    call check_status("release_cached", gaaw_memory_release_cached(ctx), GAAW_SUCCESS, ctx)
+    call check_status("memory_cached", gaaw_memory_cached(ctx, bytes), GAAW_SUCCESS, ctx)
+    call check_true("nothing cached after the release", bytes == 0)
+    call check_status("reset_peak", gaaw_memory_reset_peak(ctx), GAAW_SUCCESS, ctx)
+  end subroutine check_tensors_and_comm
+
+  ! A small GPT at tp 2: Fortran arrays against C pointers, predict against forward.
+  subroutine check_gpt()
+    type(gaaw_model) :: gpt
+    type(gaaw_batch_t) :: b
+    integer(c_int32_t), target :: tokens(seq, nbatch), targets(seq, nbatch), short(seq - 1, nbatch)
+    real(c_float), target :: logits(vocab, seq, nbatch), forward_logits(vocab, seq, nbatch)
+    real(c_float) :: loss, loss_c
+    integer :: i, st
+    call check_status("create_gpt", gaaw_model_create_gpt(ctx, gpt, vocab=vocab, max_seq=seq, layers=1, heads=2, &
+                                                          dim=16, seed=7), GAAW_SUCCESS, ctx)
+    tokens = reshape([(int(mod(i * 7, vocab), c_int32_t), i = 1, seq * nbatch)], [seq, nbatch])
+    targets = cshift(tokens, 1, dim=1)
+    short = 0
+    call check_status("forward on arrays", gaaw_model_forward(gpt, tokens, targets, loss), GAAW_SUCCESS, ctx)
+    call check_status("get_logits", gaaw_model_get_logits(gpt, forward_logits), GAAW_SUCCESS, ctx)
+    b%batch = nbatch
+    b%seq = seq
+    b%tokens = c_loc(tokens)
+    b%targets = c_loc(targets)
+    call check_status("forward on a batch", gaaw_model_forward(gpt, b, loss_c), GAAW_SUCCESS, ctx)
+    call check_same("the same loss either way", [loss], [loss_c])
+    call check_true("a loss near log(vocab)", abs(loss - log(real(vocab))) < 1)
+    call check_status("predict", gaaw_model_predict(gpt, tokens, logits), GAAW_SUCCESS, ctx)
+    call check_same("predicted logits are the forward's", reshape(logits, [size(logits)]), &
+                    reshape(forward_logits, [size(logits)]))
+    if (world_rank() == 1) then
+      st = gaaw_model_forward_backward(gpt, tokens, short, loss)
+    else
+      st = gaaw_model_forward_backward(gpt, tokens, targets, loss)
+    end if
+    call check_failure("targets (seq - 1, batch) on rank 1", st, GAAW_ERR_INVALID_ARG, ctx, &
+                       "targets hold 2 samples of 7 features")
+    call check_status("destroy gpt", gaaw_model_destroy(gpt), GAAW_SUCCESS)
+  end subroutine check_gpt
+
+  ! The parameter registry, gradients, timing and the optimizer's figures.
+  subroutine check_mlp_state()
+    type(gaaw_model) :: mlp
+    type(gaaw_optimizer) :: opt
+    type(gaaw_step_stats_t) :: stats
+    real(c_float) :: x(3, 4), y(2, 4), loss, loss2
+    real(c_float), allocatable :: w(:), w2(:), g(:), all_params(:)
+    integer(c_int64_t) :: shape(2), global, local
+    integer(c_size_t) :: params, grads, state
+    real(c_double) :: fwd, bwd
+    character(len=:), allocatable :: name, kind
+    integer :: count, ndim, layers, i
+    call check_status("create_mlp", gaaw_model_create_mlp(ctx, [3, 8, 2], mlp, activation=GAAW_ACT_GELU), &
+                      GAAW_SUCCESS, ctx)
+    call check_status("param_count", gaaw_model_param_count(mlp, count), GAAW_SUCCESS, ctx)
+    call check_true("weights and biases of 2 linears", count == 4)
+    call check_status("param_info 0", gaaw_model_param_info(mlp, 0, name, ndim, shape), GAAW_SUCCESS, ctx)
+    call check_true("the first weight is 2-D, 3 x 8 in some order: "//name, ndim == 2 .and. product(shape) == 24)
+    call check_status("num_params", gaaw_model_num_params(mlp, global, local), GAAW_SUCCESS, ctx)
+    call check_true("3*8+8+8*2+2 = 50 parameters, split over tp", global == 50 .and. local < global)
+    allocate(w(product(shape)), w2(product(shape)), g(product(shape)))
+    call check_status("get_param", gaaw_model_get_param(mlp, name, w), GAAW_SUCCESS, ctx)
+    w2 = w * 2
+    call check_status("set_param", gaaw_model_set_param(mlp, name, w2), GAAW_SUCCESS, ctx)
+    call check_status("get_param", gaaw_model_get_param(mlp, name, w), GAAW_SUCCESS, ctx)
+    call check_same("set then get", w, w2)
+    allocate(all_params(global))
+    call check_status("get_params", gaaw_model_get_params(mlp, all_params), GAAW_SUCCESS, ctx)
+    call check_same("the vector starts with parameter 0", all_params(1:size(w)), w)
+    all_params = all_params + 1
+    call check_status("set_params", gaaw_model_set_params(mlp, all_params), GAAW_SUCCESS, ctx)
+    call check_status("get_param", gaaw_model_get_param(mlp, name, w), GAAW_SUCCESS, ctx)
+    call check_same("set_params reached parameter 0", w, w2 + 1)
+
+    x = reshape([(real(i, c_float) / 10, i = 1, 12)], [3, 4])
+    y = 0.5
+    call check_status("forward", gaaw_model_forward(mlp, x, y, loss), GAAW_SUCCESS, ctx)
+    call check_status("backward", gaaw_model_backward(mlp), GAAW_SUCCESS, ctx)
+    call check_status("forward_backward", gaaw_model_forward_backward(mlp, x, y, loss2), GAAW_SUCCESS, ctx)
+    call check_same("forward and forward_backward give one loss", [loss], [loss2])
+    call check_status("get_grad", gaaw_model_get_grad(mlp, name, g), GAAW_SUCCESS, ctx)
+    call check_true("two passes accumulated a gradient", maxval(abs(g)) > 0)
+    call check_status("zero_grad", gaaw_model_zero_grad(mlp), GAAW_SUCCESS, ctx)
+    call check_status("get_grad", gaaw_model_get_grad(mlp, name, g), GAAW_SUCCESS, ctx)
+    call check_true("zeroed", maxval(abs(g)) == 0)
+    call check_status("check_arrays, outputs of 3", gaaw_model_check_arrays(mlp, .true., [4_c_int64_t, 3_c_int64_t], &
+                      [4_c_int64_t, 3_c_int64_t]), GAAW_ERR_INVALID_ARG, ctx)
+
+    call check_status("layer_count", gaaw_model_layer_count(mlp, layers), GAAW_SUCCESS, ctx)
+    call check_true("2 linears and the loss", layers == 3)
+    call check_status("layer_times", gaaw_model_layer_times(mlp, 0, kind, fwd, bwd), GAAW_SUCCESS, ctx)
+    call check_true("layer 0 is a linear that took time: "//kind, kind == "linear" .and. fwd > 0 .and. bwd > 0)
+    call check_status("reset_times", gaaw_model_reset_times(mlp), GAAW_SUCCESS, ctx)
+    call check_status("layer_times", gaaw_model_layer_times(mlp, 0, forward_seconds=fwd), GAAW_SUCCESS, ctx)
+    call check_true("reset to 0", fwd == 0)
+
+    call check_status("optimizer_create", gaaw_optimizer_create(mlp, opt, kind=GAAW_SGD, lr=0.1, momentum=0.0, &
+                                                                weight_decay=0.0), GAAW_SUCCESS, ctx)
+    call check_status("forward_backward", gaaw_model_forward_backward(mlp, x, y, loss), GAAW_SUCCESS, ctx)
+    call check_status("step", gaaw_optimizer_step(opt), GAAW_SUCCESS, ctx)
+    call check_status("stats", gaaw_optimizer_stats(opt, stats), GAAW_SUCCESS, ctx)
+    call check_true("one step at lr 0.1 with a gradient", stats%step == 1 .and. stats%lr == 0.1_c_float .and. &
+                    stats%grad_norm > 0 .and. stats%skipped == 0)
+    call check_status("memory", gaaw_optimizer_memory(opt, params, grads, state), GAAW_SUCCESS, ctx)
+    call check_true("this rank's parameters are counted", params >= 4 * local)
+    call check_status("step without backward", gaaw_optimizer_step(opt), GAAW_ERR_STATE, ctx)
+    call check_status("optimizer_destroy", gaaw_optimizer_destroy(opt), GAAW_SUCCESS)
+    call check_status("destroy mlp", gaaw_model_destroy(mlp), GAAW_SUCCESS)
+    deallocate(name, kind)
+  end subroutine check_mlp_state
+end program fortran_api_np2
