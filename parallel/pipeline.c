@@ -347,10 +347,16 @@ gaaw_status_t gaaw_pipeline_forward_backward(gaaw_model_t m, const gaaw_batch_t 
   pipe_run r = {m, NULL, NULL, NULL, 0, 0, 0.0};
   double t0 = now_seconds();
   gaaw_status_t st = prepare(&r, b);
+  /* the agreement and the loss broadcast wait for peers too: a stage done early
+   * spends the rest of the step in the broadcast */
+  double t_agree = now_seconds();
   st = gaaw_model_agree_batch(m, st, b, st == GAAW_SUCCESS ? r.microbatches : 1);
+  r.waited += now_seconds() - t_agree;
   if (st == GAAW_SUCCESS) {
     st = run_actions(&r);
+    double t_loss = now_seconds();
     if (st == GAAW_SUCCESS) st = step_loss(&r, loss);
+    r.waited += now_seconds() - t_loss;
     if (st != GAAW_SUCCESS) st = gaaw_model_fail_together(m, st);
   }
   /* freeing cancels requests, which on an aborted context may report errors of

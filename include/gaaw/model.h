@@ -303,7 +303,9 @@ gaaw_status_t gaaw_model_layer_count(gaaw_model_t model, int *count);
 gaaw_status_t gaaw_model_layer_times(gaaw_model_t model, int index, const char **kind, double *forward_seconds,
                                      double *backward_seconds);
 /* The last gaaw_model_forward_backward on this rank: the seconds it waited for
- * pipeline peers (the sends and receives of activations and gradients), and the
+ * pipeline peers (the batch agreement, the sends and receives of activations and
+ * gradients, and the loss broadcast from the last stage, in which a stage done
+ * early waits for the others), and the
  * seconds it took in all; idle / total is this rank's measured bubble (0 at pp 1,
  * which waits for no peer). Either pointer may be NULL. Not collective. */
 gaaw_status_t gaaw_model_pipeline_times(gaaw_model_t model, double *idle_seconds, double *total_seconds);
