@@ -32,6 +32,7 @@ static gaaw_status_t agree_on_options(gaaw_context_t ctx, gaaw_status_t local)
     GAAW_FIELD_TEXT("rank_order", order),
     GAAW_FIELD_INT("zero_bucket_bytes", gaaw_ctx_int(ctx, "zero_bucket_bytes")),
     GAAW_FIELD_INT("allreduce_ring_bytes", gaaw_ctx_int(ctx, "allreduce_ring_bytes")),
+    GAAW_FIELD_INT("zero_keep_gathered", gaaw_ctx_bool(ctx, "zero_keep_gathered")),
     GAAW_FIELD_INT("nccl", gaaw_ctx_bool(ctx, "nccl")),
     GAAW_FIELD_REAL("comm_timeout", ctx->comm_timeout),
     GAAW_FIELD_INT("microbatches", gaaw_ctx_int(ctx, "microbatches")),

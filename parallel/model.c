@@ -325,10 +325,29 @@ gaaw_status_t gaaw_model_add_param(gaaw_model_t m, gaaw_layer *l, int k, const c
   return GAAW_SUCCESS;
 }
 
+/* One flat buffer pair per model chunk of this rank: chunk c begins with the
+ * parameters of its first layer (other stages' layers between chunks declare
+ * none here). */
+static gaaw_status_t split_param_chunks(gaaw_model_t m)
+{
+  int n = m->stages.count ? m->chunks : 1;
+  int64_t *starts = calloc((size_t)n, sizeof *starts);
+  if (!starts) GAAW_FAIL(m->ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d chunk starts", n);
+  for (int c = 1; c < n; c++) {
+    int lo, hi;
+    gaaw_model_chunk_stage(m, c, &lo, &hi);
+    starts[c] = m->layers[lo].param_lo;
+  }
+  gaaw_status_t st = gaaw_params_set_chunks(m->ctx, &m->params, n, starts);
+  free(starts);
+  return st;
+}
+
 gaaw_status_t gaaw_model_finish(gaaw_model_t m, uint64_t seed)
 {
   gaaw_context_t ctx = m->ctx;
   close_bucket(m);
+  GAAW_CHECK(split_param_chunks(m));
   GAAW_CHECK(gaaw_params_allocate(ctx, &m->params, m->tp_rank, m->tp_size, seed));
   GAAW_CHECK(gaaw_frame_init(m, &m->frame));
   return GAAW_SUCCESS;
@@ -957,11 +976,12 @@ gaaw_status_t gaaw_model_zero_grad(gaaw_model_t m)
   GAAW_ARG_NOT_NULL(NULL, m);
   gaaw_context_t ctx = m->ctx;
   GAAW_CHECK(grads_access(m, 1));
-  if (!m->params.grads) return GAAW_SUCCESS; /* sharded away (ZeRO 2, 3): the hook zeroed the shard */
-  gaaw_tensor_t all;
-  int64_t n = m->params.numel > 0 ? m->params.numel : 1;
-  GAAW_CHECK(gaaw_tensor_view(m->params.grads, 0, m->dtype, 1, &n, &all));
-  GAAW_CHECK(gaaw_fill(ctx, &all, 0.0f));
+  for (int c = 0; c < m->params.nchunks; c++) {
+    const gaaw_param_chunk *ch = &m->params.chunks[c];
+    if (!ch->grads || ch->hi == ch->lo) continue; /* sharded away (ZeRO 2, 3): the hook zeroed the shard */
+    gaaw_tensor_t all = gaaw_params_span(&m->params, 1, ch->lo, ch->hi - ch->lo);
+    GAAW_CHECK(gaaw_fill(ctx, &all, 0.0f));
+  }
   return GAAW_SUCCESS;
 }
 

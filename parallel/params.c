@@ -100,13 +100,78 @@ void gaaw_param_bind(gaaw_param *p, int grad, gaaw_buffer_t buf, int64_t at, gaa
   for (int d = 0; d < p->ndim; d++) t->shape[d] = p->local_shape[d];
 }
 
+gaaw_status_t gaaw_params_set_chunks(gaaw_context_t ctx, gaaw_param_table *table, int n, const int64_t *starts)
+{
+  GAAW_ARG_CHECK(ctx, n >= 1 && starts[0] == 0, "a parameter table splits into n >= 1 chunks from element 0");
+  for (int c = 1; c < n; c++)
+    GAAW_ARG_CHECK(ctx, starts[c] >= starts[c - 1] && starts[c] <= table->numel,
+                   "chunk %d of the parameters starts at element %lld, after %lld and within %lld", c,
+                   (long long)starts[c], (long long)starts[c - 1], (long long)table->numel);
+  free(table->chunks);
+  table->chunks = calloc((size_t)n, sizeof *table->chunks);
+  if (!table->chunks) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d parameter chunks", n);
+  table->nchunks = n;
+  for (int c = 0; c < n; c++) {
+    table->chunks[c].lo = starts[c];
+    table->chunks[c].hi = c + 1 < n ? starts[c + 1] : table->numel;
+  }
+  return GAAW_SUCCESS;
+}
+
+int gaaw_params_chunk_of(const gaaw_param_table *table, int64_t at)
+{
+  int c = 0;
+  while (c + 1 < table->nchunks && table->chunks[c].hi <= at) c++;
+  return c;
+}
+
+gaaw_tensor_t gaaw_params_span(const gaaw_param_table *table, int grad, int64_t at, int64_t count)
+{
+  const gaaw_param_chunk *c = &table->chunks[gaaw_params_chunk_of(table, at)];
+  gaaw_tensor_t t;
+  memset(&t, 0, sizeof t);
+  t.buf = grad ? c->grads : c->values;
+  t.offset = (size_t)(at - c->lo) * gaaw_dtype_size(table->dtype);
+  t.dtype = table->dtype;
+  t.ndim = 1;
+  t.shape[0] = count;
+  return t;
+}
+
+void gaaw_params_release(gaaw_context_t ctx, gaaw_param_table *table, int grad)
+{
+  for (int i = 0; i < table->count; i++) gaaw_param_bind(&table->items[i], grad, NULL, 0, table->dtype);
+  for (int c = 0; c < table->nchunks; c++) gaaw_buffer_free(ctx, grad ? &table->chunks[c].grads : &table->chunks[c].values);
+}
+
+/* Chunk c's buffers, initialised from host (the whole table's values). */
+static gaaw_status_t allocate_chunk(gaaw_context_t ctx, gaaw_param_table *table, int c, float *host)
+{
+  gaaw_param_chunk *ch = &table->chunks[c];
+  size_t es = gaaw_dtype_size(table->dtype), n = (size_t)(ch->hi > ch->lo ? ch->hi - ch->lo : 1);
+  size_t bytes = n * es;
+  GAAW_CHECK(gaaw_buffer_alloc(ctx, bytes, GAAW_MEM_PARAMS, &ch->values));
+  GAAW_CHECK(gaaw_buffer_alloc(ctx, bytes, GAAW_MEM_GRADS, &ch->grads));
+  float *mine = host + ch->lo;
+  /* in place to the storage dtype (2-byte elements overwrite what was read) */
+  for (size_t i = 0; i < (size_t)(ch->hi - ch->lo); i++) gaaw_store_f32(mine, table->dtype, (int64_t)i, mine[i]);
+  if (ch->hi > ch->lo) GAAW_CHECK(gaaw_buffer_write(ctx, ch->values, 0, mine, (size_t)(ch->hi - ch->lo) * es));
+  void *zeros = calloc(n, es);
+  if (!zeros) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %zu bytes to zero gradients", bytes);
+  gaaw_status_t st = gaaw_buffer_write(ctx, ch->grads, 0, zeros, bytes);
+  free(zeros);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_params_allocate(gaaw_context_t ctx, gaaw_param_table *table, int tp_rank, int tp_size,
                                    uint64_t seed)
 {
-  size_t es = gaaw_dtype_size(table->dtype), n = (size_t)(table->numel > 0 ? table->numel : 1);
-  size_t bytes = n * es;
-  GAAW_CHECK(gaaw_buffer_alloc(ctx, bytes, GAAW_MEM_PARAMS, &table->values));
-  GAAW_CHECK(gaaw_buffer_alloc(ctx, bytes, GAAW_MEM_GRADS, &table->grads));
+  if (!table->nchunks) {
+    int64_t zero = 0;
+    GAAW_CHECK(gaaw_params_set_chunks(ctx, table, 1, &zero));
+  }
+  size_t n = (size_t)(table->numel > 0 ? table->numel : 1);
   float *host = calloc(n, sizeof *host);
   if (!host) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %zu floats to initialise parameters", n);
   for (int k = 0; k < table->count; k++) {
@@ -119,25 +184,27 @@ gaaw_status_t gaaw_params_allocate(gaaw_context_t ctx, gaaw_param_table *table, 
                                                   : p->init_value;
       host[p->offset + i] = v;
     }
-    gaaw_param_bind(p, 0, table->values, p->offset, table->dtype);
-    gaaw_param_bind(p, 1, table->grads, p->offset, table->dtype);
   }
-  /* in place to the storage dtype (2-byte elements overwrite what was read) */
-  for (size_t i = 0; i < n; i++) gaaw_store_f32(host, table->dtype, (int64_t)i, host[i]);
-  gaaw_status_t st = gaaw_buffer_write(ctx, table->values, 0, host, bytes);
-  if (st == GAAW_SUCCESS) {
-    memset(host, 0, bytes);
-    st = gaaw_buffer_write(ctx, table->grads, 0, host, bytes);
-  }
+  gaaw_status_t st = GAAW_SUCCESS;
+  for (int c = 0; c < table->nchunks && st == GAAW_SUCCESS; c++) st = allocate_chunk(ctx, table, c, host);
   free(host);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  for (int k = 0; k < table->count; k++) {
+    gaaw_param *p = &table->items[k];
+    const gaaw_param_chunk *ch = &table->chunks[gaaw_params_chunk_of(table, p->offset)];
+    gaaw_param_bind(p, 0, ch->values, p->offset - ch->lo, table->dtype);
+    gaaw_param_bind(p, 1, ch->grads, p->offset - ch->lo, table->dtype);
+  }
   return GAAW_SUCCESS;
 }
 
 void gaaw_params_free(gaaw_context_t ctx, gaaw_param_table *table)
 {
-  gaaw_buffer_free(ctx, &table->values);
-  gaaw_buffer_free(ctx, &table->grads);
+  for (int c = 0; c < table->nchunks; c++) {
+    gaaw_buffer_free(ctx, &table->chunks[c].values);
+    gaaw_buffer_free(ctx, &table->chunks[c].grads);
+  }
+  free(table->chunks);
   free(table->items);
   memset(table, 0, sizeof *table);
 }

@@ -32,12 +32,22 @@ typedef struct {
   gaaw_tensor_t grad;      /* view in the gradient buffer */
 } gaaw_param;
 
+/* One model chunk's flat buffers (DESIGN.md section 6): the table's elements
+ * [lo, hi), element `lo` at the start of both buffers. A model has a single
+ * dtype, so (chunk, dtype) pairs are chunks. ZeRO 2 and 3 free the buffers
+ * (grads, then also values) and keep shards of their own. */
+typedef struct {
+  int64_t lo, hi;
+  gaaw_buffer_t values, grads;
+} gaaw_param_chunk;
+
 typedef struct {
   gaaw_param *items;
   int count, capacity;
-  int64_t numel;           /* local elements of all parameters (the flat buffer size) */
+  int64_t numel;           /* local elements of all parameters, over every chunk */
   gaaw_dtype_t dtype;      /* of values and grads */
-  gaaw_buffer_t values, grads;
+  gaaw_param_chunk *chunks; /* in element order; one covering everything unless split */
+  int nchunks;
 } gaaw_param_table;
 
 /* Declares a parameter; returns its index. Views are set by gaaw_params_allocate. */
@@ -47,10 +57,22 @@ gaaw_status_t gaaw_params_add(gaaw_context_t ctx, gaaw_param_table *table, int t
 /* Pads the flat size up to a multiple of `multiple` elements (so that the next
  * parameters start a new bucket that splits evenly over dp). */
 void gaaw_params_align(gaaw_param_table *table, int64_t multiple);
-/* Allocates the flat buffers in table->dtype, sets every view, initialises the
- * values from (seed, name, global index) and zeroes the gradients. */
+/* Splits the table into n chunks, chunk c starting at element starts[c]
+ * (starts[0] = 0, non-decreasing, the last ending at table->numel); before
+ * gaaw_params_allocate. Without it the table is one chunk. */
+gaaw_status_t gaaw_params_set_chunks(gaaw_context_t ctx, gaaw_param_table *table, int n, const int64_t *starts);
+/* Allocates each chunk's flat buffers in table->dtype, sets every view,
+ * initialises the values from (seed, name, global index) and zeroes the
+ * gradients. */
 gaaw_status_t gaaw_params_allocate(gaaw_context_t ctx, gaaw_param_table *table, int tp_rank, int tp_size,
                                    uint64_t seed);
+/* The chunk holding element `at` (the last chunk for at == numel). */
+int gaaw_params_chunk_of(const gaaw_param_table *table, int64_t at);
+/* A 1-D view of the table's elements [at, at + count), which must lie in one
+ * chunk, in its value (or, with grad, gradient) buffer; buf NULL once freed. */
+gaaw_tensor_t gaaw_params_span(const gaaw_param_table *table, int grad, int64_t at, int64_t count);
+/* Frees every chunk's value (or gradient) buffer and unbinds the views into it. */
+void gaaw_params_release(gaaw_context_t ctx, gaaw_param_table *table, int grad);
 /* Points p's value (or grad) view at element `at` of buf (NULL buf: unbound). */
 void gaaw_param_bind(gaaw_param *p, int grad, gaaw_buffer_t buf, int64_t at, gaaw_dtype_t dtype);
 void gaaw_params_free(gaaw_context_t ctx, gaaw_param_table *table);

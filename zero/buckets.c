@@ -28,7 +28,7 @@ gaaw_tensor_t gaaw_zero_grad_piece(gaaw_optimizer_t opt, int b)
   const zero_bucket *k = &opt->buckets[b];
   gaaw_model_t m = opt->model;
   if (opt->cfg.zero_stage >= 2) return gaaw_zero_view(opt->shard_grads, opt->dtype, k->shard_at, k->piece);
-  return gaaw_zero_view(m->params.grads, opt->dtype, k->lo + (sharded(opt) ? opt->dp_rank * k->piece : 0), k->piece);
+  return gaaw_params_span(&m->params, 1, k->lo + (sharded(opt) ? opt->dp_rank * k->piece : 0), k->piece);
 }
 
 gaaw_tensor_t gaaw_zero_param_piece(gaaw_optimizer_t opt, int b)
@@ -36,7 +36,7 @@ gaaw_tensor_t gaaw_zero_param_piece(gaaw_optimizer_t opt, int b)
   const zero_bucket *k = &opt->buckets[b];
   gaaw_model_t m = opt->model;
   if (opt->cfg.zero_stage == 3) return gaaw_zero_view(opt->shard_params, opt->dtype, k->shard_at, k->piece);
-  return gaaw_zero_view(m->params.values, opt->dtype, k->lo + (sharded(opt) ? opt->dp_rank * k->piece : 0), k->piece);
+  return gaaw_params_span(&m->params, 0, k->lo + (sharded(opt) ? opt->dp_rank * k->piece : 0), k->piece);
 }
 
 /* The runs of bucket b's piece that count in the norm: parameters split over tp,
@@ -77,9 +77,10 @@ static void add_users(gaaw_optimizer_t opt, zero_bucket *k, int i)
   }
 }
 
-/* Consecutive layers share a bucket up to the tunable zero_bucket_bytes (a layer
- * larger than that is a bucket of its own). Layer ranges are contiguous and each a
- * multiple of dp, so every bucket is too. */
+/* Consecutive layers of one model chunk share a bucket up to the tunable
+ * zero_bucket_bytes (a layer larger than that is a bucket of its own). Layer
+ * ranges are contiguous and each a multiple of dp, so every bucket is too, and it
+ * lies in its chunk's flat buffers. */
 gaaw_status_t gaaw_zero_plan(gaaw_optimizer_t opt)
 {
   gaaw_model_t m = opt->model;
@@ -94,7 +95,8 @@ gaaw_status_t gaaw_zero_plan(gaaw_optimizer_t opt)
     opt->bucket_of_layer[i] = -1;
     int64_t len = l->param_hi - l->param_lo;
     if (len == 0) continue;
-    if (!k || k->len + len > limit) {
+    int chunk = gaaw_params_chunk_of(&m->params, l->param_lo);
+    if (!k || k->len + len > limit || gaaw_params_chunk_of(&m->params, k->lo) != chunk) {
       k = &opt->buckets[opt->nbuckets++];
       k->layer = i;
       k->lo = l->param_lo;

@@ -5,7 +5,7 @@
  *     communication stream it runs while backward goes on below;
  *   - stage 3 parameters: a layer's buckets are all-gathered before it runs, the
  *     next layer's are started one layer ahead (prefetch), and each is freed after
- *     its last use in the pass.
+ *     its last use in the pass (with zero_keep_gathered, at the optimizer step).
  * Started collectives are waited for before their memory is read, reused or freed;
  * on the MPI communicator they run at that wait (backends/comm_request.c). */
 #include "zero/zero_impl.h"
@@ -75,6 +75,13 @@ static gaaw_status_t release_bucket(gaaw_optimizer_t opt, int b, int keep)
   return GAAW_SUCCESS;
 }
 
+gaaw_status_t gaaw_zero_release_gathered(gaaw_optimizer_t opt)
+{
+  gaaw_context_t ctx = opt->ctx;
+  for (int b = 0; b < opt->nbuckets; b++) GAAW_CHECK(release_bucket(opt, b, 0));
+  return GAAW_SUCCESS;
+}
+
 /* ---------------------------------------------------------------- gradients */
 
 /* Stages 2, 3: a zeroed whole-bucket gradient buffer for backward to accumulate into. */
@@ -114,11 +121,13 @@ static gaaw_status_t start_reduction(gaaw_optimizer_t opt, int b)
   zero_bucket *k = &opt->buckets[b];
   int stage = opt->cfg.zero_stage;
   if (k->reduction != ZERO_LOCAL) return GAAW_SUCCESS;
-  gaaw_buffer_t grads = stage >= 2 ? k->whole_grads : opt->model->params.grads;
-  if (!grads) return GAAW_SUCCESS;
-  int64_t at = stage >= 2 ? 0 : k->lo;
-  gaaw_tensor_t whole = gaaw_zero_view(grads, opt->dtype, at, k->len);
-  gaaw_tensor_t mine = gaaw_zero_view(grads, opt->dtype, at + opt->dp_rank * k->piece, k->piece);
+  /* (len) the bucket's gradient: whole_grads, or its span of the chunk's buffer */
+  gaaw_tensor_t whole = stage >= 2 ? gaaw_zero_view(k->whole_grads, opt->dtype, 0, k->len)
+                                   : gaaw_params_span(&opt->model->params, 1, k->lo, k->len);
+  if (!whole.buf) return GAAW_SUCCESS;
+  gaaw_tensor_t mine = whole; /* (piece) this rank's */
+  mine.offset += (size_t)(opt->dp_rank * k->piece) * gaaw_dtype_size(opt->dtype);
+  mine.shape[0] = k->piece;
   if (opt->dp_size > 1 && stage == 0) GAAW_CHECK(gaaw_comm_allreduce_start(opt->dp, &whole, &whole, GAAW_SUM, &k->reduce));
   if (opt->dp_size > 1 && stage > 0) GAAW_CHECK(gaaw_comm_reduce_scatter_start(opt->dp, &whole, &mine, GAAW_SUM, &k->reduce));
   if (stage >= 2) bind_bucket(opt, b, 1, NULL);
@@ -388,8 +397,8 @@ static gaaw_status_t after_layer(gaaw_model_t m, int i, gaaw_phase phase, void *
                                            : opt->bucket_of_layer[i] == b;
     if (!done) continue;
     if (completes_grads(phase)) GAAW_CHECK(close_grad_bucket(opt, b));
-    if (opt->cfg.zero_stage == 3 && phase != GAAW_PHASE_WEIGHT)
-      GAAW_CHECK(release_bucket(opt, b, phase == GAAW_PHASE_ACCESS));
+    int access = phase == GAAW_PHASE_ACCESS, kept = opt->keep_gathered && !access;
+    if (opt->cfg.zero_stage == 3 && phase != GAAW_PHASE_WEIGHT && !kept) GAAW_CHECK(release_bucket(opt, b, access));
   }
   return GAAW_SUCCESS;
 }
@@ -403,19 +412,18 @@ gaaw_status_t gaaw_zero_attach(gaaw_optimizer_t opt)
     GAAW_CHECK(gaaw_buffer_alloc(ctx, shard_bytes, GAAW_MEM_GRADS, &opt->shard_grads));
     gaaw_tensor_t all = gaaw_zero_view(opt->shard_grads, opt->dtype, 0, opt->shard_numel);
     GAAW_CHECK(gaaw_fill(ctx, &all, 0.0f));
-    for (int i = 0; i < m->params.count; i++) gaaw_param_bind(&m->params.items[i], 1, NULL, 0, opt->dtype);
-    GAAW_CHECK(gaaw_buffer_free(ctx, &m->params.grads));
+    gaaw_params_release(ctx, &m->params, 1);
   }
   if (opt->cfg.zero_stage == 3) {
+    opt->keep_gathered = gaaw_ctx_bool(ctx, "zero_keep_gathered");
     GAAW_CHECK(gaaw_buffer_alloc(ctx, shard_bytes, GAAW_MEM_PARAMS, &opt->shard_params));
     for (int b = 0; b < opt->nbuckets; b++) {
       const zero_bucket *k = &opt->buckets[b];
-      gaaw_tensor_t from = gaaw_zero_view(m->params.values, opt->dtype, k->lo + opt->dp_rank * k->piece, k->piece);
+      gaaw_tensor_t from = gaaw_params_span(&m->params, 0, k->lo + opt->dp_rank * k->piece, k->piece);
       gaaw_tensor_t to = gaaw_zero_param_piece(opt, b);
       GAAW_CHECK(gaaw_cast(ctx, &from, &to));
     }
-    for (int i = 0; i < m->params.count; i++) gaaw_param_bind(&m->params.items[i], 0, NULL, 0, opt->dtype);
-    GAAW_CHECK(gaaw_buffer_free(ctx, &m->params.values));
+    gaaw_params_release(ctx, &m->params, 0);
   }
   gaaw_model_hooks hooks = {opt, before_layer, after_layer, grads_access, check_pass, begin_pass, end_pass};
   gaaw_model_set_hooks(m, &hooks);

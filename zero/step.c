@@ -11,7 +11,7 @@ gaaw_status_t gaaw_zero_gather_params(gaaw_optimizer_t opt)
   if (opt->dp_size == 1 || opt->cfg.zero_stage == 0 || opt->cfg.zero_stage == 3) return GAAW_SUCCESS;
   for (int b = 0; b < opt->nbuckets; b++) {
     const zero_bucket *k = &opt->buckets[b];
-    gaaw_tensor_t whole = gaaw_zero_view(opt->model->params.values, opt->dtype, k->lo, k->len);
+    gaaw_tensor_t whole = gaaw_params_span(&opt->model->params, 0, k->lo, k->len);
     gaaw_tensor_t mine = gaaw_zero_param_piece(opt, b);
     GAAW_CHECK(gaaw_comm_allgather(opt->dp, &mine, &whole));
   }
@@ -156,6 +156,7 @@ gaaw_status_t gaaw_optimizer_step(gaaw_optimizer_t opt)
   gaaw_field passes = GAAW_FIELD_INT("backward passes since the last step", opt->backward_passes);
   GAAW_CHECK(gaaw_agree_world(ctx, ready, "gaaw_optimizer_step", &passes, ready == GAAW_SUCCESS));
   GAAW_CHECK(gaaw_zero_finish_reductions(opt));
+  GAAW_CHECK(gaaw_zero_release_gathered(opt));
   double sumsq = 0;
   GAAW_CHECK(global_sum_squares(opt, &sumsq));
   /* the mean gradient over dp ranks, microbatches and the loss scale */

@@ -42,6 +42,8 @@ struct gaaw_optimizer_s {
   gaaw_comm_t dp, mp, world;
   int dp_size, dp_rank;
   gaaw_dtype_t dtype;            /* the model's compute dtype */
+  int keep_gathered;             /* stage 3, option zero_keep_gathered: buckets stay gathered
+                                    from their first use in a step to the optimizer step */
   zero_bucket *buckets;
   int nbuckets;
   int *bucket_of_layer;          /* -1 for a layer without parameters */
@@ -68,6 +70,10 @@ gaaw_status_t gaaw_zero_plan(gaaw_optimizer_t opt);
 gaaw_status_t gaaw_zero_attach(gaaw_optimizer_t opt);
 /* Gives back what the hooks hold (at destroy). */
 void gaaw_zero_detach(gaaw_optimizer_t opt);
+
+/* Stage 3: frees every gathered bucket (zero_keep_gathered keeps them over the
+ * step's passes; the update changes the shards they came from). */
+gaaw_status_t gaaw_zero_release_gathered(gaaw_optimizer_t opt);
 
 /* Views, piece by piece (count elements at element `at` of buf). */
 gaaw_tensor_t gaaw_zero_view(gaaw_buffer_t buf, gaaw_dtype_t dtype, int64_t at, int64_t count);

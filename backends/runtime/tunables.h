@@ -37,6 +37,10 @@
   X(allreduce_ring_bytes, INT, "16384",                                                           \
     "MPI all-reduces of at least this many bytes run gaaw's ring (reduce-scatter + all-gather "  \
     "over reused buffers); smaller f32/i32 ones use MPI_Iallreduce")                              \
+  X(zero_keep_gathered, BOOL, "no",                                                               \
+    "ZeRO stage 3: a bucket's parameters, once gathered in a step, stay gathered until the "     \
+    "optimizer step (one all-gather per bucket and step instead of one per microbatch and pass; " \
+    "the parameter memory of the rank's chunks is then whole, as at stage 2)")                    \
   /* models */                                                                                    \
   X(recompute, STRING, "none",                                                                    \
     "activation recomputation: none; selective (the attention scores and softmax are dropped "  \

@@ -14,8 +14,13 @@
  *    microbatch, on the stage that holds them), and no other schedule's did;
  *  - ZeRO 2 at pp > 1, dp 2 moves 2 Psi over dp per step (each bucket
  *    reduce-scattered once, after its chunk's last microbatch, then the all-gather);
+ *    ZeRO 3 gathers up to 2 M Psi (for each microbatch's forward and backward), or
+ *    with zero_keep_gathered exactly Psi (once a step), besides its reduce-scatters;
  *  - a step's microbatches that the schedule does not take (interleaved: not a
- *    multiple of pp) and a differing count on one rank fail every rank by name.
+ *    multiple of pp) and a differing count on one rank fail every rank by name;
+ *  - each model chunk of a rank has flat parameter and gradient buffers of its
+ *    own, holding exactly its layers' parameters, and no ZeRO bucket spans two
+ *    chunks, even where the bucket size would let it (np4, 2 chunks per rank).
  * Built as test_pipeline_np4 (pp 2 x tp 2, pp 4, pp 2 x dp 2, and 2 chunks on each rank
  * at pp 1) and test_pipeline_np8
  * (pp 2 x tp 2 x dp 2, pp 4 x dp 2); the cases sample schedules x ZeRO stages so
@@ -25,6 +30,7 @@
 
 #include "parallel/model_impl.h"
 #include "tests/harness/model_util.h"
+#include "zero/zero_impl.h"
 
 enum { B = 2, T = 8, STEPS = 5 };
 static int world_rank, world_size;
@@ -45,6 +51,7 @@ static const pipe_case cases_np4[] = {
   {"pp=2 dp=2 pp_schedule=zb-h1 pp_layout=1:3", 4, 0, 1, 3, "selective"},
   {"tp=2 pp_schedule=interleaved virtual_stages=2", 2, 0, 2, 2, "none"}, /* 2 chunks on one rank, tied across them */
   {"tp=2 pp=2 pp_schedule=zb-h1", 2, 1, 0, 4, "selective"},
+  {"pp=2 dp=2 pp_schedule=1f1b zero_keep_gathered=yes", 2, 0, 3, 4, "none"},
 };
 static const pipe_case cases_np8[] = {
   {"tp=2 pp=2 dp=2 pp_schedule=1f1b", 2, 1, 1, 4, "none"},
@@ -149,6 +156,29 @@ static run_result train_pipeline(const pipe_case *c, const char *recompute, gaaw
     expect_true(st.comm_bytes == 2 * (uint64_t)params, "%s, ZeRO 2: %llu bytes over dp in a step, expected 2 Psi = %llu",
                 c->layout, (unsigned long long)st.comm_bytes, (unsigned long long)(2 * params));
   }
+  if (c->stage == 3 && dp > 1) {
+    /* stage 3 reduce-scatters each bucket after every microbatch, a tied weight's
+     * (T) once, at the step; with zero_keep_gathered it gathers each bucket once a
+     * step (Psi), else for each microbatch's forward and backward (up to 2 M Psi:
+     * fewer where a bucket is still resident from the previous layer's use) */
+    gaaw_step_stats_t st;
+    uint64_t psi = 0, tied = 0;
+    for (int k = 0; k < opt->nbuckets; k++) {
+      psi += (uint64_t)opt->buckets[k].len * sizeof(float);
+      if (opt->buckets[k].tied) tied += (uint64_t)opt->buckets[k].len * sizeof(float);
+    }
+    require_ok(ctx, gaaw_optimizer_stats(opt, &st));
+    uint64_t reduced = (uint64_t)M * (psi - tied) + tied, kept = psi + reduced, most = 2 * (uint64_t)M * psi + reduced;
+    if (strstr(c->layout, "zero_keep_gathered=yes"))
+      expect_true(st.comm_bytes == kept, "%s, ZeRO 3: %llu bytes over dp in a step, expected %llu (Psi = %llu, T = %llu)",
+                  c->layout, (unsigned long long)st.comm_bytes, (unsigned long long)kept, (unsigned long long)psi,
+                  (unsigned long long)tied);
+    else
+      expect_true(st.comm_bytes > kept && st.comm_bytes <= most, "%s, ZeRO 3: %llu bytes over dp in a step, expected "
+                  "more than %llu and at most %llu (Psi = %llu, T = %llu)", c->layout,
+                  (unsigned long long)st.comm_bytes, (unsigned long long)kept, (unsigned long long)most,
+                  (unsigned long long)psi, (unsigned long long)tied);
+  }
   check_weight_actions(c, model);
   r.params = model_snapshot(model, 0, &r.n);
   free(tokens);
@@ -243,6 +273,65 @@ static void check_case(const pipe_case *c, int first)
   free(got.params);
 }
 
+/* The chunk of this rank that holds layer i. */
+static int chunk_of_layer(gaaw_model_t m, int i)
+{
+  return gaaw_stages_of_layer(&m->stages, i) / m->pp_size;
+}
+
+/* Per-chunk flat buffers: pp 2 x 2 chunks, 4 blocks (a chunk: one block, with the
+ * embedding on the first and the head on the last), ZeRO 1 with buckets as large
+ * as the whole model. */
+static void check_chunk_buffers(void)
+{
+  gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=host pp=2 pp_schedule=interleaved virtual_stages=2 "
+                                                    "microbatches=2 zero_bucket_bytes=1000000000");
+  gaaw_gpt_config_t g = model_tiny_gpt(T, GAAW_F32);
+  g.layers = 4;
+  gaaw_model_t m;
+  require_ok(ctx, gaaw_model_create_gpt(ctx, &g, &m));
+  const gaaw_param_table *t = &m->params;
+  expect_true(t->nchunks == 2, "rank %d: %d parameter chunks, expected 2", world_rank, t->nchunks);
+  for (int c = 0; c < t->nchunks; c++) {
+    const gaaw_param_chunk *ch = &t->chunks[c];
+    expect_true(ch->lo < ch->hi && ch->values && ch->grads, "rank %d: chunk %d is [%lld, %lld)", world_rank, c,
+                (long long)ch->lo, (long long)ch->hi);
+    for (int d = 0; d < c; d++)
+      expect_true(t->chunks[d].values != ch->values && t->chunks[d].grads != ch->grads,
+                  "rank %d: chunks %d and %d share a buffer", world_rank, d, c);
+  }
+  for (int i = 0; i < t->count; i++) {
+    const gaaw_param *p = &t->items[i];
+    int c = chunk_of_layer(m, p->owner), in = gaaw_params_chunk_of(t, p->offset);
+    const gaaw_param_chunk *ch = &t->chunks[c];
+    expect_true(in == c && p->offset >= ch->lo && p->offset + p->local_numel <= ch->hi &&
+                    p->value.buf == ch->values && p->grad.buf == ch->grads &&
+                    p->value.offset == (size_t)(p->offset - ch->lo) * sizeof(float),
+                "rank %d: %s (layer %d, chunk %d) is a view into chunk %d's buffers at element %lld", world_rank,
+                p->name, p->owner, c, in, (long long)p->offset);
+  }
+  gaaw_optimizer_config_t oc = adamw(1, 2);
+  gaaw_optimizer_t opt;
+  require_ok(ctx, gaaw_optimizer_create(m, &oc, &opt));
+  expect_true(opt->nbuckets == 2, "rank %d: %d ZeRO buckets, expected one per chunk", world_rank, opt->nbuckets);
+  for (int b = 0; b < opt->nbuckets; b++) {
+    const zero_bucket *k = &opt->buckets[b];
+    expect_true(gaaw_params_chunk_of(t, k->lo) == gaaw_params_chunk_of(t, k->lo + k->len - 1),
+                "rank %d: bucket %d [%lld, +%lld) spans two chunks", world_rank, b, (long long)k->lo,
+                (long long)k->len);
+  }
+  int32_t tokens[2 * B * T], targets[2 * B * T];
+  step_data(0, 2, tokens, targets);
+  gaaw_batch_t b = {.batch = B, .seq = T, .microbatches = 2, .tokens = tokens, .targets = targets};
+  float loss;
+  require_ok(ctx, gaaw_model_forward_backward(m, &b, &loss));
+  require_ok(ctx, gaaw_optimizer_step(opt));
+  expect_true(isfinite(loss) && loss > 0, "rank %d: loss %g with per-chunk buffers", world_rank, loss);
+  gaaw_optimizer_destroy(&opt);
+  gaaw_model_destroy(&m);
+  gaaw_finalize(&ctx);
+}
+
 /* microbatches the schedule does not take, on every rank or on one */
 static void check_refusals(void)
 {
@@ -288,5 +377,6 @@ int main(int argc, char **argv)
   }
   for (int k = 0; k < ncases; k++) check_case(&cases[k], k == 0);
   check_refusals();
+  if (world_size == 4) check_chunk_buffers();
   return test_finish_mpi(world_size == 8 ? "test_pipeline_np8" : "test_pipeline_np4");
 }
