@@ -43,6 +43,11 @@ typedef struct gaaw_comm_ops {
    * it fails (a receive still pending is cancelled). */
   gaaw_status_t (*p2p_start)(gaaw_comm_t comm, gaaw_comm_request_t req);
   gaaw_status_t (*p2p_complete)(gaaw_comm_t comm, gaaw_comm_request_t req);
+  /* Optional: 1 when req's send or receive has completed (p2p_complete then
+   * returns at once), 0 while it still needs the peer; an error is left for
+   * p2p_complete to report. Without it every request counts as complete, which
+   * suits a backend whose wait only orders a stream (NCCL). */
+  int (*p2p_test)(gaaw_comm_t comm, gaaw_comm_request_t req);
 } gaaw_comm_ops;
 
 /* A started collective (include/gaaw/comm.h). */
@@ -87,6 +92,10 @@ gaaw_status_t gaaw_comm_split(gaaw_comm_t parent, int color, int key, const char
  * hang; such a group stays on MPI, with a warning in the log); leaves it as it is
  * otherwise. Collective over *comm. */
 gaaw_status_t gaaw_comm_prefer_nccl(gaaw_comm_t *comm);
+/* Whether gaaw_comm_wait(&req) would return without waiting for a peer: a
+ * started send or receive that has completed (or one on a backend whose waits
+ * never hold the host, NCCL), or NULL. Not collective. */
+int gaaw_comm_test(gaaw_comm_request_t req);
 /* Completes a request the backend queued (its start or p2p_start took it). */
 gaaw_status_t gaaw_comm_complete_queued(gaaw_comm_t comm, gaaw_comm_request_t req);
 

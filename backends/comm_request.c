@@ -101,6 +101,15 @@ void gaaw_comm_cancel(gaaw_comm_request_t *req)
   free(r);
 }
 
+int gaaw_comm_test(gaaw_comm_request_t req)
+{
+  if (!req) return 1;
+  gaaw_comm_t comm = req->comm;
+  int p2p = req->op == GAAW_COMM_SEND || req->op == GAAW_COMM_RECV;
+  if (!comm || !req->queued || !p2p || !comm->ops->p2p_test) return 1;
+  return comm->ops->p2p_test(comm, req);
+}
+
 gaaw_status_t gaaw_comm_wait(gaaw_comm_request_t *req)
 {
   GAAW_ARG_NOT_NULL(NULL, req);

@@ -4,9 +4,12 @@
  *
  * State per (microbatch, chunk) of this rank: the receive of F's input (into the
  * frame's acts[lo]), the receive of B's output gradient, B's input gradient to send,
- * and the send in flight. A run of SEND/RECV actions is one exchange: all are
- * started, then its sends are waited for; a receive is waited for by the compute
- * action that needs it. BW is the whole backward of (mb, chunk). A schedule with W
+ * and the sends in flight. A run of SEND/RECV actions is one exchange: all are
+ * started; a receive is waited for by the compute action that needs it. A send is
+ * not waited for there: MPI's large messages move when the receiver takes them
+ * (rendezvous), and a sender waiting at once would idle until the receiver's next
+ * call into MPI, however early the receive was posted. Each exchange frees what
+ * the completed sends held (gaaw_comm_test), and the step waits for the rest. BW is the whole backward of (mb, chunk). A schedule with W
  * actions (ZB-H1) splits it: B computes the input gradients and leaves the
  * linears' weight gradients in the frame (f->defer_weights, parallel/weight_grads.c),
  * and W(mb, chunk) computes them later; the data-parallel hooks see a layer's
@@ -27,7 +30,8 @@
 typedef struct {
   gaaw_comm_request_t act_in;  /* F's input, into the frame's acts[lo] */
   gaaw_comm_request_t grad_in; /* B's output gradient, into dy */
-  gaaw_comm_request_t out;     /* this slot's send in flight (activation or gradient) */
+  gaaw_comm_request_t act_out;  /* the send of F's output activation, in flight */
+  gaaw_comm_request_t grad_out; /* the send of B's input gradient, in flight */
   gaaw_tensor_t dy;            /* (Nl, C) gradient of the chunk's output, for B */
   gaaw_tensor_t dx;            /* (Nl, C) B's input gradient, to send (or for chunk - 1 here) */
 } pipe_slot;
@@ -40,6 +44,8 @@ typedef struct {
   int microbatches;
   int split;          /* this rank's list has W actions: B defers the weight gradients */
   double waited;      /* seconds in waits for peers */
+  int *sends;         /* indices in this rank's list of the sends in flight, oldest first */
+  int nsends;
 } pipe_run;
 
 static double now_seconds(void)
@@ -195,11 +201,11 @@ static gaaw_status_t post_message(pipe_run *r, const gaaw_sched_action_t *a)
   switch (a->op) {
   case GAAW_SCHED_SEND_ACT:
     GAAW_CHECK(check_boundary(m, f, p.hi, &f->acts[p.hi], "output activation"));
-    GAAW_CHECK(gaaw_comm_send_start(m->pp, &f->acts[p.hi], a->peer, tag, &p.sl->out));
+    GAAW_CHECK(gaaw_comm_send_start(m->pp, &f->acts[p.hi], a->peer, tag, &p.sl->act_out));
     break;
   case GAAW_SCHED_SEND_GRAD:
     GAAW_CHECK(check_boundary(m, f, p.lo, &p.sl->dx, "input gradient"));
-    GAAW_CHECK(gaaw_comm_send_start(m->pp, &p.sl->dx, a->peer, tag, &p.sl->out));
+    GAAW_CHECK(gaaw_comm_send_start(m->pp, &p.sl->dx, a->peer, tag, &p.sl->grad_out));
     break;
   case GAAW_SCHED_RECV_ACT:
     gaaw_model_boundary_shape(m, f, p.lo, shape);
@@ -215,19 +221,27 @@ static gaaw_status_t post_message(pipe_run *r, const gaaw_sched_action_t *a)
   return GAAW_SUCCESS;
 }
 
-/* The sends of the exchange actions [first, end) completed; what they sent is
- * no longer needed here. */
-static gaaw_status_t finish_sends(pipe_run *r, const gaaw_sched_action_t *acts, int first, int end)
+/* Completes the sends in flight (all of them, or those that have completed
+ * already); what a completed one sent is no longer needed here. */
+static gaaw_status_t finish_sends(pipe_run *r, int all)
 {
   gaaw_model_t m = r->m;
   gaaw_context_t ctx = m->ctx;
-  for (int k = first; k < end; k++) {
-    const gaaw_sched_action_t *a = &acts[k];
-    if (a->op != GAAW_SCHED_SEND_ACT && a->op != GAAW_SCHED_SEND_GRAD) continue;
+  const gaaw_sched_rank_t *mine = &r->s->ranks[m->pp_rank];
+  int kept = 0;
+  for (int i = 0; i < r->nsends; i++) {
+    const gaaw_sched_action_t *a = &mine->actions[r->sends[i]];
     pipe_place p = place_of(r, a);
-    GAAW_CHECK(wait_for(r, &p.sl->out, a));
-    gaaw_act_free(m, a->op == GAAW_SCHED_SEND_ACT ? &p.f->acts[p.hi] : &p.sl->dx);
+    int act = a->op == GAAW_SCHED_SEND_ACT;
+    gaaw_comm_request_t *req = act ? &p.sl->act_out : &p.sl->grad_out;
+    if (!all && !gaaw_comm_test(*req)) {
+      r->sends[kept++] = r->sends[i];
+      continue;
+    }
+    GAAW_CHECK(wait_for(r, req, a));
+    gaaw_act_free(m, act ? &p.f->acts[p.hi] : &p.sl->dx);
   }
+  r->nsends = kept;
   return GAAW_SUCCESS;
 }
 
@@ -244,10 +258,12 @@ static gaaw_status_t run_actions(pipe_run *r)
   for (int k = 0; k < mine->count;) {
     const gaaw_sched_action_t *a = &mine->actions[k];
     if (is_message(a->op)) {
-      int end = k;
-      while (end < mine->count && is_message(mine->actions[end].op)) GAAW_CHECK(post_message(r, &mine->actions[end++]));
-      GAAW_CHECK(finish_sends(r, mine->actions, k, end));
-      k = end;
+      for (; k < mine->count && is_message(mine->actions[k].op); k++) {
+        GAAW_CHECK(post_message(r, &mine->actions[k]));
+        int op = mine->actions[k].op;
+        if (op == GAAW_SCHED_SEND_ACT || op == GAAW_SCHED_SEND_GRAD) r->sends[r->nsends++] = k;
+      }
+      GAAW_CHECK(finish_sends(r, 0));
       continue;
     }
     if (a->op == GAAW_SCHED_F) GAAW_CHECK(run_forward(r, a));
@@ -255,6 +271,7 @@ static gaaw_status_t run_actions(pipe_run *r)
     if (a->op == GAAW_SCHED_W) GAAW_CHECK(run_weight(r, a));
     k++;
   }
+  GAAW_CHECK(finish_sends(r, 1));
   return GAAW_SUCCESS;
 }
 
@@ -303,7 +320,8 @@ static void free_run(pipe_run *r)
       pipe_slot *sl = &r->slots[i];
       gaaw_comm_cancel(&sl->act_in);
       gaaw_comm_cancel(&sl->grad_in);
-      gaaw_comm_cancel(&sl->out);
+      gaaw_comm_cancel(&sl->act_out);
+      gaaw_comm_cancel(&sl->grad_out);
       gaaw_act_free(m, &sl->dy);
       gaaw_act_free(m, &sl->dx);
     }
@@ -311,6 +329,7 @@ static void free_run(pipe_run *r)
     for (int i = 0; i < r->microbatches; i++) gaaw_frame_free(m, &r->frames[i]);
   free(r->slots);
   free(r->frames);
+  free(r->sends);
 }
 
 /* Everything a step needs, checked on this rank: the schedule for its
@@ -330,7 +349,8 @@ static gaaw_status_t prepare(pipe_run *r, const gaaw_batch_t *b)
   for (int k = 0; k < mine->count; k++) r->split |= mine->actions[k].op == GAAW_SCHED_W;
   r->frames = calloc((size_t)r->microbatches, sizeof *r->frames);
   r->slots = calloc((size_t)r->microbatches * (size_t)m->chunks, sizeof *r->slots);
-  if (!r->frames || !r->slots) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d microbatches", r->microbatches);
+  r->sends = malloc(((size_t)mine->count + 1) * sizeof *r->sends);
+  if (!r->frames || !r->slots || !r->sends) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d microbatches", r->microbatches);
   for (int i = 0; i < r->microbatches; i++) {
     gaaw_batch_t one = gaaw_model_microbatch(m, b, i);
     GAAW_CHECK(gaaw_frame_init(m, &r->frames[i]));
@@ -344,7 +364,7 @@ static gaaw_status_t prepare(pipe_run *r, const gaaw_batch_t *b)
 gaaw_status_t gaaw_pipeline_forward_backward(gaaw_model_t m, const gaaw_batch_t *b, float *loss)
 {
   gaaw_context_t ctx = m->ctx;
-  pipe_run r = {m, NULL, NULL, NULL, 0, 0, 0.0};
+  pipe_run r = {m, NULL, NULL, NULL, 0, 0, 0.0, NULL, 0};
   double t0 = now_seconds();
   gaaw_status_t st = prepare(&r, b);
   /* the agreement and the loss broadcast wait for peers too: a stage done early

@@ -143,6 +143,7 @@ const gaaw_comm_ops gaaw_mpi_comm_ops = {
   .barrier = gaaw_mpi_barrier,
   .p2p_start = gaaw_mpi_p2p_start,
   .p2p_complete = gaaw_mpi_p2p_complete,
+  .p2p_test = gaaw_mpi_p2p_test,
 };
 
 MPI_Comm gaaw_mpi_comm_handle(gaaw_comm_t comm)

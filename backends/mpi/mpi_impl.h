@@ -127,6 +127,7 @@ void *gaaw_mpi_host_addr(const gaaw_tensor_t *t);
 /* Non-blocking send/recv of the table (mpi_p2p.c). */
 gaaw_status_t gaaw_mpi_p2p_start(gaaw_comm_t comm, gaaw_comm_request_t req);
 gaaw_status_t gaaw_mpi_p2p_complete(gaaw_comm_t comm, gaaw_comm_request_t req);
+int gaaw_mpi_p2p_test(gaaw_comm_t comm, gaaw_comm_request_t req);
 
 typedef struct {
   const void *in;

@@ -4,12 +4,15 @@
  *  - both ranks post a 1 MB send and a receive to each other before waiting (what
  *    a pipeline's neighbours do), in either wait order, and get each other's data;
  *  - several messages in flight on one pair keep their tags apart;
+ *  - gaaw_comm_test: a receive whose send has not been posted is not complete, and
+ *    is once the data arrived (the wait then returns it at once); NULL is complete;
  *  - bad arguments are refused before anything is posted;
  *  - a receive from a peer that never sends times out at the wait (comm_timeout
  *    = 1 s) naming the peer and the tag, and the context is aborted on both ranks. */
 #include <mpi.h>
 #include <unistd.h>
 
+#include "backends/comm.h"
 #include "tests/harness/test_util.h"
 
 enum { N = 1 << 18 };
@@ -51,6 +54,42 @@ static void exchange(gaaw_context_t ctx, gaaw_comm_t comm, const char *what)
   free(host);
 }
 
+/* Rank 0 receives 1 MB that rank 1 sends only after a barrier: before it the
+ * receive cannot have completed; then gaaw_comm_test turns true (polled, within the
+ * deadline) and the wait returns the data. */
+static void test_progress(gaaw_context_t ctx, gaaw_comm_t comm)
+{
+  int64_t n = N;
+  gaaw_tensor_t t;
+  require_ok(ctx, gaaw_tensor_alloc(ctx, GAAW_F32, 1, &n, GAAW_MEM_COMMUNICATION, &t));
+  float *host = calloc(N, sizeof *host);
+  for (long i = 0; i < N; i++) host[i] = (float)(i % 89);
+  if (rank == 1) require_ok(ctx, gaaw_buffer_write(ctx, t.buf, 0, host, sizeof(float) * N));
+  gaaw_comm_request_t req = NULL;
+  expect_true(gaaw_comm_test(NULL), "a NULL request counts as complete");
+  if (rank == 0) {
+    require_ok(ctx, gaaw_comm_recv_start(comm, &t, 1, 11, &req));
+    expect_true(!gaaw_comm_test(req), "a receive whose send was not posted yet is complete");
+  }
+  require_ok(ctx, gaaw_comm_barrier(comm));
+  if (rank == 1) {
+    require_ok(ctx, gaaw_comm_send_start(comm, &t, 0, 11, &req));
+    require_ok(ctx, gaaw_comm_wait(&req));
+  } else {
+    double t0 = MPI_Wtime();
+    int done = 0;
+    while (!done && MPI_Wtime() - t0 < 10) done = gaaw_comm_test(req);
+    expect_true(done, "the receive did not complete within 10 s of its send");
+    require_ok(ctx, gaaw_comm_wait(&req));
+    float *got = malloc(sizeof(float) * N);
+    require_ok(ctx, gaaw_buffer_read(ctx, t.buf, 0, got, sizeof(float) * N));
+    expect_true(memcmp(got, host, sizeof(float) * N) == 0, "the tested receive's data differ");
+    free(got);
+  }
+  free(host);
+  gaaw_buffer_free(ctx, &t.buf);
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -59,6 +98,7 @@ int main(int argc, char **argv)
   gaaw_comm_t dp;
   require_ok(ctx, gaaw_topology_comm(ctx, GAAW_GROUP_DP, &dp));
   exchange(ctx, dp, "host");
+  test_progress(ctx, dp);
 
   /* refused before anything is posted: the communicator stays usable */
   int64_t n = 4;
