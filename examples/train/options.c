@@ -273,19 +273,27 @@ static int one_of(const char *value, const char *const *choices)
     }                                      \
   } while (0)
 
-/* The GPT's parameters on one tp rank: the token embedding's share of the padded
- * vocabulary, the position embedding, per block the column- and row-parallel
- * weights and split biases (12 C^2 + 7 C over tp) and the replicated norms and
- * output biases (6 C), and the final norm (2 C); the LM head is tied. */
-static double params_per_rank(const train_options *o, int tp)
+/* The GPT's parameters on one tp rank of a pipeline stage with `blocks` blocks:
+ * per block the column- and row-parallel weights and split biases (12 C^2 + 7 C
+ * over tp) and the replicated norms and output biases (6 C); the first stage adds
+ * the token embedding's share of the padded vocabulary and the position
+ * embedding, the last the final norm (2 C) and the tied LM head's copy of the
+ * token embedding (one copy when both are one stage). */
+static double stage_params(const train_options *o, int tp, double blocks, int first, int last)
 {
   double C = (double)o->dim, rows = (double)((o->vocab + tp - 1) / tp);
-  return rows * C + (double)o->seq * C + (double)o->layers * ((12 * C * C + 7 * C) / tp + 6 * C) + 2 * C;
+  double p = blocks * ((12 * C * C + 7 * C) / tp + 6 * C);
+  if (first) p += rows * C + (double)o->seq * C;
+  if (last) p += 2 * C + (first ? 0 : rows * C);
+  return p;
 }
 
-void train_memory_estimate(const train_options *o, int tp, int dp, train_memory *mem)
+/* One stage's share: parameters, gradients and optimizer state as ZeRO shards
+ * them over dp, and `in_flight` microbatches' activations. */
+static void stage_memory(const train_options *o, int tp, int dp, double blocks, int first, int last, double in_flight,
+                         train_memory *mem)
 {
-  double P = params_per_rank(o, tp);
+  double P = stage_params(o, tp, blocks, first, last);
   double bytes = !strcmp(o->dtype, "f32") ? 4 : 2;
   double state = (!strcmp(o->optimizer, "sgd") ? 4 : 8) + (bytes == 4 ? 0 : 4); /* moments (+ f32 master) */
   mem->params = P * bytes / (o->zero >= 3 ? dp : 1);
@@ -294,12 +302,35 @@ void train_memory_estimate(const train_options *o, int tp, int dp, train_memory 
   /* what one microbatch keeps for backward, N = batch x seq tokens: per block the
    * block input, both norms' outputs and the residual (4 C), this rank's q, k, v,
    * attention output and MLP hidden before and after the activation (12 C / tp),
-   * and the attention probabilities (heads / tp x seq x seq per sequence); then
-   * the final norm and this rank's logits */
+   * and the attention probabilities (heads / tp x seq x seq per sequence); on the
+   * last stage the final norm and this rank's logits */
   double N = (double)o->batch * (double)o->seq, C = (double)o->dim, T = (double)o->seq;
   double block = N * (4 * C + 12 * C / tp) + (double)o->batch * ((double)o->heads / tp) * T * T;
-  double head = N * (C + (double)((o->vocab + tp - 1) / tp));
-  mem->activations = ((double)o->layers * block + head) * bytes;
+  double head = last ? N * (C + (double)((o->vocab + tp - 1) / tp)) : 0;
+  mem->activations = in_flight * (blocks * block + head) * bytes;
+}
+
+static double memory_total(const train_memory *m)
+{
+  return m->params + m->grads + m->optimizer + m->activations;
+}
+
+void train_memory_estimate(const train_options *o, int tp, int pp, int dp, int microbatches, const char *schedule,
+                           train_memory *mem)
+{
+  if (pp <= 1) {
+    stage_memory(o, tp, dp, (double)o->layers, 1, 1, 1, mem);
+    return;
+  }
+  /* the busier of the end stages: the first holds the embedding and, in 1F1B-like
+   * schedules, min(pp, m) microbatches in flight (GPipe: all m); the last the head
+   * and one (GPipe: m); each at least layers / pp blocks */
+  double blocks = floor((double)o->layers / pp), m = microbatches;
+  int gpipe = schedule && !strcmp(schedule, "gpipe");
+  train_memory first, last;
+  stage_memory(o, tp, dp, blocks, 1, 0, gpipe ? m : (pp < m ? pp : m), &first);
+  stage_memory(o, tp, dp, blocks, 0, 1, gpipe ? m : 1, &last);
+  *mem = memory_total(&first) >= memory_total(&last) ? first : last;
 }
 
 /* bytes as "1.5 GiB" */
@@ -317,21 +348,26 @@ static const char *format_bytes(double bytes, char *buf, size_t len)
 
 /* The model and batch fit this node's memory: every rank on it holds as much
  * (train_memory_estimate), against the physical memory. */
-static int check_memory(const train_options *o, const train_machine *mc, int tp, int dp, char *err, size_t len)
+static int check_memory(const train_options *o, gaaw_config_t cfg, const train_machine *mc, int tp, int pp, int dp,
+                        char *err, size_t len)
 {
   train_memory m;
-  train_memory_estimate(o, tp, dp, &m);
-  double rank = m.params + m.grads + m.optimizer + m.activations, node = rank * mc->node_ranks;
+  int64_t microbatches = 1;
+  char schedule[32] = "";
+  gaaw_config_get_int(cfg, "microbatches", &microbatches);
+  gaaw_config_get_string(cfg, "pp_schedule", schedule, sizeof schedule);
+  train_memory_estimate(o, tp, pp, dp, (int)microbatches, schedule, &m);
+  double rank = memory_total(&m), node = rank * mc->node_ranks;
   if (mc->node_memory <= 0 || node <= mc->node_memory) return TRAIN_EXIT_OK;
   char total[32], p[32], g[32], s[32], a[32], nb[32], have[32];
   fail(err, len,
        "the model and batch do not fit this node's memory: each rank needs at least %s (parameters %s + "
-       "gradients %s + optimizer state %s + activations %s, at tp %d, dp %d, ZeRO %ld, %s, %s); with %d rank%s on "
+       "gradients %s + optimizer state %s + activations %s, at tp %d, pp %d, dp %d, ZeRO %ld, %s, %s); with %d rank%s on "
        "this node that is %s, but it has %s of physical memory; make --dim, --layers, --batch or --seq smaller, or "
-       "use more ranks or a higher --zero",
+       "use more ranks, a higher --zero or a longer pipeline (--pp)",
        format_bytes(rank, total, sizeof total), format_bytes(m.params, p, sizeof p),
        format_bytes(m.grads, g, sizeof g), format_bytes(m.optimizer, s, sizeof s),
-       format_bytes(m.activations, a, sizeof a), tp, dp, o->zero, o->dtype, o->optimizer, mc->node_ranks,
+       format_bytes(m.activations, a, sizeof a), tp, pp, dp, o->zero, o->dtype, o->optimizer, mc->node_ranks,
        mc->node_ranks == 1 ? "" : "s", format_bytes(node, nb, sizeof nb),
        format_bytes(mc->node_memory, have, sizeof have));
   return TRAIN_EXIT_USAGE;
@@ -402,7 +438,7 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
 
   /* what fits: the memory first (it explains a huge size best), then the sizes
    * gaaw keeps as int (the MLP width, the tokens of a microbatch) */
-  if (check_memory(o, mc, (int)tp, (int)dp, err, len) != TRAIN_EXIT_OK) return TRAIN_EXIT_USAGE;
+  if (check_memory(o, cfg, mc, (int)tp, (int)pp, (int)dp, err, len) != TRAIN_EXIT_OK) return TRAIN_EXIT_USAGE;
   CHECK(ffn <= INT_MAX, "the MLP width 4 x --dim = %lld is more than gaaw supports (%d)", (long long)ffn, INT_MAX);
   CHECK(tokens <= INT_MAX, "--batch x --seq = %lld tokens per microbatch is more than gaaw supports (%d)",
         (long long)tokens, INT_MAX);

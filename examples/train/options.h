@@ -77,15 +77,18 @@ typedef struct {
 int train_options_load(train_options *opts, gaaw_config_t cfg, int argc, char **argv, const train_machine *machine,
                        int *help, char *err, size_t errlen);
 
-/* What one rank holds at least, in bytes, training opts' GPT at tp x dp: its share
- * of the parameters, gradients and optimizer state (f32 master weights and
+/* What one rank holds at least, in bytes, training opts' GPT at tp x pp x dp: its
+ * share of the parameters, gradients and optimizer state (f32 master weights and
  * moments; each sharded over dp from ZeRO stage 3, 2 and 1), and the activations
- * one microbatch keeps for backward. A lower bound: workspace and the allocator's
- * cache come on top. */
+ * its microbatches in flight keep for backward (one at pp 1; with a pipeline, of
+ * the first or the last stage, whichever holds more, the schedule's in-flight
+ * count of `microbatches`). A lower bound: workspace and the allocator's cache
+ * come on top. */
 typedef struct {
   double params, grads, optimizer, activations;
 } train_memory;
-void train_memory_estimate(const train_options *opts, int tp, int dp, train_memory *mem);
+void train_memory_estimate(const train_options *opts, int tp, int pp, int dp, int microbatches, const char *schedule,
+                           train_memory *mem);
 
 /* --help: every trainer option and every library option with its default. */
 void train_options_usage(FILE *out, const char *prog);

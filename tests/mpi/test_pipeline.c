@@ -358,6 +358,34 @@ static void check_refusals(void)
   gaaw_finalize(&ctx);
 }
 
+/* PIPE_MATRIX=1: every schedule x ZeRO stage x recompute for each (pp, tp, sp) this
+ * world holds with pp in {2, 4} and tp in {1, 2}: on 4 ranks pp 2 x dp 2, pp 2 x tp
+ * 2 (sp off and on) and pp 4; on 8 ranks pp 4 x tp 2 (sp off and on). pp x 2
+ * layers (interleaved: one per chunk), 4 microbatches. 192 + 96 cases: too long for
+ * make check, run by hand (README, Tests). */
+static void run_matrix(void)
+{
+  static const struct { const char *grid; int pp, sp; } grids4[] = {
+      {"pp=2 dp=2", 2, 0}, {"tp=2 pp=2", 2, 0}, {"tp=2 pp=2", 2, 1}, {"pp=4", 4, 0}};
+  static const struct { const char *grid; int pp, sp; } grids8[] = {{"tp=2 pp=4", 4, 0}, {"tp=2 pp=4", 4, 1}};
+  static const char *const schedules[] = {"gpipe", "1f1b", "interleaved virtual_stages=2", "zb-h1"};
+  static const char *const recomputes[] = {"none", "selective", "full"};
+  int ngrids = world_size == 8 ? 2 : 4, ncases = 0;
+  for (int g = 0; g < ngrids; g++)
+    for (int sc = 0; sc < 4; sc++)
+      for (int stage = 0; stage < 4; stage++)
+        for (int rc = 0; rc < 3; rc++) {
+          char layout[128];
+          const char *grid = world_size == 8 ? grids8[g].grid : grids4[g].grid;
+          int pp = world_size == 8 ? grids8[g].pp : grids4[g].pp, sp = world_size == 8 ? grids8[g].sp : grids4[g].sp;
+          snprintf(layout, sizeof layout, "%s pp_schedule=%s", grid, schedules[sc]);
+          pipe_case c = {layout, 2 * pp, sp, stage, 4, recomputes[rc]};
+          check_case(&c, 0);
+          ncases++;
+        }
+  if (world_rank == 0) printf("PIPE_MATRIX: %d cases run\n", ncases);
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -374,6 +402,10 @@ int main(int argc, char **argv)
     if (sscanf(only, "%199[^;];%d;%d;%d;%d;%31s", layout, &c.layers, &c.sp, &c.stage, &c.microbatches, recompute) == 6)
       check_case(&c, 0);
     return test_finish_mpi("test_pipeline (PIPE_CASE)");
+  }
+  if (getenv("PIPE_MATRIX")) {
+    run_matrix();
+    return test_finish_mpi(world_size == 8 ? "test_pipeline_np8 (PIPE_MATRIX)" : "test_pipeline_np4 (PIPE_MATRIX)");
   }
   for (int k = 0; k < ncases; k++) check_case(&cases[k], k == 0);
   check_refusals();

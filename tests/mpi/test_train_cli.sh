@@ -10,7 +10,8 @@
 #    device, comm_timeout, rank_order; from the command line, GAAW_* or the config
 #    file), inf and nan for any real option, a config file that is a directory,
 #    cannot be opened or holds a NUL byte, an integer beyond int, and a model or
-#    batch too big for the node's memory (the estimate in the message); the prompt
+#    batch too big for the node's memory (the estimate in the message, a pipeline
+#    stage's share with --pp); the prompt
 #    is not checked with --sample 0; a device gaaw_init cannot find exits 2 too;
 #  - precedence: default < config file < environment < command line;
 #  - 20 steps of a tiny GPT on the shipped corpus (np 2 and np 4, tp 2, ZeRO 1):
@@ -162,8 +163,16 @@ expect_usage "NUL byte in the config file" "$tmp/nul.cfg:2: holds a NUL byte" 1 
 # sizes: 64-bit arithmetic, and the memory estimate against the node's memory
 expect_usage "--dim 600000000" "the model and batch do not fit this node's memory: each rank needs at least .* EiB" \
   2 --dim 600000000 $missing
-expect_usage "a batch too big" "do not fit this node's memory: .* + activations .* TiB, at tp 1, dp 1, ZeRO 0" \
-  1 --batch 100000 --seq 1024 --dim 1024 $missing
+expect_usage "a batch too big" "do not fit this node's memory: .* + activations .* TiB, at tp 1, pp 1, dp 1, ZeRO 0" \
+  1 --batch 100000 --seq 1024 --layers 8 --dim 1024 $missing
+acts() { sed -n 's/.* + activations \([0-9.]*\) TiB, .*/\1/p' "$tmp/err"; }
+whole=`acts`
+# a pipeline stage holds its share: 4 of the 8 blocks, one microbatch in flight (1f1b, m 1)
+expect_usage "a batch too big, pp 2" "do not fit this node's memory: .* + activations .* TiB, at tp 1, pp 2, dp 1, ZeRO 0" \
+  2 --pp 2 --batch 100000 --seq 1024 --layers 8 --dim 1024 $missing
+half=`acts`
+awk -v w="$whole" -v h="$half" 'BEGIN { exit !(w > 0 && h / w > 0.45 && h / w < 0.55) }' ||
+  err "the activation estimate at pp 2 ($half TiB) is not about half of pp 1's ($whole TiB)"
 expect_usage "--dim beyond int" "command line: --dim 3000000000 is out of range" 1 --dim 3000000000 $missing
 
 # the prompt only matters when sampling
