@@ -23,8 +23,11 @@
  *    chunks, even where the bucket size would let it (np4, 2 chunks per rank).
  * Built as test_pipeline_np4 (pp 2 x tp 2, pp 4, pp 2 x dp 2, and 2 chunks on each rank
  * at pp 1) and test_pipeline_np8
- * (pp 2 x tp 2 x dp 2, pp 4 x dp 2); the cases sample schedules x ZeRO stages so
- * that each value appears. */
+ * (pp 2 x tp 2 x dp 2, pp 4 x dp 2), whose cases sample schedules x ZeRO stages so
+ * that each value appears, with the checks above; and as test_pipeline_matrix0/1_np4
+ * and test_pipeline_matrix0-3_np8 (make check-pipeline-matrix, not make check),
+ * which run the parity check for every schedule x ZeRO stage x recompute of each
+ * (pp, tp, sp) (run_matrix). */
 #include <math.h>
 #include <mpi.h>
 
@@ -230,6 +233,27 @@ static run_result train_serial(const pipe_case *c, int dp)
   return r;
 }
 
+/* The serial run of the last (layers, sp, dp, microbatches) asked for, kept: the
+ * matrix checks every schedule, ZeRO stage and recompute of a layout against one.
+ * The caller owns (and frees) the copy of the parameters it gets. */
+static run_result train_serial_kept(const pipe_case *c, int dp)
+{
+  static struct {
+    int layers, sp, dp, microbatches;
+    run_result r;
+  } kept;
+  if (!kept.r.params || kept.layers != c->layers || kept.sp != c->sp || kept.dp != dp ||
+      kept.microbatches != c->microbatches) {
+    free(kept.r.params);
+    kept.r = train_serial(c, dp);
+    kept.layers = c->layers, kept.sp = c->sp, kept.dp = dp, kept.microbatches = c->microbatches;
+  }
+  run_result copy = kept.r;
+  copy.params = malloc(sizeof(float) * (size_t)kept.r.n);
+  memcpy(copy.params, kept.r.params, sizeof(float) * (size_t)kept.r.n);
+  return copy;
+}
+
 static int case_dp(const pipe_case *c)
 {
   int tp = 1, pp = 1;
@@ -245,7 +269,7 @@ static void check_case(const pipe_case *c, int first)
   snprintf(what, sizeof what, "%s, layers %d, sp %d, ZeRO %d, %d microbatches, recompute %s", c->layout, c->layers,
            c->sp, c->stage, c->microbatches, c->recompute);
   int dp = case_dp(c);
-  run_result want = train_serial(c, dp);
+  run_result want = train_serial_kept(c, dp);
   gaaw_model_t model = NULL;
   gaaw_context_t ctx = NULL;
   run_result got = train_pipeline(c, c->recompute, &model, &ctx);
@@ -358,19 +382,21 @@ static void check_refusals(void)
   gaaw_finalize(&ctx);
 }
 
-/* PIPE_MATRIX=1: every schedule x ZeRO stage x recompute for each (pp, tp, sp) this
- * world holds with pp in {2, 4} and tp in {1, 2}: on 4 ranks pp 2 x dp 2, pp 2 x tp
- * 2 (sp off and on) and pp 4; on 8 ranks pp 4 x tp 2 (sp off and on). pp x 2
- * layers (interleaved: one per chunk), 4 microbatches. 192 + 96 cases: too long for
- * make check, run by hand (README, Tests). */
-static void run_matrix(void)
+/* The whole matrix: every schedule x ZeRO stage x recompute for each (pp, tp, sp)
+ * this world holds with pp in {2, 4} and tp in {1, 2}: on 4 ranks pp 2 x dp 2, pp 2
+ * x tp 2 (sp off and on) and pp 4; on 8 ranks pp 4 x tp 2 (sp off and on). pp x 2
+ * layers (interleaved: one per chunk), 4 microbatches: 192 + 96 cases. Part k of
+ * n runs the k-th of n equal runs of consecutive cases (n = 1: all), each part a
+ * test of its own (test_pipeline_matrix*, make check-pipeline-matrix) to stay
+ * within the time limit of a test. */
+static void run_matrix(int part, int parts)
 {
   static const struct { const char *grid; int pp, sp; } grids4[] = {
       {"pp=2 dp=2", 2, 0}, {"tp=2 pp=2", 2, 0}, {"tp=2 pp=2", 2, 1}, {"pp=4", 4, 0}};
   static const struct { const char *grid; int pp, sp; } grids8[] = {{"tp=2 pp=4", 4, 0}, {"tp=2 pp=4", 4, 1}};
   static const char *const schedules[] = {"gpipe", "1f1b", "interleaved virtual_stages=2", "zb-h1"};
   static const char *const recomputes[] = {"none", "selective", "full"};
-  int ngrids = world_size == 8 ? 2 : 4, ncases = 0;
+  int ngrids = world_size == 8 ? 2 : 4, ncases = 0, index = 0, total = ngrids * 4 * 4 * 3;
   for (int g = 0; g < ngrids; g++)
     for (int sc = 0; sc < 4; sc++)
       for (int stage = 0; stage < 4; stage++)
@@ -380,6 +406,9 @@ static void run_matrix(void)
           int pp = world_size == 8 ? grids8[g].pp : grids4[g].pp, sp = world_size == 8 ? grids8[g].sp : grids4[g].sp;
           snprintf(layout, sizeof layout, "%s pp_schedule=%s", grid, schedules[sc]);
           pipe_case c = {layout, 2 * pp, sp, stage, 4, recomputes[rc]};
+          int mine = index * parts / total == part;
+          index++;
+          if (!mine) continue;
           check_case(&c, 0);
           ncases++;
         }
@@ -403,8 +432,12 @@ int main(int argc, char **argv)
       check_case(&c, 0);
     return test_finish_mpi("test_pipeline (PIPE_CASE)");
   }
-  if (getenv("PIPE_MATRIX")) {
-    run_matrix();
+#ifdef PIPE_MATRIX_PART
+  run_matrix(PIPE_MATRIX_PART, PIPE_MATRIX_PARTS);
+  return test_finish_mpi(world_size == 8 ? "test_pipeline_matrix_np8" : "test_pipeline_matrix_np4");
+#endif
+  if (getenv("PIPE_MATRIX")) { /* the whole matrix in one run */
+    run_matrix(0, 1);
     return test_finish_mpi(world_size == 8 ? "test_pipeline_np8 (PIPE_MATRIX)" : "test_pipeline_np4 (PIPE_MATRIX)");
   }
   for (int k = 0; k < ncases; k++) check_case(&cases[k], k == 0);
