@@ -5,7 +5,10 @@
  * peak(2)) / 2 per microbatch, transient = peak(2) - 2 kept. Then:
  *  - 1F1B with 4 microbatches peaks at transient + in flight x kept (in flight from
  *    gaaw_schedule_peak_in_flight: 2 on rank 0, 1 on rank 1) within a quarter of
- *    kept: the rank holds exactly the schedule's count, not all 4;
+ *    kept: the rank holds exactly the schedule's count, not all 4; above that, one
+ *    boundary activation (B T, C) more is allowed: a send in flight keeps its
+ *    tensor until the peer takes it (at once with MPICH here, at the peer's next
+ *    call into MPI with Open MPI);
  *  - with recompute full a microbatch keeps only layer inputs: on rank 0 (the
  *    embedding and two blocks) the inputs of its two blocks, 2 x (B T, C) f32, plus
  *    its batch (tokens and positions, i32), within 1 KiB; and less than with none. */
@@ -69,8 +72,11 @@ static memory_model check(const char *recompute)
   double want = mm.transient + peaks[rank] * mm.kept;
   printf("rank %d, recompute %s: a microbatch keeps %.0f B, transient %.0f B; 1f1b peak %.0f B, expected %.0f "
          "(%d in flight)\n", rank, recompute, mm.kept, mm.transient, got, want, peaks[rank]);
-  expect_true(fabs(got - want) <= 0.25 * mm.kept, "rank %d, recompute %s: 1f1b peaks at %.0f B, expected %.0f B "
-              "(transient %.0f + %d x %.0f kept)", rank, recompute, got, want, mm.transient, peaks[rank], mm.kept);
+  double boundary = (double)B * T * model_tiny_gpt(T, GAAW_F32).dim * sizeof(float);
+  expect_true(got >= want - 0.25 * mm.kept && got <= want + boundary + 0.25 * mm.kept,
+              "rank %d, recompute %s: 1f1b peaks at %.0f B, expected %.0f B (transient %.0f + %d x %.0f kept; up "
+              "to %.0f B more for a send in flight)", rank, recompute, got, want, mm.transient, peaks[rank], mm.kept,
+              boundary);
   return mm;
 }
 
