@@ -14,6 +14,10 @@
  *     expected (p-1)/(m+p-1);
  *   pipeline_tok_s config=pp2|dp2|tp2 m=8 tok_s=.. ratio_to_dp2=..
  *   pipeline_schedule pp=2 m=8 schedule=1f1b|interleaved(v=2)|zb-h1 step_s=.. bubble=.. ratio_to_1f1b=..
+ *   pipeline_cores dp2 compute_s rank0=.. rank1=.. ratio=..
+ *     the two ranks' layer compute seconds over every dp 2 step (the same work on
+ *     each): a ratio above 1 is a machine whose cores run at different speeds,
+ *     which shows in every pipeline figure as idle time of the faster rank
  * Runs under the machine's OPENBLAS_* settings, whatever they are (printed). */
 #include <mpi.h>
 #include <stdio.h>
@@ -155,6 +159,15 @@ int main(int argc, char **argv)
   }
   for (int r = 0; r < rounds; r++)
     for (int k = 0; k < nc; k++) timed(&c[k], steps, r);
+  double compute = 0, computes[2];
+  int layers = 0;
+  gaaw_model_layer_count(c[4].model, &layers);
+  for (int i = 0; i < layers; i++) {
+    double f = 0, b = 0;
+    gaaw_model_layer_times(c[4].model, i, NULL, &f, &b);
+    compute += f + b;
+  }
+  MPI_Gather(&compute, 1, MPI_DOUBLE, computes, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 
   double tokens_per_step = 8.0 * batch * 128;
   if (world_rank == 0) {
@@ -181,6 +194,9 @@ int main(int argc, char **argv)
       printf("pipeline_schedule pp=2 m=8 schedule=%s step_s=%.4f bubble=%.4f ratio_to_1f1b=%.3f\n",
              k == 0 ? "1f1b" : c[sched[k]].label, s, bench_median(c[sched[k]].bubble, rounds), s / base);
     }
+    double lo = computes[0] < computes[1] ? computes[0] : computes[1];
+    printf("pipeline_cores dp2 compute_s rank0=%.4f rank1=%.4f ratio=%.3f\n", computes[0], computes[1],
+           lo > 0 ? (computes[0] + computes[1] - lo) / lo : 0);
   }
   for (int k = 0; k < nc; k++) {
     gaaw_optimizer_destroy(&c[k].opt);
