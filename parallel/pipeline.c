@@ -381,12 +381,15 @@ gaaw_status_t gaaw_pipeline_forward_backward(gaaw_model_t m, const gaaw_batch_t 
   }
   /* freeing cancels requests, which on an aborted context may report errors of
    * their own: the caller must still read the failure that stopped the step */
-  char why[1024] = "";
-  if (st != GAAW_SUCCESS) gaaw_error_first_line(ctx, why, sizeof why);
+  gaaw_error_record failure;
+  if (st != GAAW_SUCCESS) failure = *gaaw_error_record_of(ctx);
   free_run(&r);
   m->pipe_wall = now_seconds() - t0;
   m->pipe_idle = r.waited;
-  if (st != GAAW_SUCCESS) return gaaw_error_raise(ctx, st, __FILE__, __LINE__, __func__, "%s", why);
+  if (st != GAAW_SUCCESS) {
+    *gaaw_error_record_of(ctx) = failure;
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
   return GAAW_SUCCESS;
 }
 
