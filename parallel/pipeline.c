@@ -9,12 +9,13 @@
  * not waited for there: MPI's large messages move when the receiver takes them
  * (rendezvous), and a sender waiting at once would idle until the receiver's next
  * call into MPI, however early the receive was posted. Each exchange frees what
- * the completed sends held (gaaw_comm_test), and the step waits for the rest. BW is the whole backward of (mb, chunk). A schedule with W
- * actions (ZB-H1) splits it: B computes the input gradients and leaves the
- * linears' weight gradients in the frame (f->defer_weights, parallel/weight_grads.c),
- * and W(mb, chunk) computes them later; the data-parallel hooks see a layer's
- * gradient complete only after its W. A B without W actions in the schedule is
- * the whole backward.
+ * the completed sends held (gaaw_comm_test), and the step waits for the rest.
+ * BW is the whole backward of (mb, chunk). A schedule with W actions (ZB-H1)
+ * splits it: B computes the input gradients and leaves the linears' weight
+ * gradients in the frame (f->defer_weights, parallel/weight_grads.c), and W(mb,
+ * chunk) computes them later; the data-parallel hooks see a layer's gradient
+ * complete only after its W. A B without W actions in the schedule is the whole
+ * backward.
  *
  * Shapes (Nl = rows of a microbatch on this rank: batch * seq, / tp with sequence
  * parallelism; C = the width of the boundary layer): every message is (Nl, C), fixed
