@@ -11,7 +11,9 @@
  *    call into MPI with Open MPI);
  *  - with recompute full a microbatch keeps only layer inputs: on rank 0 (the
  *    embedding and two blocks) the inputs of its two blocks, 2 x (B T, C) f32, plus
- *    its batch (tokens and positions, i32), within 1 KiB; and less than with none. */
+ *    its batch (tokens and positions, i32), within 1 KiB and one boundary
+ *    activation (a send in flight in one of the two GPipe peaks it is derived
+ *    from, not the other); and less than with none. */
 #include <math.h>
 #include <mpi.h>
 
@@ -73,10 +75,11 @@ static memory_model check(const char *recompute)
   printf("rank %d, recompute %s: a microbatch keeps %.0f B, transient %.0f B; 1f1b peak %.0f B, expected %.0f "
          "(%d in flight)\n", rank, recompute, mm.kept, mm.transient, got, want, peaks[rank]);
   double boundary = (double)B * T * model_tiny_gpt(T, GAAW_F32).dim * sizeof(float);
-  expect_true(got >= want - 0.25 * mm.kept && got <= want + boundary + 0.25 * mm.kept,
+  /* (+ 1 KiB: the allocator's rounding, as in the check of recompute full below) */
+  expect_true(got >= want - 0.25 * mm.kept && got <= want + boundary + 0.25 * mm.kept + 1024,
               "rank %d, recompute %s: 1f1b peaks at %.0f B, expected %.0f B (transient %.0f + %d x %.0f kept; up "
               "to %.0f B more for a send in flight)", rank, recompute, got, want, mm.transient, peaks[rank], mm.kept,
-              boundary);
+              boundary + 1024);
   return mm;
 }
 
@@ -88,9 +91,13 @@ int main(int argc, char **argv)
   expect_true(full.kept < none.kept, "rank %d: recompute full keeps %.0f B a microbatch, none %.0f B", rank, full.kept,
               none.kept);
   if (rank == 0) {
+    /* kept comes from two GPipe peaks, each of which may hold a send in flight more
+     * or less than the other (up to one boundary activation, B T x 16 f32) */
     double inputs = 2.0 * B * T * 16 * sizeof(float), batch = 2.0 * B * T * sizeof(int32_t);
-    expect_true(fabs(full.kept - (inputs + batch)) <= 1024, "rank 0, recompute full: a microbatch keeps %.0f B, its "
-                "two block inputs and batch are %.0f B", full.kept, inputs + batch);
+    double boundary = (double)B * T * 16 * sizeof(float);
+    expect_true(fabs(full.kept - (inputs + batch)) <= 1024 + boundary, "rank 0, recompute full: a microbatch keeps "
+                "%.0f B, its two block inputs and batch are %.0f B (+- %.0f)", full.kept, inputs + batch,
+                1024 + boundary);
   }
   return test_finish_mpi("test_pipeline_memory_np2");
 }
