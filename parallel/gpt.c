@@ -13,7 +13,7 @@
 #include "backends/agree.h"
 #include "backends/runtime/half.h"
 #include "parallel/linear.h"
-#include "parallel/model_impl.h"
+#include "parallel/gpt.h"
 #include "parallel/norm.h"
 #include "parallel/tp.h"
 
@@ -397,32 +397,9 @@ static gaaw_status_t gpt_adopt(gaaw_model_t m, const void *cfg)
   return GAAW_SUCCESS;
 }
 
-static const gaaw_model_builder gpt_builder = {GAAW_MODEL_GPT, "GPT", gpt_dtype, gpt_adopt, gpt_fields, build_gpt};
-
-gaaw_status_t gaaw_model_create_gpt(gaaw_context_t ctx, const gaaw_gpt_config_t *cfg, gaaw_model_t *model)
-{
-  GAAW_CHECK_CTX(ctx, gaaw_model_build(ctx, &gpt_builder, cfg, model));
-  return GAAW_SUCCESS;
-}
-
-gaaw_status_t gaaw_model_get_logits(gaaw_model_t m, float *logits)
-{
-  GAAW_ARG_NOT_NULL(NULL, m);
-  gaaw_context_t ctx = m->ctx;
-  gaaw_frame *f = &m->frame;
-  gaaw_status_t ok = GAAW_SUCCESS;
-  if (!logits || m->kind != GAAW_MODEL_GPT)
-    ok = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
-                          logits ? "only a GPT has logits" : "logits must not be NULL");
-  else if (!f->have_forward)
-    ok = gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
-                          "logits exist between gaaw_model_forward and gaaw_model_backward only");
-  GAAW_CHECK(gaaw_agree(m->tp, ok, "gaaw_model_get_logits", NULL, 0));
-  GAAW_CHECK(gaaw_gpt_gather_logits(m, f, logits));
-  return GAAW_SUCCESS;
-}
-
-gaaw_status_t gaaw_gpt_gather_logits(gaaw_model_t m, gaaw_frame *f, float *logits)
+/* The logits of frame f, (rows, vocab) f32 gathered over the tp group into
+ * logits. Collective over tp. */
+static gaaw_status_t gather_logits(gaaw_model_t m, gaaw_frame *f, float *logits)
 {
   gaaw_context_t ctx = m->ctx;
   const gaaw_tensor_t *mine = &gaaw_layer_saved(f, &m->layers[m->nlayers - 1])[HS_LOGITS];
@@ -452,5 +429,52 @@ gaaw_status_t gaaw_gpt_gather_logits(gaaw_model_t m, gaaw_frame *f, float *logit
   gaaw_buffer_free(ctx, &local.buf);
   gaaw_buffer_free(ctx, &all.buf);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+static int inference_layers(gaaw_model_t m)
+{
+  return m->nlayers; /* the head keeps the logits */
+}
+
+static const gaaw_model_kind_ops gpt_kind = {
+  .kind = GAAW_MODEL_GPT,
+  .article = "a GPT",
+  .input_name = "tokens",
+  .target_name = "targets",
+  .output_name = "logits",
+  .load_batch = gaaw_gpt_load_batch,
+  .offset_batch = gaaw_gpt_offset_batch,
+  .batch_digests = gaaw_gpt_batch_digests,
+  .stream_rows = local_rows,
+  .fill_targets = gaaw_gpt_fill_targets,
+  .inference_layers = inference_layers,
+  .read_outputs = gather_logits,
+  .output_count = gaaw_gpt_output_count,
+  .array_shapes = gaaw_gpt_array_shapes,
+};
+
+static const gaaw_model_builder gpt_builder = {&gpt_kind, "GPT", gpt_dtype, gpt_adopt, gpt_fields, build_gpt};
+
+gaaw_status_t gaaw_model_create_gpt(gaaw_context_t ctx, const gaaw_gpt_config_t *cfg, gaaw_model_t *model)
+{
+  GAAW_CHECK_CTX(ctx, gaaw_model_build(ctx, &gpt_builder, cfg, model));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_get_logits(gaaw_model_t m, float *logits)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  gaaw_context_t ctx = m->ctx;
+  gaaw_frame *f = &m->frame;
+  gaaw_status_t ok = GAAW_SUCCESS;
+  if (!logits || m->kind != GAAW_MODEL_GPT)
+    ok = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
+                          logits ? "only a GPT has logits" : "logits must not be NULL");
+  else if (!f->have_forward)
+    ok = gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
+                          "logits exist between gaaw_model_forward and gaaw_model_backward only");
+  GAAW_CHECK(gaaw_agree(m->tp, ok, "gaaw_model_get_logits", NULL, 0));
+  GAAW_CHECK(gather_logits(m, f, logits));
   return GAAW_SUCCESS;
 }

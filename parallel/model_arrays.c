@@ -4,30 +4,15 @@
 #include "backends/runtime/error.h"
 #include "parallel/model_impl.h"
 
-/* The expected (samples, features) of each array of a pass, as C sees them. */
-static void expected_shapes(gaaw_model_t m, int predict, int64_t batch, int64_t seq, int64_t in[2], int64_t out[2])
-{
-  if (m->kind == GAAW_MODEL_MLP) {
-    in[0] = batch, in[1] = m->seq_inputs;
-    out[0] = batch, out[1] = m->seq_outputs;
-  } else {
-    in[0] = batch, in[1] = seq;
-    if (predict)
-      out[0] = batch * seq, out[1] = m->gpt.vocab;
-    else
-      out[0] = batch, out[1] = seq;
-  }
-}
-
 static gaaw_status_t check_local(gaaw_model_t m, int predict, const int64_t inputs[2], const int64_t outputs[2])
 {
   gaaw_context_t ctx = m->ctx;
   GAAW_ARG_NOT_NULL(ctx, inputs);
   GAAW_ARG_NOT_NULL(ctx, outputs);
   int64_t in[2], out[2];
-  expected_shapes(m, predict, inputs[0], inputs[1], in, out);
-  const char *what_in = m->kind == GAAW_MODEL_MLP ? "inputs" : "tokens";
-  const char *what_out = m->kind == GAAW_MODEL_MLP ? "outputs" : predict ? "logits" : "targets";
+  m->kind_ops->array_shapes(m, predict, inputs[0], inputs[1], in, out);
+  const char *what_in = m->kind_ops->input_name;
+  const char *what_out = predict ? m->kind_ops->output_name : m->kind_ops->target_name;
   GAAW_ARG_CHECK(ctx, inputs[0] == in[0] && inputs[1] == in[1],
                  "%s hold %lld samples of %lld features; the model takes %lld features", what_in,
                  (long long)inputs[0], (long long)inputs[1], (long long)in[1]);

@@ -1,5 +1,38 @@
-/* Model internals: the layer interface, the model object, and helpers the layer
- * files share. */
+/* Model internals: the layer interface, the model object and the model-kind
+ * table, and what the files of the model core share.
+ *
+ * Who owns what. The core, each file calling only files below it:
+ *   model_step.c     the training API: gaaw_model_forward, _backward (one
+ *                    microbatch on the model's frame), _forward_backward (a step,
+ *                    through the pipeline executor at every pp, 1 included)
+ *   model_infer.c    gaaw_model_predict; the caller's loss (gaaw_model_forward_outputs,
+ *                    gaaw_model_backward_from)
+ *   pipeline.c       the pipeline executor: a schedule's actions, send/recv
+ *   model_pass.c     the pass driver, the one way layers run: forward, backward
+ *                    and weight passes over a layer range inside the hooks,
+ *                    recomputation, sequence parallelism's partial gradients
+ *   model_access.c   parameters and gradients by name, zero_grad, layer times
+ *   model_batch.c    batches: checks, upload into a frame, microbatch views, the
+ *                    ranks' agreement on a step's batch
+ *   model_hooks.c    calling the data-parallel hooks; the work group
+ *   model_build.c    the object, builders, layer list, catalog, stage plan,
+ *                    per-chunk flat buffers, destroy
+ *   model_frame.c    frames (a microbatch in flight)
+ *   weight_grads.c   the linears' backward, fused or split into B and W
+ *   model_tensors.c  activations, saved slots, scratch, tensor views
+ *   model_names.c    names of the model enums
+ *   normalization.c  running statistics of a model's inputs and outputs (used by
+ *                    the sequential kind; model state for checkpoints)
+ * Beside them, on the public API only: model_arrays.c (the bindings' shape
+ * check) and model_state.c (all parameters as one vector).
+ * Model kinds, which the core reaches only through the layer ops and the kind
+ * table (gaaw_model_kind_ops, m->kind_ops; tests/unit/test_parallel_calls.sh
+ * checks both rules on the built objects):
+ *   GPT: gpt.c (builder, embedding, head, its kind table), gpt_block.c,
+ *   gpt_batch.c (its batches); sequential models and MLPs: sequential.c
+ *   (builder), seq_layers.c, seq_linear.c, regression_loss.c, seq_batch.c (its
+ *   batches and outputs, the kind table gaaw_seq_kind), mlp.c and model_spec.c
+ *   (the MLP shortcut and its spec string). */
 #ifndef GAAW_PARALLEL_MODEL_IMPL_H
 #define GAAW_PARALLEL_MODEL_IMPL_H
 
@@ -55,6 +88,7 @@ struct gaaw_layer {
 };
 
 typedef enum { GAAW_MODEL_GPT = 0, GAAW_MODEL_MLP = 1 } gaaw_model_kind;
+typedef struct gaaw_model_kind_ops gaaw_model_kind_ops;
 
 /* What one layer keeps from its forward for its backward, for one microbatch. */
 typedef struct {
@@ -153,6 +187,7 @@ struct gaaw_model_s {
   int ncatalog;
   double pipe_idle, pipe_wall; /* the last gaaw_model_forward_backward: seconds waiting for peers, in all */
   gaaw_model_kind kind;
+  const gaaw_model_kind_ops *kind_ops; /* what the model kind adds (its batches and outputs) */
   gaaw_dtype_t dtype;          /* compute dtype of parameters and activations */
   int dp_size;                 /* buckets split into this many equal shards */
   float loss_scale;            /* backward starts from loss_scale * d loss (f16) */
@@ -178,7 +213,66 @@ struct gaaw_model_s {
   gaaw_frame frame;             /* the microbatch of gaaw_model_forward/backward */
 };
 
-/* ---- pipeline stages (model.c) */
+/* ---- the model-kind table */
+struct gaaw_field_s;
+/* What a model kind adds to the generic core: what its batches hold, the rows of
+ * its activation stream, and what its outputs are. A builder names its kind's
+ * table (gaaw_model_builder.kind_ops); the core calls a kind only through it. */
+struct gaaw_model_kind_ops {
+  gaaw_model_kind kind;
+  const char *article;                          /* "a GPT", "an MLP": for messages */
+  const char *input_name, *target_name, *output_name; /* its arrays: "tokens", "targets", "logits" */
+  /* Checks microbatch b's arrays (gaaw_model_load_batch checked the shared
+   * fields) and uploads what this stage reads of it into f, with f->rows and the
+   * loss's count. Local. */
+  gaaw_status_t (*load_batch)(gaaw_model_t m, gaaw_frame *f, const gaaw_batch_t *b);
+  /* one: b's arrays from row `rows` of the batch on (a microbatch's view). */
+  void (*offset_batch)(gaaw_model_t m, const gaaw_batch_t *b, size_t rows, gaaw_batch_t *one);
+  /* Digests of what this rank reads of b's first `rows` rows; returns how many. */
+  int (*batch_digests)(gaaw_model_t m, const gaaw_batch_t *b, size_t rows, struct gaaw_field_s *out);
+  /* Rows of the activation stream on this rank in frame f (what crosses a stage). */
+  int64_t (*stream_rows)(gaaw_model_t m, const gaaw_frame *f);
+  /* Predict: the target array b lacks, filled with what counts for nothing (in
+   * *filler: free it), into full; and how many layers inference runs. */
+  gaaw_status_t (*fill_targets)(gaaw_model_t m, const gaaw_batch_t *b, gaaw_batch_t *full, void **filler);
+  int (*inference_layers)(gaaw_model_t m);
+  /* Frame f's outputs after inference in host f32, the whole of them; their count
+   * for b. Collective over the tp group. */
+  gaaw_status_t (*read_outputs)(gaaw_model_t m, gaaw_frame *f, float *out);
+  int64_t (*output_count)(gaaw_model_t m, const gaaw_batch_t *b);
+  /* The (samples, features) of a pass's input and output arrays, as C sees them. */
+  void (*array_shapes)(gaaw_model_t m, int predict, int64_t batch, int64_t seq, int64_t in[2], int64_t out[2]);
+};
+
+/* ---- the model as built (model_build.c) */
+/* What a model builder (gpt.c, mlp.c, sequential.c) tells gaaw_model_build. */
+typedef struct {
+  const gaaw_model_kind_ops *kind_ops;
+  const char *name;                                /* "GPT": for messages */
+  gaaw_dtype_t (*dtype)(const void *cfg);          /* the compute dtype the config asks for */
+  gaaw_status_t (*adopt)(gaaw_model_t m, const void *cfg); /* keeps cfg in m and checks it; local */
+  int (*fields)(const void *cfg, struct gaaw_field_s *out); /* what must match on every rank */
+  gaaw_status_t (*build)(gaaw_model_t m);          /* layers and parameters; local */
+} gaaw_model_builder;
+#define GAAW_MODEL_MAX_FIELDS 32
+
+/* Builds a model from cfg: the builder's checks on every rank, then the ranks
+ * agree on its fields, then it is built; every rank fails together, and *model
+ * is NULL after a failure. Collective over world. */
+gaaw_status_t gaaw_model_build(gaaw_context_t ctx, const gaaw_model_builder *b, const void *cfg,
+                               gaaw_model_t *model);
+/* Appends a layer; returns it. */
+gaaw_status_t gaaw_model_add_layer(gaaw_model_t m, const gaaw_layer_ops *ops, gaaw_layer **layer);
+/* Declares a parameter for slot k of layer l. */
+gaaw_status_t gaaw_model_add_param(gaaw_model_t m, gaaw_layer *l, int k, const char *name, int ndim,
+                                   int64_t d0, int64_t d1, int split_axis, int fused_blocks,
+                                   gaaw_init_kind init, float init_value);
+/* Allocates and initialises the parameters (after all layers are added). */
+gaaw_status_t gaaw_model_finish(gaaw_model_t m, uint64_t seed);
+/* The catalog's entry of the parameter named name, or NULL. */
+const gaaw_param_entry *gaaw_model_catalog_find(gaaw_model_t m, const char *name);
+/* The layer index of every user of parameter k, first to last; returns the count. */
+int gaaw_model_param_users(gaaw_model_t m, int k, int *layers, int max);
 /* Cuts the model's nlayers layers (lead + body + tail, cost[] per layer) into the
  * stages of options pp, virtual_stages and pp_layout; a builder calls it before
  * adding layers, so that only this rank's layers get parameters. */
@@ -192,24 +286,73 @@ int gaaw_model_chunk_stage(gaaw_model_t m, int c, int *lo, int *hi);
  * crosses a stage boundary, fixed by the config and the batch shape. */
 void gaaw_model_boundary_shape(gaaw_model_t m, const gaaw_frame *f, int i, int64_t shape[2]);
 
-/* ---- what the pipeline executor (pipeline.c) shares with model.c */
+/* ---- frames (model_frame.c) */
+/* init gives f its per-layer lists (empty), free releases everything
+ * (activations, saved tensors, the batch); drop_forward frees what the frame's
+ * forward left (activations, saved tensors, deferred weight gradients),
+ * free_batch its batch arrays. Not collective. */
+gaaw_status_t gaaw_frame_init(gaaw_model_t m, gaaw_frame *f);
+void gaaw_frame_free(gaaw_model_t m, gaaw_frame *f);
+void gaaw_frame_drop_forward(gaaw_model_t m, gaaw_frame *f);
+void gaaw_frame_free_batch(gaaw_model_t m, gaaw_frame *f);
+
+/* ---- the data-parallel hooks (model_hooks.c) */
+/* Installs (or, with NULL, removes) the data-parallel hooks. */
+void gaaw_model_set_hooks(gaaw_model_t m, const gaaw_model_hooks *hooks);
+/* The ranks that share the model's passes: world while a data-parallel engine is
+ * attached (its reductions, and at ZeRO stage 3 its gathers, span dp) or at pp >
+ * 1, else the tp group. */
+gaaw_comm_t gaaw_model_work_group(gaaw_model_t m);
+/* A failure after the agreement: aborts the context (peers may be in a collective). */
+gaaw_status_t gaaw_model_fail_together(gaaw_model_t m, gaaw_status_t st);
+/* The hooks, each a no-op when none is installed. */
+gaaw_status_t gaaw_model_before_layer(gaaw_model_t m, int layer, gaaw_phase phase);
+gaaw_status_t gaaw_model_after_layer(gaaw_model_t m, int layer, gaaw_phase phase);
+gaaw_status_t gaaw_model_grads_access(gaaw_model_t m, int reset);
+gaaw_status_t gaaw_model_check_pass(gaaw_model_t m, gaaw_phase phase, int passes);
+gaaw_status_t gaaw_model_begin_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk);
+gaaw_status_t gaaw_model_end_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk);
+
+/* ---- batches (model_batch.c) */
 /* Checks microbatch b and uploads what this stage reads of it into f. Local. */
 gaaw_status_t gaaw_model_load_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_batch_t *b);
 /* The agreement on a step's batch (microbatches of b), joined by st. */
 gaaw_status_t gaaw_model_agree_batch(gaaw_model_t m, gaaw_status_t st, const gaaw_batch_t *b, int microbatches);
-gaaw_status_t gaaw_model_check_pass(gaaw_model_t m, gaaw_phase phase, int passes);
-gaaw_status_t gaaw_model_begin_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk);
-gaaw_status_t gaaw_model_end_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk);
-/* A failure after the agreement: aborts the context (peers may be in a collective). */
-gaaw_status_t gaaw_model_fail_together(gaaw_model_t m, gaaw_status_t st);
+/* b is one microbatch (what = the calling function, for the message). Local. */
+gaaw_status_t gaaw_model_check_one_microbatch(gaaw_model_t m, const gaaw_batch_t *b, const char *what);
 /* The microbatches of b (b->microbatches, or option microbatches when 0). */
 int gaaw_model_microbatches(gaaw_model_t m, const gaaw_batch_t *b);
 /* Microbatch i of b: its rows of each array (NULL stays NULL). */
 gaaw_batch_t gaaw_model_microbatch(gaaw_model_t m, const gaaw_batch_t *b, int i);
+/* For the kinds' load_batch: a fresh device tensor (d0, d1) (d1 0: (d0)) of dtype
+ * holding host data; host f32 data in the compute dtype; the arrays this stage
+ * reads are there (the input on the first stage, the target on the last). */
+gaaw_status_t gaaw_batch_upload(gaaw_model_t m, gaaw_dtype_t dtype, int64_t d0, int64_t d1, const void *host,
+                                gaaw_tensor_t *t);
+gaaw_status_t gaaw_batch_upload_f32(gaaw_model_t m, int64_t d0, int64_t d1, const float *host, gaaw_tensor_t *t);
+gaaw_status_t gaaw_batch_check_stage_arrays(gaaw_model_t m, const void *in, const void *target);
 
-/* The executor: the step's microbatches through this rank's actions of the
- * schedule (pp_schedule), the mean loss on every rank. Collective over world
- * (pipeline.c). */
+/* ---- the pass driver (model_pass.c) */
+/* Forward of frame f's microbatch `mb` over layers [lo, hi) of model chunk
+ * `chunk` (its input in f->acts[lo], or the batch when lo is 0); backward over
+ * [lo, hi) from dy, the gradient of f->acts[hi] (ignored when hi is the last
+ * layer; taken over and freed), into *dx (when lo is 0, nothing; dx NULL: freed),
+ * splitting off the weight gradients when f->defer_weights is set; the weight pass
+ * of a split backward, after its backward: the weight gradients the layers
+ * deferred, in backward order. Each runs inside the hooks' begin_pass and
+ * end_pass, except forward in an inference frame (f->inference), which keeps
+ * nothing and calls only the per-layer hooks. Collective over the tp group (and
+ * the hooks' groups; the weight pass has no tp communication). */
+gaaw_status_t gaaw_pass_forward(gaaw_model_t m, gaaw_frame *f, int mb, int chunk, int lo, int hi);
+gaaw_status_t gaaw_pass_backward(gaaw_model_t m, gaaw_frame *f, int mb, int chunk, int lo, int hi,
+                                 gaaw_tensor_t *dy, gaaw_tensor_t *dx);
+gaaw_status_t gaaw_pass_weight(gaaw_model_t m, gaaw_frame *f, int mb, int chunk, int lo, int hi);
+/* Monotonic wall clock in seconds, for the layer and pipeline times. */
+double gaaw_pass_clock(void);
+
+/* ---- the pipeline executor (pipeline.c) */
+/* The step's microbatches through this rank's actions of the schedule
+ * (pp_schedule), the mean loss on every rank. Collective over world. */
 gaaw_status_t gaaw_pipeline_forward_backward(gaaw_model_t m, const gaaw_batch_t *b, float *loss);
 /* Inference of one microbatch through the stages into frame f (inference set,
  * batch loaded); stop: forward ends before the last layer (MLP loss). Collective
@@ -219,12 +362,13 @@ gaaw_status_t gaaw_pipeline_forward_only(gaaw_model_t m, gaaw_frame *f, int stop
  * Collective over the pp group. */
 gaaw_status_t gaaw_pipeline_share_loss(gaaw_model_t m, float *loss);
 
-/* Layer kinds. */
+/* ---- layer kinds (defined by the model kinds' files) */
 extern const gaaw_layer_ops gaaw_gpt_embedding_ops, gaaw_gpt_block_ops, gaaw_gpt_head_ops;
 extern const gaaw_layer_ops gaaw_linear_ops;
 /* The regression loss layers, by gaaw_loss_t. */
 extern const gaaw_layer_ops gaaw_regression_loss_ops[GAAW_LOSS_COUNT];
 
+/* ---- what layers allocate and view (model_tensors.c) */
 /* An activation tensor of the given shape in the compute dtype (category activations). */
 gaaw_status_t gaaw_act_alloc(gaaw_model_t m, int ndim, const int64_t *shape, gaaw_tensor_t *t);
 /* The same, zero-filled (for gradients that kernels accumulate into). */
@@ -255,18 +399,6 @@ gaaw_status_t gaaw_scratch_alloc(gaaw_model_t m, gaaw_scratch *s, int zero, int 
                                  gaaw_tensor_t **t);
 void gaaw_scratch_free(gaaw_model_t m, gaaw_scratch *s);
 #define GAAW_SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
-/* Backward of one linear of layer l in frame f: dx = dy w (dx NULL: none), and
- * its weight gradient dW += dy^T x into rows [0, w_rows) (< 0: all) of the
- * gradient of parameter slot w_slot, db += sum dy into slot b_slot (-1: none):
- * at once, or, when f defers weight gradients, kept (copies of dy and x) for
- * gaaw_model_weight_range. Bit-identical either way. */
-gaaw_status_t gaaw_layer_linear_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *dy,
-                                         const gaaw_tensor_t *x, const gaaw_tensor_t *w, gaaw_tensor_t *dx,
-                                         int w_slot, int64_t w_rows, int b_slot);
-/* Computes (and frees) the weight gradients layer l deferred in frame f. */
-gaaw_status_t gaaw_layer_run_deferred(gaaw_model_t m, gaaw_frame *f, gaaw_layer *l);
-/* Frees them uncomputed (a failed or abandoned pass). */
-void gaaw_layer_drop_deferred(gaaw_model_t m, gaaw_frame *f, const gaaw_layer *l);
 /* Frees everything layer l saved in frame f. */
 void gaaw_layer_release(gaaw_model_t m, gaaw_frame *f, const gaaw_layer *l);
 /* The view of parameter slot k of layer l (value or gradient). */
@@ -277,40 +409,21 @@ gaaw_tensor_t gaaw_rows_view(const gaaw_tensor_t *t, int64_t row0, int64_t rows)
 /* A view of the same memory with another shape (same element count). */
 gaaw_tensor_t gaaw_reshape(const gaaw_tensor_t *t, int ndim, const int64_t *shape);
 
-/* What a model builder (gpt.c, mlp.c) tells gaaw_model_build. */
-struct gaaw_field_s;
-typedef struct {
-  gaaw_model_kind kind;
-  const char *name;                                /* "GPT": for messages */
-  gaaw_dtype_t (*dtype)(const void *cfg);          /* the compute dtype the config asks for */
-  gaaw_status_t (*adopt)(gaaw_model_t m, const void *cfg); /* keeps cfg in m and checks it; local */
-  int (*fields)(const void *cfg, struct gaaw_field_s *out); /* what must match on every rank */
-  gaaw_status_t (*build)(gaaw_model_t m);          /* layers and parameters; local */
-} gaaw_model_builder;
-#define GAAW_MODEL_MAX_FIELDS 32
+/* ---- the linears' backward, fused or split (weight_grads.c) */
+/* Backward of one linear of layer l in frame f: dx = dy w (dx NULL: none), and
+ * its weight gradient dW += dy^T x into rows [0, w_rows) (< 0: all) of the
+ * gradient of parameter slot w_slot, db += sum dy into slot b_slot (-1: none):
+ * at once, or, when f defers weight gradients, kept (copies of dy and x) for
+ * gaaw_pass_weight. Bit-identical either way. */
+gaaw_status_t gaaw_layer_linear_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *dy,
+                                         const gaaw_tensor_t *x, const gaaw_tensor_t *w, gaaw_tensor_t *dx,
+                                         int w_slot, int64_t w_rows, int b_slot);
+/* Computes (and frees) the weight gradients layer l deferred in frame f. */
+gaaw_status_t gaaw_layer_run_deferred(gaaw_model_t m, gaaw_frame *f, gaaw_layer *l);
+/* Frees them uncomputed (a failed or abandoned pass). */
+void gaaw_layer_drop_deferred(gaaw_model_t m, gaaw_frame *f, const gaaw_layer *l);
 
-/* Builds a model from cfg: the builder's checks on every rank, then the ranks
- * agree on its fields, then it is built; every rank fails together, and *model
- * is NULL after a failure. Collective over world. */
-gaaw_status_t gaaw_model_build(gaaw_context_t ctx, const gaaw_model_builder *b, const void *cfg,
-                               gaaw_model_t *model);
-
-/* Creates an empty model over the tp group; builders add parameters and layers. */
-gaaw_status_t gaaw_model_begin(gaaw_context_t ctx, gaaw_model_kind kind, gaaw_dtype_t dtype, gaaw_model_t *model);
-/* Installs (or, with NULL, removes) the data-parallel hooks. */
-void gaaw_model_set_hooks(gaaw_model_t m, const gaaw_model_hooks *hooks);
-/* The layer index of every user of parameter k, first to last; returns the count. */
-int gaaw_model_param_users(gaaw_model_t m, int k, int *layers, int max);
-/* Appends a layer; returns it. */
-gaaw_status_t gaaw_model_add_layer(gaaw_model_t m, const gaaw_layer_ops *ops, gaaw_layer **layer);
-/* Declares a parameter for slot k of layer l. */
-gaaw_status_t gaaw_model_add_param(gaaw_model_t m, gaaw_layer *l, int k, const char *name, int ndim,
-                                   int64_t d0, int64_t d1, int split_axis, int fused_blocks,
-                                   gaaw_init_kind init, float init_value);
-/* The ranks that share the model's passes: world while a data-parallel engine is
- * attached (its reductions, and at ZeRO stage 3 its gathers, span dp), else the
- * tp group. */
-gaaw_comm_t gaaw_model_work_group(gaaw_model_t m);
+/* ---- names (model_names.c) and normalisation (normalization.c) */
 /* "layernorm", "rmsnorm"; "gelu", "swiglu", "none" ("invalid" otherwise), for messages. */
 const char *gaaw_norm_name(gaaw_norm_t norm);
 const char *gaaw_activation_name(gaaw_activation_t activation);
@@ -324,29 +437,5 @@ int gaaw_normalization_active(gaaw_model_t m);
 void gaaw_normalize(gaaw_model_t m, int outputs, const float *v, int64_t rows, float *out);
 void gaaw_denormalize_outputs(gaaw_model_t m, int64_t rows, float *y, int gradient);
 void gaaw_normalization_free(gaaw_model_t m);
-/* Allocates and initialises the parameters (after all layers are added). */
-gaaw_status_t gaaw_model_finish(gaaw_model_t m, uint64_t seed);
-
-/* A GPT's logits of frame f, (rows, vocab) f32 gathered over the tp group into out
- * (gpt.c). Collective over tp. */
-gaaw_status_t gaaw_gpt_gather_logits(gaaw_model_t m, gaaw_frame *f, float *out);
-
-/* Frames: init gives f its per-layer lists (empty), free releases everything
- * (activations, saved tensors, the batch). Not collective. */
-gaaw_status_t gaaw_frame_init(gaaw_model_t m, gaaw_frame *f);
-void gaaw_frame_free(gaaw_model_t m, gaaw_frame *f);
-
-/* The drivers: forward of frame f's microbatch over layers [lo, hi) (its input in
- * f->acts[lo], or the batch when lo is 0), and backward over [lo, hi) from dy, the
- * gradient of f->acts[hi] (ignored when hi is the last layer), into *dx (when lo
- * is 0, nothing). Collective over the tp group (and the hooks' groups). */
-gaaw_status_t gaaw_model_forward_range(gaaw_model_t m, gaaw_frame *f, int lo, int hi);
-gaaw_status_t gaaw_model_backward_range(gaaw_model_t m, gaaw_frame *f, int lo, int hi, gaaw_tensor_t *dy,
-                                        gaaw_tensor_t *dx);
-/* A split backward's second half over layers [lo, hi), after their backward with
- * f->defer_weights set: the weight gradients they deferred, in backward order
- * (GAAW_PHASE_WEIGHT hooks around each layer). Not collective over tp (no
- * communication), but the hooks' groups may be. */
-gaaw_status_t gaaw_model_weight_range(gaaw_model_t m, gaaw_frame *f, int lo, int hi);
 
 #endif

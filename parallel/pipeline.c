@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "parallel/model_impl.h"
 
@@ -48,13 +47,6 @@ typedef struct {
   int *sends;         /* indices in this rank's list of the sends in flight, oldest first */
   int nsends;
 } pipe_run;
-
-static double now_seconds(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static pipe_slot *slot_of(pipe_run *r, int mb, int chunk)
 {
@@ -90,9 +82,9 @@ static int message_tag(pipe_run *r, const gaaw_sched_action_t *a)
 static gaaw_status_t wait_for(pipe_run *r, gaaw_comm_request_t *req, const gaaw_sched_action_t *a)
 {
   gaaw_context_t ctx = r->m->ctx;
-  double t0 = now_seconds();
+  double t0 = gaaw_pass_clock();
   gaaw_status_t st = gaaw_comm_wait(req);
-  r->waited += now_seconds() - t0;
+  r->waited += gaaw_pass_clock() - t0;
   if (st == GAAW_SUCCESS) return GAAW_SUCCESS;
   char what[96], why[1024];
   gaaw_sched_action_text(a, what, sizeof what);
@@ -130,18 +122,6 @@ static gaaw_status_t check_boundary(gaaw_model_t m, const gaaw_frame *f, int i, 
   return GAAW_SUCCESS;
 }
 
-/* One driver over the chunk's layers of action a, inside the hooks' pass of phase. */
-typedef gaaw_status_t (*range_driver)(gaaw_model_t m, gaaw_frame *f, int lo, int hi);
-static gaaw_status_t run_pass(gaaw_model_t m, gaaw_phase phase, const gaaw_sched_action_t *a, const pipe_place *p,
-                              range_driver driver)
-{
-  gaaw_context_t ctx = m->ctx;
-  GAAW_CHECK(gaaw_model_begin_pass(m, phase, a->mb, a->chunk));
-  GAAW_CHECK(driver(m, p->f, p->lo, p->hi));
-  GAAW_CHECK(gaaw_model_end_pass(m, phase, a->mb, a->chunk));
-  return GAAW_SUCCESS;
-}
-
 static gaaw_status_t run_forward(pipe_run *r, const gaaw_sched_action_t *a)
 {
   gaaw_model_t m = r->m;
@@ -151,7 +131,7 @@ static gaaw_status_t run_forward(pipe_run *r, const gaaw_sched_action_t *a)
     GAAW_CHECK(wait_input(r, &p.sl->act_in, GAAW_SCHED_RECV_ACT, a, (p.vs - 1) % m->pp_size));
     GAAW_CHECK(check_boundary(m, p.f, p.lo, &p.f->acts[p.lo], "input activation"));
   }
-  GAAW_CHECK(run_pass(m, GAAW_PHASE_FORWARD, a, &p, gaaw_model_forward_range));
+  GAAW_CHECK(gaaw_pass_forward(m, p.f, a->mb, a->chunk, p.lo, p.hi));
   return GAAW_SUCCESS;
 }
 
@@ -172,11 +152,8 @@ static gaaw_status_t run_backward(pipe_run *r, const gaaw_sched_action_t *a)
     p.sl->dy = (gaaw_tensor_t){0};
     GAAW_CHECK(check_boundary(m, p.f, p.hi, &dy, "output gradient"));
   }
-  gaaw_phase phase = r->split ? GAAW_PHASE_BACKWARD_INPUT : GAAW_PHASE_BACKWARD;
   p.f->defer_weights = r->split;
-  GAAW_CHECK(gaaw_model_begin_pass(m, phase, a->mb, a->chunk));
-  GAAW_CHECK(gaaw_model_backward_range(m, p.f, p.lo, p.hi, &dy, p.vs > 0 ? &p.sl->dx : NULL));
-  GAAW_CHECK(gaaw_model_end_pass(m, phase, a->mb, a->chunk));
+  GAAW_CHECK(gaaw_pass_backward(m, p.f, a->mb, a->chunk, p.lo, p.hi, &dy, p.vs > 0 ? &p.sl->dx : NULL));
   /* the received input: its backward is done (W works on its own copies) */
   if (p.vs > 0) gaaw_act_free(m, &p.f->acts[p.lo]);
   return GAAW_SUCCESS;
@@ -186,7 +163,7 @@ static gaaw_status_t run_backward(pipe_run *r, const gaaw_sched_action_t *a)
 static gaaw_status_t run_weight(pipe_run *r, const gaaw_sched_action_t *a)
 {
   pipe_place p = place_of(r, a);
-  GAAW_CHECK_CTX(r->m->ctx, run_pass(r->m, GAAW_PHASE_WEIGHT, a, &p, gaaw_model_weight_range));
+  GAAW_CHECK_CTX(r->m->ctx, gaaw_pass_weight(r->m, p.f, a->mb, a->chunk, p.lo, p.hi));
   return GAAW_SUCCESS;
 }
 
@@ -366,18 +343,18 @@ gaaw_status_t gaaw_pipeline_forward_backward(gaaw_model_t m, const gaaw_batch_t 
 {
   gaaw_context_t ctx = m->ctx;
   pipe_run r = {m, NULL, NULL, NULL, 0, 0, 0.0, NULL, 0};
-  double t0 = now_seconds();
+  double t0 = gaaw_pass_clock();
   gaaw_status_t st = prepare(&r, b);
   /* the agreement and the loss broadcast wait for peers too: a stage done early
    * spends the rest of the step in the broadcast */
-  double t_agree = now_seconds();
+  double t_agree = gaaw_pass_clock();
   st = gaaw_model_agree_batch(m, st, b, st == GAAW_SUCCESS ? r.microbatches : 1);
-  r.waited += now_seconds() - t_agree;
+  r.waited += gaaw_pass_clock() - t_agree;
   if (st == GAAW_SUCCESS) {
     st = run_actions(&r);
-    double t_loss = now_seconds();
+    double t_loss = gaaw_pass_clock();
     if (st == GAAW_SUCCESS) st = step_loss(&r, loss);
-    r.waited += now_seconds() - t_loss;
+    r.waited += gaaw_pass_clock() - t_loss;
     if (st != GAAW_SUCCESS) st = gaaw_model_fail_together(m, st);
   }
   /* freeing cancels requests, which on an aborted context may report errors of
@@ -385,7 +362,7 @@ gaaw_status_t gaaw_pipeline_forward_backward(gaaw_model_t m, const gaaw_batch_t 
   gaaw_error_record failure;
   if (st != GAAW_SUCCESS) failure = *gaaw_error_record_of(ctx);
   free_run(&r);
-  m->pipe_wall = now_seconds() - t0;
+  m->pipe_wall = gaaw_pass_clock() - t0;
   m->pipe_idle = r.waited;
   if (st != GAAW_SUCCESS) {
     *gaaw_error_record_of(ctx) = failure;
@@ -406,7 +383,7 @@ gaaw_status_t gaaw_pipeline_forward_only(gaaw_model_t m, gaaw_frame *f, int stop
       GAAW_CHECK(gaaw_act_alloc(m, 2, shape, &f->acts[lo]));
       GAAW_CHECK(gaaw_comm_recv(m->pp, &f->acts[lo], (vs - 1) % m->pp_size, vs % 32768));
     }
-    GAAW_CHECK(gaaw_model_forward_range(m, f, lo, hi));
+    GAAW_CHECK(gaaw_pass_forward(m, f, 0, vs / m->pp_size, lo, hi)); /* inference: no pass hooks */
     if (vs + 1 < m->stages.count && !here(m, vs + 1)) {
       GAAW_CHECK(check_boundary(m, f, hi, &f->acts[hi], "output activation"));
       GAAW_CHECK(gaaw_comm_send(m->pp, &f->acts[hi], (vs + 1) % m->pp_size, (vs + 1) % 32768));

@@ -327,7 +327,7 @@ static gaaw_status_t sequential_build(gaaw_model_t m)
   return GAAW_SUCCESS;
 }
 
-static const gaaw_model_builder sequential_builder = {GAAW_MODEL_MLP, "sequential model", sequential_dtype,
+static const gaaw_model_builder sequential_builder = {&gaaw_seq_kind, "sequential model", sequential_dtype,
                                                       sequential_adopt, sequential_fields, sequential_build};
 
 gaaw_status_t gaaw_model_create(gaaw_context_t ctx, int inputs, const gaaw_layer_spec_t *specs, int nspecs,

@@ -5,7 +5,11 @@
 
 #include "parallel/model_impl.h"
 
-/* Layer kinds of parallel/mlp.c (linear) and parallel/seq_layers.c. */
+/* The model-kind table of sequential models and MLPs (seq_batch.c). */
+extern const gaaw_model_kind_ops gaaw_seq_kind;
+
+/* Layer kinds of parallel/seq_layers.c (the linear, gaaw_linear_ops, is in
+ * seq_linear.c). */
 extern const gaaw_layer_ops gaaw_activation_ops, gaaw_residual_ops, gaaw_residual_add_ops;
 extern const gaaw_layer_ops gaaw_norm_ops[2]; /* by gaaw_norm_t */
 
