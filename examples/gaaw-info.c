@@ -56,6 +56,23 @@ static void env_name(const char *name, char *out, size_t len)
   out[i] = '\0';
 }
 
+/* Tunable i as the listings show it: name, type, default ("" written as two quotes),
+ * help, and its environment variable. 0 when the table has no entry i. */
+typedef struct {
+  const char *name, *type, *def, *help;
+  char env[64];
+} tunable_row;
+
+static int tunable_row_at(int i, tunable_row *row)
+{
+  gaaw_tunable_type_t type;
+  if (gaaw_tunable_info(i, &row->name, &type, &row->def, &row->help) != GAAW_SUCCESS) return 0;
+  row->type = type_name(type);
+  if (!*row->def) row->def = "\"\"";
+  env_name(row->name, row->env, sizeof row->env);
+  return 1;
+}
+
 static void print_build(void)
 {
   printf("Build:\n");
@@ -101,17 +118,14 @@ static void print_backends(void)
 static void print_tunables(gaaw_config_t cfg)
 {
   printf("\nOptions (gaaw_config_set, \"key=value\" lists, --key=value, or the environment):\n");
+  tunable_row t;
   for (int i = 0; i < gaaw_tunable_count(); i++) {
-    const char *name, *def, *help;
-    gaaw_tunable_type_t type;
-    char env[64];
-    if (gaaw_tunable_info(i, &name, &type, &def, &help) != GAAW_SUCCESS) continue;
-    env_name(name, env, sizeof env);
-    printf("  %-16s %-6s default %-10s env %s", name, type_name(type), *def ? def : "\"\"", env);
+    if (!tunable_row_at(i, &t)) continue;
+    printf("  %-16s %-6s default %-10s env %s", t.name, t.type, t.def, t.env);
     const char *value, *source;
-    if (cfg && gaaw_config_describe(cfg, name, &value, &source) == GAAW_SUCCESS && strcmp(source, "default") != 0)
+    if (cfg && gaaw_config_describe(cfg, t.name, &value, &source) == GAAW_SUCCESS && strcmp(source, "default") != 0)
       printf("  (now %s, from %s)", *value ? value : "\"\"", source);
-    printf("\n      %s\n", help);
+    printf("\n      %s\n", t.help);
   }
 }
 
@@ -158,18 +172,15 @@ static void print_markdown(void)
   printf("## Options\n\n"
          "| option | environment variable | type | default | meaning |\n"
          "|---|---|---|---|---|\n");
+  tunable_row t;
   for (int i = 0; i < gaaw_tunable_count(); i++) {
-    const char *name, *def, *help;
-    gaaw_tunable_type_t type;
-    char env[64];
-    if (gaaw_tunable_info(i, &name, &type, &def, &help) != GAAW_SUCCESS) continue;
-    env_name(name, env, sizeof env);
+    if (!tunable_row_at(i, &t)) continue;
     printf("| `");
-    md_cell(name);
-    printf("` | `%s` | %s | `", env, type_name(type));
-    md_cell(*def ? def : "\"\"");
+    md_cell(t.name);
+    printf("` | `%s` | %s | `", t.env, t.type);
+    md_cell(t.def);
     printf("` | ");
-    md_cell(help);
+    md_cell(t.help);
     printf(" |\n");
   }
 }
