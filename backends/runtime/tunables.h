@@ -30,7 +30,8 @@
     "backward completes them) and, at stage 3, their parameters gathered together (one "         \
     "bucket ahead), up to this many bytes; 0 = one bucket per layer")                                         \
   X(nccl, BOOL, "yes",                                                                            \
-    "groups whose members all run the CUDA backend communicate through NCCL (else MPI)")       \
+    "groups whose members all run the CUDA backend, each on its own GPU, communicate through "   \
+    "NCCL (else MPI; a group two of whose ranks share a GPU stays on MPI, with a warning)")     \
   X(comm_timeout, DOUBLE, "300",                                                                  \
     "seconds a collective or send/recv waits for its peers before failing with "                 \
     "GAAW_ERR_TIMEOUT and aborting the communicator; 0 = wait forever")                          \
@@ -50,12 +51,15 @@
   X(microbatches, INT, "1",                                                                       \
     "microbatches of a step when a batch does not say (gaaw_batch_t.microbatches 0): the "       \
     "arrays hold microbatches x batch rows, run by the pipeline schedule (accumulated at pp 1)")  \
-  X(pp_schedule, STRING, "1f1b", "pipeline schedule: gpipe, 1f1b, interleaved or zb-h1")           \
+  X(pp_schedule, STRING, "1f1b",                                                                  \
+    "pipeline schedule: gpipe, 1f1b, interleaved (needs virtual_stages >= 2 and microbatches a " \
+    "multiple of pp) or zb-h1")                                                                   \
   X(virtual_stages, INT, "1",                                                                     \
     "model chunks per pipeline rank: 1, or >= 2 with pp_schedule interleaved (chunk c of rank r " \
     "holds layer block c x pp + r)")                                                              \
   X(pp_layout, STRING, "",                                                                        \
-    "transformer layers (MLP: linears) per virtual stage, first to last, e.g. 3,3,2 (or 3:3:2); empty = "   \
+    "transformer layers (MLP: linears) per virtual stage, first to last, e.g. 3,3,2 (or 3:3:2 inside an "  \
+    "option list, where ',' separates options); empty = "                                         \
     "balanced by a FLOP estimate (the embedding goes to the first stage, head and loss to the last)")
 
 #endif

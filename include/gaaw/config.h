@@ -1,7 +1,8 @@
 /* gaaw options: one config object with typed setters, `key=value` parsing, command
  * lines and GAAW_* environment variables, so C, Fortran and job scripts use the same
  * names. Every option is a tunable declared once (name, type, default, help);
- * gaaw-info prints them all.
+ * gaaw-info prints them all, and `gaaw-info --markdown` writes them as the page
+ * doc/options.md.
  *
  * Precedence, lowest first: the tunable's default, then its GAAW_<NAME> environment
  * variable (read when the config is created), then anything set explicitly through
@@ -69,11 +70,14 @@ gaaw_status_t gaaw_config_parse_args(gaaw_config_t cfg, int *argc, char **argv);
  * (GAAW_ERR_UNSUPPORTED for host, opencl or cuda when not built,
  * GAAW_ERR_INVALID_ARG for any other name); device and opencl_device >= -1;
  * threads in 0..4096; tp, pp >= 1 and dp >= 0; rank_order names tp, dp and pp once
- * each; comm_timeout, zero_bucket_bytes and allreduce_ring_bytes >= 0. Stops at the
+ * each; comm_timeout, zero_bucket_bytes and allreduce_ring_bytes >= 0; microbatches
+ * and virtual_stages >= 1; recompute is none, selective or full. Stops at the
  * first bad option: GAAW_ERR_INVALID_ARG with a message naming it, its value and,
  * for a GAAW_* variable, the variable. What needs the world or the node is left to
  * gaaw_init: whether tp x pp x dp fits the world size, whether the device exists,
- * whether log_file can be opened. Not collective. */
+ * whether log_file can be opened, and the pipeline options (pp_schedule's name, a
+ * schedule that takes pp, microbatches and virtual_stages, pp_layout's form). Not
+ * collective. */
 gaaw_status_t gaaw_config_check(gaaw_config_t cfg);
 
 /* The tunables table, for listings such as gaaw-info: count, then each entry's name,

@@ -21,9 +21,12 @@ typedef struct gaaw_context_s *gaaw_context_t;
  * Collective over comm. Ranks agree or fail together: when one rank's options are
  * wrong, every rank returns that rank's error; the options that must be the same
  * everywhere (tp, pp, dp, rank_order, zero_bucket_bytes, allreduce_ring_bytes,
- * nccl, comm_timeout) are compared, and a difference is GAAW_ERR_INVALID_ARG on
- * every rank naming the option and each rank's value ("tp: 4 on rank 0, 2 on ranks
- * 1-3"). Pipeline parallelism is not built yet: pp must be 1.
+ * zero_keep_gathered, nccl, comm_timeout, microbatches, pp_schedule,
+ * virtual_stages, pp_layout, recompute) are compared, and a difference is
+ * GAAW_ERR_INVALID_ARG on every rank naming the option and each rank's value ("tp:
+ * 4 on rank 0, 2 on ranks 1-3"). The pipeline options are checked against each
+ * other (a schedule that takes pp, microbatches and virtual_stages; a well-formed
+ * pp_layout).
  * gaaw_init is a macro so that the library can check the header version it was
  * compiled against (GAAW_ERR_VERSION when they differ). */
 #define gaaw_init(comm, cfg, ctx) gaaw_init_version((comm), (cfg), (ctx), GAAW_VERSION_NUMBER)

@@ -1,7 +1,7 @@
 /* gaaw info: what this build of the library contains, for listings such as
- * gaaw-info: the device backends compiled in (and how many devices each sees on
- * this node) and the optional dependencies it was built with. None of these needs
- * a context or MPI; none is collective. */
+ * gaaw-info: the device backends compiled in (how many devices each sees on this
+ * node, and what each device is) and the optional dependencies it was built with.
+ * None of these needs a context or MPI; none is collective. */
 #ifndef GAAW_INFO_H
 #define GAAW_INFO_H
 

@@ -1,10 +1,12 @@
-/* gaaw models: a list of layers built from specs, whose parameters are registered
- * with their global shape, name and tensor-parallel split, initialised by a
- * counter-based RNG (the same logical weights under every layout), and stored as
- * views into one flat buffer per (model, dtype) with a matching flat gradient
- * buffer. Ready builders: a GPT (GPT-2 architecture, DESIGN.md section 6a), a
- * sequential model of layer specs for surrogates, and its shortcut, an
- * MLP for surrogate models.
+/* gaaw models: a list of layers whose parameters are registered with their global
+ * shape, name and tensor-parallel split, initialised by a counter-based RNG (the
+ * same logical weights under every layout), and stored as views into one flat
+ * buffer per model chunk, in the model's single compute dtype, with a matching flat
+ * gradient buffer. A rank has as many chunks as option virtual_stages says (1 unless
+ * the interleaved schedule gives it several), and with pp > 1 a chunk holds only
+ * the parameters of its own pipeline stage's layers. Ready builders: a GPT (GPT-2
+ * architecture, DESIGN.md section 6a), a sequential model of layer specs for
+ * surrogates, and its shortcut, an MLP (also named by a spec string).
  *
  * Tensor parallelism follows Megatron-LM: column-parallel then row-parallel linears,
  * heads split over the tp group, vocabulary split over the tp group (padded to a

@@ -4,15 +4,21 @@
  *     for (micro = 0; micro < accumulation; micro++)
  *       gaaw_model_forward_backward(model, &batch[micro], &loss);
  *     gaaw_optimizer_step(opt);
- * The optimizer owns how gradients are reduced over the data-parallel (dp) group and
- * where the optimizer state lives (ZeRO, DESIGN.md section 7):
+ * (or one gaaw_model_forward_backward over a batch of several microbatches, which
+ * the pipeline schedule runs). The optimizer owns how gradients are reduced over the
+ * data-parallel (dp) group and where the optimizer state lives (ZeRO, DESIGN.md
+ * section 7). A bucket is a run of consecutive layers (option zero_bucket_bytes):
  *   stage 0  all-reduce the gradients; the full optimizer state on every dp rank
  *   stage 1  optimizer state and fp32 master weights sharded over dp
- *   stage 2  gradients sharded too: each layer's gradient bucket is reduce-scattered
- *            as soon as backward completes it, and no full gradient buffer is kept
- *   stage 3  parameters sharded too: each layer's parameters are all-gathered just
- *            before its forward and backward (the next layer's are started while
- *            it runs) and freed after
+ *   stage 2  gradients sharded too: each gradient bucket is reduce-scattered as
+ *            soon as backward completes it, and the model's flat gradient buffers
+ *            are not kept;
+ *            with pp > 1 a bucket's whole gradient is kept over the step and
+ *            reduce-scattered once, after its chunk's last microbatch
+ *   stage 3  parameters sharded too: a layer's parameter buckets are all-gathered
+ *            just before its forward and backward (the next layer's are started
+ *            while it runs) and freed after their last use in the pass (with
+ *            option zero_keep_gathered, at the optimizer step)
  * Gradient buckets are reduced as backward completes them (stages 0 and 1 on the
  * step's last microbatch), with the non-blocking collectives of gaaw/comm.h: on
  * CUDA with NCCL they run on the communication stream while backward continues;
