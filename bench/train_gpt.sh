@@ -24,6 +24,10 @@
 # step would reach if all of its model FLOPs ran at that rate (no step can beat it);
 # goal_tok_s is 2 x the peer's tok/s.
 # OPENBLAS_CORETYPE defaults to Haswell (the machine's setting) when unset.
+#
+# PEER_BIN=OTHER_BUILD/bench/train_gpt makes the peer another gaaw build instead of
+# PyTorch (peer=gaaw-peer, ratio = this build's tok/s over the other's), the same
+# way, alternating: a before/after check of a change that must not slow training.
 set -eu
 
 ROUNDS=${ROUNDS:-5}
@@ -35,6 +39,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 GAAW_BIN=${GAAW_BIN:-./bench/train_gpt}
 TORCH_PY=${TORCH_PY:-$here/train_gpt_torch.py}
 PYTHON=${PYTHON:-/usr/bin/python3}
+PEER_BIN=${PEER_BIN:-}
+peer_name=torch
+[ -z "$PEER_BIN" ] || peer_name=gaaw-peer
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}
 
 if [ ! -x "$GAAW_BIN" ]; then
@@ -68,6 +75,12 @@ for mode in $MODES; do
             --threads "$per_rank")
   torch_cmd=("$PYTHON" "$TORCH_PY" --mode "$tmode" --nproc "$np" --steps "$STEPS" --warmup "$WARMUP"
              --threads "$per_rank")
+  peer_tag=train_gpt_torch
+  if [ -n "$PEER_BIN" ]; then
+    torch_cmd=("${gaaw_cmd[@]}")
+    torch_cmd[3]=$PEER_BIN
+    peer_tag=train_gpt_gaaw
+  fi
   g_step=() t_step=() g_cpu=() t_cpu=()
   for ((r = 0; r < ROUNDS; r++)); do
     # alternate which side goes first, so that a drift in machine load hits both
@@ -78,7 +91,7 @@ for mode in $MODES; do
         g_step+=("$(field step_s "$line")") g_cpu+=("$(field cpu_s_per_step "$line")")
         g_loss=$(field loss_last "$line") flops=$(field model_flops_per_token "$line")
       else
-        line=$(measure train_gpt_torch "${torch_cmd[@]}")
+        line=$(measure "$peer_tag" "${torch_cmd[@]}")
         t_step+=("$(field step_s "$line")") t_cpu+=("$(field cpu_s_per_step "$line")")
         t_loss=$(field loss_last "$line")
       fi
@@ -90,12 +103,13 @@ for mode in $MODES; do
   gc=$(median "${g_cpu[@]}") tc=$(median "${t_cpu[@]}")
   awk -v mode="$mode" -v np="$np" -v zero="$zero" -v thr="$((per_rank * np))" -v steps="$STEPS" \
       -v rounds="$ROUNDS" -v tok="$tokens" -v gs="$gs" -v ts="$ts" -v gc="$gc" -v tc="$tc" \
-      -v gl="$g_loss" -v tl="$t_loss" -v ct="$OPENBLAS_CORETYPE" -v fl="$flops" -v peak="$peak" 'BEGIN {
+      -v gl="$g_loss" -v tl="$t_loss" -v ct="$OPENBLAS_CORETYPE" -v fl="$flops" -v peak="$peak" \
+      -v peer="$peer_name" 'BEGIN {
     printf "bench=train_gpt mode=%s np=%d tp=1 dp=%d zero=%d threads_total=%d batch=8 seq=128 steps=%d rounds=%d " \
-           "value=%.1f unit=tok/s peer=torch peer_value=%.1f ratio=%.3f cpu_s_per_step=%.3f " \
+           "value=%.1f unit=tok/s peer=%s peer_value=%.1f ratio=%.3f cpu_s_per_step=%.3f " \
            "peer_cpu_s_per_step=%.3f loss_last=%s peer_loss_last=%s openblas_coretype=%s " \
            "model_gflops=%.1f peer_model_gflops=%.1f sgemm_peak_gflops=%s ceiling_tok_s=%s goal_tok_s=%.1f\n",
-           mode, np, np, zero, thr, steps, rounds, tok / gs, tok / ts, ts / gs, gc, tc, gl, tl, ct,
+           mode, np, np, zero, thr, steps, rounds, tok / gs, peer, tok / ts, ts / gs, gc, tc, gl, tl, ct,
            tok / gs * fl * 1e-9, tok / ts * fl * 1e-9, peak == "" ? "na" : peak,
            peak == "" ? "na" : sprintf("%.1f", peak * 1e9 / fl), 2 * tok / ts }'
 done

@@ -1,7 +1,8 @@
 /* The model hooks through which ZeRO moves buckets while forward and backward run:
  *   - gradients: each bucket's reduction over dp is started as soon as backward
- *     completes the bucket (stages 0 and 1 on the step's last microbatch; stages 2
- *     and 3 on every microbatch, into the shard), so that on a backend with a
+ *     completes the bucket (stages 0 and 1 on the step's last microbatch; stage
+ *     2 on every microbatch into the shard, or in a pipeline once after the
+ *     chunk's last microbatch; stage 3 on every microbatch), so that on a backend with a
  *     communication stream it runs while backward goes on below;
  *   - stage 3 parameters: a layer's buckets are all-gathered before it runs, the
  *     next layer's are started one layer ahead (prefetch), and each is freed after

@@ -92,7 +92,7 @@ program heat_surrogate
 
   ! the surrogate: nin -> 64 -> 64 -> 64 -> 1 (an even number of linears, so that
   ! tp pairs each column-parallel linear with a row-parallel one), AdamW
-  ! (GAAW_ACT_TANH is on its way into gaaw; GELU until then)
+  ! with GELU, as the C version (GAAW_ACT_TANH and the others work too)
   call check(gaaw_model_create_mlp(ctx, [nin, 64, 64, 64, 1], model, activation=GAAW_ACT_GELU, seed=1), &
              "gaaw_model_create_mlp")
   call check(gaaw_optimizer_create(model, opt, zero_stage=1, lr=2e-3, weight_decay=0.0), "gaaw_optimizer_create")
