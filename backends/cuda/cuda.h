@@ -44,7 +44,7 @@ typedef struct {
   size_t lt_workspace_bytes;
   gaaw_cuda_gemm_entry *gemms; /* GAAW_CUDA_GEMM_CACHE entries */
   uint64_t gemm_hits, gemm_misses, gemm_evictions;
-  /* The NCCL backend's watch of its operations still in flight (nccl_comm.c): the
+  /* The NCCL backend's watch of its operations still in flight (nccl_watch.c): the
    * host waits of this backend call it while they poll, so that a stuck or failed
    * collective ends them with an error (deadline, asynchronous errors) instead of
    * blocking forever. NULL while no NCCL communicator lives. */

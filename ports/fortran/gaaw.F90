@@ -33,10 +33,12 @@
 !   st = gaaw_optimizer_step(opt)
 !   if (st /= GAAW_SUCCESS) print *, gaaw_last_error(ctx)
 !
-! Layout: one include file per C header (gaaw_<header>.inc), each with its
-! declarations under GAAW_FORTRAN_DECLARATIONS and its procedures otherwise; this
-! file includes every one twice, in the specification part and after `contains`.
-! A new C header gets a new include file listed in both places below. Every C
+! Layout: one include file per C header (gaaw_<header>.inc; a long one goes on in
+! gaaw_<header>_<part>.inc, included right after it: gaaw_model_access.inc), each
+! with its declarations under GAAW_FORTRAN_DECLARATIONS and its procedures
+! otherwise; this file includes every one twice, in the specification part and
+! after `contains`. A new C header gets a new include file listed in both places
+! below (and in GAAW_FORTRAN_INCLUDES of ports/Makefile.inc). Every C
 ! function has its bind(C) interface somewhere here (tests/fortran/
 ! test_fortran_coverage.sh checks it), except:
 ! - the device kernels of gaaw/kernels.h: they run on tensors of a device backend
@@ -68,6 +70,7 @@ module gaaw
 #include "gaaw_comm.inc"
 #include "gaaw_topology.inc"
 #include "gaaw_model.inc"
+#include "gaaw_model_access.inc"
 #include "gaaw_optimizer.inc"
 #include "gaaw_info.inc"
 #include "gaaw_schedule.inc"
@@ -125,6 +128,7 @@ contains
 #include "gaaw_comm.inc"
 #include "gaaw_topology.inc"
 #include "gaaw_model.inc"
+#include "gaaw_model_access.inc"
 #include "gaaw_optimizer.inc"
 #include "gaaw_info.inc"
 #include "gaaw_schedule.inc"
