@@ -4,7 +4,9 @@
 # --cflags --libs gaaw)`, the Fortran ones with the Fortran MPI wrapper) and with
 # CMake (one project: find_package(gaaw) and gaaw::gaaw), and each build runs under
 # $MPIEXEC on its rank count, the CMake ones also after `cmake --install`; the
-# installed gaaw-info runs too. Last, doc/insitu.md's commands for users' own programs
+# installed gaaw-info runs too. README.md's training loops (its ```c and ```fortran
+# blocks) are built and run the same way, as readme_loop.c and .f90 on 2 ranks, so
+# that the README cannot show a call that does not exist. Last, doc/insitu.md's commands for users' own programs
 # (its block between <!-- insitu-commands --> and <!-- /insitu-commands -->) run as
 # written, in a folder where _install is the installation checked here.
 #
@@ -64,6 +66,16 @@ done
 
 work=`mktemp -d "${TMPDIR:-/tmp}/gaaw-install.XXXXXX"` || exit 1
 trap 'rm -rf "$work"' 0
+
+# README.md's C and Fortran training loops join the programs (absolute paths)
+mkdir "$work/readme_src" || exit 1
+for lang in c fortran; do
+  out=$work/readme_src/readme_loop.`test $lang = c && echo c || echo f90`
+  awk -v fence="\`\`\`$lang" '$0 == fence { f = 1; next } /^[`][`][`]/ { f = 0 } f' "$srcdir/README.md" >"$out"
+  test -s "$out" || { echo "FAIL: README.md has no $lang block (a training loop)"; exit 1; }
+  examples="$examples
+$out 2"
+done
 
 if test -n "$GAAW_INSTALLED_PCDIR"; then
   pcdir=$GAAW_INSTALLED_PCDIR
@@ -148,6 +160,10 @@ if test -z "$mpifc" || test ! -f "$fmoddir/gaaw.mod"; then
   fortran=no
 fi
 
+# source_of SOURCE: its path (a path of $examples is from the top of the source tree,
+# unless it is absolute).
+source_of() { case $1 in /*) echo "$1" ;; *) echo "$srcdir/$1" ;; esac; }
+
 # each_example FUNCTION: calls FUNCTION SOURCE RANKS NAME for every program of
 # $examples that this installation can build (the Fortran ones need $fortran).
 each_example() {
@@ -198,7 +214,7 @@ run() {
 build_with_pkg_config() {
   # C programs that call libm link it themselves, as users' codes do
   case $1 in *.c) compiler=$mpicc libm=-lm ;; *) compiler=$mpifc libm= ;; esac
-  if (cd "$work/pkg-config" && $compiler -o "$3" "$srcdir/$1" $flags $libm) >"$work/build.log" 2>&1; then
+  if (cd "$work/pkg-config" && $compiler -o "$3" "`source_of "$1"`" $flags $libm) >"$work/build.log" 2>&1; then
     run pkg-config "$3" "$2"
   else
     cat "$work/build.log"
@@ -220,7 +236,7 @@ if command -v "$cmake" >/dev/null 2>&1; then
     fc_arg="-DCMAKE_Fortran_COMPILER=$mpifc"
   fi
   cmake_target() {
-    echo "add_executable($3 \"$srcdir/$1\")"
+    echo "add_executable($3 \"`source_of "$1"`\")"
     case $1 in
     *.c) echo "target_link_libraries($3 PRIVATE gaaw::gaaw m)" ;;
     *) echo "target_link_libraries($3 PRIVATE gaaw::gaaw)" ;;
