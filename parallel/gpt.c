@@ -468,7 +468,7 @@ gaaw_status_t gaaw_model_get_logits(gaaw_model_t m, float *logits)
   gaaw_context_t ctx = m->ctx;
   gaaw_frame *f = &m->frame;
   gaaw_status_t ok = GAAW_SUCCESS;
-  if (!logits || m->kind != GAAW_MODEL_GPT)
+  if (!logits || m->kind_ops->kind != GAAW_MODEL_GPT)
     ok = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
                           logits ? "only a GPT has logits" : "logits must not be NULL");
   else if (!f->have_forward)

@@ -20,7 +20,6 @@ static gaaw_status_t model_begin(gaaw_context_t ctx, const gaaw_model_kind_ops *
   if (!m) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate a model");
   m->ctx = ctx;
   m->kind_ops = kind;
-  m->kind = kind->kind;
   m->dtype = m->params.dtype = dtype;
   m->loss_scale = 1.0f;
   m->recompute = (gaaw_recompute_mode)gaaw_recompute_parse(gaaw_ctx_string(ctx, "recompute")); /* checked at init */

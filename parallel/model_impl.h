@@ -186,7 +186,6 @@ struct gaaw_model_s {
   gaaw_param_entry *catalog;   /* every parameter of the model, in declaration order */
   int ncatalog;
   double pipe_idle, pipe_wall; /* the last gaaw_model_forward_backward: seconds waiting for peers, in all */
-  gaaw_model_kind kind;
   const gaaw_model_kind_ops *kind_ops; /* what the model kind adds (its batches and outputs) */
   gaaw_dtype_t dtype;          /* compute dtype of parameters and activations */
   int dp_size;                 /* buckets split into this many equal shards */

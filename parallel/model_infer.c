@@ -73,7 +73,7 @@ static gaaw_status_t forward_outputs_local(gaaw_model_t m, const gaaw_batch_t *b
                                            void **filler)
 {
   gaaw_context_t ctx = m->ctx;
-  GAAW_ARG_CHECK(ctx, m->kind == GAAW_MODEL_MLP,
+  GAAW_ARG_CHECK(ctx, m->kind_ops->kind == GAAW_MODEL_MLP,
                  "gaaw_model_forward_outputs is for sequential models and MLPs (a GPT's loss is its own)");
   GAAW_ARG_NOT_NULL(ctx, outputs);
   if (m->pp_size > 1)
@@ -118,7 +118,7 @@ static gaaw_status_t backward_from_local(gaaw_model_t m, const float *d_outputs,
 {
   gaaw_context_t ctx = m->ctx;
   gaaw_frame *f = &m->frame;
-  GAAW_ARG_CHECK(ctx, m->kind == GAAW_MODEL_MLP, "gaaw_model_backward_from is for sequential models and MLPs");
+  GAAW_ARG_CHECK(ctx, m->kind_ops->kind == GAAW_MODEL_MLP, "gaaw_model_backward_from is for sequential models and MLPs");
   if (!f->have_forward)
     GAAW_FAIL(ctx, GAAW_ERR_STATE, "gaaw_model_backward_from needs a gaaw_model_forward_outputs (or forward) first");
   GAAW_ARG_NOT_NULL(ctx, d_outputs);

@@ -97,7 +97,7 @@ static void merge(double *count, double *mean, double *m2, double nb, double mb,
 static gaaw_status_t check_update(gaaw_model_t m, const gaaw_batch_t *b)
 {
   gaaw_context_t ctx = m->ctx;
-  GAAW_ARG_CHECK(ctx, m->kind == GAAW_MODEL_MLP, "normalisation is for sequential models and MLPs");
+  GAAW_ARG_CHECK(ctx, m->kind_ops->kind == GAAW_MODEL_MLP, "normalisation is for sequential models and MLPs");
   GAAW_ARG_NOT_NULL(ctx, b);
   GAAW_ARG_CHECK(ctx, b->batch >= 1, "batch must be >= 1, got %d", b->batch);
   GAAW_ARG_CHECK(ctx, b->inputs && b->outputs, "the normalisation's batch needs inputs and outputs");
