@@ -16,5 +16,6 @@
 #include "gaaw/info.h"
 #include "gaaw/schedule.h"
 #include "gaaw/sampler.h"
+#include "gaaw/checkpoint.h"
 
 #endif

@@ -152,6 +152,37 @@ AC_DEFUN([GAAW_CHECK_CLBLAST], [
                         [Install CLBlast (Debian: apt-get install libclblast-dev).])
 ])
 
+# GAAW_CHECK_REQUIRED_LIB(name, NAME, header, lib, call, pkg, install-hint)
+# A library gaaw cannot build without: from DIR, pkg-config, or the default paths;
+# missing, configure stops and says what to install.
+AC_DEFUN([GAAW_CHECK_REQUIRED_LIB], [
+  GAAW_ARG_WITH([$1], [$1 (required)], [yes])
+  AS_IF([test "x$gaaw_with_$1" = xno], [AC_MSG_ERROR([gaaw requires $1; --with-$1=no is not possible. $7])])
+  AS_IF([test -n "$gaaw_dir_$1"],
+        [gaaw_c="-I$gaaw_dir_$1/include"; gaaw_l="-L$gaaw_dir_$1/lib -Wl,-rpath,$gaaw_dir_$1/lib -l$4"],
+        [AS_IF([$PKG_CONFIG --exists $6 2>/dev/null],
+               [gaaw_c=`$PKG_CONFIG --cflags $6`; gaaw_l=`$PKG_CONFIG --libs $6`],
+               [gaaw_c=; gaaw_l=-l$4])])
+  GAAW_TRY_LINK([$gaaw_c], [$gaaw_l], [[#include <$3>]], [[$5;]])
+  AC_MSG_CHECKING([for $1])
+  AC_MSG_RESULT([$gaaw_link_ok $gaaw_l])
+  AS_IF([test "x$gaaw_link_ok" != xyes], [AC_MSG_ERROR([$3 / -l$4 do not link (gaaw requires $1). $7 Or pass --with-$1=DIR.])])
+  $2_CFLAGS=$gaaw_c; $2_LIBS=$gaaw_l
+  gaaw_$1_summary="yes  $gaaw_l"
+  AC_SUBST([$2_CFLAGS])
+  AC_SUBST([$2_LIBS])
+])
+
+# Checkpoint metadata is JSON (Jansson), checkpoint data is checksummed (XXH3-64).
+AC_DEFUN([GAAW_CHECK_JANSSON], [
+  GAAW_CHECK_REQUIRED_LIB([jansson], [JANSSON], [jansson.h], [jansson], [json_decref(json_object())], [jansson],
+                          [Install Jansson (Debian: apt-get install libjansson-dev).])
+])
+AC_DEFUN([GAAW_CHECK_XXHASH], [
+  GAAW_CHECK_REQUIRED_LIB([xxhash], [XXHASH], [xxhash.h], [xxhash], [(void)XXH3_64bits("", 0)], [libxxhash],
+                          [Install xxHash (Debian: apt-get install libxxhash-dev).])
+])
+
 # ---------------------------------------------------------------- CUDA and NCCL
 AC_DEFUN([GAAW_CHECK_CUDA], [
   GAAW_ARG_WITH([cuda], [CUDA toolkit (nvcc, cudart, cuBLAS/cuBLASLt)], [check])

@@ -26,6 +26,8 @@ class Gaaw(AutotoolsPackage, CudaPackage):
     depends_on("pkgconfig", type="build")
     depends_on("mpi")
     depends_on("blas")
+    depends_on("jansson")
+    depends_on("xxhash")
     depends_on("nccl", when="+nccl+cuda")
     depends_on("opencl", when="+opencl")
     depends_on("clblast", when="+opencl")
@@ -39,6 +41,9 @@ class Gaaw(AutotoolsPackage, CudaPackage):
         args = ["MPICC={0}".format(spec["mpi"].mpicc)]
         # gaaw takes a CBLAS by the prefix of its library (DIR/lib, DIR/include/cblas.h).
         args.append("--with-blas={0}".format(spec["blas"].prefix))
+        # checkpoint metadata (JSON) and checksums (XXH3), both required
+        args.append("--with-jansson={0}".format(spec["jansson"].prefix))
+        args.append("--with-xxhash={0}".format(spec["xxhash"].prefix))
         if spec.satisfies("+fortran"):
             # the wrapper, so that the Fortran tests' `use mpi` is the same MPI
             args += ["--enable-fortran=yes", "FC={0}".format(spec["mpi"].mpifc)]

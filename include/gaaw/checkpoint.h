@@ -1,0 +1,99 @@
+/* gaaw checkpoints: the whole training state, sharded over the ranks that own it,
+ * committed atomically, checksummed, and loadable into any other layout; and the
+ * model's weights in and out as one safetensors file.
+ *
+ * A save directory holds (DESIGN.md section 7a):
+ *   latest                 "step-00001200\n", replaced last (temp file, fsync, rename)
+ *   step-00001200/         one committed checkpoint
+ *     meta.json            the model config, the layout it was saved with, the
+ *                          training state, the normalisation statistics, the
+ *                          caller's entries, every tensor and every stored run
+ *                          (file, offset, global box, flat range, XXH3-64), and
+ *                          its own XXH3-64
+ *     rank-00003.bin       what world rank 3 owns and writes, once per replica:
+ *                          its fp32 values and optimizer moments (at ZeRO 1-3
+ *                          its shard; at ZeRO 0 dp rank 0 writes the replica's)
+ *   .tmp-step-00001300-*/  a save in progress, never read
+ * A kill at any instant of a save leaves the previous checkpoint loadable.
+ *
+ * Options (gaaw_init's config; the same on every rank):
+ *   checkpoint_keep      keep the newest K committed checkpoints (0: all)
+ *   checkpoint_fallback  a load of a save directory whose newest checkpoint is
+ *                        damaged loads the newest intact one instead, and logs it
+ *   checkpoint_async     gaaw_checkpoint_save copies the state into host buffers
+ *                        and returns; a thread writes it while training goes on,
+ *                        and the checkpoint is committed at the next
+ *                        gaaw_optimizer_step, gaaw_checkpoint_save or
+ *                        gaaw_checkpoint_wait (collective calls all). A save still
+ *                        uncommitted at gaaw_optimizer_destroy is dropped. */
+#ifndef GAAW_CHECKPOINT_H
+#define GAAW_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gaaw/optimizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Saves the training state of opt (its model's parameters, the optimizer's fp32
+ * values and moments, its counters and loss scale, the model's normalisation
+ * statistics and the entries set with gaaw_checkpoint_set_entry) as
+ * dir/step-NNNNNNNN, NNNNNNNN the optimizer's step count, and points dir/latest at
+ * it. dir is created if missing. Collective over world: dir must be the same on
+ * every rank; every rank returns the same status. A save between a step's
+ * backward and its gaaw_optimizer_step is GAAW_ERR_STATE (the gradients in flight
+ * are not state). Failures: GAAW_ERR_IO naming the file and the call. */
+gaaw_status_t gaaw_checkpoint_save(gaaw_optimizer_t opt, const char *dir);
+
+/* Loads the training state into opt from path: a save directory (its `latest`,
+ * or with no `latest` its newest step-* checkpoint) or one step-* directory. The
+ * checkpoint may have been saved with any other dp, pp, tp, virtual stages, pp
+ * layout or schedule, ZeRO stage, compute dtype or backend: each rank reads only
+ * the stored runs that meet what it owns now. Collective over world: path must be
+ * the same on every rank. Every rank returns the same status, and on failure
+ * nothing of the model or the optimizer has changed:
+ *   GAAW_ERR_NOT_FOUND   path holds no checkpoint (a fresh start)
+ *   GAAW_ERR_CORRUPT     a checksum, a size, a missing file or metadata that does not
+ *                        match: the message names the file, the tensor and the offset
+ *                        (with checkpoint_fallback a damaged newest checkpoint of a
+ *                        save directory gives way to the newest intact one)
+ *   GAAW_ERR_INVALID_ARG the checkpoint is of another model ("dim is 16 there, 32
+ *                        here") or another optimizer kind */
+gaaw_status_t gaaw_checkpoint_load(gaaw_optimizer_t opt, const char *path);
+
+/* Loads only the model's parameters from a checkpoint (inference: a model without
+ * an optimizer; with one, use gaaw_checkpoint_load). path as for
+ * gaaw_checkpoint_load; the normalisation statistics are loaded too. Collective
+ * over world. */
+gaaw_status_t gaaw_model_load(gaaw_model_t model, const char *path);
+
+/* Waits for an asynchronous save (checkpoint_async) and commits it; a no-op when
+ * none is pending. Collective over world. */
+gaaw_status_t gaaw_checkpoint_wait(gaaw_optimizer_t opt);
+
+/* The caller's own entries (a simulation's time step): key = value strings saved
+ * with the next gaaw_checkpoint_save and restored by gaaw_checkpoint_load. Keys
+ * are 1-63 characters of [A-Za-z0-9_.-], values UTF-8 of at most 4095 bytes;
+ * setting a key again replaces its value. get copies the value into value[size]
+ * (NUL-terminated; GAAW_ERR_INVALID_ARG when it does not fit) or returns
+ * GAAW_ERR_NOT_FOUND. Not collective (but every rank should set the same). */
+gaaw_status_t gaaw_checkpoint_set_entry(gaaw_optimizer_t opt, const char *key, const char *value);
+gaaw_status_t gaaw_checkpoint_get_entry(gaaw_optimizer_t opt, const char *key, char *value, size_t size);
+
+/* Weights out and in as one safetensors file (8-byte little-endian header size,
+ * a JSON header {name: {dtype, shape, data_offsets}}, the raw data), with
+ * nanoGPT's names and layouts for the GPT (DESIGN.md section 6a) and fc.I.* for
+ * sequential models. export writes F32; import reads F32, BF16 or F16 written by
+ * gaaw or by PyTorch into any layout, checking every name, shape and dtype (a
+ * nanoGPT "transformer." prefix and a tied lm_head.weight are accepted).
+ * Collective over world; path the same on every rank. */
+gaaw_status_t gaaw_model_export(gaaw_model_t model, const char *path);
+gaaw_status_t gaaw_model_import(gaaw_model_t model, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
