@@ -13,7 +13,7 @@
  *     rank-00003.bin       what world rank 3 owns and writes, once per replica:
  *                          its fp32 values and optimizer moments (at ZeRO 1-3
  *                          its shard; at ZeRO 0 dp rank 0 writes the replica's)
- *   .tmp-step-00001300-*/  a save in progress, never read
+ *   .tmp-step-00001300-XXXXXX   a save in progress, never read
  * A kill at any instant of a save leaves the previous checkpoint loadable.
  *
  * Options (gaaw_init's config; the same on every rank):
