@@ -66,6 +66,17 @@ static float le_f32(const unsigned char *p)
   return gaaw_bits_f32((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
 }
 
+/* import of path into m must work and give m exactly want's n values. */
+static void expect_import_gives(gaaw_context_t ctx, gaaw_model_t m, const char *path, const float *want, long n,
+                                const char *what)
+{
+  long got_n;
+  expect_status_ctx(ctx, gaaw_model_import(m, path), GAAW_SUCCESS);
+  float *got = params_of(ctx, m, &got_n);
+  expect_bitwise(got, want, n, what);
+  free(got);
+}
+
 static unsigned char *read_file(const char *path, long *size)
 {
   FILE *f = fopen(path, "rb");
@@ -281,9 +292,6 @@ static void check_half_import(gaaw_context_t ctx, gaaw_model_t m, const float *v
   st_file f = {.n = 0};
   st_add_model(&f, m, v, "", dtype);
   st_write(&f, path);
-  require_ok(ctx, gaaw_model_import(m, path));
-  long got_n;
-  float *got = params_of(ctx, m, &got_n);
   float *want = malloc(sizeof(float) * (size_t)n);
   int bf = strcmp(dtype, "BF16") == 0;
   /* half a unit in the last place: 2^-8 (bf16, 7 stored bits), 2^-11 (f16, 10)
@@ -298,8 +306,7 @@ static void check_half_import(gaaw_context_t ctx, gaaw_model_t m, const float *v
   }
   expect_true(worst < 0, "%s rounding of element %ld: %.9g for %.9g", dtype, worst, worst < 0 ? 0.0 : want[worst],
               worst < 0 ? 0.0 : v[worst]);
-  expect_bitwise(got, want, n, bf ? "a BF16 file's values" : "an F16 file's values");
-  free(got);
+  expect_import_gives(ctx, m, path, want, n, bf ? "a BF16 file's values" : "an F16 file's values");
   free(want);
   st_free(&f);
 }
@@ -323,16 +330,10 @@ int main(int argc, char **argv)
   /* ... into pp 2 and dp 2 (a model of another seed each), bitwise */
   gaaw_context_t pp = test_context(MPI_COMM_WORLD, "backend=host pp=2 comm_timeout=30");
   gaaw_model_t b = gpt(pp, 2);
-  expect_status_ctx(pp, gaaw_model_import(b, file), GAAW_SUCCESS);
-  float *pb = params_of(pp, b, &got_n);
-  expect_bitwise(pb, pa, n, "GPT exported at tp 2, imported at pp 2");
-  free(pb);
+  expect_import_gives(pp, b, file, pa, n, "GPT exported at tp 2, imported at pp 2");
   gaaw_context_t dp = test_context(MPI_COMM_WORLD, "backend=host comm_timeout=30");
   gaaw_model_t c = gpt(dp, 3);
-  expect_status_ctx(dp, gaaw_model_import(c, file), GAAW_SUCCESS);
-  float *pc = params_of(dp, c, &got_n);
-  expect_bitwise(pc, pa, n, "GPT exported at tp 2, imported at dp 2");
-  free(pc);
+  expect_import_gives(dp, c, file, pa, n, "GPT exported at tp 2, imported at dp 2");
 
   /* export with an optimizer at ZeRO 3 (each gather spans dp), after a step */
   gaaw_optimizer_config_t oc;
@@ -349,10 +350,7 @@ int main(int argc, char **argv)
   expect_import_fails(dp, c, file, GAAW_ERR_STATE, "optimizer", NULL, "import with an optimizer attached");
   gaaw_optimizer_destroy(&opt);
   gaaw_model_destroy(&c);
-  expect_status_ctx(tp, gaaw_model_import(a, mine), GAAW_SUCCESS);
-  float *back = params_of(tp, a, &got_n);
-  expect_bitwise(back, trained, n, "GPT exported at dp 2 with ZeRO 3, imported at tp 2");
-  free(back);
+  expect_import_gives(tp, a, mine, trained, n, "GPT exported at dp 2 with ZeRO 3, imported at tp 2");
   free(trained);
 
   /* an MLP from tp 2 into dp 2 */
@@ -360,10 +358,7 @@ int main(int argc, char **argv)
   long mn;
   float *ma_v = params_of(tp, ma, &mn);
   expect_status_ctx(tp, gaaw_model_export(ma, mine), GAAW_SUCCESS);
-  expect_status_ctx(dp, gaaw_model_import(mc, mine), GAAW_SUCCESS);
-  float *mc_v = params_of(dp, mc, &got_n);
-  expect_bitwise(mc_v, ma_v, mn, "MLP exported at tp 2, imported at dp 2");
-  free(mc_v);
+  expect_import_gives(dp, mc, mine, ma_v, mn, "MLP exported at tp 2, imported at dp 2");
 
   /* BF16 and F16 files load with each element's expected rounding */
   check_half_import(dp, mc, ma_v, mn, "BF16", mine);
@@ -382,10 +377,7 @@ int main(int argc, char **argv)
   st_add(&f, "transformer.h.1.attn.bias", "F32", 4, (int64_t[]){1, 1, 8, 8}, mask, sizeof mask);
   st_write(&f, mine);
   gaaw_model_t d = gpt(pp, 4);
-  expect_status_ctx(pp, gaaw_model_import(d, mine), GAAW_SUCCESS);
-  float *pd = params_of(pp, d, &got_n);
-  expect_bitwise(pd, pa, n, "a nanoGPT file (prefix, tied lm_head.weight, attn.bias masks) at pp 2");
-  free(pd);
+  expect_import_gives(pp, d, mine, pa, n, "a nanoGPT file (prefix, tied lm_head.weight, attn.bias masks) at pp 2");
   gaaw_model_destroy(&d);
 
   /* ---- every way a file can be wrong, into the tp 2 model holding pa ---- */
@@ -482,7 +474,7 @@ int main(int argc, char **argv)
   st_remove(&g, "transformer.ln_f.bias");
   /* and the good file still loads after all that */
   st_write(&g, bad);
-  expect_status_ctx(tp, gaaw_model_import(a, bad), GAAW_SUCCESS);
+  expect_import_gives(tp, a, bad, pa, n, "the good file after all the bad ones");
   st_free(&g);
   st_free(&f);
 
