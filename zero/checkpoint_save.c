@@ -333,8 +333,6 @@ static gaaw_status_t check_save(gaaw_optimizer_t opt, const char *dir)
   GAAW_ARG_NOT_NULL(ctx, dir);
   GAAW_ARG_CHECK(ctx, dir[0] != '\0' && strlen(dir) < PATH_MAX_BYTES - 128, "the checkpoint directory must be a "
                  "path of 1..%d bytes", PATH_MAX_BYTES - 129);
-  GAAW_ARG_CHECK(ctx, gaaw_ctx_int(ctx, "checkpoint_keep") >= 0, "option checkpoint_keep must be >= 0, got %lld",
-                 (long long)gaaw_ctx_int(ctx, "checkpoint_keep"));
   if (opt->backward_passes > 0)
     GAAW_FAIL(ctx, GAAW_ERR_STATE, "a checkpoint cannot be saved between a backward pass and gaaw_optimizer_step "
               "(%d backward passes are in flight)", opt->backward_passes);

@@ -282,9 +282,6 @@ static void keep_and_async(void)
   MPI_Barrier(MPI_COMM_WORLD);
   expect_true(count_steps(dir) == 2, "checkpoint_keep=2 left %d checkpoints", count_steps(dir));
   close_run(&r);
-  r = open_run("checkpoint_keep=-1", 16, GAAW_ADAMW);
-  expect_status_ctx(r.ctx, gaaw_checkpoint_save(r.opt, dir), GAAW_ERR_INVALID_ARG);
-  close_run(&r);
 
   snprintf(dir, sizeof dir, "%s/async", base);
   r = open_run("checkpoint_async=yes", 16, GAAW_ADAMW);
