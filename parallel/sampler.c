@@ -12,6 +12,7 @@
 #include "gaaw/sampler.h"
 #include "gaaw/topology.h"
 #include "parallel/rng.h"
+#include "parallel/sampler_impl.h"
 
 struct gaaw_sampler_s {
   gaaw_context_t ctx;
@@ -86,6 +87,22 @@ static void draw_rows(gaaw_sampler_t s, int64_t n, float *x, float *y, int packe
     if (c->outputs) memcpy(y + i * c->outputs, row + c->inputs, sizeof(float) * (size_t)c->outputs);
   }
   s->drawn += (uint64_t)n;
+}
+
+/* ---------------------------------------------------------------- state (checkpoints) */
+
+void gaaw_sampler_get_state(gaaw_sampler_t s, gaaw_sampler_state *st)
+{
+  int dp_rank = 0, dp_size = 1, mp_rank = 0;
+  gaaw_topology_group_rank(s->ctx, GAAW_GROUP_DP, &dp_rank, &dp_size);
+  gaaw_comm_rank(s->mp, &mp_rank);
+  *st = (gaaw_sampler_state){s->cfg, s->width, s->held, s->pushed, s->drawn, s->rows, dp_rank, mp_rank == 0};
+}
+
+void gaaw_sampler_set_state(gaaw_sampler_t s, const float *rows, int64_t held, int64_t pushed, uint64_t drawn)
+{
+  if (held) memcpy(s->rows, rows, sizeof(float) * (size_t)(held * s->width));
+  s->held = held, s->pushed = pushed, s->drawn = drawn;
 }
 
 /* ---------------------------------------------------------------- create */

@@ -1,5 +1,6 @@
-/* The caller's own entries of a checkpoint (a simulation's time step): set before
- * a save, read after a load, kept in the optimizer's checkpoint state. */
+/* What the caller adds to a checkpoint, kept in the optimizer's checkpoint state:
+ * its own key = value entries (a simulation's time step), set before a save and
+ * read after a load, and its sample buffers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,5 +85,21 @@ gaaw_status_t gaaw_ckpt_take_entries(gaaw_optimizer_t opt, ckpt_meta *meta)
   free(s->entries);
   s->entries = meta->entries, s->nentries = meta->nentries;
   meta->entries = NULL, meta->nentries = 0;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_checkpoint_add_sampler(gaaw_optimizer_t opt, gaaw_sampler_t sampler)
+{
+  GAAW_ARG_NOT_NULL(NULL, opt);
+  gaaw_context_t ctx = opt->ctx;
+  GAAW_ARG_NOT_NULL(ctx, sampler);
+  GAAW_CHECK(gaaw_ckpt_state_ensure(opt));
+  struct gaaw_ckpt_state *s = opt->ckpt;
+  for (int i = 0; i < s->nsamplers; i++)
+    GAAW_ARG_CHECK(ctx, s->samplers[i] != sampler, "this sampler was added already (as sample buffer %d)", i);
+  gaaw_sampler_t *grown = realloc(s->samplers, sizeof *grown * (size_t)(s->nsamplers + 1));
+  if (!grown) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot add a sampler");
+  s->samplers = grown;
+  grown[s->nsamplers++] = sampler;
   return GAAW_SUCCESS;
 }

@@ -9,7 +9,7 @@
  *                       (POSIX only, no MPI)
  *   checkpoint_save.c   gaaw_checkpoint_save, the background writer, the commit,
  *                       the optimizer's checkpoint state (staging, pending save)
- *   checkpoint_entries.c  the caller's key = value entries
+ *   checkpoint_entries.c  the caller's additions: key = value entries, sample buffers
  *   checkpoint_load.c   gaaw_checkpoint_load, gaaw_model_load, the fallback
  * Each calls only the files listed above it. Values are stored as little-endian
  * f32, whatever the compute dtype (the fp32 master weights of a bf16 or f16 run). */
@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "gaaw/checkpoint.h"
+#include "parallel/sampler_impl.h"
 #include "zero/zero_impl.h"
 
 /* The stored fields of a tensor: the values (fp32 master weights, or the
@@ -83,6 +84,13 @@ typedef struct {
   int64_t bytes;
 } ckpt_file;
 
+/* One replica's sample buffer k: its rows (held, width) f32 at offset of file. */
+typedef struct {
+  int sampler, dp_rank, file;
+  int64_t offset, held, pushed, width;
+  uint64_t drawn, hash;
+} ckpt_sampler_part;
+
 typedef struct {
   int64_t step;
   /* the layout saved with */
@@ -110,6 +118,12 @@ typedef struct {
   int nfiles;
   ckpt_run *runs;
   int64_t nruns;
+  /* sample buffers (gaaw_checkpoint_add_sampler): their configs, saved with dp
+   * replicas, and each replica's part */
+  int nsamplers, sampler_dp;
+  gaaw_sampler_config_t *sampler_cfg;
+  ckpt_sampler_part *sampler_parts;
+  int nsampler_parts;
 } ckpt_meta;
 
 /* The JSON text of m (malloc'd, NUL-terminated, *bytes without the NUL), with its
@@ -158,6 +172,8 @@ struct gaaw_ckpt_state {
   int64_t staging_numel;
   ckpt_entry *entries;         /* the caller's */
   int nentries;
+  gaaw_sampler_t *samplers;    /* the caller's sample buffers, saved and loaded with the state */
+  int nsamplers;
   gaaw_ckpt_pending *pending;  /* an asynchronous save written but not committed */
 };
 /* Commits a pending save (a no-op without one). Collective over world. */
@@ -167,6 +183,8 @@ gaaw_status_t gaaw_ckpt_state_ensure(gaaw_optimizer_t opt);
 /* The optimizer's host staging of its shard (allocated on first use, then kept):
  * one array of shard_numel floats per field; a load fills it too. */
 gaaw_status_t gaaw_ckpt_staging(gaaw_optimizer_t opt, float ***staging);
+/* The two fields (count, configs) on which every rank's sample buffers must agree. */
+int gaaw_ckpt_sampler_fields(gaaw_optimizer_t opt, gaaw_field *f);
 /* The loaded entries replace the caller's (taken over from meta). */
 gaaw_status_t gaaw_ckpt_take_entries(gaaw_optimizer_t opt, ckpt_meta *meta);
 /* Frees the state; a pending save is joined and dropped. Not collective. */

@@ -30,6 +30,9 @@ typedef struct {
   int64_t numel;         /* staging elements of each field */
   float *staging[CKPT_FIELDS];
   int borrowed;          /* the staging is the optimizer's (kept from save to save) */
+  float **sampler_rows;  /* each added sample buffer's rows of this replica, read */
+  const ckpt_sampler_part **sampler_part;
+  int nsamplers;
 } load_target;
 
 /* One stored run that meets one owned run, for one field. */
@@ -280,10 +283,72 @@ out:
   return st;
 }
 
+/* ---------------------------------------------------------------- sample buffers */
+
+/* The sample buffers the optimizer added, against the checkpoint's: the same
+ * number, configs and dp (a replica's buffer and streams are its dp coordinate's). */
+static gaaw_status_t check_samplers(const load_target *t, const ckpt_meta *meta)
+{
+  gaaw_context_t ctx = t->ctx;
+  if (!t->nsamplers) return GAAW_SUCCESS; /* a checkpoint's sample buffers are the caller's to want */
+  GAAW_ARG_CHECK(ctx, meta->nsamplers == t->nsamplers, "the checkpoint holds %d sample buffers, %d are added here",
+                 meta->nsamplers, t->nsamplers);
+  GAAW_ARG_CHECK(ctx, meta->sampler_dp == t->opt->dp_size, "sample buffers load into the same dp only: %d there, "
+                 "%d here", meta->sampler_dp, t->opt->dp_size);
+  for (int k = 0; k < t->nsamplers; k++) {
+    gaaw_sampler_state st;
+    gaaw_sampler_get_state(t->opt->ckpt->samplers[k], &st);
+    const gaaw_sampler_config_t *c = &meta->sampler_cfg[k];
+    GAAW_ARG_CHECK(ctx, c->inputs == st.cfg.inputs && c->outputs == st.cfg.outputs,
+                   "sample buffer %d: %d inputs and %d outputs there, %d and %d here", k, c->inputs, c->outputs,
+                   st.cfg.inputs, st.cfg.outputs);
+    GAAW_ARG_CHECK(ctx, c->capacity == st.cfg.capacity, "sample buffer %d: capacity %lld there, %lld here", k,
+                   (long long)c->capacity, (long long)st.cfg.capacity);
+    GAAW_ARG_CHECK(ctx, c->policy == st.cfg.policy && c->seed == st.cfg.seed,
+                   "sample buffer %d: another policy or seed there (%s, %llu) than here (%s, %llu)", k,
+                   gaaw_sampler_policy_name(c->policy), (unsigned long long)c->seed,
+                   gaaw_sampler_policy_name(st.cfg.policy), (unsigned long long)st.cfg.seed);
+  }
+  return GAAW_SUCCESS;
+}
+
+/* This replica's part of each added sample buffer, read and checked. */
+static gaaw_status_t read_samplers(load_target *t, const ckpt_meta *meta, const char *stepdir)
+{
+  gaaw_context_t ctx = t->ctx;
+  GAAW_CHECK(check_samplers(t, meta));
+  for (int k = 0; k < t->nsamplers; k++) {
+    const ckpt_sampler_part *q = NULL;
+    for (int i = 0; i < meta->nsampler_parts && !q; i++)
+      if (meta->sampler_parts[i].sampler == k && meta->sampler_parts[i].dp_rank == t->opt->dp_rank)
+        q = &meta->sampler_parts[i];
+    if (!q) GAAW_FAIL(ctx, GAAW_ERR_CORRUPT, "meta.json has no sample buffer %d of dp rank %d", k, t->opt->dp_rank);
+    char path[PATH_MAX_BYTES + 64], name[32];
+    snprintf(name, sizeof name, "rank-%05d.bin", meta->files[q->file].world_rank);
+    GAAW_CHECK(gaaw_ckpt_join(ctx, path, sizeof path, stepdir, name));
+    size_t bytes = sizeof(float) * (size_t)(q->held * q->width);
+    if (!(t->sampler_rows[k] = malloc(bytes ? bytes : 1)))
+      GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate sample buffer %d (%zu bytes)", k, bytes);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) GAAW_FAIL(ctx, GAAW_ERR_CORRUPT, "%s is missing", path);
+    gaaw_status_t st = gaaw_ckpt_pread(ctx, fd, t->sampler_rows[k], bytes, q->offset, path);
+    close(fd);
+    GAAW_CHECK(st);
+    uint64_t h = XXH3_64bits(t->sampler_rows[k], bytes);
+    if (h != q->hash)
+      GAAW_FAIL(ctx, GAAW_ERR_CORRUPT, "%s: checksum mismatch in sample buffer %d of dp rank %d, bytes %lld..%lld", path,
+                k, q->dp_rank, (long long)q->offset, (long long)(q->offset + (int64_t)bytes));
+    t->sampler_part[k] = q;
+  }
+  return GAAW_SUCCESS;
+}
+
 /* ---------------------------------------------------------------- what this rank holds */
 
 static void target_free(load_target *t)
 {
+  for (int k = 0; k < t->nsamplers; k++) free(t->sampler_rows[k]);
+  free(t->sampler_rows), free(t->sampler_part);
   free(t->ranges), free(t->runs);
   for (int f = 0; f < CKPT_FIELDS && !t->borrowed; f++) free(t->staging[f]);
   memset(t, 0, sizeof *t);
@@ -314,6 +379,12 @@ static gaaw_status_t target_init(load_target *t, gaaw_model_t m, gaaw_optimizer_
     t->nranges = m->params.nchunks;
   }
   GAAW_CHECK(gaaw_ckpt_owned_runs(m, t->ranges, t->nranges, 0, &t->runs, &t->nruns));
+  if (opt && opt->ckpt && opt->ckpt->nsamplers) {
+    t->nsamplers = opt->ckpt->nsamplers;
+    t->sampler_rows = calloc((size_t)t->nsamplers, sizeof *t->sampler_rows);
+    t->sampler_part = calloc((size_t)t->nsamplers, sizeof *t->sampler_part);
+    if (!t->sampler_rows || !t->sampler_part) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the samplers");
+  }
   if (opt) {
     float **staging;
     GAAW_CHECK(gaaw_ckpt_staging(opt, &staging));
@@ -407,6 +478,9 @@ static gaaw_status_t apply(load_target *t, ckpt_meta *meta)
     GAAW_CHECK(upload_shard(t));
     if (t->opt->cfg.zero_stage == 1 || t->opt->cfg.zero_stage == 2) GAAW_CHECK(gaaw_zero_gather_params(t->opt));
     restore_counters(t->opt, meta);
+    for (int k = 0; k < t->nsamplers; k++)
+      gaaw_sampler_set_state(t->opt->ckpt->samplers[k], t->sampler_rows[k], t->sampler_part[k]->held,
+                             t->sampler_part[k]->pushed, t->sampler_part[k]->drawn);
     GAAW_CHECK(gaaw_ckpt_take_entries(t->opt, meta));
     gaaw_zero_mark_comm(t->opt); /* the load's gather is not the next step's traffic */
   } else {
@@ -441,6 +515,7 @@ static gaaw_status_t load_one(load_target *t, const char *stepdir)
   gaaw_status_t st = read_meta(ctx, stepdir, &meta);
   if (st == GAAW_SUCCESS) st = check_model(t, &meta);
   if (st == GAAW_SUCCESS) st = read_state(t, &meta, stepdir);
+  if (st == GAAW_SUCCESS && t->opt) st = read_samplers(t, &meta, stepdir);
   GAAW_CHECK_GOTO(st, gaaw_agree_world(ctx, st, "loading the checkpoint", NULL, 0), out);
   /* from here on every rank has all it needs: nothing is left to fail but the device */
   st = gaaw_agree_world(ctx, apply(t, &meta), "uploading the checkpoint", NULL, 0);
@@ -548,6 +623,9 @@ gaaw_status_t gaaw_checkpoint_load(gaaw_optimizer_t opt, const char *path)
     st = gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__, "a checkpoint cannot be loaded between "
                           "a backward pass and gaaw_optimizer_step (%d backward passes)", opt->backward_passes);
   GAAW_CHECK(agree_path(ctx, st, path, "gaaw_checkpoint_load"));
+  gaaw_field samplers[2];
+  int n = gaaw_ckpt_sampler_fields(opt, samplers);
+  GAAW_CHECK(gaaw_agree_world(ctx, GAAW_SUCCESS, "the sample buffers added", samplers, n));
   if (opt->ckpt_commit) GAAW_CHECK(opt->ckpt_commit(opt)); /* a pending save first */
   load_target t;
   st = target_init(&t, opt->model, opt);

@@ -15,6 +15,7 @@
 #define META_FORMAT "gaaw checkpoint 1"
 #define HASH_KEY "{\"meta_xxh3\": \""
 #define RUN_WIDTH 11 /* [tensor, field, file, offset, r0, nr, c0, nc, a, b, "hash"] */
+#define SAMPLER_PART_WIDTH 9 /* [sampler, dp_rank, file, offset, held, pushed, drawn, width, "hash"] */
 
 /* ---------------------------------------------------------------- writing */
 
@@ -93,6 +94,28 @@ static json_t *tables_json(const ckpt_meta *m, json_t *root)
   return root;
 }
 
+/* {"dp": D, "configs": [...], "parts": [[sampler, dp_rank, file, offset, held,
+ * pushed, drawn, width, "hash"], ...]} */
+static json_t *samplers_json(const ckpt_meta *m)
+{
+  json_t *configs = json_array(), *parts = json_array();
+  for (int k = 0; configs && k < m->nsamplers; k++) {
+    const gaaw_sampler_config_t *c = &m->sampler_cfg[k];
+    json_array_append_new(configs, json_pack("{s:i, s:i, s:I, s:i, s:I}", "inputs", c->inputs, "outputs", c->outputs,
+                                             "capacity", (json_int_t)c->capacity, "policy", (int)c->policy, "seed",
+                                             (json_int_t)c->seed));
+  }
+  for (int i = 0; parts && i < m->nsampler_parts; i++) {
+    const ckpt_sampler_part *q = &m->sampler_parts[i];
+    int64_t v[SAMPLER_PART_WIDTH - 1] = {q->sampler, q->dp_rank, q->file, q->offset, q->held, q->pushed,
+                                         (int64_t)q->drawn, q->width};
+    json_t *row = int_array(v, SAMPLER_PART_WIDTH - 1);
+    json_array_append_new(row, hex64(q->hash));
+    json_array_append_new(parts, row);
+  }
+  return json_pack("{s:i, s:o, s:o}", "dp", m->sampler_dp, "configs", configs, "parts", parts);
+}
+
 static json_t *meta_json(const ckpt_meta *m)
 {
   json_t *root = json_object();
@@ -111,6 +134,7 @@ static json_t *meta_json(const ckpt_meta *m)
   for (int i = 0; user && i < m->nentries; i++)
     json_object_set_new(user, m->entries[i].key, json_string(m->entries[i].value));
   json_object_set_new(root, "user", user);
+  json_object_set_new(root, "samplers", samplers_json(m));
   return tables_json(m, root);
 }
 
@@ -341,6 +365,64 @@ static gaaw_status_t read_run(const reader *rd, json_t *row, int64_t index, cons
   return GAAW_SUCCESS;
 }
 
+static gaaw_status_t read_sampler_config(const reader *rd, json_t *c, gaaw_sampler_config_t *out)
+{
+  gaaw_context_t ctx = rd->ctx;
+  int64_t capacity, seed;
+  int policy = 0;
+  GAAW_CHECK(get_i(rd, c, "inputs", 1, 1 << 24, &out->inputs));
+  GAAW_CHECK(get_i(rd, c, "outputs", 0, 1 << 24, &out->outputs));
+  GAAW_CHECK(get_int(rd, c, "capacity", 1, (int64_t)1 << 40, &capacity));
+  GAAW_CHECK(get_i(rd, c, "policy", 0, 1, &policy));
+  GAAW_CHECK(get_int(rd, c, "seed", INT64_MIN, INT64_MAX, &seed));
+  out->capacity = capacity, out->policy = (gaaw_sampler_policy_t)policy, out->seed = (uint64_t)seed;
+  return GAAW_SUCCESS;
+}
+
+/* One replica's sample buffer, checked against the configs and files. */
+static gaaw_status_t read_sampler_part(const reader *rd, json_t *row, int i, const ckpt_meta *m, ckpt_sampler_part *q)
+{
+  int64_t v[SAMPLER_PART_WIDTH - 1];
+  if (!json_is_array(row) || json_array_size(row) != SAMPLER_PART_WIDTH)
+    BAD(rd, "%s: sample buffer part %d is malformed", rd->what, i);
+  for (int k = 0; k < SAMPLER_PART_WIDTH - 1; k++) {
+    json_t *x = json_array_get(row, (size_t)k);
+    if (!json_is_integer(x) || json_integer_value(x) < 0) BAD(rd, "%s: sample buffer part %d is malformed", rd->what, i);
+    v[k] = (int64_t)json_integer_value(x);
+  }
+  *q = (ckpt_sampler_part){(int)(v[0] < m->nsamplers ? v[0] : -1), (int)(v[1] < m->sampler_dp ? v[1] : -1),
+                           (int)(v[2] < m->nfiles ? v[2] : -1), v[3], v[4], v[5], v[7], (uint64_t)v[6], 0};
+  if (q->sampler < 0 || q->dp_rank < 0 || q->file < 0 || !parse_hex64(json_string_value(json_array_get(row, 8)), &q->hash))
+    BAD(rd, "%s: sample buffer part %d names no buffer, replica, file or checksum", rd->what, i);
+  const gaaw_sampler_config_t *c = &m->sampler_cfg[q->sampler];
+  if (q->width != (int64_t)c->inputs + c->outputs || q->held > c->capacity ||
+      q->offset > ((int64_t)1 << 60) || q->offset + 4 * q->held * q->width > m->files[q->file].bytes)
+    BAD(rd, "%s: sample buffer part %d does not fit its config or its file", rd->what, i);
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t read_samplers(const reader *rd, json_t *root, ckpt_meta *m)
+{
+  gaaw_context_t ctx = rd->ctx;
+  json_t *samplers, *configs, *parts;
+  GAAW_CHECK(get(rd, root, "samplers", JSON_OBJECT, &samplers));
+  GAAW_CHECK(get_i(rd, samplers, "dp", 1, m->world, &m->sampler_dp));
+  GAAW_CHECK(get(rd, samplers, "configs", JSON_ARRAY, &configs));
+  GAAW_CHECK(get(rd, samplers, "parts", JSON_ARRAY, &parts));
+  m->nsamplers = (int)json_array_size(configs);
+  m->nsampler_parts = (int)json_array_size(parts);
+  if (m->nsamplers > 1024 || m->nsampler_parts > m->nsamplers * m->sampler_dp)
+    BAD(rd, "%s: %d sample buffers in %d parts", rd->what, m->nsamplers, m->nsampler_parts);
+  m->sampler_cfg = calloc((size_t)m->nsamplers + 1, sizeof *m->sampler_cfg);
+  m->sampler_parts = calloc((size_t)m->nsampler_parts + 1, sizeof *m->sampler_parts);
+  if (!m->sampler_cfg || !m->sampler_parts) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the samplers");
+  for (int k = 0; k < m->nsamplers; k++)
+    GAAW_CHECK(read_sampler_config(rd, json_array_get(configs, (size_t)k), &m->sampler_cfg[k]));
+  for (int i = 0; i < m->nsampler_parts; i++)
+    GAAW_CHECK(read_sampler_part(rd, json_array_get(parts, (size_t)i), i, m, &m->sampler_parts[i]));
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t read_tables(const reader *rd, json_t *root, ckpt_meta *m)
 {
   gaaw_context_t ctx = rd->ctx;
@@ -409,6 +491,7 @@ gaaw_status_t gaaw_ckpt_meta_read(gaaw_context_t ctx, const char *text, size_t b
   GAAW_CHECK_GOTO(st, read_head(&rd, root, m), out);
   GAAW_CHECK_GOTO(st, read_state(&rd, root, m), out);
   GAAW_CHECK_GOTO(st, read_tables(&rd, root, m), out);
+  GAAW_CHECK_GOTO(st, read_samplers(&rd, root, m), out);
 out:
   json_decref(root);
   if (st != GAAW_SUCCESS) gaaw_ckpt_meta_free(m);
@@ -419,5 +502,6 @@ void gaaw_ckpt_meta_free(ckpt_meta *m)
 {
   for (int i = 0; m->entries && i < m->nentries; i++) free(m->entries[i].value);
   free(m->entries), free(m->norm_mean), free(m->norm_m2), free(m->tensors), free(m->files), free(m->runs);
+  free(m->sampler_cfg), free(m->sampler_parts);
   memset(m, 0, sizeof *m);
 }

@@ -15,22 +15,28 @@
 #include "zero/checkpoint_impl.h"
 
 #define PATH_MAX_BYTES 4096
-#define RECORD_WIDTH 12 /* tensor, field, offset, r0, nr, c0, nc, a, b, hash, split_axis, fused_blocks */
+/* A rank's record for the metadata: [nruns, nsamplers, bytes], then RECORD_WIDTH per
+ * run, then SAMPLER_WIDTH per sample buffer it writes. */
+#define RECORD_HEAD 3
+#define RECORD_WIDTH 12  /* tensor, field, offset, r0, nr, c0, nc, a, b, hash, split_axis, fused_blocks */
+#define SAMPLER_WIDTH 8  /* sampler, dp_rank, offset, held, pushed, drawn, width, hash */
 
 /* A save written (or being written) but not committed. */
 struct gaaw_ckpt_pending {
   char dir[PATH_MAX_BYTES], temp[96], name[32];
   int64_t step;
   int keep, rank;
-  /* what this rank writes: its file's pieces, and its runs for the metadata:
-   * record = [nruns, bytes, RECORD_WIDTH per run], each run's data at run_data[i]
-   * (the writer fills in the checksums) */
+  /* what this rank writes: its file's pieces, and its record for the metadata,
+   * each run's data at run_data[i] and each sample buffer's copy in
+   * sampler_rows[k] (the writer fills in the checksums) */
   const void **parts;
   size_t *sizes;
   int nparts;
   int64_t *record;
   size_t record_bytes;
   const float **run_data;
+  float **sampler_rows;
+  int nsampler_rows;
   ckpt_meta head;             /* the metadata's scalars as at the call (rank 0) */
   gaaw_status_t written;      /* the writer's verdict */
   char error[512];            /* its first line */
@@ -45,6 +51,8 @@ static void pending_free(gaaw_ckpt_pending *p)
   if (!p) return;
   if (p->threaded) pthread_join(p->thread, NULL);
   free(p->parts), free(p->sizes), free(p->record), free(p->run_data);
+  for (int k = 0; k < p->nsampler_rows; k++) free(p->sampler_rows[k]);
+  free(p->sampler_rows);
   gaaw_ckpt_meta_free(&p->head);
   free(p);
 }
@@ -58,7 +66,7 @@ void gaaw_ckpt_state_free(gaaw_optimizer_t opt)
   pending_free(s->pending);
   for (int f = 0; f < CKPT_FIELDS; f++) free(s->staging[f]);
   for (int i = 0; i < s->nentries; i++) free(s->entries[i].value);
-  free(s->entries), free(s);
+  free(s->entries), free(s->samplers), free(s);
   opt->ckpt = NULL;
 }
 
@@ -100,6 +108,22 @@ gaaw_status_t gaaw_ckpt_staging(gaaw_optimizer_t opt, float ***staging)
   return GAAW_SUCCESS;
 }
 
+/* The fields every rank's samplers must agree on: how many, and their configs. */
+int gaaw_ckpt_sampler_fields(gaaw_optimizer_t opt, gaaw_field *f)
+{
+  int n = opt->ckpt ? opt->ckpt->nsamplers : 0;
+  uint64_t digest = 0;
+  for (int i = 0; i < n; i++) {
+    gaaw_sampler_state st;
+    gaaw_sampler_get_state(opt->ckpt->samplers[i], &st);
+    int64_t c[5] = {st.cfg.inputs, st.cfg.outputs, st.cfg.capacity, st.cfg.policy, (int64_t)st.cfg.seed};
+    digest = digest * 1099511628211ull ^ gaaw_digest(c, sizeof c);
+  }
+  f[0] = GAAW_FIELD_INT("sample buffers added", n);
+  f[1] = GAAW_FIELD_DIGEST("the sample buffers' configs", digest);
+  return 2;
+}
+
 static gaaw_status_t read_view(gaaw_context_t ctx, const gaaw_tensor_t *t, float *dst)
 {
   return gaaw_buffer_read(ctx, t->buf, t->offset, dst, sizeof(float) * (size_t)gaaw_tensor_numel(t));
@@ -128,8 +152,37 @@ static gaaw_status_t download_shard(gaaw_optimizer_t opt)
 
 /* ---------------------------------------------------------------- this rank's file */
 
-/* The runs this rank writes, each field's after the other, with their offsets;
- * the file's pieces (runs adjacent in the staging merged) and its record. */
+/* Appends bytes at data to the file's pieces (merged with the last when adjacent). */
+static void add_part(gaaw_ckpt_pending *p, const void *data, size_t bytes)
+{
+  if (p->nparts && (const char *)p->parts[p->nparts - 1] + p->sizes[p->nparts - 1] == (const char *)data)
+    p->sizes[p->nparts - 1] += bytes;
+  else
+    p->parts[p->nparts] = data, p->sizes[p->nparts++] = bytes;
+}
+
+/* The sample buffers this rank writes (rank 0 of its model-parallel group, for
+ * its replica): each copied as it is now, after the runs in the file. */
+static gaaw_status_t plan_samplers(gaaw_optimizer_t opt, gaaw_ckpt_pending *p, int64_t *offset, int64_t *rec)
+{
+  gaaw_context_t ctx = opt->ctx;
+  for (int k = 0; k < p->nsampler_rows; k++) {
+    gaaw_sampler_state st;
+    gaaw_sampler_get_state(opt->ckpt->samplers[k], &st);
+    size_t bytes = sizeof(float) * (size_t)(st.held * st.width);
+    if (!(p->sampler_rows[k] = malloc(bytes ? bytes : 1)))
+      GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot copy sample buffer %d (%zu bytes)", k, bytes);
+    if (bytes) memcpy(p->sampler_rows[k], st.rows, bytes);
+    int64_t v[SAMPLER_WIDTH] = {k, st.dp_rank, *offset, st.held, st.pushed, (int64_t)st.drawn, st.width, 0};
+    memcpy(rec + SAMPLER_WIDTH * k, v, sizeof v);
+    add_part(p, p->sampler_rows[k], bytes);
+    *offset += (int64_t)bytes;
+  }
+  return GAAW_SUCCESS;
+}
+
+/* The runs this rank writes, each field's after the other, then its sample
+ * buffers, with their offsets: the file's pieces and the record. */
 static gaaw_status_t plan_file(gaaw_optimizer_t opt, gaaw_ckpt_pending *p)
 {
   gaaw_context_t ctx = opt->ctx;
@@ -143,17 +196,21 @@ static gaaw_status_t plan_file(gaaw_optimizer_t opt, gaaw_ckpt_pending *p)
     GAAW_CHECK_GOTO(st, gaaw_ckpt_shard_ranges(opt, &ranges, &nranges), out);
     GAAW_CHECK_GOTO(st, gaaw_ckpt_owned_runs(m, ranges, nranges, 1, &runs, &nruns), out);
   }
-  size_t total = (size_t)nruns * (size_t)nfields;
-  p->record_bytes = sizeof(int64_t) * (2 + RECORD_WIDTH * total);
+  gaaw_sampler_state first;
+  if (opt->ckpt->nsamplers) gaaw_sampler_get_state(opt->ckpt->samplers[0], &first);
+  p->nsampler_rows = opt->ckpt->nsamplers && first.writer ? opt->ckpt->nsamplers : 0;
+  size_t total = (size_t)nruns * (size_t)nfields, nsamp = (size_t)p->nsampler_rows;
+  p->record_bytes = sizeof(int64_t) * (RECORD_HEAD + RECORD_WIDTH * total + SAMPLER_WIDTH * nsamp);
   p->record = malloc(p->record_bytes);
   p->run_data = malloc(sizeof *p->run_data * (total + 1));
-  p->parts = malloc(sizeof *p->parts * (total + 1));
-  p->sizes = malloc(sizeof *p->sizes * (total + 1));
-  if (!p->record || !p->run_data || !p->parts || !p->sizes) {
+  p->parts = malloc(sizeof *p->parts * (total + nsamp + 1));
+  p->sizes = malloc(sizeof *p->sizes * (total + nsamp + 1));
+  p->sampler_rows = calloc(nsamp + 1, sizeof *p->sampler_rows);
+  if (!p->record || !p->run_data || !p->parts || !p->sizes || !p->sampler_rows) {
     st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__, "cannot plan %zu runs", total);
     goto out;
   }
-  int64_t offset = 0, *rec = p->record + 2;
+  int64_t offset = 0, *rec = p->record + RECORD_HEAD;
   for (int f = 0, i = 0; f < nfields; f++)
     for (int k = 0; k < nruns; k++, i++) {
       const ckpt_run *r = &runs[k];
@@ -164,14 +221,13 @@ static gaaw_status_t plan_file(gaaw_optimizer_t opt, gaaw_ckpt_pending *p)
                                  prm->split_axis, prm->fused_blocks};
       memcpy(rec + RECORD_WIDTH * i, v, sizeof v);
       p->run_data[i] = data;
-      if (p->nparts && (const char *)p->parts[p->nparts - 1] + p->sizes[p->nparts - 1] == (const char *)data)
-        p->sizes[p->nparts - 1] += bytes;
-      else
-        p->parts[p->nparts] = data, p->sizes[p->nparts++] = bytes;
+      add_part(p, data, bytes);
       offset += (int64_t)bytes;
     }
+  GAAW_CHECK_GOTO(st, plan_samplers(opt, p, &offset, rec + RECORD_WIDTH * total), out);
   p->record[0] = (int64_t)total;
-  p->record[1] = offset;
+  p->record[1] = (int64_t)nsamp;
+  p->record[2] = offset;
 out:
   free(ranges), free(runs);
   return st;
@@ -185,8 +241,12 @@ static void *write_files(void *arg)
   gaaw_ckpt_pending *p = arg;
   char path[PATH_MAX_BYTES + 200];
   for (int64_t i = 0; i < p->record[0]; i++) {
-    int64_t *v = p->record + 2 + RECORD_WIDTH * i;
+    int64_t *v = p->record + RECORD_HEAD + RECORD_WIDTH * i;
     v[9] = (int64_t)XXH3_64bits(p->run_data[i], sizeof(float) * (size_t)(v[8] - v[7]));
+  }
+  for (int64_t k = 0; k < p->record[1]; k++) {
+    int64_t *v = p->record + RECORD_HEAD + RECORD_WIDTH * p->record[0] + SAMPLER_WIDTH * k;
+    v[7] = (int64_t)XXH3_64bits(p->sampler_rows[k], sizeof(float) * (size_t)(v[3] * v[6]));
   }
   gaaw_status_t st = GAAW_SUCCESS;
   if (p->nparts) {
@@ -206,14 +266,16 @@ static gaaw_status_t tables_from_records(gaaw_optimizer_t opt, const int64_t *al
 {
   gaaw_context_t ctx = opt->ctx;
   gaaw_model_t m = opt->model;
-  int64_t nruns = 0;
+  int64_t nruns = 0, nparts = 0;
   const int64_t *rec = all;
-  for (int r = 0; r < ctx->size; rec += counts[r++] / sizeof(int64_t)) nruns += rec[0];
+  for (int r = 0; r < ctx->size; rec += counts[r++] / sizeof(int64_t)) nruns += rec[0], nparts += rec[1];
   meta->ntensors = m->ncatalog;
   meta->tensors = calloc((size_t)m->ncatalog + 1, sizeof *meta->tensors);
   meta->files = calloc((size_t)ctx->size, sizeof *meta->files);
   meta->runs = calloc((size_t)nruns + 1, sizeof *meta->runs);
-  if (!meta->tensors || !meta->files || !meta->runs) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot build the metadata");
+  meta->sampler_parts = calloc((size_t)nparts + 1, sizeof *meta->sampler_parts);
+  if (!meta->tensors || !meta->files || !meta->runs || !meta->sampler_parts)
+    GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot build the metadata");
   for (int t = 0; t < m->ncatalog; t++) {
     ckpt_tensor *e = &meta->tensors[t];
     snprintf(e->name, sizeof e->name, "%s", m->catalog[t].name);
@@ -223,17 +285,21 @@ static gaaw_status_t tables_from_records(gaaw_optimizer_t opt, const int64_t *al
   }
   rec = all;
   for (int r = 0; r < ctx->size; rec += counts[r++] / sizeof(int64_t)) {
-    if (rec[0] <= 0) continue;
+    if (rec[0] <= 0 && rec[1] <= 0) continue;
     int file = meta->nfiles++;
-    meta->files[file] = (ckpt_file){r, rec[1]};
-    for (int64_t i = 0; i < rec[0]; i++) {
-      const int64_t *v = rec + 2 + RECORD_WIDTH * i;
+    meta->files[file] = (ckpt_file){r, rec[2]};
+    const int64_t *v = rec + RECORD_HEAD;
+    for (int64_t i = 0; i < rec[0]; i++, v += RECORD_WIDTH) {
       meta->runs[meta->nruns++] = (ckpt_run){.tensor = (int)v[0], .field = (int)v[1], .at = v[2], .r0 = v[3],
                                              .nr = v[4], .c0 = v[5], .nc = v[6], .a = v[7], .b = v[8],
                                              .file = file, .hash = (uint64_t)v[9]};
       meta->tensors[v[0]].split_axis = (int)v[10];
       meta->tensors[v[0]].fused_blocks = (int)v[11];
     }
+    for (int64_t k = 0; k < rec[1]; k++, v += SAMPLER_WIDTH)
+      meta->sampler_parts[meta->nsampler_parts++] =
+        (ckpt_sampler_part){.sampler = (int)v[0], .dp_rank = (int)v[1], .file = file, .offset = v[2], .held = v[3],
+                            .pushed = v[4], .drawn = (uint64_t)v[5], .width = v[6], .hash = (uint64_t)v[7]};
   }
   return GAAW_SUCCESS;
 }
@@ -260,6 +326,14 @@ static gaaw_status_t snapshot_head(gaaw_optimizer_t opt, ckpt_meta *h)
   if (!h->norm_mean || !h->norm_m2 || !h->entries) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot copy the state");
   if (h->norm_n) memcpy(h->norm_mean, m->norm.mean, sizeof(double) * (size_t)h->norm_n);
   if (h->norm_n) memcpy(h->norm_m2, m->norm.m2, sizeof(double) * (size_t)h->norm_n);
+  h->nsamplers = opt->ckpt->nsamplers, h->sampler_dp = opt->dp_size;
+  if (!(h->sampler_cfg = calloc((size_t)h->nsamplers + 1, sizeof *h->sampler_cfg)))
+    GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot copy the samplers' configs");
+  for (int k = 0; k < h->nsamplers; k++) {
+    gaaw_sampler_state st;
+    gaaw_sampler_get_state(opt->ckpt->samplers[k], &st);
+    h->sampler_cfg[k] = st.cfg;
+  }
   for (int i = 0; i < opt->ckpt->nentries; i++, h->nentries++) {
     h->entries[i] = opt->ckpt->entries[i];
     if (!(h->entries[i].value = strdup(opt->ckpt->entries[i].value)))
@@ -379,10 +453,11 @@ gaaw_status_t gaaw_checkpoint_save(gaaw_optimizer_t opt, const char *dir)
   gaaw_status_t st = check_save(opt, dir);
   if (st == GAAW_SUCCESS) st = gaaw_ckpt_state_ensure(opt);
   int async = gaaw_ctx_bool(ctx, "checkpoint_async");
-  gaaw_field fields[3] = {GAAW_FIELD_DIGEST("dir", st == GAAW_SUCCESS ? gaaw_digest(dir, strlen(dir)) : 0),
+  gaaw_field fields[5] = {GAAW_FIELD_DIGEST("dir", st == GAAW_SUCCESS ? gaaw_digest(dir, strlen(dir)) : 0),
                           GAAW_FIELD_INT("checkpoint_async", async),
                           GAAW_FIELD_INT("checkpoint_keep", gaaw_ctx_int(ctx, "checkpoint_keep"))};
-  GAAW_CHECK(gaaw_agree_world(ctx, st, "gaaw_checkpoint_save", fields, st == GAAW_SUCCESS ? 3 : 0));
+  int n = st == GAAW_SUCCESS ? 3 + gaaw_ckpt_sampler_fields(opt, fields + 3) : 0;
+  GAAW_CHECK(gaaw_agree_world(ctx, st, "gaaw_checkpoint_save", fields, n));
   GAAW_CHECK(gaaw_ckpt_commit_pending(opt)); /* the previous save first: it owns the staging */
   gaaw_ckpt_pending *p = calloc(1, sizeof *p);
   st = p ? prepare(opt, dir, p)

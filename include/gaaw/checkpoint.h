@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "gaaw/optimizer.h"
+#include "gaaw/sampler.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -82,6 +83,17 @@ gaaw_status_t gaaw_checkpoint_wait(gaaw_optimizer_t opt);
  * GAAW_ERR_NOT_FOUND. Not collective (but every rank should set the same). */
 gaaw_status_t gaaw_checkpoint_set_entry(gaaw_optimizer_t opt, const char *key, const char *value);
 gaaw_status_t gaaw_checkpoint_get_entry(gaaw_optimizer_t opt, const char *key, char *value, size_t size);
+
+/* Adds sampler to what opt's checkpoints hold from now on: each dp replica's sample
+ * buffer (its rows and its streams' counters, written once per replica) is saved by
+ * gaaw_checkpoint_save and restored by gaaw_checkpoint_load, so that the draws after
+ * a resume are those of the uninterrupted run. A load then needs the same dp and
+ * the same sampler config (a replica's buffer and streams belong to its dp
+ * coordinate): another is GAAW_ERR_INVALID_ARG naming it. A checkpoint's sample
+ * buffers are ignored by an optimizer that added none. Not collective, but every
+ * rank must add the same samplers in the same order (checked at the next save or
+ * load). The sampler must outlive opt's saves and loads. */
+gaaw_status_t gaaw_checkpoint_add_sampler(gaaw_optimizer_t opt, gaaw_sampler_t sampler);
 
 /* Weights out and in as one safetensors file (8-byte little-endian header size,
  * a JSON header {name: {dtype, shape, data_offsets}}, the raw data), with

@@ -11,7 +11,9 @@
 !  - the parameter registry (get, set, round trip, all as one vector), gradients, layer timing, the
 !    optimizer's statistics and memory;
 !  - the build description, the tunables table, option sources, the context's
-!    options, and an empty command line.
+!    options, and an empty command line;
+!  - weights out and in as safetensors, and a checkpoint saved and loaded back
+!    (weights, an entry, a sample buffer added).
 program fortran_api_np2
   use, intrinsic :: iso_c_binding
   use mpi
@@ -283,8 +285,48 @@ contains
     call check_status("memory", gaaw_optimizer_memory(opt, params, grads, state), GAAW_SUCCESS, ctx)
     call check_true("this rank's parameters are counted", params >= 4 * local)
     call check_status("step without backward", gaaw_optimizer_step(opt), GAAW_ERR_STATE, ctx)
+    call check_checkpoints(mlp, opt, name)
     call check_status("optimizer_destroy", gaaw_optimizer_destroy(opt), GAAW_SUCCESS)
     call check_status("destroy mlp", gaaw_model_destroy(mlp), GAAW_SUCCESS)
     deallocate(name, kind)
   end subroutine check_mlp_state
+
+  ! A checkpoint of the trained MLP: saved with an entry and a sample buffer, the
+  ! weights changed, loaded back (weights, entry); gaaw_model_load is refused with
+  ! an optimizer; an empty directory holds no checkpoint.
+  subroutine check_checkpoints(mlp, opt, name)
+    type(gaaw_model), intent(in) :: mlp
+    type(gaaw_optimizer), intent(in) :: opt
+    character(len=*), intent(in) :: name
+    type(gaaw_sampler) :: samples
+    real(c_float) :: w(24), saved(24)
+    character(len=16) :: value
+    character(len=2) :: small
+    call check_status("sampler_create", gaaw_sampler_create(ctx, samples, 3, 2), GAAW_SUCCESS, ctx)
+    call check_status("add_sampler", gaaw_checkpoint_add_sampler(opt, samples), GAAW_SUCCESS, ctx)
+    call check_status("set_entry", gaaw_checkpoint_set_entry(opt, "timestep", "1200"), GAAW_SUCCESS, ctx)
+    call check_status("get_param", gaaw_model_get_param(mlp, name, saved), GAAW_SUCCESS, ctx)
+    call check_status("checkpoint_save", gaaw_checkpoint_save(opt, "fortran_api_np2.ckpt"), GAAW_SUCCESS, ctx)
+    call check_status("checkpoint_wait", gaaw_checkpoint_wait(opt), GAAW_SUCCESS, ctx)
+    call check_status("set_param", gaaw_model_set_param(mlp, name, saved * 0), GAAW_SUCCESS, ctx)
+    call check_status("set_entry", gaaw_checkpoint_set_entry(opt, "timestep", "0"), GAAW_SUCCESS, ctx)
+    call check_status("checkpoint_load", gaaw_checkpoint_load(opt, "fortran_api_np2.ckpt"), GAAW_SUCCESS, ctx)
+    call check_status("get_param", gaaw_model_get_param(mlp, name, w), GAAW_SUCCESS, ctx)
+    call check_same("the load gave the saved weights back", w, saved)
+    call check_status("get_entry", gaaw_checkpoint_get_entry(opt, "timestep", value), GAAW_SUCCESS, ctx)
+    call check_true("the entry came back: "//trim(value), value == "1200")
+    call check_status("get_entry too small", gaaw_checkpoint_get_entry(opt, "timestep", small), &
+                      GAAW_ERR_INVALID_ARG, ctx)
+    call check_status("model_load with an optimizer", gaaw_model_load(mlp, "fortran_api_np2.ckpt"), GAAW_ERR_STATE, ctx)
+    call check_status("no checkpoint", gaaw_checkpoint_load(opt, "no-such-checkpoint"), GAAW_ERR_NOT_FOUND, ctx)
+    call check_status("sampler_destroy", gaaw_sampler_destroy(samples), GAAW_SUCCESS)
+    call MPI_Barrier(MPI_COMM_WORLD, ierr)
+    if (rank0()) call execute_command_line("rm -rf fortran_api_np2.ckpt")
+  end subroutine check_checkpoints
+
+  logical function rank0()
+    integer :: r, e
+    call MPI_Comm_rank(MPI_COMM_WORLD, r, e)
+    rank0 = r == 0
+  end function rank0
 end program fortran_api_np2

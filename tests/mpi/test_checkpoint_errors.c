@@ -9,8 +9,9 @@
  *    backward and step, no checkpoint, another model (dim), another optimizer,
  *    gaaw_model_load with an optimizer, bad entries, a too small entry buffer;
  *  - what works besides: entries come back, gaaw_model_load into a model without an
- *    optimizer, checkpoint_keep, and checkpoint_async (the files hold the state of
- *    the call, not of the steps after it). */
+ *    optimizer, checkpoint_keep, checkpoint_async (the files hold the state of the
+ *    call, not of the steps after it), and sample buffers (dp 2 and tp 2: the same
+ *    draws after a load as in the saved run; another capacity refused). */
 #include <mpi.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -309,6 +310,75 @@ static void keep_and_async(void)
   close_run(&r);
 }
 
+/* ---- sample buffers */
+
+typedef struct {
+  run r;
+  gaaw_sampler_t samples;
+} sampled;
+
+static sampled open_sampled(const char *options, int64_t capacity)
+{
+  sampled s;
+  char list[256];
+  snprintf(list, sizeof list, "backend=host comm_timeout=60 %s", options);
+  s.r.ctx = test_context(MPI_COMM_WORLD, list);
+  gaaw_mlp_config_t mc = {.nsizes = 3, .sizes = {3, 8, 2}, .activation = GAAW_ACT_GELU, .seed = 5};
+  require_ok(s.r.ctx, gaaw_model_create_mlp(s.r.ctx, &mc, &s.r.model));
+  gaaw_optimizer_config_t oc;
+  gaaw_optimizer_config_default(&oc);
+  require_ok(s.r.ctx, gaaw_optimizer_create(s.r.model, &oc, &s.r.opt));
+  gaaw_sampler_config_t sc;
+  gaaw_sampler_config_default(&sc);
+  sc.inputs = 3, sc.outputs = 2, sc.capacity = capacity, sc.policy = GAAW_SAMPLER_RESERVOIR;
+  require_ok(s.r.ctx, gaaw_sampler_create(s.r.ctx, &sc, &s.samples));
+  require_ok(s.r.ctx, gaaw_checkpoint_add_sampler(s.r.opt, s.samples));
+  return s;
+}
+
+static void close_sampled(sampled *s)
+{
+  gaaw_sampler_destroy(&s->samples);
+  close_run(&s->r);
+}
+
+/* After a load, a reservoir buffer holds what it held and draws what the saved
+ * run drew next, bit for bit (dp 2: a buffer per replica; tp 2: one buffer on
+ * both ranks, written once); another capacity is refused, naming it. */
+static void sample_buffers(const char *options, const char *label)
+{
+  char dir[300];
+  snprintf(dir, sizeof dir, "%s/samples-%s", base, label);
+  enum { PUSH = 40, DRAW = 6 };
+  float x[PUSH * 3], y[PUSH * 2], want_x[3][DRAW * 3], want_y[3][DRAW * 2], got_x[DRAW * 3], got_y[DRAW * 2];
+  for (int i = 0; i < PUSH * 3; i++) x[i] = (float)(i * 7 % 31) + 100.0f * (float)world_rank;
+  for (int i = 0; i < PUSH * 2; i++) y[i] = (float)(i % 13);
+  sampled s = open_sampled(options, 50);
+  for (int t = 0; t < 3; t++) require_ok(s.r.ctx, gaaw_sampler_push(s.samples, PUSH, x, y));
+  require_ok(s.r.ctx, gaaw_sampler_draw(s.samples, DRAW, got_x, got_y));
+  require_ok(s.r.ctx, gaaw_checkpoint_save(s.r.opt, dir));
+  int64_t held, pushed, held2, pushed2;
+  require_ok(s.r.ctx, gaaw_sampler_size(s.samples, &held, &pushed));
+  for (int t = 0; t < 3; t++) require_ok(s.r.ctx, gaaw_sampler_draw(s.samples, DRAW, want_x[t], want_y[t]));
+  close_sampled(&s);
+  s = open_sampled(options, 50);
+  expect_status_ctx(s.r.ctx, gaaw_checkpoint_load(s.r.opt, dir), GAAW_SUCCESS);
+  require_ok(s.r.ctx, gaaw_sampler_size(s.samples, &held2, &pushed2));
+  expect_true(held2 == held && pushed2 == pushed, "%s: the loaded buffer holds %lld of %lld pushed, not %lld of %lld",
+              label, (long long)held2, (long long)pushed2, (long long)held, (long long)pushed);
+  for (int t = 0; t < 3; t++) {
+    require_ok(s.r.ctx, gaaw_sampler_draw(s.samples, DRAW, got_x, got_y));
+    expect_true(!memcmp(got_x, want_x[t], sizeof got_x) && !memcmp(got_y, want_y[t], sizeof got_y),
+                "%s: draw %d after the load differs from the saved run's", label, t);
+  }
+  close_sampled(&s);
+  s = open_sampled(options, 60);
+  expect_status_ctx(s.r.ctx, gaaw_checkpoint_load(s.r.opt, dir), GAAW_ERR_INVALID_ARG);
+  expect_true(strstr(gaaw_last_error(s.r.ctx), "capacity 50 there, 60 here") != NULL, "%s: another capacity: %s",
+              label, gaaw_last_error(s.r.ctx));
+  close_sampled(&s);
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -326,6 +396,8 @@ int main(int argc, char **argv)
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) damage_case(cases[k].label, cases[k].damage, (int)k);
   bad_calls();
   keep_and_async();
+  sample_buffers("", "dp2");
+  sample_buffers("tp=2", "tp2");
   ckpt_test_dir_remove(base);
   return test_finish_mpi("test_checkpoint_errors");
 }
