@@ -159,6 +159,7 @@ gaaw_status_t gaaw_ckpt_write_latest(gaaw_context_t ctx, const char *dir, const 
   const void *parts[1] = {text};
   size_t sizes[1] = {(size_t)n};
   GAAW_CHECK(gaaw_ckpt_write_file(ctx, tmp, parts, sizes, 1));
+  gaaw_ckpt_test_kill("before_latest");
   if (rename(tmp, latest) != 0) IO_FAIL(ctx, "cannot rename to", latest);
   return gaaw_ckpt_fsync_dir(ctx, dir);
 }

@@ -162,7 +162,10 @@ gaaw_status_t gaaw_ckpt_prune(gaaw_context_t ctx, const char *dir, int keep, int
 gaaw_status_t gaaw_ckpt_read_file(gaaw_context_t ctx, const char *path, char **data, size_t *bytes);
 /* pread of exactly n bytes at offset from fd (GAAW_ERR_CORRUPT when the file ends first). */
 gaaw_status_t gaaw_ckpt_pread(gaaw_context_t ctx, int fd, void *buf, size_t n, int64_t offset, const char *path);
-/* Test-only: SIGKILLs this process when GAAW_TEST_CHECKPOINT_KILL names point. */
+/* Test-only: SIGKILLs this process when GAAW_TEST_CHECKPOINT_KILL names point:
+ * before_rename (everything written, nothing committed), after_rename (the step
+ * directory committed, `latest` not yet written), before_latest (the new `latest`
+ * written to its temporary file, not yet renamed). */
 void gaaw_ckpt_test_kill(const char *point);
 
 /* ---- state kept by the optimizer between saves (checkpoint_save.c) */
