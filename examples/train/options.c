@@ -442,6 +442,12 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
   CHECK(ffn <= INT_MAX, "the MLP width 4 x --dim = %lld is more than gaaw supports (%d)", (long long)ffn, INT_MAX);
   CHECK(tokens <= INT_MAX, "--batch x --seq = %lld tokens per microbatch is more than gaaw supports (%d)",
         (long long)tokens, INT_MAX);
+  int64_t microbatches = 1;
+  gaaw_config_get_int(cfg, "microbatches", &microbatches);
+  double global = (double)dp * (double)o->accum * (double)microbatches * (double)o->batch; /* rows per step */
+  CHECK(global * (double)o->eval_batches <= (double)INT64_MAX / 2,
+        "--eval-batches %ld x the global batch (%.0f rows) is more windows than gaaw-train can number", o->eval_batches,
+        global);
   return TRAIN_EXIT_OK;
 }
 

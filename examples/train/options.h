@@ -38,7 +38,7 @@
   X(seed, INT, "1337", "N", "initial weights, data order and sampling")                             \
   /* evaluation and output */                                                                       \
   X(eval_every, INT, "50", "N", "validation loss every N steps (always at the start and end); 0 = start and end only") \
-  X(eval_batches, INT, "4", "N", "validation microbatches per data-parallel rank in each evaluation") \
+  X(eval_batches, INT, "4", "N", "validation global batches (dp x accum x microbatches x batch windows) per evaluation") \
   X(metrics, STRING, "", "FILE", "write one JSON object per step to FILE (rank 0)")                 \
   X(sample, INT, "64", "N", "bytes to generate at the end; 0 = none")                               \
   X(prompt, STRING, "The ", "TEXT", "the generated sample starts from TEXT")                        \

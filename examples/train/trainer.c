@@ -120,11 +120,14 @@ gaaw_status_t trainer_step(trainer *t, int64_t step, float *loss)
   size_t n = (size_t)o->batch * (size_t)o->seq;
   float sum = 0, l;
   t->idle = t->busy = 0;
+  int64_t per_rank = (int64_t)o->accum * t->microbatches; /* microbatches of a dp rank per step */
   for (int a = 0; a < o->accum; a++) {
-    /* microbatch a * microbatches + k of the step, as --accum alone numbers them */
-    for (int k = 0; k < t->microbatches; k++)
-      train_data_batch(t->data, (uint64_t)o->seed, step, a * t->microbatches + k, t->dp_rank, (int)o->batch,
-                       (int)o->seq, t->tokens + k * n, t->targets + k * n);
+    /* microbatch a x microbatches + k of this dp rank: its rows of the global batch */
+    for (int k = 0; k < t->microbatches; k++) {
+      int64_t first = ((int64_t)t->dp_rank * per_rank + (int64_t)a * t->microbatches + k) * o->batch;
+      train_data_batch(t->data, (uint64_t)o->seed, step, first, (int)o->batch, (int)o->seq, t->tokens + k * n,
+                       t->targets + k * n);
+    }
     TRY(t, gaaw_model_forward_backward(t->model, &b, &l));
     double idle, total;
     TRY(t, gaaw_model_pipeline_times(t->model, &idle, &total));
@@ -142,13 +145,16 @@ gaaw_status_t trainer_eval(trainer *t, float *loss)
   const train_options *o = t->opts;
   gaaw_batch_t b = batch_of(t, (int)o->batch, (int)o->seq);
   float sum = 0, l;
-  for (int i = 0; i < o->eval_batches; i++) {
-    train_data_val_batch(t->data, i, (int)o->eval_batches, t->dp_rank, t->dp, (int)o->batch, (int)o->seq, t->tokens,
-                         t->targets);
+  /* --eval-batches global batches, this dp rank's share of them in a row */
+  int64_t count = o->eval_batches * o->accum * t->microbatches; /* microbatches per dp rank */
+  int64_t rows = count * t->dp * o->batch;
+  for (int64_t i = 0; i < count; i++) {
+    train_data_val_batch(t->data, ((int64_t)t->dp_rank * count + i) * o->batch, rows, (int)o->batch, (int)o->seq,
+                         t->tokens, t->targets);
     TRY(t, gaaw_model_forward(t->model, &b, &l));
     sum += l;
   }
-  *loss = sum / (float)o->eval_batches;
+  *loss = sum / (float)count;
   return dp_mean(t, loss);
 }
 

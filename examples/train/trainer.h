@@ -28,12 +28,15 @@ gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options 
 void trainer_free(trainer *t);
 
 /* One optimizer step (step counts from 1): --accum microbatches of forward and
- * backward, then the optimizer. *loss: the step's training loss averaged over the
+ * backward (this dp rank's rows of the step's global batch, data.h), then the
+ * optimizer. *loss: the step's training loss averaged over the
  * microbatches and over dp. Collective over the world. */
 gaaw_status_t trainer_step(trainer *t, int64_t step, float *loss);
 
-/* The validation loss averaged over --eval-batches microbatches and over dp.
- * Collective over the world. */
+/* The validation loss over --eval-batches global batches of windows (dp x accum x
+ * microbatches x batch each, the same in every layout of the same global batch),
+ * each dp rank evaluating its share one microbatch at a time, averaged over them
+ * and over dp. Collective over the world. */
 gaaw_status_t trainer_eval(trainer *t, float *loss);
 
 /* Generates n bytes after the prompt: out (strlen(prompt) + n bytes) gets the
