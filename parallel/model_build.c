@@ -59,7 +59,12 @@ gaaw_status_t gaaw_model_build(gaaw_context_t ctx, const gaaw_model_builder *b, 
   snprintf(what, sizeof what, "the %s configuration", b->name);
   st = gaaw_agree_world(ctx, st, what, fields, st == GAAW_SUCCESS ? b->fields(cfg, fields) : 0);
   snprintf(what, sizeof what, "building the %s", b->name);
-  if (st == GAAW_SUCCESS) st = gaaw_agree_world(ctx, b->build(m), what, NULL, 0);
+  if (st == GAAW_SUCCESS) {
+    /* kept for checkpoints, which compare the model they were saved from */
+    m->builder_name = b->name;
+    m->nconfig = b->fields(cfg, m->config);
+    st = gaaw_agree_world(ctx, b->build(m), what, NULL, 0);
+  }
   if (st != GAAW_SUCCESS) {
     gaaw_model_destroy(&m);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);

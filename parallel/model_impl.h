@@ -36,6 +36,7 @@
 #ifndef GAAW_PARALLEL_MODEL_IMPL_H
 #define GAAW_PARALLEL_MODEL_IMPL_H
 
+#include "backends/agree.h"
 #include "backends/comm.h"
 #include "backends/runtime/config_impl.h"
 #include "backends/runtime/context_impl.h"
@@ -194,6 +195,10 @@ struct gaaw_model_s {
   gaaw_model_hooks hooks;
   gaaw_gpt_config_t gpt;
   gaaw_mlp_config_t mlp;
+  const char *builder_name;    /* "GPT", "MLP", "sequential model" */
+  gaaw_field config[GAAW_AGREE_MAX_FIELDS]; /* the builder's fields of the config (names and
+                                           labels are static strings) */
+  int nconfig;
   /* sequential models (and MLPs, built as one): the specs, the input and output widths */
   gaaw_layer_spec_t *specs;
   int nspecs, seq_inputs, seq_outputs;
@@ -436,5 +441,8 @@ int gaaw_normalization_active(gaaw_model_t m);
 void gaaw_normalize(gaaw_model_t m, int outputs, const float *v, int64_t rows, float *out);
 void gaaw_denormalize_outputs(gaaw_model_t m, int64_t rows, float *y, int gradient);
 void gaaw_normalization_free(gaaw_model_t m);
+/* Replaces the statistics (a checkpoint's): count, and each feature's mean and M2
+ * (inputs + outputs of them); mean NULL or count 0: none. */
+gaaw_status_t gaaw_normalization_set(gaaw_model_t m, double count, const double *mean, const double *m2);
 
 #endif

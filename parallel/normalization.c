@@ -42,6 +42,21 @@ static double feature_std(const gaaw_model_t m, int f)
   return s > 0 && isfinite(s) ? s : 1.0;
 }
 
+gaaw_status_t gaaw_normalization_set(gaaw_model_t m, double count, const double *mean, const double *m2)
+{
+  gaaw_context_t ctx = m->ctx;
+  if (!mean || count <= 0) {
+    gaaw_normalization_free(m);
+    return GAAW_SUCCESS;
+  }
+  GAAW_CHECK(ensure_stats(m));
+  size_t n = (size_t)(m->seq_inputs + m->seq_outputs);
+  memcpy(m->norm.mean, mean, n * sizeof(double));
+  memcpy(m->norm.m2, m2, n * sizeof(double));
+  m->norm.count = count;
+  return GAAW_SUCCESS;
+}
+
 int gaaw_normalization_active(gaaw_model_t m)
 {
   return m->norm.count > 0;

@@ -14,15 +14,8 @@
 #include "backends/runtime/error.h"
 #include "parallel/schedule.h"
 
-/* Cleanup in one place: on failure, trace this frame and jump to label. */
-#define SCHED_TRY(st, call, label)                                        \
-  do {                                                                    \
-    (st) = (call);                                                        \
-    if ((st) != GAAW_SUCCESS) {                                           \
-      (st) = gaaw_error_trace(ctx, (st), __FILE__, __LINE__, __func__);   \
-      goto label;                                                         \
-    }                                                                     \
-  } while (0)
+/* Cleanup in one place (backends/runtime/error.h). */
+#define SCHED_TRY GAAW_CHECK_GOTO
 
 /* An action as text in buf (a char array), for messages. */
 #define SCHED_ACTION_TEXT(a, buf) (gaaw_sched_action_text((a), (buf), sizeof(buf)), (buf))

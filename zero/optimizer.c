@@ -120,11 +120,16 @@ static gaaw_status_t setup(gaaw_optimizer_t opt)
   opt->loss_scale = opt->dtype == GAAW_F16 ? opt->cfg.initial_loss_scale : 1.0f;
   opt->model->loss_scale = opt->loss_scale;
   opt->lr = opt->cfg.lr;
+  gaaw_zero_mark_comm(opt);
+  return GAAW_SUCCESS;
+}
+
+void gaaw_zero_mark_comm(gaaw_optimizer_t opt)
+{
   uint64_t bytes;
   opt->comm_mark = 0;
   for (int op = 0; op < GAAW_COMM_OP_COUNT; op++)
     if (gaaw_comm_stats(opt->dp, (gaaw_comm_op_t)op, NULL, &bytes) == GAAW_SUCCESS) opt->comm_mark += bytes;
-  return GAAW_SUCCESS;
 }
 
 gaaw_status_t gaaw_optimizer_create(gaaw_model_t model, const gaaw_optimizer_config_t *cfg, gaaw_optimizer_t *out)
@@ -168,6 +173,7 @@ gaaw_status_t gaaw_optimizer_destroy(gaaw_optimizer_t *opt)
   if (!opt || !*opt) return GAAW_SUCCESS;
   gaaw_optimizer_t o = *opt;
   gaaw_context_t ctx = o->ctx;
+  if (o->ckpt_free) o->ckpt_free(o);
   gaaw_zero_detach(o);
   gaaw_buffer_t *bufs[] = {&o->shard_params, &o->shard_grads, &o->master, &o->moment1, &o->moment2};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gaaw_buffer_free(ctx, bufs[i]);

@@ -155,6 +155,7 @@ gaaw_status_t gaaw_optimizer_step(gaaw_optimizer_t opt)
                                              "there are no gradients to step with");
   gaaw_field passes = GAAW_FIELD_INT("backward passes since the last step", opt->backward_passes);
   GAAW_CHECK(gaaw_agree_world(ctx, ready, "gaaw_optimizer_step", &passes, ready == GAAW_SUCCESS));
+  if (opt->ckpt_commit) GAAW_CHECK(opt->ckpt_commit(opt)); /* a pending asynchronous save */
   GAAW_CHECK(gaaw_zero_finish_reductions(opt));
   GAAW_CHECK(gaaw_zero_release_gathered(opt));
   double sumsq = 0;

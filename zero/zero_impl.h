@@ -62,7 +62,17 @@ struct gaaw_optimizer_s {
   float lr, grad_norm, loss_scale;
   int skipped, good_steps, overflows_since_change;
   uint64_t comm_mark, last_comm;
+  /* checkpoints (zero/checkpoint_*.c) register here: their state kept between
+   * saves, the commit of a pending asynchronous save (run at the next step), and
+   * how to free the state (at destroy) */
+  struct gaaw_ckpt_state *ckpt;
+  gaaw_status_t (*ckpt_commit)(gaaw_optimizer_t opt);
+  void (*ckpt_free)(gaaw_optimizer_t opt);
 };
+
+/* The dp traffic counted so far: the mark the next step's comm_bytes counts from
+ * (zero/optimizer.c). */
+void gaaw_zero_mark_comm(gaaw_optimizer_t opt);
 
 /* Bucket layout and shard offsets from the model's layers. */
 gaaw_status_t gaaw_zero_plan(gaaw_optimizer_t opt);

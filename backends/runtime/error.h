@@ -56,6 +56,17 @@ void gaaw_error_first_line(gaaw_context_t ctx, char *out, size_t size);
     if (!(cond)) GAAW_FAIL((ctx), GAAW_ERR_INVALID_ARG, __VA_ARGS__); \
   } while (0)
 
+/* Cleanup in one place (STYLE.md): st = call; on failure, trace this frame and
+ * jump to label, where every resource is released once. */
+#define GAAW_CHECK_GOTO(st, call, label)                                  \
+  do {                                                                    \
+    (st) = (call);                                                        \
+    if ((st) != GAAW_SUCCESS) {                                           \
+      (st) = gaaw_error_trace(ctx, (st), __FILE__, __LINE__, __func__);   \
+      goto label;                                                         \
+    }                                                                     \
+  } while (0)
+
 /* A pointer argument that must not be NULL. */
 #define GAAW_ARG_NOT_NULL(ctx, ptr) GAAW_ARG_CHECK((ctx), (ptr) != NULL, "%s must not be NULL", #ptr)
 

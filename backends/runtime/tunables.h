@@ -42,6 +42,16 @@
     "ZeRO stage 3: a bucket's parameters, once gathered in a step, stay gathered until the "     \
     "optimizer step (one all-gather per bucket and step instead of one per microbatch and pass; " \
     "the parameter memory of the rank's chunks is then whole, as at stage 2)")                    \
+  /* checkpoints */                                                                               \
+  X(checkpoint_keep, INT, "0",                                                                    \
+    "gaaw_checkpoint_save keeps the newest this many committed checkpoints of its directory, "    \
+    "removing older ones after the new one is committed; 0 = keep all")                           \
+  X(checkpoint_fallback, BOOL, "no",                                                              \
+    "gaaw_checkpoint_load of a save directory whose newest checkpoint is damaged loads the "      \
+    "newest intact one instead, and says so in the log")                                          \
+  X(checkpoint_async, BOOL, "no",                                                                 \
+    "gaaw_checkpoint_save copies the state into host buffers and returns; a thread writes it "    \
+    "while training goes on, committed at the next optimizer step, save or gaaw_checkpoint_wait") \
   /* models */                                                                                    \
   X(recompute, STRING, "none",                                                                    \
     "activation recomputation: none; selective (the attention scores and softmax are dropped "  \

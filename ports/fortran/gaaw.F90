@@ -75,6 +75,7 @@ module gaaw
 #include "gaaw_info.inc"
 #include "gaaw_schedule.inc"
 #include "gaaw_sampler.inc"
+#include "gaaw_checkpoint.inc"
 #undef GAAW_FORTRAN_DECLARATIONS
 
 contains
@@ -133,5 +134,6 @@ contains
 #include "gaaw_info.inc"
 #include "gaaw_schedule.inc"
 #include "gaaw_sampler.inc"
+#include "gaaw_checkpoint.inc"
 
 end module gaaw

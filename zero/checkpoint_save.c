@@ -1,0 +1,464 @@
+/* gaaw_checkpoint_save: the state copied into host staging, each rank's runs
+ * gathered into the metadata on world rank 0, the files written (by a background
+ * thread with checkpoint_async), and the commit: every rank agrees that it wrote,
+ * rank 0 renames the temporary directory and then replaces `latest`. Also the
+ * caller's entries. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "backends/host_share.h"
+#include "backends/runtime/log.h"
+#include "zero/checkpoint_impl.h"
+
+#define PATH_MAX_BYTES 4096
+#define RECORD_WIDTH 12 /* tensor, field, offset, r0, nr, c0, nc, a, b, hash, split_axis, fused_blocks */
+
+/* A save written (or being written) but not committed. */
+struct gaaw_ckpt_pending {
+  char dir[PATH_MAX_BYTES], temp[96], name[32];
+  int64_t step;
+  int keep, rank;
+  /* what this rank writes: its file's pieces, and on rank 0 meta.json */
+  const void **parts;
+  size_t *sizes;
+  int nparts;
+  char *meta_text;
+  size_t meta_bytes;
+  gaaw_status_t written;      /* the writer's verdict */
+  char error[512];            /* its first line */
+  pthread_t thread;
+  int threaded;
+};
+
+/* ---------------------------------------------------------------- the caller's entries */
+
+static int key_ok(const char *k)
+{
+  size_t n = strlen(k);
+  if (n < 1 || n > 63) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= 'A' && k[i] <= 'Z') || (k[i] >= '0' && k[i] <= '9') ||
+          k[i] == '_' || k[i] == '.' || k[i] == '-'))
+      return 0;
+  return 1;
+}
+
+/* Whether s is well-formed UTF-8 (JSON carries nothing else). */
+static int utf8_ok(const unsigned char *s)
+{
+  while (*s) {
+    int extra = *s < 0x80 ? 0 : (*s >> 5) == 6 ? 1 : (*s >> 4) == 14 ? 2 : (*s >> 3) == 30 ? 3 : -1;
+    if (extra < 0) return 0;
+    s++;
+    for (int i = 0; i < extra; i++, s++)
+      if ((*s >> 6) != 2) return 0;
+  }
+  return 1;
+}
+
+static gaaw_status_t ensure_state(gaaw_optimizer_t opt);
+
+gaaw_status_t gaaw_checkpoint_set_entry(gaaw_optimizer_t opt, const char *key, const char *value)
+{
+  GAAW_ARG_NOT_NULL(NULL, opt);
+  gaaw_context_t ctx = opt->ctx;
+  GAAW_ARG_NOT_NULL(ctx, key);
+  GAAW_ARG_NOT_NULL(ctx, value);
+  GAAW_ARG_CHECK(ctx, key_ok(key), "entry key '%.80s' must be 1-63 characters of [A-Za-z0-9_.-]", key);
+  GAAW_ARG_CHECK(ctx, strlen(value) <= 4095 && utf8_ok((const unsigned char *)value),
+                 "the value of entry %s must be UTF-8 of at most 4095 bytes", key);
+  GAAW_CHECK(ensure_state(opt));
+  struct gaaw_ckpt_state *s = opt->ckpt;
+  char *copy = strdup(value);
+  if (!copy) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot copy entry %s", key);
+  for (int i = 0; i < s->nentries; i++)
+    if (!strcmp(s->entries[i].key, key)) {
+      free(s->entries[i].value);
+      s->entries[i].value = copy;
+      return GAAW_SUCCESS;
+    }
+  ckpt_entry *grown = realloc(s->entries, sizeof *grown * (size_t)(s->nentries + 1));
+  if (!grown) {
+    free(copy);
+    GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot add entry %s", key);
+  }
+  s->entries = grown;
+  snprintf(grown[s->nentries].key, sizeof grown[0].key, "%s", key);
+  grown[s->nentries++].value = copy;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_checkpoint_get_entry(gaaw_optimizer_t opt, const char *key, char *value, size_t size)
+{
+  GAAW_ARG_NOT_NULL(NULL, opt);
+  gaaw_context_t ctx = opt->ctx;
+  GAAW_ARG_NOT_NULL(ctx, key);
+  GAAW_ARG_NOT_NULL(ctx, value);
+  for (int i = 0; opt->ckpt && i < opt->ckpt->nentries; i++)
+    if (!strcmp(opt->ckpt->entries[i].key, key)) {
+      size_t n = strlen(opt->ckpt->entries[i].value);
+      GAAW_ARG_CHECK(ctx, n < size, "entry %s holds %zu bytes: value[%zu] is too small", key, n + 1, size);
+      memcpy(value, opt->ckpt->entries[i].value, n + 1);
+      return GAAW_SUCCESS;
+    }
+  GAAW_FAIL(ctx, GAAW_ERR_NOT_FOUND, "no checkpoint entry %s", key);
+}
+
+/* ---------------------------------------------------------------- state and staging */
+
+static void pending_free(gaaw_ckpt_pending *p)
+{
+  if (!p) return;
+  if (p->threaded) pthread_join(p->thread, NULL);
+  free(p->parts), free(p->sizes), free(p->meta_text), free(p);
+}
+
+void gaaw_ckpt_state_free(gaaw_optimizer_t opt)
+{
+  struct gaaw_ckpt_state *s = opt->ckpt;
+  if (!s) return;
+  if (s->pending) gaaw_log(GAAW_LOG_WARN, "checkpoint %s: not committed (the optimizer was destroyed first); "
+                           "the previous checkpoint stays latest", s->pending->name);
+  pending_free(s->pending);
+  for (int f = 0; f < CKPT_FIELDS; f++) free(s->staging[f]);
+  for (int i = 0; i < s->nentries; i++) free(s->entries[i].value);
+  free(s->entries), free(s);
+  opt->ckpt = NULL;
+}
+
+static gaaw_status_t ensure_state(gaaw_optimizer_t opt)
+{
+  if (opt->ckpt) return GAAW_SUCCESS;
+  gaaw_context_t ctx = opt->ctx;
+  if (!(opt->ckpt = calloc(1, sizeof *opt->ckpt))) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate checkpoint state");
+  opt->ckpt_commit = gaaw_ckpt_commit_pending;
+  opt->ckpt_free = gaaw_ckpt_state_free;
+  return GAAW_SUCCESS;
+}
+
+/* Host staging of the shard's fields, kept from save to save (fresh memory costs
+ * a page fault per page on first touch). */
+static gaaw_status_t ensure_staging(gaaw_optimizer_t opt)
+{
+  gaaw_context_t ctx = opt->ctx;
+  struct gaaw_ckpt_state *s = opt->ckpt;
+  if (s->staging_numel == opt->shard_numel && s->staging[0]) return GAAW_SUCCESS;
+  for (int f = 0; f < CKPT_FIELDS; f++) {
+    free(s->staging[f]);
+    s->staging[f] = NULL;
+  }
+  s->staging_numel = 0;
+  for (int f = 0; f < gaaw_ckpt_nfields(opt); f++)
+    if (!(s->staging[f] = malloc(sizeof(float) * (size_t)(opt->shard_numel ? opt->shard_numel : 1))))
+      GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %lld floats of checkpoint staging",
+                (long long)opt->shard_numel);
+  s->staging_numel = opt->shard_numel;
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t read_view(gaaw_context_t ctx, const gaaw_tensor_t *t, float *dst)
+{
+  return gaaw_buffer_read(ctx, t->buf, t->offset, dst, sizeof(float) * (size_t)gaaw_tensor_numel(t));
+}
+
+/* The shard's values and moments into the staging. */
+static gaaw_status_t download_shard(gaaw_optimizer_t opt)
+{
+  gaaw_context_t ctx = opt->ctx;
+  float **st = opt->ckpt->staging;
+  for (int b = 0; b < opt->nbuckets; b++) {
+    const zero_bucket *k = &opt->buckets[b];
+    if (!k->piece) continue;
+    gaaw_tensor_t values = opt->master ? gaaw_zero_view(opt->master, GAAW_F32, k->shard_at, k->piece)
+                                       : gaaw_zero_param_piece(opt, b);
+    gaaw_tensor_t m1 = gaaw_zero_view(opt->moment1, GAAW_F32, k->shard_at, k->piece);
+    GAAW_CHECK(read_view(ctx, &values, st[CKPT_VALUES] + k->shard_at));
+    GAAW_CHECK(read_view(ctx, &m1, st[CKPT_EXP_AVG] + k->shard_at));
+    if (opt->moment2) {
+      gaaw_tensor_t m2 = gaaw_zero_view(opt->moment2, GAAW_F32, k->shard_at, k->piece);
+      GAAW_CHECK(read_view(ctx, &m2, st[CKPT_EXP_AVG_SQ] + k->shard_at));
+    }
+  }
+  return GAAW_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- this rank's file */
+
+/* The runs this rank writes, each field's after the other, with their offsets and
+ * checksums; the file's pieces (runs adjacent in the staging merged) and its
+ * record for the metadata: [nruns, bytes, RECORD_WIDTH per run]. */
+static gaaw_status_t plan_file(gaaw_optimizer_t opt, gaaw_ckpt_pending *p, int64_t **record, size_t *record_bytes)
+{
+  gaaw_context_t ctx = opt->ctx;
+  gaaw_model_t m = opt->model;
+  ckpt_range *ranges = NULL;
+  ckpt_run *runs = NULL;
+  int nranges = 0, nruns = 0, nfields = gaaw_ckpt_nfields(opt);
+  gaaw_status_t st = GAAW_SUCCESS;
+  *record = NULL;
+  /* at ZeRO 0 every dp replica holds everything: dp rank 0 writes it */
+  if (opt->cfg.zero_stage > 0 || opt->dp_rank == 0) {
+    GAAW_CHECK_GOTO(st, gaaw_ckpt_shard_ranges(opt, &ranges, &nranges), out);
+    GAAW_CHECK_GOTO(st, gaaw_ckpt_owned_runs(m, ranges, nranges, 1, &runs, &nruns), out);
+  }
+  size_t total = (size_t)nruns * (size_t)nfields;
+  *record_bytes = sizeof(int64_t) * (2 + RECORD_WIDTH * total);
+  *record = malloc(*record_bytes);
+  p->parts = malloc(sizeof *p->parts * (total + 1));
+  p->sizes = malloc(sizeof *p->sizes * (total + 1));
+  if (!*record || !p->parts || !p->sizes) {
+    st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__, "cannot plan %zu runs", total);
+    goto out;
+  }
+  int64_t offset = 0, *rec = *record + 2;
+  for (int f = 0; f < nfields; f++)
+    for (int i = 0; i < nruns; i++) {
+      const ckpt_run *r = &runs[i];
+      const float *data = opt->ckpt->staging[f] + r->at;
+      size_t bytes = sizeof(float) * (size_t)(r->b - r->a);
+      const gaaw_param *prm = &m->params.items[gaaw_params_find(&m->params, m->catalog[r->tensor].name)];
+      int64_t v[RECORD_WIDTH] = {r->tensor, f, offset, r->r0, r->nr, r->c0, r->nc, r->a, r->b,
+                                 (int64_t)XXH3_64bits(data, bytes), prm->split_axis, prm->fused_blocks};
+      memcpy(rec, v, sizeof v);
+      rec += RECORD_WIDTH;
+      if (p->nparts && (const char *)p->parts[p->nparts - 1] + p->sizes[p->nparts - 1] == (const char *)data)
+        p->sizes[p->nparts - 1] += bytes;
+      else
+        p->parts[p->nparts] = data, p->sizes[p->nparts++] = bytes;
+      offset += (int64_t)bytes;
+    }
+  (*record)[0] = (int64_t)total;
+  (*record)[1] = offset;
+out:
+  free(ranges), free(runs);
+  return st;
+}
+
+/* ---------------------------------------------------------------- the metadata, on rank 0 */
+
+/* The tensors (the catalog, with the split each was seen with), files and runs
+ * from every rank's record. */
+static gaaw_status_t tables_from_records(gaaw_optimizer_t opt, const int64_t *all, const size_t *counts, ckpt_meta *meta)
+{
+  gaaw_context_t ctx = opt->ctx;
+  gaaw_model_t m = opt->model;
+  meta->ntensors = m->ncatalog;
+  meta->tensors = calloc((size_t)m->ncatalog + 1, sizeof *meta->tensors);
+  meta->files = calloc((size_t)ctx->size, sizeof *meta->files);
+  int64_t nruns = 0;
+  const int64_t *rec = all;
+  for (int r = 0; r < ctx->size; r++) {
+    nruns += rec[0];
+    rec += counts[r] / sizeof(int64_t);
+  }
+  meta->runs = calloc((size_t)nruns + 1, sizeof *meta->runs);
+  if (!meta->tensors || !meta->files || !meta->runs) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot build the metadata");
+  for (int t = 0; t < m->ncatalog; t++) {
+    ckpt_tensor *e = &meta->tensors[t];
+    snprintf(e->name, sizeof e->name, "%s", m->catalog[t].name);
+    e->ndim = m->catalog[t].ndim;
+    e->shape[0] = m->catalog[t].shape[0], e->shape[1] = m->catalog[t].shape[1];
+    e->split_axis = -1, e->fused_blocks = 1;
+  }
+  rec = all;
+  for (int r = 0; r < ctx->size; r++) {
+    const int64_t *next = rec + counts[r] / sizeof(int64_t);
+    if (rec[0] > 0) {
+      int file = meta->nfiles++;
+      meta->files[file] = (ckpt_file){r, rec[1]};
+      for (int64_t i = 0; i < rec[0]; i++) {
+        const int64_t *v = rec + 2 + RECORD_WIDTH * i;
+        meta->runs[meta->nruns++] = (ckpt_run){.tensor = (int)v[0], .field = (int)v[1], .at = v[2], .r0 = v[3],
+                                               .nr = v[4], .c0 = v[5], .nc = v[6], .a = v[7], .b = v[8],
+                                               .file = file, .hash = (uint64_t)v[9]};
+        meta->tensors[v[0]].split_axis = (int)v[10];
+        meta->tensors[v[0]].fused_blocks = (int)v[11];
+      }
+    }
+    rec = next;
+  }
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t build_meta(gaaw_optimizer_t opt, const int64_t *all, const size_t *counts, int64_t step,
+                                char **text, size_t *bytes)
+{
+  gaaw_context_t ctx = opt->ctx;
+  gaaw_model_t m = opt->model;
+  ckpt_meta meta;
+  memset(&meta, 0, sizeof meta);
+  gaaw_ckpt_describe(m, &meta);
+  meta.step = step;
+  meta.zero_stage = opt->cfg.zero_stage;
+  snprintf(meta.optimizer, sizeof meta.optimizer, "%s", opt->cfg.kind == GAAW_SGD ? "sgd" : "adamw");
+  meta.steps = opt->steps, meta.updates = opt->updates;
+  meta.lr = opt->lr, meta.grad_norm = opt->grad_norm, meta.loss_scale = opt->loss_scale;
+  meta.skipped = opt->skipped, meta.good_steps = opt->good_steps;
+  meta.overflows_since_change = opt->overflows_since_change;
+  meta.norm_count = m->norm.count;
+  meta.norm_n = m->norm.mean ? m->seq_inputs + m->seq_outputs : 0;
+  meta.norm_mean = m->norm.mean, meta.norm_m2 = m->norm.m2;
+  meta.entries = opt->ckpt->entries, meta.nentries = opt->ckpt->nentries;
+  meta.nfields = gaaw_ckpt_nfields(opt);
+  gaaw_status_t st = tables_from_records(opt, all, counts, &meta);
+  if (st == GAAW_SUCCESS) st = gaaw_ckpt_meta_write(ctx, &meta, text, bytes);
+  free(meta.tensors), free(meta.files), free(meta.runs);
+  return st;
+}
+
+/* ---------------------------------------------------------------- writing and committing */
+
+/* This rank's file and, on rank 0, meta.json, into the temporary directory. POSIX
+ * only: it runs on the background thread with checkpoint_async, and reports into
+ * p (a thread has no context record of its own to share). */
+static void *write_files(void *arg)
+{
+  gaaw_ckpt_pending *p = arg;
+  char dir[PATH_MAX_BYTES + 100], path[PATH_MAX_BYTES + 200];
+  gaaw_status_t st = GAAW_SUCCESS;
+  snprintf(dir, sizeof dir, "%s/%s", p->dir, p->temp);
+  if (p->nparts) {
+    snprintf(path, sizeof path, "%s/rank-%05d.bin", dir, p->rank);
+    st = gaaw_ckpt_write_file(NULL, path, p->parts, p->sizes, p->nparts);
+  }
+  if (st == GAAW_SUCCESS && p->meta_text) {
+    const void *parts[1] = {p->meta_text};
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    st = gaaw_ckpt_write_file(NULL, path, parts, &p->meta_bytes, 1);
+    if (st == GAAW_SUCCESS) st = gaaw_ckpt_fsync_dir(NULL, dir);
+  }
+  if (st != GAAW_SUCCESS) gaaw_error_first_line(NULL, p->error, sizeof p->error);
+  p->written = st;
+  return NULL;
+}
+
+/* Rank 0 commits what every rank wrote: rename, then `latest`, then keep. */
+static gaaw_status_t commit_on_root(gaaw_context_t ctx, const gaaw_ckpt_pending *p)
+{
+  gaaw_ckpt_test_kill("before_rename");
+  GAAW_CHECK(gaaw_ckpt_commit_rename(ctx, p->dir, p->temp, p->name));
+  GAAW_CHECK(gaaw_ckpt_fsync_dir(ctx, p->dir));
+  gaaw_ckpt_test_kill("after_rename");
+  gaaw_ckpt_test_kill("before_latest");
+  GAAW_CHECK(gaaw_ckpt_write_latest(ctx, p->dir, p->name));
+  return gaaw_ckpt_prune(ctx, p->dir, p->keep, p->step);
+}
+
+gaaw_status_t gaaw_ckpt_commit_pending(gaaw_optimizer_t opt)
+{
+  gaaw_context_t ctx = opt->ctx;
+  gaaw_ckpt_pending *p = opt->ckpt ? opt->ckpt->pending : NULL;
+  if (!p) return GAAW_SUCCESS;
+  opt->ckpt->pending = NULL;
+  if (p->threaded) pthread_join(p->thread, NULL);
+  p->threaded = 0;
+  gaaw_status_t st = p->written;
+  if (st != GAAW_SUCCESS) st = gaaw_error_raise(ctx, st, __FILE__, __LINE__, __func__, "%s", p->error);
+  st = gaaw_agree_world(ctx, st, "writing the checkpoint's files", NULL, 0);
+  if (st == GAAW_SUCCESS && ctx->rank == 0) st = commit_on_root(ctx, p);
+  st = gaaw_agree_world(ctx, st, "committing the checkpoint", NULL, 0);
+  if (st == GAAW_SUCCESS) gaaw_log(GAAW_LOG_INFO, "checkpoint %s/%s committed", p->dir, p->name);
+  pending_free(p);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+/* The local checks of a save (the agreement follows). */
+static gaaw_status_t check_save(gaaw_optimizer_t opt, const char *dir)
+{
+  gaaw_context_t ctx = opt->ctx;
+  GAAW_ARG_NOT_NULL(ctx, dir);
+  GAAW_ARG_CHECK(ctx, dir[0] != '\0' && strlen(dir) < PATH_MAX_BYTES - 128, "the checkpoint directory must be a "
+                 "path of 1..%d bytes", PATH_MAX_BYTES - 129);
+  GAAW_ARG_CHECK(ctx, gaaw_ctx_int(ctx, "checkpoint_keep") >= 0, "option checkpoint_keep must be >= 0, got %lld",
+                 (long long)gaaw_ctx_int(ctx, "checkpoint_keep"));
+  if (opt->backward_passes > 0)
+    GAAW_FAIL(ctx, GAAW_ERR_STATE, "a checkpoint cannot be saved between a backward pass and gaaw_optimizer_step "
+              "(%d backward passes are in flight)", opt->backward_passes);
+  return GAAW_SUCCESS;
+}
+
+/* Everything up to the files: staging, this rank's plan, the metadata on rank 0
+ * and the temporary directory every rank writes into. Collective over world. */
+static gaaw_status_t prepare(gaaw_optimizer_t opt, const char *dir, gaaw_ckpt_pending *p)
+{
+  gaaw_context_t ctx = opt->ctx;
+  int64_t *record = NULL, *all = NULL;
+  size_t record_bytes = 0, *counts = NULL;
+  gaaw_status_t st = GAAW_SUCCESS;
+  snprintf(p->dir, sizeof p->dir, "%s", dir);
+  p->step = opt->steps;
+  p->rank = ctx->rank;
+  p->keep = (int)gaaw_ctx_int(ctx, "checkpoint_keep");
+  snprintf(p->name, sizeof p->name, "step-%08lld", (long long)p->step);
+  GAAW_CHECK_GOTO(st, ensure_staging(opt), agree);
+  GAAW_CHECK_GOTO(st, download_shard(opt), agree);
+  GAAW_CHECK_GOTO(st, plan_file(opt, p, &record, &record_bytes), agree);
+agree:
+  GAAW_CHECK_GOTO(st, gaaw_agree_world(ctx, st, "staging the checkpoint", NULL, 0), out);
+  GAAW_CHECK_GOTO(st, gaaw_gather_bytes(ctx, record, record_bytes, 0, (void **)&all, &counts), out);
+  if (ctx->rank == 0) {
+    st = build_meta(opt, all, counts, p->step, &p->meta_text, &p->meta_bytes);
+    if (st == GAAW_SUCCESS) st = gaaw_ckpt_mkdirs(ctx, dir);
+    if (st == GAAW_SUCCESS) st = gaaw_ckpt_make_temp(ctx, dir, p->step, p->temp, sizeof p->temp);
+  }
+  GAAW_CHECK_GOTO(st, gaaw_agree_world(ctx, st, "creating the checkpoint's directory", NULL, 0), out);
+  char *temp = p->temp;
+  size_t temp_bytes = strlen(p->temp) + 1;
+  GAAW_CHECK_GOTO(st, gaaw_share_bytes(ctx, (void **)&temp, &temp_bytes, 0), out);
+  if (temp != p->temp) {
+    snprintf(p->temp, sizeof p->temp, "%.*s", (int)temp_bytes, temp);
+    free(temp);
+  }
+out:
+  free(record), free(all), free(counts);
+  return st;
+}
+
+gaaw_status_t gaaw_checkpoint_save(gaaw_optimizer_t opt, const char *dir)
+{
+  GAAW_ARG_NOT_NULL(NULL, opt);
+  gaaw_context_t ctx = opt->ctx;
+  gaaw_status_t st = check_save(opt, dir);
+  if (st == GAAW_SUCCESS) st = ensure_state(opt);
+  int async = gaaw_ctx_bool(ctx, "checkpoint_async");
+  gaaw_field fields[3] = {GAAW_FIELD_DIGEST("dir", st == GAAW_SUCCESS ? gaaw_digest(dir, strlen(dir)) : 0),
+                          GAAW_FIELD_INT("checkpoint_async", async),
+                          GAAW_FIELD_INT("checkpoint_keep", gaaw_ctx_int(ctx, "checkpoint_keep"))};
+  GAAW_CHECK(gaaw_agree_world(ctx, st, "gaaw_checkpoint_save", fields, st == GAAW_SUCCESS ? 3 : 0));
+  GAAW_CHECK(gaaw_ckpt_commit_pending(opt)); /* the previous save first: it owns the staging */
+  gaaw_ckpt_pending *p = calloc(1, sizeof *p);
+  st = p ? prepare(opt, dir, p)
+         : gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__, "cannot allocate a save");
+  if (st != GAAW_SUCCESS) {
+    pending_free(p);
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
+  opt->ckpt->pending = p;
+  if (async && pthread_create(&p->thread, NULL, write_files, p) == 0) {
+    p->threaded = 1;
+    return GAAW_SUCCESS;
+  }
+  write_files(p); /* synchronous (or no thread could be started) */
+  return gaaw_ckpt_commit_pending(opt);
+}
+
+gaaw_status_t gaaw_checkpoint_wait(gaaw_optimizer_t opt)
+{
+  GAAW_ARG_NOT_NULL(NULL, opt);
+  GAAW_CHECK_CTX(opt->ctx, gaaw_agree_world(opt->ctx, GAAW_SUCCESS, "gaaw_checkpoint_wait", NULL, 0));
+  return gaaw_ckpt_commit_pending(opt);
+}
+
+gaaw_status_t gaaw_ckpt_take_entries(gaaw_optimizer_t opt, ckpt_meta *meta)
+{
+  GAAW_CHECK_CTX(opt->ctx, ensure_state(opt));
+  struct gaaw_ckpt_state *s = opt->ckpt;
+  for (int i = 0; i < s->nentries; i++) free(s->entries[i].value);
+  free(s->entries);
+  s->entries = meta->entries, s->nentries = meta->nentries;
+  meta->entries = NULL, meta->nentries = 0;
+  return GAAW_SUCCESS;
+}
