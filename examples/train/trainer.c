@@ -2,6 +2,7 @@
 #include "examples/train/trainer.h"
 
 #include <math.h>
+#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,7 @@ static void optimizer_config(const train_options *o, int microbatches, gaaw_opti
 gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options *opts, const train_data *data)
 {
   memset(t, 0, sizeof *t);
+  t->dp_comm = MPI_COMM_NULL;
   t->opts = opts;
   t->data = data;
   t->ctx = ctx;
@@ -63,7 +65,12 @@ gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options 
   int64_t microbatches = 1;
   TRY(t, gaaw_topology_sizes(ctx, &t->dp, &t->pp, &t->tp));
   TRY(t, gaaw_topology_coords(ctx, &t->dp_rank, &t->pp_rank, &tp_rank));
-  TRY(t, gaaw_topology_comm(ctx, GAAW_GROUP_DP, &t->dp_comm));
+  /* collective over the world, before anything can fail on one rank only */
+  if (MPI_Comm_split(MPI_COMM_WORLD, t->pp_rank * t->tp + tp_rank, t->dp_rank, &t->dp_comm) != MPI_SUCCESS) {
+    t->dp_comm = MPI_COMM_NULL;
+    snprintf(t->err, sizeof t->err, "MPI_Comm_split (the dp group of the loss means) failed");
+    return GAAW_ERR_COMM;
+  }
   TRY(t, gaaw_context_config(ctx, &cfg));
   TRY(t, gaaw_config_get_int(cfg, "microbatches", &microbatches));
   t->microbatches = (int)microbatches;
@@ -72,8 +79,6 @@ gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options 
   t->targets = malloc(n * sizeof *t->targets);
   t->logits = malloc((size_t)opts->seq * opts->vocab * sizeof *t->logits);
   if (!t->tokens || !t->targets || !t->logits) return failed(t, GAAW_ERR_NO_MEMORY, "allocating the batch");
-  int64_t one = 1;
-  TRY(t, gaaw_tensor_alloc(ctx, GAAW_F32, 1, &one, GAAW_MEM_WORKSPACE, &t->scalar));
 
   gaaw_gpt_config_t g;
   gaaw_optimizer_config_t oc;
@@ -88,7 +93,7 @@ void trainer_free(trainer *t)
 {
   gaaw_optimizer_destroy(&t->opt);
   gaaw_model_destroy(&t->model);
-  if (t->scalar.buf) gaaw_buffer_free(t->ctx, &t->scalar.buf);
+  if (t->dp_comm != MPI_COMM_NULL) MPI_Comm_free(&t->dp_comm);
   free(t->tokens);
   free(t->targets);
   free(t->logits);
@@ -100,9 +105,10 @@ void trainer_free(trainer *t)
 static gaaw_status_t dp_mean(trainer *t, float *x)
 {
   if (t->dp == 1) return GAAW_SUCCESS;
-  TRY(t, gaaw_buffer_write(t->ctx, t->scalar.buf, t->scalar.offset, x, sizeof *x));
-  TRY(t, gaaw_comm_allreduce(t->dp_comm, &t->scalar, &t->scalar, GAAW_SUM));
-  TRY(t, gaaw_buffer_read(t->ctx, t->scalar.buf, t->scalar.offset, x, sizeof *x));
+  if (MPI_Allreduce(MPI_IN_PLACE, x, 1, MPI_FLOAT, MPI_SUM, t->dp_comm) != MPI_SUCCESS) {
+    snprintf(t->err, sizeof t->err, "MPI_Allreduce (a loss mean over dp) failed");
+    return GAAW_ERR_COMM;
+  }
   *x /= (float)t->dp;
   return GAAW_SUCCESS;
 }

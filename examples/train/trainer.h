@@ -4,6 +4,8 @@
 #ifndef GAAW_TRAIN_TRAINER_H
 #define GAAW_TRAIN_TRAINER_H
 
+#include <mpi.h>
+
 #include "examples/train/data.h"
 #include "examples/train/options.h"
 
@@ -13,13 +15,13 @@ typedef struct {
   gaaw_context_t ctx;
   gaaw_model_t model;
   gaaw_optimizer_t opt;
-  gaaw_comm_t dp_comm;
+  MPI_Comm dp_comm;          /* the ranks of other dp coordinates, for the loss means: plain MPI, so that
+                                the optimizer's dp traffic (the step's dp_comm_bytes) is its own */
   int dp, tp, dp_rank, pp, pp_rank;
   int microbatches;          /* per forward_backward (the library option microbatches) */
   double idle, busy;         /* the last step's seconds waiting for pipeline peers, and in forward_backward */
   int32_t *tokens, *targets; /* (microbatches x batch, seq) */
   float *logits;             /* (seq, vocab), for the sample */
-  gaaw_tensor_t scalar;      /* (1) f32, for averaging a loss over dp */
   char err[4096];
 } trainer;
 
