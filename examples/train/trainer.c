@@ -15,6 +15,14 @@ static gaaw_status_t failed(trainer *t, gaaw_status_t st, const char *call)
   return st;
 }
 
+/* The same for a call on a file or directory: "gaaw_checkpoint_load(ck) failed". */
+static gaaw_status_t failed_on(trainer *t, gaaw_status_t st, const char *function, const char *path)
+{
+  char call[TRAIN_STRING_MAX + 64];
+  snprintf(call, sizeof call, "%s(%s)", function, path);
+  return failed(t, st, call);
+}
+
 #define TRY(t, call)                                       \
   do {                                                     \
     gaaw_status_t st_ = (call);                            \
@@ -86,6 +94,26 @@ gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options 
   optimizer_config(opts, t->microbatches, &oc);
   TRY(t, gaaw_model_create_gpt(ctx, &g, &t->model));
   TRY(t, gaaw_optimizer_create(t->model, &oc, &t->opt));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t trainer_resume(trainer *t, const char *path, int64_t *step)
+{
+  gaaw_step_stats_t stats;
+  *step = 0;
+  gaaw_status_t st = gaaw_checkpoint_load(t->opt, path);
+  if (st != GAAW_SUCCESS) return failed_on(t, st, "gaaw_checkpoint_load", path);
+  TRY(t, gaaw_optimizer_stats(t->opt, &stats));
+  *step = stats.step;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t trainer_save(trainer *t, double *ms)
+{
+  double start = MPI_Wtime();
+  gaaw_status_t st = gaaw_checkpoint_save(t->opt, t->opts->save_dir);
+  if (st != GAAW_SUCCESS) return failed_on(t, st, "gaaw_checkpoint_save", t->opts->save_dir);
+  *ms = (MPI_Wtime() - start) * 1000;
   return GAAW_SUCCESS;
 }
 

@@ -29,6 +29,15 @@ typedef struct {
 gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options *opts, const train_data *data);
 void trainer_free(trainer *t);
 
+/* Loads the checkpoint at path (a save directory or a step-* directory) into the
+ * model and the optimizer; *step: the step it was saved after. GAAW_ERR_NOT_FOUND
+ * when path holds none (t->err says so too). Collective over the world. */
+gaaw_status_t trainer_resume(trainer *t, const char *path, int64_t *step);
+
+/* Saves a checkpoint into --save-dir; *ms: how long it took on this rank.
+ * Collective over the world. */
+gaaw_status_t trainer_save(trainer *t, double *ms);
+
 /* One optimizer step (step counts from 1): --accum microbatches of forward and
  * backward (this dp rank's rows of the step's global batch, data.h), then the
  * optimizer. *loss: the step's training loss averaged over the
