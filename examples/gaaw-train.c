@@ -5,7 +5,10 @@
  *
  * Rank 0 logs one line per step (loss averaged over dp, lr, grad norm, time,
  * tokens/s, memory), the validation loss before training, every --eval-every steps
- * and at the end, a generated sample, and a summary line. --help lists every
+ * and at the end, a generated sample, and a summary line. With --save-dir it saves
+ * a checkpoint every --save-every steps and after the last; --resume auto|DIR
+ * continues a run from one (the same losses, bit for bit, as the run that was never
+ * stopped; doc/gaaw-train.md). --help lists every
  * option. Exit status: 0 done, 1 a failure while running, 2 bad options (the
  * trainer's and the library's), config file, data or layout, or a model and batch
  * that cannot fit the node's memory (reported before any training, by one rank,
