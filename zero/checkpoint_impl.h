@@ -8,7 +8,8 @@
  *                       renames, `latest`, keep, listing, whole reads and writes
  *                       (POSIX only, no MPI)
  *   checkpoint_save.c   gaaw_checkpoint_save, the background writer, the commit,
- *                       the caller's entries
+ *                       the optimizer's checkpoint state (staging, pending save)
+ *   checkpoint_entries.c  the caller's key = value entries
  *   checkpoint_load.c   gaaw_checkpoint_load, gaaw_model_load, the fallback
  * Each calls only the files listed above it. Values are stored as little-endian
  * f32, whatever the compute dtype (the fp32 master weights of a bf16 or f16 run). */
@@ -161,6 +162,11 @@ struct gaaw_ckpt_state {
 };
 /* Commits a pending save (a no-op without one). Collective over world. */
 gaaw_status_t gaaw_ckpt_commit_pending(gaaw_optimizer_t opt);
+/* The optimizer's checkpoint state, created on first use (and its hooks set). */
+gaaw_status_t gaaw_ckpt_state_ensure(gaaw_optimizer_t opt);
+/* The optimizer's host staging of its shard (allocated on first use, then kept):
+ * one array of shard_numel floats per field; a load fills it too. */
+gaaw_status_t gaaw_ckpt_staging(gaaw_optimizer_t opt, float ***staging);
 /* The loaded entries replace the caller's (taken over from meta). */
 gaaw_status_t gaaw_ckpt_take_entries(gaaw_optimizer_t opt, ckpt_meta *meta);
 /* Frees the state; a pending save is joined and dropped. Not collective. */

@@ -1,8 +1,10 @@
-/* gaaw_checkpoint_save: the state copied into host staging, each rank's runs
- * gathered into the metadata on world rank 0, the files written (by a background
- * thread with checkpoint_async), and the commit: every rank agrees that it wrote,
- * rank 0 renames the temporary directory and then replaces `latest`. Also the
- * caller's entries. */
+/* gaaw_checkpoint_save: the state copied into host staging (all that a training
+ * step waits for with checkpoint_async), each rank's file checksummed and written
+ * (by a background thread with checkpoint_async), and the commit: every rank
+ * agrees that it wrote, world rank 0 gathers every rank's runs into meta.json,
+ * the ranks agree again, and rank 0 renames the temporary directory and then
+ * replaces `latest`. Also the optimizer's checkpoint state (staging, the pending
+ * save). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,91 +22,21 @@ struct gaaw_ckpt_pending {
   char dir[PATH_MAX_BYTES], temp[96], name[32];
   int64_t step;
   int keep, rank;
-  /* what this rank writes: its file's pieces, and on rank 0 meta.json */
+  /* what this rank writes: its file's pieces, and its runs for the metadata:
+   * record = [nruns, bytes, RECORD_WIDTH per run], each run's data at run_data[i]
+   * (the writer fills in the checksums) */
   const void **parts;
   size_t *sizes;
   int nparts;
-  char *meta_text;
-  size_t meta_bytes;
+  int64_t *record;
+  size_t record_bytes;
+  const float **run_data;
+  ckpt_meta head;             /* the metadata's scalars as at the call (rank 0) */
   gaaw_status_t written;      /* the writer's verdict */
   char error[512];            /* its first line */
   pthread_t thread;
   int threaded;
 };
-
-/* ---------------------------------------------------------------- the caller's entries */
-
-static int key_ok(const char *k)
-{
-  size_t n = strlen(k);
-  if (n < 1 || n > 63) return 0;
-  for (size_t i = 0; i < n; i++)
-    if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= 'A' && k[i] <= 'Z') || (k[i] >= '0' && k[i] <= '9') ||
-          k[i] == '_' || k[i] == '.' || k[i] == '-'))
-      return 0;
-  return 1;
-}
-
-/* Whether s is well-formed UTF-8 (JSON carries nothing else). */
-static int utf8_ok(const unsigned char *s)
-{
-  while (*s) {
-    int extra = *s < 0x80 ? 0 : (*s >> 5) == 6 ? 1 : (*s >> 4) == 14 ? 2 : (*s >> 3) == 30 ? 3 : -1;
-    if (extra < 0) return 0;
-    s++;
-    for (int i = 0; i < extra; i++, s++)
-      if ((*s >> 6) != 2) return 0;
-  }
-  return 1;
-}
-
-static gaaw_status_t ensure_state(gaaw_optimizer_t opt);
-
-gaaw_status_t gaaw_checkpoint_set_entry(gaaw_optimizer_t opt, const char *key, const char *value)
-{
-  GAAW_ARG_NOT_NULL(NULL, opt);
-  gaaw_context_t ctx = opt->ctx;
-  GAAW_ARG_NOT_NULL(ctx, key);
-  GAAW_ARG_NOT_NULL(ctx, value);
-  GAAW_ARG_CHECK(ctx, key_ok(key), "entry key '%.80s' must be 1-63 characters of [A-Za-z0-9_.-]", key);
-  GAAW_ARG_CHECK(ctx, strlen(value) <= 4095 && utf8_ok((const unsigned char *)value),
-                 "the value of entry %s must be UTF-8 of at most 4095 bytes", key);
-  GAAW_CHECK(ensure_state(opt));
-  struct gaaw_ckpt_state *s = opt->ckpt;
-  char *copy = strdup(value);
-  if (!copy) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot copy entry %s", key);
-  for (int i = 0; i < s->nentries; i++)
-    if (!strcmp(s->entries[i].key, key)) {
-      free(s->entries[i].value);
-      s->entries[i].value = copy;
-      return GAAW_SUCCESS;
-    }
-  ckpt_entry *grown = realloc(s->entries, sizeof *grown * (size_t)(s->nentries + 1));
-  if (!grown) {
-    free(copy);
-    GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot add entry %s", key);
-  }
-  s->entries = grown;
-  snprintf(grown[s->nentries].key, sizeof grown[0].key, "%s", key);
-  grown[s->nentries++].value = copy;
-  return GAAW_SUCCESS;
-}
-
-gaaw_status_t gaaw_checkpoint_get_entry(gaaw_optimizer_t opt, const char *key, char *value, size_t size)
-{
-  GAAW_ARG_NOT_NULL(NULL, opt);
-  gaaw_context_t ctx = opt->ctx;
-  GAAW_ARG_NOT_NULL(ctx, key);
-  GAAW_ARG_NOT_NULL(ctx, value);
-  for (int i = 0; opt->ckpt && i < opt->ckpt->nentries; i++)
-    if (!strcmp(opt->ckpt->entries[i].key, key)) {
-      size_t n = strlen(opt->ckpt->entries[i].value);
-      GAAW_ARG_CHECK(ctx, n < size, "entry %s holds %zu bytes: value[%zu] is too small", key, n + 1, size);
-      memcpy(value, opt->ckpt->entries[i].value, n + 1);
-      return GAAW_SUCCESS;
-    }
-  GAAW_FAIL(ctx, GAAW_ERR_NOT_FOUND, "no checkpoint entry %s", key);
-}
 
 /* ---------------------------------------------------------------- state and staging */
 
@@ -112,7 +44,9 @@ static void pending_free(gaaw_ckpt_pending *p)
 {
   if (!p) return;
   if (p->threaded) pthread_join(p->thread, NULL);
-  free(p->parts), free(p->sizes), free(p->meta_text), free(p);
+  free(p->parts), free(p->sizes), free(p->record), free(p->run_data);
+  gaaw_ckpt_meta_free(&p->head);
+  free(p);
 }
 
 void gaaw_ckpt_state_free(gaaw_optimizer_t opt)
@@ -128,7 +62,7 @@ void gaaw_ckpt_state_free(gaaw_optimizer_t opt)
   opt->ckpt = NULL;
 }
 
-static gaaw_status_t ensure_state(gaaw_optimizer_t opt)
+gaaw_status_t gaaw_ckpt_state_ensure(gaaw_optimizer_t opt)
 {
   if (opt->ckpt) return GAAW_SUCCESS;
   gaaw_context_t ctx = opt->ctx;
@@ -155,6 +89,14 @@ static gaaw_status_t ensure_staging(gaaw_optimizer_t opt)
       GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %lld floats of checkpoint staging",
                 (long long)opt->shard_numel);
   s->staging_numel = opt->shard_numel;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_ckpt_staging(gaaw_optimizer_t opt, float ***staging)
+{
+  GAAW_CHECK_CTX(opt->ctx, gaaw_ckpt_state_ensure(opt));
+  GAAW_CHECK_CTX(opt->ctx, ensure_staging(opt));
+  *staging = opt->ckpt->staging;
   return GAAW_SUCCESS;
 }
 
@@ -186,10 +128,9 @@ static gaaw_status_t download_shard(gaaw_optimizer_t opt)
 
 /* ---------------------------------------------------------------- this rank's file */
 
-/* The runs this rank writes, each field's after the other, with their offsets and
- * checksums; the file's pieces (runs adjacent in the staging merged) and its
- * record for the metadata: [nruns, bytes, RECORD_WIDTH per run]. */
-static gaaw_status_t plan_file(gaaw_optimizer_t opt, gaaw_ckpt_pending *p, int64_t **record, size_t *record_bytes)
+/* The runs this rank writes, each field's after the other, with their offsets;
+ * the file's pieces (runs adjacent in the staging merged) and its record. */
+static gaaw_status_t plan_file(gaaw_optimizer_t opt, gaaw_ckpt_pending *p)
 {
   gaaw_context_t ctx = opt->ctx;
   gaaw_model_t m = opt->model;
@@ -197,43 +138,64 @@ static gaaw_status_t plan_file(gaaw_optimizer_t opt, gaaw_ckpt_pending *p, int64
   ckpt_run *runs = NULL;
   int nranges = 0, nruns = 0, nfields = gaaw_ckpt_nfields(opt);
   gaaw_status_t st = GAAW_SUCCESS;
-  *record = NULL;
   /* at ZeRO 0 every dp replica holds everything: dp rank 0 writes it */
   if (opt->cfg.zero_stage > 0 || opt->dp_rank == 0) {
     GAAW_CHECK_GOTO(st, gaaw_ckpt_shard_ranges(opt, &ranges, &nranges), out);
     GAAW_CHECK_GOTO(st, gaaw_ckpt_owned_runs(m, ranges, nranges, 1, &runs, &nruns), out);
   }
   size_t total = (size_t)nruns * (size_t)nfields;
-  *record_bytes = sizeof(int64_t) * (2 + RECORD_WIDTH * total);
-  *record = malloc(*record_bytes);
+  p->record_bytes = sizeof(int64_t) * (2 + RECORD_WIDTH * total);
+  p->record = malloc(p->record_bytes);
+  p->run_data = malloc(sizeof *p->run_data * (total + 1));
   p->parts = malloc(sizeof *p->parts * (total + 1));
   p->sizes = malloc(sizeof *p->sizes * (total + 1));
-  if (!*record || !p->parts || !p->sizes) {
+  if (!p->record || !p->run_data || !p->parts || !p->sizes) {
     st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__, "cannot plan %zu runs", total);
     goto out;
   }
-  int64_t offset = 0, *rec = *record + 2;
-  for (int f = 0; f < nfields; f++)
-    for (int i = 0; i < nruns; i++) {
-      const ckpt_run *r = &runs[i];
+  int64_t offset = 0, *rec = p->record + 2;
+  for (int f = 0, i = 0; f < nfields; f++)
+    for (int k = 0; k < nruns; k++, i++) {
+      const ckpt_run *r = &runs[k];
       const float *data = opt->ckpt->staging[f] + r->at;
       size_t bytes = sizeof(float) * (size_t)(r->b - r->a);
       const gaaw_param *prm = &m->params.items[gaaw_params_find(&m->params, m->catalog[r->tensor].name)];
-      int64_t v[RECORD_WIDTH] = {r->tensor, f, offset, r->r0, r->nr, r->c0, r->nc, r->a, r->b,
-                                 (int64_t)XXH3_64bits(data, bytes), prm->split_axis, prm->fused_blocks};
-      memcpy(rec, v, sizeof v);
-      rec += RECORD_WIDTH;
+      int64_t v[RECORD_WIDTH] = {r->tensor, f, offset, r->r0, r->nr, r->c0, r->nc, r->a, r->b, 0,
+                                 prm->split_axis, prm->fused_blocks};
+      memcpy(rec + RECORD_WIDTH * i, v, sizeof v);
+      p->run_data[i] = data;
       if (p->nparts && (const char *)p->parts[p->nparts - 1] + p->sizes[p->nparts - 1] == (const char *)data)
         p->sizes[p->nparts - 1] += bytes;
       else
         p->parts[p->nparts] = data, p->sizes[p->nparts++] = bytes;
       offset += (int64_t)bytes;
     }
-  (*record)[0] = (int64_t)total;
-  (*record)[1] = offset;
+  p->record[0] = (int64_t)total;
+  p->record[1] = offset;
 out:
   free(ranges), free(runs);
   return st;
+}
+
+/* This rank's runs checksummed and its file written into the temporary
+ * directory. POSIX only: it runs on the background thread with checkpoint_async,
+ * and reports into p (the thread's failures go to its own thread-local record). */
+static void *write_files(void *arg)
+{
+  gaaw_ckpt_pending *p = arg;
+  char path[PATH_MAX_BYTES + 200];
+  for (int64_t i = 0; i < p->record[0]; i++) {
+    int64_t *v = p->record + 2 + RECORD_WIDTH * i;
+    v[9] = (int64_t)XXH3_64bits(p->run_data[i], sizeof(float) * (size_t)(v[8] - v[7]));
+  }
+  gaaw_status_t st = GAAW_SUCCESS;
+  if (p->nparts) {
+    snprintf(path, sizeof path, "%s/%s/rank-%05d.bin", p->dir, p->temp, p->rank);
+    st = gaaw_ckpt_write_file(NULL, path, p->parts, p->sizes, p->nparts);
+  }
+  if (st != GAAW_SUCCESS) gaaw_error_first_line(NULL, p->error, sizeof p->error);
+  p->written = st;
+  return NULL;
 }
 
 /* ---------------------------------------------------------------- the metadata, on rank 0 */
@@ -244,15 +206,12 @@ static gaaw_status_t tables_from_records(gaaw_optimizer_t opt, const int64_t *al
 {
   gaaw_context_t ctx = opt->ctx;
   gaaw_model_t m = opt->model;
+  int64_t nruns = 0;
+  const int64_t *rec = all;
+  for (int r = 0; r < ctx->size; rec += counts[r++] / sizeof(int64_t)) nruns += rec[0];
   meta->ntensors = m->ncatalog;
   meta->tensors = calloc((size_t)m->ncatalog + 1, sizeof *meta->tensors);
   meta->files = calloc((size_t)ctx->size, sizeof *meta->files);
-  int64_t nruns = 0;
-  const int64_t *rec = all;
-  for (int r = 0; r < ctx->size; r++) {
-    nruns += rec[0];
-    rec += counts[r] / sizeof(int64_t);
-  }
   meta->runs = calloc((size_t)nruns + 1, sizeof *meta->runs);
   if (!meta->tensors || !meta->files || !meta->runs) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot build the metadata");
   for (int t = 0; t < m->ncatalog; t++) {
@@ -263,76 +222,71 @@ static gaaw_status_t tables_from_records(gaaw_optimizer_t opt, const int64_t *al
     e->split_axis = -1, e->fused_blocks = 1;
   }
   rec = all;
-  for (int r = 0; r < ctx->size; r++) {
-    const int64_t *next = rec + counts[r] / sizeof(int64_t);
-    if (rec[0] > 0) {
-      int file = meta->nfiles++;
-      meta->files[file] = (ckpt_file){r, rec[1]};
-      for (int64_t i = 0; i < rec[0]; i++) {
-        const int64_t *v = rec + 2 + RECORD_WIDTH * i;
-        meta->runs[meta->nruns++] = (ckpt_run){.tensor = (int)v[0], .field = (int)v[1], .at = v[2], .r0 = v[3],
-                                               .nr = v[4], .c0 = v[5], .nc = v[6], .a = v[7], .b = v[8],
-                                               .file = file, .hash = (uint64_t)v[9]};
-        meta->tensors[v[0]].split_axis = (int)v[10];
-        meta->tensors[v[0]].fused_blocks = (int)v[11];
-      }
+  for (int r = 0; r < ctx->size; rec += counts[r++] / sizeof(int64_t)) {
+    if (rec[0] <= 0) continue;
+    int file = meta->nfiles++;
+    meta->files[file] = (ckpt_file){r, rec[1]};
+    for (int64_t i = 0; i < rec[0]; i++) {
+      const int64_t *v = rec + 2 + RECORD_WIDTH * i;
+      meta->runs[meta->nruns++] = (ckpt_run){.tensor = (int)v[0], .field = (int)v[1], .at = v[2], .r0 = v[3],
+                                             .nr = v[4], .c0 = v[5], .nc = v[6], .a = v[7], .b = v[8],
+                                             .file = file, .hash = (uint64_t)v[9]};
+      meta->tensors[v[0]].split_axis = (int)v[10];
+      meta->tensors[v[0]].fused_blocks = (int)v[11];
     }
-    rec = next;
   }
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t build_meta(gaaw_optimizer_t opt, const int64_t *all, const size_t *counts, int64_t step,
-                                char **text, size_t *bytes)
+/* The metadata's scalars as at the call: what a step after an asynchronous save
+ * changes must not reach it. */
+static gaaw_status_t snapshot_head(gaaw_optimizer_t opt, ckpt_meta *h)
 {
   gaaw_context_t ctx = opt->ctx;
   gaaw_model_t m = opt->model;
-  ckpt_meta meta;
-  memset(&meta, 0, sizeof meta);
-  gaaw_ckpt_describe(m, &meta);
-  meta.step = step;
-  meta.zero_stage = opt->cfg.zero_stage;
-  snprintf(meta.optimizer, sizeof meta.optimizer, "%s", opt->cfg.kind == GAAW_SGD ? "sgd" : "adamw");
-  meta.steps = opt->steps, meta.updates = opt->updates;
-  meta.lr = opt->lr, meta.grad_norm = opt->grad_norm, meta.loss_scale = opt->loss_scale;
-  meta.skipped = opt->skipped, meta.good_steps = opt->good_steps;
-  meta.overflows_since_change = opt->overflows_since_change;
-  meta.norm_count = m->norm.count;
-  meta.norm_n = m->norm.mean ? m->seq_inputs + m->seq_outputs : 0;
-  meta.norm_mean = m->norm.mean, meta.norm_m2 = m->norm.m2;
-  meta.entries = opt->ckpt->entries, meta.nentries = opt->ckpt->nentries;
-  meta.nfields = gaaw_ckpt_nfields(opt);
-  gaaw_status_t st = tables_from_records(opt, all, counts, &meta);
-  if (st == GAAW_SUCCESS) st = gaaw_ckpt_meta_write(ctx, &meta, text, bytes);
-  free(meta.tensors), free(meta.files), free(meta.runs);
+  gaaw_ckpt_describe(m, h);
+  h->step = opt->steps;
+  h->zero_stage = opt->cfg.zero_stage;
+  snprintf(h->optimizer, sizeof h->optimizer, "%s", gaaw_zero_kind_name(opt->cfg.kind));
+  h->steps = opt->steps, h->updates = opt->updates;
+  h->lr = opt->lr, h->grad_norm = opt->grad_norm, h->loss_scale = opt->loss_scale;
+  h->skipped = opt->skipped, h->good_steps = opt->good_steps, h->overflows_since_change = opt->overflows_since_change;
+  h->nfields = gaaw_ckpt_nfields(opt);
+  h->norm_count = m->norm.count;
+  h->norm_n = m->norm.mean ? m->seq_inputs + m->seq_outputs : 0;
+  h->norm_mean = calloc((size_t)h->norm_n + 1, sizeof(double));
+  h->norm_m2 = calloc((size_t)h->norm_n + 1, sizeof(double));
+  h->entries = calloc((size_t)opt->ckpt->nentries + 1, sizeof *h->entries);
+  if (!h->norm_mean || !h->norm_m2 || !h->entries) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot copy the state");
+  if (h->norm_n) memcpy(h->norm_mean, m->norm.mean, sizeof(double) * (size_t)h->norm_n);
+  if (h->norm_n) memcpy(h->norm_m2, m->norm.m2, sizeof(double) * (size_t)h->norm_n);
+  for (int i = 0; i < opt->ckpt->nentries; i++, h->nentries++) {
+    h->entries[i] = opt->ckpt->entries[i];
+    if (!(h->entries[i].value = strdup(opt->ckpt->entries[i].value)))
+      GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot copy the entries");
+  }
+  return GAAW_SUCCESS;
+}
+
+/* Rank 0: every rank's record into meta.json in the temporary directory. */
+static gaaw_status_t write_meta(gaaw_optimizer_t opt, gaaw_ckpt_pending *p, const int64_t *all, const size_t *counts)
+{
+  gaaw_context_t ctx = opt->ctx;
+  ckpt_meta *meta = &p->head;
+  char dir[PATH_MAX_BYTES + 100], path[PATH_MAX_BYTES + 200], *text = NULL;
+  size_t bytes = 0;
+  gaaw_status_t st = tables_from_records(opt, all, counts, meta);
+  if (st == GAAW_SUCCESS) st = gaaw_ckpt_meta_write(ctx, meta, &text, &bytes);
+  snprintf(dir, sizeof dir, "%s/%s", p->dir, p->temp);
+  snprintf(path, sizeof path, "%s/meta.json", dir);
+  const void *parts[1] = {text};
+  if (st == GAAW_SUCCESS) st = gaaw_ckpt_write_file(ctx, path, parts, &bytes, 1);
+  if (st == GAAW_SUCCESS) st = gaaw_ckpt_fsync_dir(ctx, dir);
+  free(text);
   return st;
 }
 
-/* ---------------------------------------------------------------- writing and committing */
-
-/* This rank's file and, on rank 0, meta.json, into the temporary directory. POSIX
- * only: it runs on the background thread with checkpoint_async, and reports into
- * p (a thread has no context record of its own to share). */
-static void *write_files(void *arg)
-{
-  gaaw_ckpt_pending *p = arg;
-  char dir[PATH_MAX_BYTES + 100], path[PATH_MAX_BYTES + 200];
-  gaaw_status_t st = GAAW_SUCCESS;
-  snprintf(dir, sizeof dir, "%s/%s", p->dir, p->temp);
-  if (p->nparts) {
-    snprintf(path, sizeof path, "%s/rank-%05d.bin", dir, p->rank);
-    st = gaaw_ckpt_write_file(NULL, path, p->parts, p->sizes, p->nparts);
-  }
-  if (st == GAAW_SUCCESS && p->meta_text) {
-    const void *parts[1] = {p->meta_text};
-    snprintf(path, sizeof path, "%s/meta.json", dir);
-    st = gaaw_ckpt_write_file(NULL, path, parts, &p->meta_bytes, 1);
-    if (st == GAAW_SUCCESS) st = gaaw_ckpt_fsync_dir(NULL, dir);
-  }
-  if (st != GAAW_SUCCESS) gaaw_error_first_line(NULL, p->error, sizeof p->error);
-  p->written = st;
-  return NULL;
-}
+/* ---------------------------------------------------------------- the commit */
 
 /* Rank 0 commits what every rank wrote: rename, then `latest`, then keep. */
 static gaaw_status_t commit_on_root(gaaw_context_t ctx, const gaaw_ckpt_pending *p)
@@ -341,7 +295,6 @@ static gaaw_status_t commit_on_root(gaaw_context_t ctx, const gaaw_ckpt_pending 
   GAAW_CHECK(gaaw_ckpt_commit_rename(ctx, p->dir, p->temp, p->name));
   GAAW_CHECK(gaaw_ckpt_fsync_dir(ctx, p->dir));
   gaaw_ckpt_test_kill("after_rename");
-  gaaw_ckpt_test_kill("before_latest");
   GAAW_CHECK(gaaw_ckpt_write_latest(ctx, p->dir, p->name));
   return gaaw_ckpt_prune(ctx, p->dir, p->keep, p->step);
 }
@@ -354,16 +307,24 @@ gaaw_status_t gaaw_ckpt_commit_pending(gaaw_optimizer_t opt)
   opt->ckpt->pending = NULL;
   if (p->threaded) pthread_join(p->thread, NULL);
   p->threaded = 0;
+  int64_t *all = NULL;
+  size_t *counts = NULL;
   gaaw_status_t st = p->written;
   if (st != GAAW_SUCCESS) st = gaaw_error_raise(ctx, st, __FILE__, __LINE__, __func__, "%s", p->error);
-  st = gaaw_agree_world(ctx, st, "writing the checkpoint's files", NULL, 0);
-  if (st == GAAW_SUCCESS && ctx->rank == 0) st = commit_on_root(ctx, p);
-  st = gaaw_agree_world(ctx, st, "committing the checkpoint", NULL, 0);
-  if (st == GAAW_SUCCESS) gaaw_log(GAAW_LOG_INFO, "checkpoint %s/%s committed", p->dir, p->name);
+  GAAW_CHECK_GOTO(st, gaaw_agree_world(ctx, st, "writing the checkpoint's files", NULL, 0), out);
+  GAAW_CHECK_GOTO(st, gaaw_gather_bytes(ctx, p->record, p->record_bytes, 0, (void **)&all, &counts), out);
+  if (ctx->rank == 0) st = write_meta(opt, p, all, counts);
+  GAAW_CHECK_GOTO(st, gaaw_agree_world(ctx, st, "writing the checkpoint's metadata", NULL, 0), out);
+  if (ctx->rank == 0) st = commit_on_root(ctx, p);
+  GAAW_CHECK_GOTO(st, gaaw_agree_world(ctx, st, "committing the checkpoint", NULL, 0), out);
+  gaaw_log(GAAW_LOG_INFO, "checkpoint %s/%s committed", p->dir, p->name);
+out:
+  free(all), free(counts);
   pending_free(p);
-  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
-  return GAAW_SUCCESS;
+  return st;
 }
+
+/* ---------------------------------------------------------------- the save */
 
 /* The local checks of a save (the agreement follows). */
 static gaaw_status_t check_save(gaaw_optimizer_t opt, const char *dir)
@@ -372,49 +333,43 @@ static gaaw_status_t check_save(gaaw_optimizer_t opt, const char *dir)
   GAAW_ARG_NOT_NULL(ctx, dir);
   GAAW_ARG_CHECK(ctx, dir[0] != '\0' && strlen(dir) < PATH_MAX_BYTES - 128, "the checkpoint directory must be a "
                  "path of 1..%d bytes", PATH_MAX_BYTES - 129);
-  GAAW_ARG_CHECK(ctx, gaaw_ctx_int(ctx, "checkpoint_keep") >= 0, "option checkpoint_keep must be >= 0, got %lld",
-                 (long long)gaaw_ctx_int(ctx, "checkpoint_keep"));
   if (opt->backward_passes > 0)
     GAAW_FAIL(ctx, GAAW_ERR_STATE, "a checkpoint cannot be saved between a backward pass and gaaw_optimizer_step "
               "(%d backward passes are in flight)", opt->backward_passes);
   return GAAW_SUCCESS;
 }
 
-/* Everything up to the files: staging, this rank's plan, the metadata on rank 0
- * and the temporary directory every rank writes into. Collective over world. */
+/* Everything the call itself waits for: the staging, this rank's plan, the
+ * metadata's scalars and the temporary directory every rank writes into.
+ * Collective over world. */
 static gaaw_status_t prepare(gaaw_optimizer_t opt, const char *dir, gaaw_ckpt_pending *p)
 {
   gaaw_context_t ctx = opt->ctx;
-  int64_t *record = NULL, *all = NULL;
-  size_t record_bytes = 0, *counts = NULL;
   gaaw_status_t st = GAAW_SUCCESS;
   snprintf(p->dir, sizeof p->dir, "%s", dir);
   p->step = opt->steps;
   p->rank = ctx->rank;
   p->keep = (int)gaaw_ctx_int(ctx, "checkpoint_keep");
   snprintf(p->name, sizeof p->name, "step-%08lld", (long long)p->step);
-  GAAW_CHECK_GOTO(st, ensure_staging(opt), agree);
+  float **staging;
+  GAAW_CHECK_GOTO(st, gaaw_ckpt_staging(opt, &staging), agree);
   GAAW_CHECK_GOTO(st, download_shard(opt), agree);
-  GAAW_CHECK_GOTO(st, plan_file(opt, p, &record, &record_bytes), agree);
-agree:
-  GAAW_CHECK_GOTO(st, gaaw_agree_world(ctx, st, "staging the checkpoint", NULL, 0), out);
-  GAAW_CHECK_GOTO(st, gaaw_gather_bytes(ctx, record, record_bytes, 0, (void **)&all, &counts), out);
+  GAAW_CHECK_GOTO(st, plan_file(opt, p), agree);
   if (ctx->rank == 0) {
-    st = build_meta(opt, all, counts, p->step, &p->meta_text, &p->meta_bytes);
-    if (st == GAAW_SUCCESS) st = gaaw_ckpt_mkdirs(ctx, dir);
-    if (st == GAAW_SUCCESS) st = gaaw_ckpt_make_temp(ctx, dir, p->step, p->temp, sizeof p->temp);
+    GAAW_CHECK_GOTO(st, snapshot_head(opt, &p->head), agree);
+    GAAW_CHECK_GOTO(st, gaaw_ckpt_mkdirs(ctx, dir), agree);
+    GAAW_CHECK_GOTO(st, gaaw_ckpt_make_temp(ctx, dir, p->step, p->temp, sizeof p->temp), agree);
   }
-  GAAW_CHECK_GOTO(st, gaaw_agree_world(ctx, st, "creating the checkpoint's directory", NULL, 0), out);
+agree:
+  GAAW_CHECK(gaaw_agree_world(ctx, st, "preparing the checkpoint", NULL, 0));
   char *temp = p->temp;
   size_t temp_bytes = strlen(p->temp) + 1;
-  GAAW_CHECK_GOTO(st, gaaw_share_bytes(ctx, (void **)&temp, &temp_bytes, 0), out);
+  GAAW_CHECK(gaaw_share_bytes(ctx, (void **)&temp, &temp_bytes, 0));
   if (temp != p->temp) {
     snprintf(p->temp, sizeof p->temp, "%.*s", (int)temp_bytes, temp);
     free(temp);
   }
-out:
-  free(record), free(all), free(counts);
-  return st;
+  return GAAW_SUCCESS;
 }
 
 gaaw_status_t gaaw_checkpoint_save(gaaw_optimizer_t opt, const char *dir)
@@ -422,7 +377,7 @@ gaaw_status_t gaaw_checkpoint_save(gaaw_optimizer_t opt, const char *dir)
   GAAW_ARG_NOT_NULL(NULL, opt);
   gaaw_context_t ctx = opt->ctx;
   gaaw_status_t st = check_save(opt, dir);
-  if (st == GAAW_SUCCESS) st = ensure_state(opt);
+  if (st == GAAW_SUCCESS) st = gaaw_ckpt_state_ensure(opt);
   int async = gaaw_ctx_bool(ctx, "checkpoint_async");
   gaaw_field fields[3] = {GAAW_FIELD_DIGEST("dir", st == GAAW_SUCCESS ? gaaw_digest(dir, strlen(dir)) : 0),
                           GAAW_FIELD_INT("checkpoint_async", async),
@@ -450,15 +405,4 @@ gaaw_status_t gaaw_checkpoint_wait(gaaw_optimizer_t opt)
   GAAW_ARG_NOT_NULL(NULL, opt);
   GAAW_CHECK_CTX(opt->ctx, gaaw_agree_world(opt->ctx, GAAW_SUCCESS, "gaaw_checkpoint_wait", NULL, 0));
   return gaaw_ckpt_commit_pending(opt);
-}
-
-gaaw_status_t gaaw_ckpt_take_entries(gaaw_optimizer_t opt, ckpt_meta *meta)
-{
-  GAAW_CHECK_CTX(opt->ctx, ensure_state(opt));
-  struct gaaw_ckpt_state *s = opt->ckpt;
-  for (int i = 0; i < s->nentries; i++) free(s->entries[i].value);
-  free(s->entries);
-  s->entries = meta->entries, s->nentries = meta->nentries;
-  meta->entries = NULL, meta->nentries = 0;
-  return GAAW_SUCCESS;
 }

@@ -52,11 +52,16 @@ static gaaw_status_t check_config(gaaw_context_t ctx, const gaaw_optimizer_confi
   return GAAW_SUCCESS;
 }
 
+const char *gaaw_zero_kind_name(gaaw_optimizer_kind_t kind)
+{
+  return kind == GAAW_SGD ? "sgd" : "adamw";
+}
+
 /* What every rank's optimizer must share. */
 static int config_fields(const gaaw_optimizer_config_t *c, gaaw_field *f)
 {
   int n = 0;
-  f[n++] = GAAW_FIELD_NAMED("kind", c->kind, c->kind == GAAW_SGD ? "sgd" : "adamw");
+  f[n++] = GAAW_FIELD_NAMED("kind", c->kind, gaaw_zero_kind_name(c->kind));
   f[n++] = GAAW_FIELD_INT("zero_stage", c->zero_stage);
   f[n++] = GAAW_FIELD_FLOAT("lr", c->lr);
   f[n++] = GAAW_FIELD_FLOAT("min_lr", c->min_lr);

@@ -70,6 +70,9 @@ struct gaaw_optimizer_s {
   void (*ckpt_free)(gaaw_optimizer_t opt);
 };
 
+/* "adamw", "sgd": the optimizer kind's name (messages, checkpoints). */
+const char *gaaw_zero_kind_name(gaaw_optimizer_kind_t kind);
+
 /* The dp traffic counted so far: the mark the next step's comm_bytes counts from
  * (zero/optimizer.c). */
 void gaaw_zero_mark_comm(gaaw_optimizer_t opt);

@@ -390,6 +390,7 @@ static const number_range ranges[] = {
   {"allreduce_ring_bytes", 0, HUGE_VAL},
   {"microbatches", 1, INT_MAX},
   {"virtual_stages", 1, INT_MAX},
+  {"checkpoint_keep", 0, INT_MAX},
 };
 
 /* rank_order: tp, dp and pp once each, separated by '-' or ',' (empty pieces, as

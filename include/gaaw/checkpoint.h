@@ -89,7 +89,42 @@ gaaw_status_t gaaw_checkpoint_get_entry(gaaw_optimizer_t opt, const char *key, c
  * sequential models. export writes F32; import reads F32, BF16 or F16 written by
  * gaaw or by PyTorch into any layout, checking every name, shape and dtype (a
  * nanoGPT "transformer." prefix and a tied lm_head.weight are accepted).
- * Collective over world; path the same on every rank. */
+ * Collective over world; path the same on every rank.
+ *
+ * gaaw_model_export: every parameter of the registry (gaaw_model_param_info), in
+ * registry order and its global layout, as F32, with __metadata__ {"format":
+ * "pt"}; a tied GPT writes no lm_head.weight. Every rank gathers each parameter
+ * (gaaw_model_get_param: with an optimizer at ZeRO 3 the gathers span dp, at
+ * pp > 1 the owning stage sends it); world rank 0 writes path.tmp-XXXXXX, fsyncs
+ * it and renames it to path, so path is the old file or the whole new one. A model
+ * with a bf16 or f16 compute dtype exports its compute-dtype values (not an
+ * optimizer's f32 master weights). Failures: GAAW_ERR_IO naming the file and the
+ * call (the temporary file is removed).
+ *
+ * gaaw_model_import: world rank 0 reads the file and checks it whole, then sends
+ * each parameter to every rank (gaaw_model_set_param). Every parameter of the
+ * model must be in the file, once, with its shape; the file may hold nothing
+ * else but, for a GPT, a "lm_head.weight" equal to wte.weight when the model ties
+ * them (untied, lm_head.weight is a parameter like any other) and the causal-mask
+ * buffers h.N.attn.bias and h.N.attn.masked_bias of nanoGPT and Hugging Face
+ * checkpoints (skipped). A model with an optimizer is GAAW_ERR_STATE: the
+ * optimizer's f32 master weights (bf16, f16 models) and moments would keep the
+ * old values; import before gaaw_optimizer_create (which copies the parameters),
+ * or resume training with gaaw_checkpoint_load. Every rank returns the same
+ * status, and on failure no parameter has changed:
+ *   GAAW_ERR_IO          the file cannot be opened or read (named, with the reason)
+ *   GAAW_ERR_CORRUPT     not a safetensors file: a header length past the end, a
+ *                        header that is not JSON, an unknown dtype, data offsets
+ *                        that do not match the shape or do not tile the data, a
+ *                        truncated file (the message names the file, the tensor
+ *                        and the offset)
+ *   GAAW_ERR_UNSUPPORTED a parameter stored in a dtype other than F32, BF16, F16
+ *   GAAW_ERR_INVALID_ARG the file is of another model: a parameter missing, one of
+ *                        another shape, a tensor the model does not have, a tied
+ *                        lm_head.weight unlike wte.weight, a name twice; or path
+ *                        differs between ranks
+ * A failure after the ranks agreed (a device or communication error) aborts the
+ * context (gaaw/comm.h). */
 gaaw_status_t gaaw_model_export(gaaw_model_t model, const char *path);
 gaaw_status_t gaaw_model_import(gaaw_model_t model, const char *path);
 

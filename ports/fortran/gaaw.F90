@@ -76,6 +76,7 @@ module gaaw
 #include "gaaw_schedule.inc"
 #include "gaaw_sampler.inc"
 #include "gaaw_checkpoint.inc"
+#include "gaaw_checkpoint_safetensors.inc"
 #undef GAAW_FORTRAN_DECLARATIONS
 
 contains
@@ -135,5 +136,6 @@ contains
 #include "gaaw_schedule.inc"
 #include "gaaw_sampler.inc"
 #include "gaaw_checkpoint.inc"
+#include "gaaw_checkpoint_safetensors.inc"
 
 end module gaaw

@@ -243,6 +243,13 @@ contains
     call check_status("set_params", gaaw_model_set_params(mlp, all_params), GAAW_SUCCESS, ctx)
     call check_status("get_param", gaaw_model_get_param(mlp, name, w), GAAW_SUCCESS, ctx)
     call check_same("set_params reached parameter 0", w, w2 + 1)
+    ! weights out and back in as safetensors
+    call check_status("export", gaaw_model_export(mlp, "fortran_api_np2.safetensors"), GAAW_SUCCESS, ctx)
+    call check_status("set_params", gaaw_model_set_params(mlp, all_params * 0), GAAW_SUCCESS, ctx)
+    call check_status("import", gaaw_model_import(mlp, "fortran_api_np2.safetensors"), GAAW_SUCCESS, ctx)
+    call check_status("get_param", gaaw_model_get_param(mlp, name, w), GAAW_SUCCESS, ctx)
+    call check_same("import gave the exported weights back", w, w2 + 1)
+    call check_status("import of a missing file", gaaw_model_import(mlp, "no-such.safetensors"), GAAW_ERR_IO, ctx)
 
     x = reshape([(real(i, c_float) / 10, i = 1, 12)], [3, 4])
     y = 0.5

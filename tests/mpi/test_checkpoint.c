@@ -1,4 +1,4 @@
-/* Checkpoints in and across layouts, on 4 ranks (built as test_checkpoint_np4):
+/* Checkpoints in and across layouts, on 4 and 8 ranks (test_checkpoint_np4, _np8):
  *  - same layout: a model trained 3 steps, saved, trained 5 more; a fresh model
  *    and optimizer of the same layout loaded from the save and trained the same 5
  *    steps give bit for bit the same losses and parameters;
@@ -7,17 +7,19 @@
  *    into {serial ZeRO 0, dp4 ZeRO 1, tp4 ZeRO 0, pp4 ZB-H1 ZeRO 0}; the state
  *    saved again from there (values, exp_avg, exp_avg_sq of every tensor, read
  *    back densely) is bitwise the saved one, and the next 5 losses are within
- *    1e-5 relative of the uninterrupted run's (the same global batch of 16 rows
+ *    1e-5 relative of the uninterrupted run's (the same global batch of 32 rows
  *    in 4 microbatches in every layout); a bf16 checkpoint loads into the f32
  *    models with its fp32 master weights bitwise, and their losses are within
- *    1e-3 of the bf16 run's (they compute in f32 from there on).
+ *    1e-3 of the bf16 run's (they compute in f32 from there on);
+ *  - on 8 ranks: dp2 tp2 pp2 ZeRO 1 and dp2 pp4 ZeRO 2, resumed bit for bit and
+ *    loaded into serial, dp8 ZeRO 3 and tp2 pp4 ZB-H1 the same way.
  * The GPT has vocabulary 42, so tp 4 pads it to 44 rows. */
 #include <mpi.h>
 
 #include "tests/harness/checkpoint_util.h"
 #include "tests/harness/model_util.h"
 
-enum { SEQ = 8, GLOBAL_ROWS = 16, MICRO = 4, WARM = 3, AFTER = 5, VOCAB = 42 };
+enum { SEQ = 8, GLOBAL_ROWS = 32, MICRO = 4, WARM = 3, AFTER = 5, VOCAB = 42 };
 static int world_rank, world_size;
 static char base[256];
 
@@ -116,7 +118,8 @@ static MPI_Comm comm_of(const layout *l)
   return c;
 }
 
-static const layout sources[] = {
+/* 4 ranks */
+static const layout sources4[] = {
   {"dp2 tp2 zero0", "tp=2", 4, 0, GAAW_F32},
   {"dp2 pp2 zero1", "pp=2", 4, 1, GAAW_F32},
   {"tp2 pp2 zero0", "tp=2 pp=2", 4, 0, GAAW_F32},
@@ -124,11 +127,21 @@ static const layout sources[] = {
   {"dp2 pp2 interleaved zero2", "pp=2 virtual_stages=2 pp_schedule=interleaved", 4, 2, GAAW_F32},
   {"dp2 tp2 bf16 zero1", "tp=2", 4, 1, GAAW_BF16},
 };
-static const layout targets[] = {
+static const layout targets4[] = {
   {"serial", "", 1, 0, GAAW_F32},
   {"dp4 zero1", "", 4, 1, GAAW_F32},
   {"tp4", "tp=4", 4, 0, GAAW_F32},
   {"pp4 zb-h1", "pp=4 pp_schedule=zb-h1", 4, 0, GAAW_F32},
+};
+/* 8 ranks: the three dimensions at once, and deeper pipelines */
+static const layout sources8[] = {
+  {"dp2 tp2 pp2 zero1", "tp=2 pp=2", 8, 1, GAAW_F32},
+  {"dp2 pp4 zero2", "pp=4", 8, 2, GAAW_F32},
+};
+static const layout targets8[] = {
+  {"serial", "", 1, 0, GAAW_F32},
+  {"dp8 zero3", "", 8, 3, GAAW_F32},
+  {"tp2 pp4 zb-h1", "tp=2 pp=4 pp_schedule=zb-h1", 8, 0, GAAW_F32},
 };
 
 static void step_dir(char *out, size_t size, const char *dir, int step)
@@ -200,15 +213,19 @@ int main(int argc, char **argv)
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  if (world_size != 4) {
-    fprintf(stderr, "test_checkpoint needs 4 ranks\n");
+  if (world_size != 4 && world_size != 8) {
+    fprintf(stderr, "test_checkpoint needs 4 or 8 ranks\n");
     MPI_Finalize();
     return TEST_SKIP;
   }
+  const layout *sources = world_size == 4 ? sources4 : sources8;
+  const layout *targets = world_size == 4 ? targets4 : targets8;
+  size_t nsources = world_size == 4 ? sizeof sources4 / sizeof sources4[0] : sizeof sources8 / sizeof sources8[0];
+  size_t ntargets = world_size == 4 ? sizeof targets4 / sizeof targets4[0] : sizeof targets8 / sizeof targets8[0];
   if (world_rank == 0) snprintf(base, sizeof base, "%s", "ckpt-test-XXXXXX");
   if (world_rank == 0 && !mkdtemp(base)) base[0] = '\0';
   MPI_Bcast(base, sizeof base, MPI_CHAR, 0, MPI_COMM_WORLD);
-  for (size_t k = 0; k < sizeof sources / sizeof sources[0]; k++) {
+  for (size_t k = 0; k < nsources; k++) {
     const layout *l = &sources[k];
     char dir[300];
     snprintf(dir, sizeof dir, "%s/src%zu", base, k);
@@ -222,7 +239,7 @@ int main(int argc, char **argv)
     close_run(&r);
     same_layout(l, dir, want, params, n);
     free(params);
-    for (size_t j = 0; j < sizeof targets / sizeof targets[0]; j++) relayout(l, &targets[j], dir, want);
+    for (size_t j = 0; j < ntargets; j++) relayout(l, &targets[j], dir, want);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (world_rank == 0 && !test_failures && base[0]) {

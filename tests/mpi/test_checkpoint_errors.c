@@ -1,0 +1,338 @@
+/* Checkpoint failures on 2 ranks (built as test_checkpoint_errors_np2): each is the
+ * named status on every rank, and a failed load leaves the model as it was.
+ *  - damage: a flipped bit in each rank file and in meta.json, a truncated and a
+ *    missing rank file, an edited meta.json (resealed with a valid checksum, a
+ *    run's range changed), a `latest` naming a missing directory, a `latest` that
+ *    is not a step name: GAAW_ERR_CORRUPT naming the file; with
+ *    checkpoint_fallback each loads the previous checkpoint instead;
+ *  - bad calls: a NULL or a different directory on one rank, a save between
+ *    backward and step, no checkpoint, another model (dim), another optimizer,
+ *    gaaw_model_load with an optimizer, bad entries, a too small entry buffer;
+ *  - what works besides: entries come back, gaaw_model_load into a model without an
+ *    optimizer, checkpoint_keep, and checkpoint_async (the files hold the state of
+ *    the call, not of the steps after it). */
+#include <mpi.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "tests/harness/checkpoint_util.h"
+#include "tests/harness/model_util.h"
+
+enum { SEQ = 8, BATCH = 2 };
+static int world_rank;
+static char base[256];
+
+typedef struct {
+  gaaw_context_t ctx;
+  gaaw_model_t model;
+  gaaw_optimizer_t opt;
+} run;
+
+static run open_run(const char *options, int dim, gaaw_optimizer_kind_t kind)
+{
+  run r;
+  char list[256];
+  snprintf(list, sizeof list, "backend=host comm_timeout=60 %s", options);
+  r.ctx = test_context(MPI_COMM_WORLD, list);
+  gaaw_gpt_config_t g = model_tiny_gpt(SEQ, GAAW_F32);
+  g.dim = dim;
+  require_ok(r.ctx, gaaw_model_create_gpt(r.ctx, &g, &r.model));
+  gaaw_optimizer_config_t oc;
+  gaaw_optimizer_config_default(&oc);
+  oc.kind = kind;
+  oc.zero_stage = 1;
+  require_ok(r.ctx, gaaw_optimizer_create(r.model, &oc, &r.opt));
+  return r;
+}
+
+static void close_run(run *r)
+{
+  gaaw_optimizer_destroy(&r->opt);
+  gaaw_model_destroy(&r->model);
+  gaaw_finalize(&r->ctx);
+}
+
+static void train(run *r, int steps)
+{
+  model_train(r->ctx, r->model, r->opt, steps, BATCH, SEQ, 40, 7 + (uint64_t)world_rank, 1, (float[16]){0});
+}
+
+/* ---- files, on rank 0 only (the others wait at the barrier) */
+
+static void path_of(char *out, size_t size, const char *dir, int step, const char *file)
+{
+  snprintf(out, size, "%s/step-%08d/%s", dir, step, file);
+}
+
+static void flip_bit(const char *path, long at)
+{
+  FILE *f = fopen(path, "r+b");
+  if (!f) exit(1);
+  fseek(f, at, SEEK_SET);
+  int c = fgetc(f);
+  fseek(f, at, SEEK_SET);
+  fputc(c ^ 0x10, f);
+  fclose(f);
+}
+
+static long file_size(const char *path)
+{
+  struct stat sb;
+  return stat(path, &sb) == 0 ? (long)sb.st_size : -1;
+}
+
+/* meta.json with its first run's end moved by one element, resealed. */
+static void edit_meta(const char *path)
+{
+  char *text;
+  size_t n;
+  require_ok(NULL, gaaw_ckpt_read_file(NULL, path, &text, &n));
+  char *runs = strstr(text, "\"runs\": [[");
+  if (!runs) exit(1);
+  /* [tensor, field, file, offset, r0, nr, c0, nc, a, b, "hash"]: b is the 10th number */
+  char *p = runs + strlen("\"runs\": [[");
+  for (int i = 0; i < 9; i++) p = strchr(p, ',') + 1;
+  while (*p == ' ') p++;
+  if (*p == '1') *p = '2'; else *p = '1';
+  memset(text + strlen("{\"meta_xxh3\": \""), '0', 16);
+  char digits[17];
+  snprintf(digits, sizeof digits, "%016llx", (unsigned long long)XXH3_64bits(text, n));
+  memcpy(text + strlen("{\"meta_xxh3\": \""), digits, 16);
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(text, 1, n, f) != n) exit(1);
+  fclose(f);
+  free(text);
+}
+
+static void write_text(const char *path, const char *text)
+{
+  FILE *f = fopen(path, "wb");
+  if (!f) exit(1);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* ---- damage: detected and named on every rank, nothing loaded; fallback loads step 2 */
+
+typedef void (*damage_fn)(const char *dir, char *named, size_t size);
+
+static void damage_rank1(const char *dir, char *named, size_t size)
+{
+  path_of(named, size, dir, 3, "rank-00001.bin");
+  flip_bit(named, file_size(named) / 2);
+}
+static void damage_rank0(const char *dir, char *named, size_t size)
+{
+  path_of(named, size, dir, 3, "rank-00000.bin");
+  flip_bit(named, 5);
+}
+static void damage_meta_bit(const char *dir, char *named, size_t size)
+{
+  path_of(named, size, dir, 3, "meta.json");
+  flip_bit(named, file_size(named) / 2);
+}
+static void damage_truncate(const char *dir, char *named, size_t size)
+{
+  path_of(named, size, dir, 3, "rank-00001.bin");
+  if (truncate(named, file_size(named) - 8) != 0) exit(1);
+}
+static void damage_missing(const char *dir, char *named, size_t size)
+{
+  path_of(named, size, dir, 3, "rank-00000.bin");
+  unlink(named);
+}
+static void damage_edit(const char *dir, char *named, size_t size)
+{
+  path_of(named, size, dir, 3, "meta.json");
+  edit_meta(named);
+  snprintf(named, size, "step-00000003"); /* the file that no longer matches, or meta.json */
+}
+static void damage_latest_missing(const char *dir, char *named, size_t size)
+{
+  char latest[400];
+  snprintf(latest, sizeof latest, "%s/latest", dir);
+  write_text(latest, "step-00000009\n");
+  snprintf(named, size, "step-00000009");
+}
+static void damage_latest_garbage(const char *dir, char *named, size_t size)
+{
+  char latest[400];
+  snprintf(latest, sizeof latest, "%s/latest", dir);
+  write_text(latest, "../../etc\n");
+  snprintf(named, size, "latest");
+}
+
+static void damage_case(const char *label, damage_fn damage, int k)
+{
+  char dir[300], named[400] = "";
+  snprintf(dir, sizeof dir, "%s/damage%d", base, k);
+  run r = open_run("", 16, GAAW_ADAMW);
+  train(&r, 2);
+  require_ok(r.ctx, gaaw_checkpoint_save(r.opt, dir));
+  long n;
+  float *at2 = model_snapshot(r.model, 0, &n);
+  train(&r, 1);
+  require_ok(r.ctx, gaaw_checkpoint_save(r.opt, dir));
+  float *at3 = model_snapshot(r.model, 0, &n);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank == 0) damage(dir, named, sizeof named);
+  MPI_Bcast(named, sizeof named, MPI_CHAR, 0, MPI_COMM_WORLD);
+  /* a model that trained on: a failed load must leave it so */
+  train(&r, 1);
+  float *before = model_snapshot(r.model, 0, &n);
+  gaaw_status_t st = gaaw_checkpoint_load(r.opt, dir);
+  expect_true(st == GAAW_ERR_CORRUPT, "%s: load returned %s, not GAAW_ERR_CORRUPT", label, gaaw_status_name(st));
+  expect_true(strstr(gaaw_last_error(r.ctx), named) != NULL, "%s: the message does not name %s: %s", label, named,
+              gaaw_last_error(r.ctx));
+  float *after = model_snapshot(r.model, 0, &n);
+  expect_true(memcmp(before, after, sizeof(float) * (size_t)n) == 0, "%s: a failed load changed the model", label);
+  close_run(&r);
+  /* with fallback the previous checkpoint loads (or the newest, for a bad latest) */
+  r = open_run("checkpoint_fallback=yes", 16, GAAW_ADAMW);
+  expect_status_ctx(r.ctx, gaaw_checkpoint_load(r.opt, dir), GAAW_SUCCESS);
+  float *loaded = model_snapshot(r.model, 0, &n);
+  const float *want = damage == damage_latest_missing || damage == damage_latest_garbage ? at3 : at2;
+  expect_true(memcmp(loaded, want, sizeof(float) * (size_t)n) == 0, "%s: the fallback did not load the %s checkpoint",
+              label, want == at3 ? "newest intact" : "previous");
+  close_run(&r);
+  free(at2), free(at3), free(before), free(after), free(loaded);
+}
+
+/* ---- bad calls */
+
+static void bad_calls(void)
+{
+  char dir[300], other[300];
+  snprintf(dir, sizeof dir, "%s/calls", base);
+  run r = open_run("", 16, GAAW_ADAMW);
+  expect_status_ctx(r.ctx, gaaw_checkpoint_load(r.opt, dir), GAAW_ERR_NOT_FOUND);
+  expect_status_ctx(r.ctx, gaaw_checkpoint_save(r.opt, world_rank == 1 ? NULL : dir), GAAW_ERR_INVALID_ARG);
+  snprintf(other, sizeof other, "%s/calls-rank%d", base, world_rank);
+  expect_status_ctx(r.ctx, gaaw_checkpoint_save(r.opt, world_rank == 1 ? other : dir), GAAW_ERR_INVALID_ARG);
+  expect_true(strstr(gaaw_last_error(r.ctx), "dir") != NULL, "a different dir is not named: %s", gaaw_last_error(r.ctx));
+  expect_status_ctx(r.ctx, gaaw_checkpoint_set_entry(r.opt, "bad key", "1"), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(r.ctx, gaaw_checkpoint_set_entry(r.opt, "ok", "\xff\xfe"), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(r.ctx, gaaw_checkpoint_set_entry(r.opt, "time", "0.125"), GAAW_SUCCESS);
+  expect_status_ctx(r.ctx, gaaw_checkpoint_set_entry(r.opt, "timestep", "41"), GAAW_SUCCESS);
+  expect_status_ctx(r.ctx, gaaw_checkpoint_set_entry(r.opt, "timestep", "42"), GAAW_SUCCESS);
+  /* a save between backward and step */
+  int32_t tokens[BATCH * SEQ], targets[BATCH * SEQ];
+  model_random_batch(BATCH, SEQ, 40, 3, tokens, targets);
+  gaaw_batch_t b = {.batch = BATCH, .seq = SEQ, .tokens = tokens, .targets = targets};
+  float loss;
+  require_ok(r.ctx, gaaw_model_forward_backward(r.model, &b, &loss));
+  expect_status_ctx(r.ctx, gaaw_checkpoint_save(r.opt, dir), GAAW_ERR_STATE);
+  require_ok(r.ctx, gaaw_optimizer_step(r.opt));
+  require_ok(r.ctx, gaaw_checkpoint_save(r.opt, dir));
+  long n;
+  float *saved = model_snapshot(r.model, 0, &n);
+  close_run(&r);
+  /* entries come back; a buffer too small is refused */
+  r = open_run("", 16, GAAW_ADAMW);
+  char value[8];
+  expect_status_ctx(r.ctx, gaaw_checkpoint_get_entry(r.opt, "timestep", value, sizeof value), GAAW_ERR_NOT_FOUND);
+  expect_status_ctx(r.ctx, gaaw_checkpoint_load(r.opt, dir), GAAW_SUCCESS);
+  expect_status_ctx(r.ctx, gaaw_checkpoint_get_entry(r.opt, "timestep", value, sizeof value), GAAW_SUCCESS);
+  expect_true(!strcmp(value, "42"), "entry timestep is '%s', not 42", value);
+  expect_status_ctx(r.ctx, gaaw_checkpoint_get_entry(r.opt, "time", value, 3), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(r.ctx, gaaw_model_load(r.model, dir), GAAW_ERR_STATE);
+  close_run(&r);
+  /* another model, another optimizer */
+  r = open_run("", 32, GAAW_ADAMW);
+  expect_status_ctx(r.ctx, gaaw_checkpoint_load(r.opt, dir), GAAW_ERR_INVALID_ARG);
+  expect_true(strstr(gaaw_last_error(r.ctx), "dim is 16 there, 32 here") != NULL, "another dim: %s",
+              gaaw_last_error(r.ctx));
+  close_run(&r);
+  r = open_run("", 16, GAAW_SGD);
+  expect_status_ctx(r.ctx, gaaw_checkpoint_load(r.opt, dir), GAAW_ERR_INVALID_ARG);
+  close_run(&r);
+  /* a model without an optimizer, for inference, on a different tp */
+  gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=host tp=2");
+  gaaw_gpt_config_t g = model_tiny_gpt(SEQ, GAAW_F32);
+  gaaw_model_t model;
+  require_ok(ctx, gaaw_model_create_gpt(ctx, &g, &model));
+  expect_status_ctx(ctx, gaaw_model_load(model, dir), GAAW_SUCCESS);
+  float *loaded = model_snapshot(model, 0, &n);
+  expect_true(memcmp(loaded, saved, sizeof(float) * (size_t)n) == 0, "gaaw_model_load at tp 2: other parameters");
+  free(loaded), free(saved);
+  gaaw_model_destroy(&model);
+  gaaw_finalize(&ctx);
+}
+
+/* ---- keep and async */
+
+static int count_steps(const char *dir)
+{
+  int64_t *steps;
+  int n = 0;
+  if (gaaw_ckpt_list_steps(NULL, dir, &steps, &n) == GAAW_SUCCESS) free(steps);
+  return n;
+}
+
+static void keep_and_async(void)
+{
+  char dir[300];
+  snprintf(dir, sizeof dir, "%s/keep", base);
+  run r = open_run("checkpoint_keep=2", 16, GAAW_ADAMW);
+  for (int i = 0; i < 4; i++) {
+    train(&r, 1);
+    require_ok(r.ctx, gaaw_checkpoint_save(r.opt, dir));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_true(count_steps(dir) == 2, "checkpoint_keep=2 left %d checkpoints", count_steps(dir));
+  close_run(&r);
+
+  snprintf(dir, sizeof dir, "%s/async", base);
+  r = open_run("checkpoint_async=yes", 16, GAAW_ADAMW);
+  train(&r, 2);
+  long n;
+  float *at_call = model_snapshot(r.model, 0, &n);
+  require_ok(r.ctx, gaaw_checkpoint_save(r.opt, dir));
+  train(&r, 2); /* the first of these steps commits the save */
+  require_ok(r.ctx, gaaw_checkpoint_save(r.opt, dir));
+  require_ok(r.ctx, gaaw_checkpoint_wait(r.opt));
+  float *at_end = model_snapshot(r.model, 0, &n);
+  close_run(&r);
+  char step2[400];
+  snprintf(step2, sizeof step2, "%s/step-00000002", dir);
+  r = open_run("", 16, GAAW_ADAMW);
+  expect_status_ctx(r.ctx, gaaw_checkpoint_load(r.opt, step2), GAAW_SUCCESS);
+  float *loaded = model_snapshot(r.model, 0, &n);
+  expect_true(memcmp(loaded, at_call, sizeof(float) * (size_t)n) == 0,
+              "checkpoint_async: step 2's files do not hold the state of the call");
+  free(loaded);
+  expect_status_ctx(r.ctx, gaaw_checkpoint_load(r.opt, dir), GAAW_SUCCESS);
+  loaded = model_snapshot(r.model, 0, &n);
+  expect_true(memcmp(loaded, at_end, sizeof(float) * (size_t)n) == 0, "checkpoint_async: latest is not step 4");
+  free(loaded), free(at_call), free(at_end);
+  close_run(&r);
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  if (world_rank == 0) snprintf(base, sizeof base, "%s", "ckpt-errors-XXXXXX");
+  if (world_rank == 0 && !mkdtemp(base)) base[0] = '\0';
+  MPI_Bcast(base, sizeof base, MPI_CHAR, 0, MPI_COMM_WORLD);
+  static const struct {
+    const char *label;
+    damage_fn damage;
+  } cases[] = {
+    {"a flipped bit in rank-00001.bin", damage_rank1},   {"a flipped bit in rank-00000.bin", damage_rank0},
+    {"a flipped bit in meta.json", damage_meta_bit},     {"a truncated rank-00001.bin", damage_truncate},
+    {"a missing rank-00000.bin", damage_missing},        {"an edited meta.json", damage_edit},
+    {"latest naming a missing step", damage_latest_missing}, {"latest not a step name", damage_latest_garbage},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) damage_case(cases[k].label, cases[k].damage, (int)k);
+  bad_calls();
+  keep_and_async();
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank == 0 && !test_failures && base[0]) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", base);
+  }
+  return test_finish_mpi("test_checkpoint_errors");
+}

@@ -1,0 +1,419 @@
+/* The model's weights out and in as one safetensors file (gaaw_model_export,
+ * gaaw_model_import): the parameter registry of gaaw/model.h matched against the
+ * file's tensors, the collective moves, and the atomic write. The file's layout
+ * is zero/safetensors_header.c's business. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backends/agree.h"
+#include "backends/runtime/abort.h"
+#include "backends/runtime/error.h"
+#include "backends/runtime/half.h"
+#include "parallel/model_impl.h"
+#include "zero/safetensors_header.h"
+
+/* The nanoGPT prefix the import strips, and the buffers of nanoGPT (and Hugging
+ * Face GPT-2) checkpoints that are not parameters: the causal masks
+ * h.N.attn.bias and h.N.attn.masked_bias, skipped when the model is a GPT. */
+static const char st_prefix[] = "transformer.";
+static const char *const st_buffers[] = {".attn.bias", ".attn.masked_bias"};
+
+/* The model's parameters as the file's tensors, in registry order (names point
+ * into the model), the largest one's size, and a digest of names and shapes. */
+typedef struct {
+  gaaw_st_tensor *t;
+  int n;
+  int64_t max_numel;
+  uint64_t digest;
+  int tied;          /* a GPT whose LM head is wte.weight: it has no lm_head.weight */
+  int gpt;
+} st_registry;
+
+static void registry_free(st_registry *r)
+{
+  free(r->t);
+  memset(r, 0, sizeof *r);
+}
+
+static int registry_find(const st_registry *r, const char *name)
+{
+  for (int k = 0; k < r->n; k++)
+    if (strcmp(r->t[k].name, name) == 0) return k;
+  return -1;
+}
+
+static gaaw_status_t registry_read(gaaw_model_t m, st_registry *r)
+{
+  gaaw_context_t ctx = m->ctx;
+  memset(r, 0, sizeof *r);
+  GAAW_CHECK(gaaw_model_param_count(m, &r->n));
+  r->t = calloc(r->n ? (size_t)r->n : 1, sizeof *r->t);
+  if (!r->t) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d registry entries", r->n);
+  r->max_numel = 1;
+  for (int k = 0; k < r->n; k++) {
+    const char *name;
+    gaaw_st_tensor *t = &r->t[k];
+    GAAW_CHECK(gaaw_model_param_info(m, k, &name, &t->ndim, t->shape));
+    t->name = (char *)name; /* never written through */
+    int64_t numel = t->shape[0] * (t->ndim == 2 ? t->shape[1] : 1);
+    if (numel > r->max_numel) r->max_numel = numel;
+    r->digest = r->digest * 1099511628211ull ^ gaaw_digest(name, strlen(name)) ^
+                gaaw_digest(t->shape, (size_t)t->ndim * sizeof t->shape[0]);
+  }
+  r->gpt = registry_find(r, "wte.weight") >= 0;
+  r->tied = r->gpt && registry_find(r, "lm_head.weight") < 0;
+  return GAAW_SUCCESS;
+}
+
+static int64_t numel_of(const gaaw_st_tensor *t)
+{
+  int64_t n = 1;
+  for (int k = 0; k < t->ndim; k++) n *= t->shape[k];
+  return n;
+}
+
+/* "[3, 4]" */
+static const char *shape_text(const gaaw_st_tensor *t, char *out, size_t size)
+{
+  size_t at = (size_t)snprintf(out, size, "[");
+  for (int k = 0; k < t->ndim && at < size; k++)
+    at += (size_t)snprintf(out + at, size - at, "%s%lld", k ? ", " : "", (long long)t->shape[k]);
+  if (at < size) snprintf(out + at, size - at, "]");
+  return out;
+}
+
+/* ---- export: world rank 0 writes path.tmp-XXXXXX, fsyncs it, renames it */
+
+typedef struct {
+  char *tmp;         /* the temporary file's name */
+  int fd;
+} st_writer;
+
+static gaaw_status_t write_all(gaaw_context_t ctx, int fd, const char *file, const unsigned char *p, size_t n)
+{
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) GAAW_FAIL(ctx, GAAW_ERR_IO, "cannot write %s: %s", file, w < 0 ? strerror(errno) : "no progress");
+    p += w;
+    n -= (size_t)w;
+  }
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t writer_open(gaaw_context_t ctx, const char *path, st_registry *r, st_writer *w)
+{
+  unsigned char *head = NULL;
+  size_t head_bytes;
+  size_t len = strlen(path) + sizeof ".tmp-XXXXXX";
+  w->tmp = malloc(len);
+  if (!w->tmp) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate a file name for %s", path);
+  snprintf(w->tmp, len, "%s.tmp-XXXXXX", path);
+  w->fd = mkstemp(w->tmp);
+  if (w->fd < 0) {
+    gaaw_status_t st = gaaw_error_raise(ctx, GAAW_ERR_IO, __FILE__, __LINE__, __func__, "cannot create %s: %s",
+                                        w->tmp, strerror(errno));
+    free(w->tmp); /* not ours to remove */
+    w->tmp = NULL;
+    return st;
+  }
+  if (fchmod(w->fd, 0644) != 0) GAAW_FAIL(ctx, GAAW_ERR_IO, "cannot chmod %s: %s", w->tmp, strerror(errno));
+  GAAW_CHECK(gaaw_st_header_build(ctx, r->t, r->n, &head, &head_bytes));
+  gaaw_status_t st = write_all(ctx, w->fd, w->tmp, head, head_bytes);
+  free(head);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+/* Commits the file (st: how writing went): fsync, close, rename over path,
+ * fsync the directory; or, after a failure, removes the temporary file. */
+static gaaw_status_t writer_close(gaaw_context_t ctx, const char *path, st_writer *w, gaaw_status_t st)
+{
+  if (st == GAAW_SUCCESS && fsync(w->fd) != 0)
+    st = gaaw_error_raise(ctx, GAAW_ERR_IO, __FILE__, __LINE__, __func__, "cannot fsync %s: %s", w->tmp,
+                          strerror(errno));
+  if (w->fd >= 0 && close(w->fd) != 0 && st == GAAW_SUCCESS)
+    st = gaaw_error_raise(ctx, GAAW_ERR_IO, __FILE__, __LINE__, __func__, "cannot close %s: %s", w->tmp,
+                          strerror(errno));
+  w->fd = -1;
+  if (st == GAAW_SUCCESS && rename(w->tmp, path) != 0)
+    st = gaaw_error_raise(ctx, GAAW_ERR_IO, __FILE__, __LINE__, __func__, "cannot rename %s to %s: %s", w->tmp,
+                          path, strerror(errno));
+  if (st != GAAW_SUCCESS && w->tmp) {
+    unlink(w->tmp);
+  } else if (st == GAAW_SUCCESS) { /* the rename itself is durable once the directory is */
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    int dfd = dir ? open(dir, O_RDONLY) : -1;
+    if (dfd >= 0 && fsync(dfd) != 0 && errno != EINVAL)
+      st = gaaw_error_raise(ctx, GAAW_ERR_IO, __FILE__, __LINE__, __func__, "cannot fsync the directory %s: %s", dir,
+                            strerror(errno));
+    if (dfd >= 0) close(dfd);
+    free(dir);
+  }
+  free(w->tmp);
+  w->tmp = NULL;
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_export(gaaw_model_t m, const char *path)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  gaaw_context_t ctx = m->ctx;
+  int rank = 0;
+  st_registry r = {0};
+  float *v = NULL;
+  unsigned char *bytes = NULL;
+  st_writer w = {NULL, -1};
+  gaaw_status_t st = gaaw_world_rank(ctx, &rank);
+  if (st == GAAW_SUCCESS && !path)
+    st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__, "path must not be NULL");
+  if (st == GAAW_SUCCESS) st = registry_read(m, &r);
+  if (st == GAAW_SUCCESS) {
+    v = malloc((size_t)r.max_numel * sizeof *v);
+    bytes = malloc((size_t)r.max_numel * 4);
+    if (!v || !bytes)
+      st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
+                            "cannot allocate %lld floats for the largest parameter", (long long)r.max_numel);
+  }
+  gaaw_field f[2] = {GAAW_FIELD_TEXT("path", path ? path : ""), GAAW_FIELD_DIGEST("the model's parameters", r.digest)};
+  st = gaaw_agree_world(ctx, st, "the safetensors export", f, st == GAAW_SUCCESS ? 2 : 0);
+  if (st != GAAW_SUCCESS) goto out;
+  /* Every rank gathers every parameter (collective over the model's work group:
+   * with an optimizer at ZeRO 3 each gather spans dp, at pp > 1 the owning stage
+   * sends it); rank 0 writes what it gets. A failed write on rank 0 does not stop
+   * the gathers its peers are in: it is carried to the agreement at the end. */
+  gaaw_status_t io = rank == 0 ? writer_open(ctx, path, &r, &w) : GAAW_SUCCESS;
+  for (int k = 0; k < r.n && st == GAAW_SUCCESS; k++) {
+    st = gaaw_model_get_param(m, r.t[k].name, v); /* fails on the whole work group at once */
+    int64_t n = numel_of(&r.t[k]);
+    if (st == GAAW_SUCCESS && rank == 0 && io == GAAW_SUCCESS) {
+      for (int64_t i = 0; i < n; i++) gaaw_st_store_f32(bytes + 4 * i, v[i]);
+      io = write_all(ctx, w.fd, w.tmp, bytes, (size_t)n * 4);
+    }
+  }
+  if (rank == 0) io = writer_close(ctx, path, &w, st != GAAW_SUCCESS ? st : io);
+  if (st == GAAW_SUCCESS) st = io;
+  st = gaaw_agree_world(ctx, st, "writing the safetensors file", NULL, 0);
+out:
+  free(v);
+  free(bytes);
+  registry_free(&r);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+/* ---- import: world rank 0 reads and checks the file, then sends each parameter */
+
+/* What rank 0 read: the file's bytes, its header, and for each registry entry the
+ * file tensor that holds it. */
+typedef struct {
+  unsigned char *bytes;
+  size_t size;
+  gaaw_st_header h;
+  int *of_param;
+} st_file;
+
+static void file_free(st_file *f)
+{
+  free(f->bytes);
+  free(f->of_param);
+  gaaw_st_header_free(&f->h);
+  memset(f, 0, sizeof *f);
+}
+
+static gaaw_status_t read_bytes(gaaw_context_t ctx, const char *path, st_file *f)
+{
+  FILE *in = fopen(path, "rb");
+  if (!in) GAAW_FAIL(ctx, GAAW_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+  struct stat s;
+  gaaw_status_t st = GAAW_SUCCESS;
+  if (fstat(fileno(in), &s) != 0 || !S_ISREG(s.st_mode))
+    st = gaaw_error_raise(ctx, GAAW_ERR_IO, __FILE__, __LINE__, __func__, "%s is not a regular file", path);
+  if (st == GAAW_SUCCESS) {
+    f->size = (size_t)s.st_size;
+    f->bytes = malloc(f->size ? f->size : 1);
+    if (!f->bytes)
+      st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__, "cannot allocate %zu bytes for %s",
+                            f->size, path);
+  }
+  if (st == GAAW_SUCCESS && fread(f->bytes, 1, f->size, in) != f->size)
+    st = gaaw_error_raise(ctx, GAAW_ERR_IO, __FILE__, __LINE__, __func__, "cannot read the %zu bytes of %s", f->size,
+                          path);
+  fclose(in);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+/* Whether name (prefix stripped) is one of the mask buffers h.N<buffer>. */
+static int is_mask_buffer(const char *name)
+{
+  if (strncmp(name, "h.", 2) != 0) return 0;
+  const char *p = name + 2;
+  if (*p < '0' || *p > '9') return 0;
+  while (*p >= '0' && *p <= '9') p++;
+  for (size_t b = 0; b < sizeof st_buffers / sizeof st_buffers[0]; b++)
+    if (strcmp(p, st_buffers[b]) == 0) return 1;
+  return 0;
+}
+
+static const unsigned char *data_of(const st_file *f, const gaaw_st_tensor *t)
+{
+  return f->bytes + f->h.data_start + t->begin;
+}
+
+/* The file's tensor t against the registry's entry want: a dtype gaaw reads,
+ * the same shape. */
+static gaaw_status_t check_tensor(gaaw_context_t ctx, const char *path, const gaaw_st_tensor *t,
+                                  const gaaw_st_tensor *want, uint64_t data_start)
+{
+  char a[96], b[96];
+  if (t->dtype == GAAW_ST_OTHER)
+    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "%s: tensor '%s' (data at file offset %llu) is %s: gaaw reads F32, BF16 and "
+              "F16", path, t->name, (unsigned long long)(data_start + t->begin), t->dtype_name);
+  int same = t->ndim == want->ndim;
+  for (int k = 0; same && k < t->ndim; k++) same = t->shape[k] == want->shape[k];
+  if (!same)
+    GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: tensor '%s' is %s in the file, the model's %s is %s", path, t->name,
+              shape_text(t, a, sizeof a), want->name, shape_text(want, b, sizeof b));
+  return GAAW_SUCCESS;
+}
+
+/* A tied model: the file's lm_head.weight must be the file's wte.weight. */
+static gaaw_status_t check_tied_head(gaaw_context_t ctx, const char *path, const st_file *f, const st_registry *r,
+                                     const gaaw_st_tensor *head)
+{
+  int w = registry_find(r, "wte.weight");
+  const gaaw_st_tensor *wte = &f->h.tensors[f->of_param[w]];
+  GAAW_CHECK(check_tensor(ctx, path, head, &r->t[w], f->h.data_start));
+  for (int64_t i = 0, n = numel_of(wte); i < n; i++) {
+    float x = gaaw_st_load(head, data_of(f, head), i), y = gaaw_st_load(wte, data_of(f, wte), i);
+    if (gaaw_f32_bits(x) != gaaw_f32_bits(y))
+      GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: the model ties its LM head to wte.weight, but the file's %s differs "
+                "from its %s at element %lld (%g, %g)", path, head->name, wte->name, (long long)i, x, y);
+  }
+  return GAAW_SUCCESS;
+}
+
+/* Matches the file's tensors with the registry: every parameter found once with
+ * its shape, nothing else but a tied lm_head.weight and the mask buffers. */
+static gaaw_status_t match(gaaw_context_t ctx, const char *path, const st_registry *r, st_file *f)
+{
+  const gaaw_st_tensor *head = NULL;
+  f->of_param = malloc((r->n ? (size_t)r->n : 1) * sizeof *f->of_param);
+  if (!f->of_param) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d entries", r->n);
+  for (int k = 0; k < r->n; k++) f->of_param[k] = -1;
+  for (int i = 0; i < f->h.count; i++) {
+    const gaaw_st_tensor *t = &f->h.tensors[i];
+    const char *name = strncmp(t->name, st_prefix, sizeof st_prefix - 1) == 0 ? t->name + sizeof st_prefix - 1
+                                                                                : t->name;
+    int k = registry_find(r, name);
+    if (k >= 0 && f->of_param[k] >= 0)
+      GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: the model's %s is in the file twice, as '%s' and '%s'", path, name,
+                f->h.tensors[f->of_param[k]].name, t->name);
+    if (k >= 0) {
+      GAAW_CHECK(check_tensor(ctx, path, t, &r->t[k], f->h.data_start));
+      f->of_param[k] = i;
+    } else if (r->tied && strcmp(name, "lm_head.weight") == 0 && !head) {
+      head = t;
+    } else if (!(r->gpt && is_mask_buffer(name))) {
+      GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: the file holds tensor '%s' (data at file offset %llu), which the "
+                "model does not have%s", path, t->name, (unsigned long long)(f->h.data_start + t->begin),
+                strcmp(name, "lm_head.weight") == 0 ? " (twice?)" : "");
+    }
+  }
+  for (int k = 0; k < r->n; k++) {
+    char s[96];
+    if (f->of_param[k] < 0)
+      GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: the model's parameter %s %s is not in the file (nor as %s%s)", path,
+                r->t[k].name, shape_text(&r->t[k], s, sizeof s), st_prefix, r->t[k].name);
+  }
+  if (head) GAAW_CHECK(check_tied_head(ctx, path, f, r, head));
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t file_load(gaaw_context_t ctx, const char *path, const st_registry *r, st_file *f)
+{
+  GAAW_CHECK(read_bytes(ctx, path, f));
+  GAAW_CHECK(gaaw_st_header_parse(ctx, path, f->bytes, f->size, &f->h));
+  GAAW_CHECK(match(ctx, path, r, f));
+  return GAAW_SUCCESS;
+}
+
+/* After the agreement: rank 0 converts each parameter to f32, world gets it by
+ * broadcast, every rank keeps its slice. */
+static gaaw_status_t send_params(gaaw_model_t m, const st_registry *r, const st_file *f, int rank, int size,
+                                 gaaw_buffer_t buf, float *v)
+{
+  gaaw_context_t ctx = m->ctx;
+  for (int k = 0; k < r->n; k++) {
+    int64_t n = numel_of(&r->t[k]);
+    if (rank == 0) {
+      const gaaw_st_tensor *t = &f->h.tensors[f->of_param[k]];
+      for (int64_t i = 0; i < n; i++) v[i] = gaaw_st_load(t, data_of(f, t), i);
+    }
+    if (size > 1) {
+      gaaw_tensor_t t;
+      GAAW_CHECK(gaaw_tensor_view(buf, 0, GAAW_F32, 1, &n, &t));
+      if (rank == 0) GAAW_CHECK(gaaw_buffer_write(ctx, buf, 0, v, (size_t)n * sizeof *v));
+      GAAW_CHECK(gaaw_comm_broadcast(m->world, &t, 0));
+      GAAW_CHECK(gaaw_buffer_read(ctx, buf, 0, v, (size_t)n * sizeof *v));
+    }
+    GAAW_CHECK(gaaw_model_set_param(m, r->t[k].name, v));
+  }
+  return GAAW_SUCCESS;
+}
+
+/* Rank 0 alone reads the file: one reader on a shared file system instead of one
+ * per rank, a path that only rank 0's node has works, and the verdict on the file
+ * is one rank's, so it cannot differ between ranks; the others get its message
+ * through the agreement and the values by broadcast. */
+gaaw_status_t gaaw_model_import(gaaw_model_t m, const char *path)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  gaaw_context_t ctx = m->ctx;
+  int rank = 0, size = 1;
+  st_registry r = {0};
+  st_file f = {0};
+  float *v = NULL;
+  gaaw_buffer_t buf = NULL;
+  gaaw_status_t st = gaaw_world_rank(ctx, &rank);
+  if (st == GAAW_SUCCESS) st = gaaw_world_size(ctx, &size);
+  if (st == GAAW_SUCCESS && !path)
+    st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__, "path must not be NULL");
+  if (st == GAAW_SUCCESS && m->hooks.user)
+    st = gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
+                          "the model has an optimizer, whose master weights and moments would keep the old "
+                          "values: import before gaaw_optimizer_create, or use gaaw_checkpoint_load");
+  if (st == GAAW_SUCCESS) st = registry_read(m, &r);
+  if (st == GAAW_SUCCESS) {
+    v = malloc((size_t)r.max_numel * sizeof *v);
+    if (!v)
+      st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
+                            "cannot allocate %lld floats for the largest parameter", (long long)r.max_numel);
+  }
+  if (st == GAAW_SUCCESS && size > 1)
+    st = gaaw_buffer_alloc(ctx, (size_t)r.max_numel * sizeof(float), GAAW_MEM_COMMUNICATION, &buf);
+  if (st == GAAW_SUCCESS && rank == 0) st = file_load(ctx, path, &r, &f);
+  gaaw_field fields[2] = {GAAW_FIELD_TEXT("path", path ? path : ""),
+                          GAAW_FIELD_DIGEST("the model's parameters", r.digest)};
+  st = gaaw_agree_world(ctx, st, "the safetensors import", fields, st == GAAW_SUCCESS ? 2 : 0);
+  if (st == GAAW_SUCCESS) {
+    /* only a device or communication failure can stop it now, when peers may be
+     * inside a broadcast this rank will not join: the context is aborted */
+    st = send_params(m, &r, &f, rank, size, buf, v);
+    if (st != GAAW_SUCCESS && size > 1) gaaw_context_abort(ctx);
+  }
+  if (buf) gaaw_buffer_free(ctx, &buf);
+  free(v);
+  file_free(&f);
+  registry_free(&r);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
