@@ -110,7 +110,7 @@ static void abort_run(trainer *t)
 
 /* Training from the step after start to --steps (none when start is there
  * already), with a save after every --save-every-th step and the last, then the
- * sample. */
+ * --export file and the sample. */
 static void train_loop(trainer *t, FILE *metrics, int64_t start)
 {
   const train_options *o = t->opts;
@@ -156,6 +156,10 @@ static void train_loop(trainer *t, FILE *metrics, int64_t start)
       if (have_val) report_eval(&r, step, val);
     }
   }
+  if (o->export[0]) {
+    if (trainer_export(t)) abort_run(t);
+    if (world_rank == 0) printf("export: the weights after step %lld in %s\n", (long long)r.steps, o->export);
+  }
   if (o->sample > 0) {
     size_t n = strlen(o->prompt) + (size_t)o->sample;
     unsigned char *text = malloc(n);
@@ -194,7 +198,8 @@ static int resume(trainer *t, int64_t *start)
   gaaw_status_t st = trainer_resume(t, path, start);
   if (st == GAAW_ERR_NOT_FOUND && automatic) { /* the first run of a resubmitted job */
     if (world_rank == 0) {
-      printf("resume: no checkpoint in %s: a fresh start\n", path);
+      if (o->import[0]) printf("resume: no checkpoint in %s: a fresh start from %s\n", path, o->import);
+      else printf("resume: no checkpoint in %s: a fresh start\n", path);
       fflush(stdout);
     }
     return TRAIN_EXIT_OK;

@@ -396,7 +396,7 @@ static const char *directory_of(const char *path, char *buf, size_t len)
   return buf;
 }
 
-/* --save-dir, --save-every, --keep and --resume: their values
+/* --save-dir, --save-every, --keep, --resume, --import and --export: their values
  * and what they name on disk, so that a typo fails before training rather than at
  * the first save or at the end; --keep and --resume auto set the library's
  * checkpoint_keep and checkpoint_fallback in cfg. */
@@ -418,6 +418,9 @@ static int check_checkpoint_flags(const train_options *o, gaaw_config_t cfg, cha
     CHECK(access(o->save_dir, F_OK) == 0 || is_directory(directory_of(o->save_dir, dir, sizeof dir), W_OK | X_OK, 0),
           "--save-dir '%s' cannot be created: '%s' is not a writable directory", o->save_dir, dir);
   }
+  CHECK(!(o->resume[0] && strcmp(o->resume, "auto") != 0 && o->import[0]),
+        "--resume DIR and --import exclude each other (a checkpoint holds the weights already; with "
+        "--resume auto, --import is the start when --save-dir holds no checkpoint)");
   if (!strcmp(o->resume, "auto")) {
     CHECK(o->save_dir[0], "--resume auto needs --save-dir (the directory to resume from)");
     CHECK(gaaw_config_set(cfg, "checkpoint_fallback", "yes") == GAAW_SUCCESS, "--resume auto: %s",
@@ -427,6 +430,10 @@ static int check_checkpoint_flags(const train_options *o, gaaw_config_t cfg, cha
           "--resume '%s' is neither auto nor a readable directory (a save directory or a step-* checkpoint)",
           o->resume);
   }
+  if (o->import[0]) CHECK(access(o->import, R_OK) == 0, "cannot read the --import file '%s': %s", o->import, strerror(errno));
+  if (o->export[0])
+    CHECK(is_directory(directory_of(o->export, dir, sizeof dir), W_OK | X_OK, 0),
+          "the directory of the --export file '%s' is not a writable directory", o->export);
   return TRAIN_EXIT_OK;
 }
 
@@ -450,7 +457,8 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
   CHECK(o->batch >= 1, "--batch must be >= 1, got %ld", o->batch);
   CHECK(o->accum >= 1, "--accum must be >= 1, got %ld", o->accum);
   CHECK(o->steps >= 0, "--steps must be >= 0, got %ld", o->steps);
-  CHECK(o->steps >= 1 || o->resume[0], "--steps 0 needs --resume (it evaluates the loaded model once)");
+  CHECK(o->steps >= 1 || o->resume[0] || o->import[0],
+        "--steps 0 needs --resume or --import (it evaluates the loaded model once)");
   /* the optimizer takes these as float */
   const struct { const char *flag; double value; } reals[] = {
     {"--lr", o->lr}, {"--min-lr", o->min_lr}, {"--weight-decay", o->weight_decay}, {"--clip", o->clip}};

@@ -29,7 +29,7 @@
   X(optimizer, STRING, "adamw", "NAME", "adamw or sgd")                                             \
   X(batch, INT, "8", "N", "sequences per microbatch on each data-parallel rank")                    \
   X(accum, INT, "1", "N", "microbatches accumulated per step")                                      \
-  X(steps, INT, "200", "N", "optimizer steps of the whole run (a resumed run does the rest); 0 with --resume: evaluate once") \
+  X(steps, INT, "200", "N", "optimizer steps of the whole run (a resumed run does the rest); 0 with --resume or --import: evaluate once") \
   X(lr, DOUBLE, "0.001", "X", "peak learning rate")                                                 \
   X(min_lr, DOUBLE, "0.0001", "X", "learning rate at the end of the cosine decay")                  \
   X(warmup, INT, "20", "N", "linear warmup steps")                                                  \
@@ -47,7 +47,9 @@
   X(save_dir, STRING, "", "DIR", "save checkpoints into DIR (DIR/step-NNNNNNNN, DIR/latest)")        \
   X(save_every, INT, "50", "N", "with --save-dir: a checkpoint after every N-th step and after the last") \
   X(keep, STRING, "", "K", "keep the newest K checkpoints, 0 = all (the library option checkpoint_keep); empty = its default") \
-  X(resume, STRING, "", "auto|DIR", "load a checkpoint first: auto = the newest intact one in --save-dir, or a fresh start if none; DIR = that save directory or step-* directory")
+  X(resume, STRING, "", "auto|DIR", "load a checkpoint first: auto = the newest intact one in --save-dir, or a fresh start if none; DIR = that save directory or step-* directory") \
+  X(import, STRING, "", "FILE", "start from the weights of a safetensors FILE (a fresh optimizer; with --resume auto only if there is no checkpoint)")  \
+  X(export, STRING, "", "FILE", "write the trained weights to a safetensors FILE at the end")
 
 #define TRAIN_STRING_MAX 1024
 

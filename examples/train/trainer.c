@@ -93,6 +93,10 @@ gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options 
   gpt_config(opts, &g);
   optimizer_config(opts, t->microbatches, &oc);
   TRY(t, gaaw_model_create_gpt(ctx, &g, &t->model));
+  if (opts->import[0]) { /* before the optimizer copies them */
+    gaaw_status_t st = gaaw_model_import(t->model, opts->import);
+    if (st != GAAW_SUCCESS) return failed_on(t, st, "gaaw_model_import", opts->import);
+  }
   TRY(t, gaaw_optimizer_create(t->model, &oc, &t->opt));
   return GAAW_SUCCESS;
 }
@@ -115,6 +119,12 @@ gaaw_status_t trainer_save(trainer *t, double *ms)
   if (st != GAAW_SUCCESS) return failed_on(t, st, "gaaw_checkpoint_save", t->opts->save_dir);
   *ms = (MPI_Wtime() - start) * 1000;
   return GAAW_SUCCESS;
+}
+
+gaaw_status_t trainer_export(trainer *t)
+{
+  gaaw_status_t st = gaaw_model_export(t->model, t->opts->export);
+  return st == GAAW_SUCCESS ? st : failed_on(t, st, "gaaw_model_export", t->opts->export);
 }
 
 void trainer_free(trainer *t)

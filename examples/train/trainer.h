@@ -25,7 +25,8 @@ typedef struct {
   char err[4096];
 } trainer;
 
-/* Builds the GPT and its optimizer from opts. Collective over the world. */
+/* Builds the GPT and its optimizer from opts, with the weights of --import if
+ * given. Collective over the world. */
 gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options *opts, const train_data *data);
 void trainer_free(trainer *t);
 
@@ -37,6 +38,9 @@ gaaw_status_t trainer_resume(trainer *t, const char *path, int64_t *step);
 /* Saves a checkpoint into --save-dir; *ms: how long it took on this rank.
  * Collective over the world. */
 gaaw_status_t trainer_save(trainer *t, double *ms);
+
+/* Writes the weights to the --export file. Collective over the world. */
+gaaw_status_t trainer_export(trainer *t);
 
 /* One optimizer step (step counts from 1): --accum microbatches of forward and
  * backward (this dp rank's rows of the step's global batch, data.h), then the

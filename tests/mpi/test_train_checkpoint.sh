@@ -17,10 +17,14 @@
 #      switch continues bitwise like the uninterrupted run;
 #  (d) resumed on 1 rank from checkpoints saved on 2 (dp 2 x batch 4 resumed as
 #      batch 8; tp 2 resumed as tp 1): the losses of steps 5-12 within 1e-5 relative;
-#  (e) --steps 0 --resume DIR: the validation loss of the run's end;
+#  (e) --export FILE after training, then --steps 0 --import FILE: the validation loss
+#      of the run's end; the same with --resume auto and a --save-dir without a
+#      checkpoint (--import is the fresh start); --steps 0 --resume DIR: the same;
 #  (f) bad values (--save-every 0, --keep -1, --resume auto without --save-dir,
-#      --steps 0 alone, a directory without a checkpoint, a checkpoint beyond --steps
-#      or of another model, a --save-dir that is a file) exit 2 with one message, before any training, on
+#      --steps 0 alone, --resume DIR with --import, a directory without a checkpoint, a
+#      checkpoint beyond --steps or of another model, an --import file missing, of
+#      another model or truncated, an --export file in a missing directory, a
+#      --save-dir that is a file) exit 2 with one message, before any training, on
 #      every rank, without hanging.
 # GAAW_TRAIN overrides the program (default ./examples/gaaw-train in the build tree).
 prog=${GAAW_TRAIN:-./examples/gaaw-train}
@@ -75,8 +79,9 @@ close() {
     END { if (NR == 0) { print "  no steps"; bad = 1 }; exit bad }' || err "$1: losses above not within 1e-5 relative"
 }
 
-# (a) the uninterrupted run, with saves
-train ref 2 --steps 12 --save-dir "$tmp/ref" --save-every 4 --keep 0 --metrics "$tmp/ref.jsonl"
+# (a) the uninterrupted run, with saves (and the export of (e))
+train ref 2 --steps 12 --save-dir "$tmp/ref" --save-every 4 --keep 0 --metrics "$tmp/ref.jsonl" \
+  --export "$tmp/ref.safetensors"
 ok ref
 test "`cat "$tmp/ref/latest" 2>/dev/null`" = step-00000012 || err "ref: latest is '`cat "$tmp/ref/latest"`'"
 for s in 4 8 12; do
@@ -158,8 +163,20 @@ ok tp && strip "$tmp/tp.jsonl" 5 >"$tmp/tp.5"
 train tp1 1 --batch 8 --steps 12 --resume "$tmp/tp/step-00000004" --metrics "$tmp/tp1.jsonl"
 ok tp1 && close "(d) tp 2 resumed on 1 rank at step 4" "$tmp/tp.5" "$tmp/tp1.jsonl"
 
-# (e) the last checkpoint evaluated again
+# (e) the exported weights, and the last checkpoint, evaluated again
 want=`val_loss ref`
+train import 2 --steps 0 --import "$tmp/ref.safetensors"
+if ok import; then
+  got=`sed -n 's/^done: 0 steps (at step 0) | val loss \([0-9.]*\)$/\1/p' "$tmp/import.out"`
+  test -n "$want" && test "$got" = "$want" || err "(e) --import of the export: val loss '$got', the run ended at '$want'"
+fi
+train fresh 2 --steps 0 --import "$tmp/ref.safetensors" --save-dir "$tmp/fresh" --resume auto
+if ok fresh; then
+  grep "^resume: no checkpoint in $tmp/fresh: a fresh start from $tmp/ref.safetensors\$" "$tmp/fresh.out" >/dev/null ||
+    err "(e) --resume auto --import: no 'fresh start from' line"
+  got=`sed -n 's/^done: 0 steps (at step 0) | val loss \([0-9.]*\)$/\1/p' "$tmp/fresh.out"`
+  test "$got" = "$want" || err "(e) --resume auto --import, no checkpoint: val loss '$got', the run ended at '$want'"
+fi
 train eval 2 --steps 0 --resume "$tmp/ref"
 if ok eval; then
   got=`sed -n 's/^done: 0 steps (at step 12) | val loss \([0-9.]*\)$/\1/p' "$tmp/eval.out"`
@@ -181,11 +198,19 @@ mkdir "$tmp/empty"
 bad "--save-every 0" "--save-every must be >= 1, got 0" --save-dir "$tmp/x" --save-every 0
 bad "--keep -1" "--keep must be an integer >= 0" --save-dir "$tmp/x" --keep -1
 bad "--resume auto alone" "--resume auto needs --save-dir" --resume auto
-bad "--steps 0 alone" "--steps 0 needs --resume" --steps 0
+bad "--steps 0 alone" "--steps 0 needs --resume or --import" --steps 0
+bad "--resume DIR with --import" "--resume DIR and --import exclude each other" --resume "$tmp/ref" \
+  --import "$tmp/ref.safetensors"
 bad "--resume of a directory without a checkpoint" "failed: GAAW_ERR_NOT_FOUND" --resume "$tmp/empty"
 bad "--resume of a missing directory" "--resume '$tmp/missing' is neither auto nor a readable directory" \
   --resume "$tmp/missing"
 bad "a checkpoint beyond --steps" "is at step 12, beyond --steps 8" --steps 8 --resume "$tmp/ref"
 bad "a checkpoint of another model" "dim is 32 there, 64 here" --dim 64 --resume "$tmp/ref"
+bad "a missing --import file" "cannot read the --import file" --import "$tmp/missing.safetensors"
+bad "an --import file of another model" "the model's wte.weight is \[256, 64\]" --dim 64 --steps 0 \
+  --import "$tmp/ref.safetensors"
+head -c 500 "$tmp/ref.safetensors" >"$tmp/cut.safetensors"
+bad "a truncated --import file" "failed: GAAW_ERR_CORRUPT" --steps 0 --import "$tmp/cut.safetensors"
+bad "an --export file in a missing directory" "the directory of the --export file" --export "$tmp/missing/w.safetensors"
 bad "a --save-dir that is a file" "--save-dir '$tmp/file' is not a writable directory" --save-dir "$tmp/file"
 exit $fail
