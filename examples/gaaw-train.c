@@ -148,7 +148,7 @@ static void train_loop(trainer *t, FILE *metrics, int64_t start)
      * run resumed from that checkpoint finds it there; then it gets the save's time */
     if (world_rank == 0) report_metrics(&r, &s, have_val, val);
     if (o->save_dir[0] && (step % o->save_every == 0 || step == o->steps)) {
-      if (trainer_save(t, &s.save_ms)) abort_run(t);
+      if (trainer_save(t, step == o->steps, &s.save_ms)) abort_run(t);
       if (world_rank == 0) report_metrics_amend(&r, &s, have_val, val);
     }
     if (world_rank == 0) {

@@ -112,11 +112,14 @@ gaaw_status_t trainer_resume(trainer *t, const char *path, int64_t *step)
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t trainer_save(trainer *t, double *ms)
+gaaw_status_t trainer_save(trainer *t, int last, double *ms)
 {
   double start = MPI_Wtime();
   gaaw_status_t st = gaaw_checkpoint_save(t->opt, t->opts->save_dir);
   if (st != GAAW_SUCCESS) return failed_on(t, st, "gaaw_checkpoint_save", t->opts->save_dir);
+  /* with checkpoint_async the save commits at the next step: the last one has none */
+  if (last && (st = gaaw_checkpoint_wait(t->opt)) != GAAW_SUCCESS)
+    return failed_on(t, st, "gaaw_checkpoint_wait", t->opts->save_dir);
   *ms = (MPI_Wtime() - start) * 1000;
   return GAAW_SUCCESS;
 }

@@ -35,9 +35,11 @@ void trainer_free(trainer *t);
  * when path holds none (t->err says so too). Collective over the world. */
 gaaw_status_t trainer_resume(trainer *t, const char *path, int64_t *step);
 
-/* Saves a checkpoint into --save-dir; *ms: how long it took on this rank.
- * Collective over the world. */
-gaaw_status_t trainer_save(trainer *t, double *ms);
+/* Saves a checkpoint into --save-dir; *ms: how long it took on this rank (with
+ * the library option checkpoint_async, the copy; the write goes on during the
+ * next step, which commits it). The last save of a run is committed before it
+ * returns. Collective over the world. */
+gaaw_status_t trainer_save(trainer *t, int last, double *ms);
 
 /* Writes the weights to the --export file. Collective over the world. */
 gaaw_status_t trainer_export(trainer *t);
