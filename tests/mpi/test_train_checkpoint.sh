@@ -5,7 +5,8 @@
 #      and 12, its time on those step lines and as save_ms in those metrics lines,
 #      `latest` naming step-00000012; resumed from step-00000004 (--resume DIR), the
 #      run trains steps 5-12 and its metrics lines (all but the times) are bitwise
-#      those of the uninterrupted run;
+#      those of the uninterrupted run; the same with checkpoint_async (its last save
+#      committed before the run ends);
 #  (b) --resume auto with an empty --save-dir says it starts fresh; that run, killed
 #      with SIGKILL (the whole mpiexec) while training, then the same command again
 #      (it resumes from the newest checkpoint): its metrics file, continued after the
@@ -99,6 +100,18 @@ if ok middle; then
     err "middle: no 'resume: step 4' line"
   strip "$tmp/middle.jsonl" >"$tmp/middle.5"
   same "(a) a run resumed at step 4 and the uninterrupted one: metrics of steps 5-12" "$tmp/ref.5" "$tmp/middle.5"
+fi
+
+# (a) with checkpoint_async: the same metrics and checkpoints, the last one committed
+train async 2 --steps 12 --save-dir "$tmp/async" --save-every 4 --checkpoint-async yes --metrics "$tmp/async.jsonl"
+if ok async; then
+  strip "$tmp/ref.jsonl" >"$tmp/ref.all"
+  strip "$tmp/async.jsonl" >"$tmp/async.all"
+  same "(a) the metrics with and without checkpoint_async" "$tmp/ref.all" "$tmp/async.all"
+  test "`cat "$tmp/async/latest" 2>/dev/null`" = step-00000012 || err "async: latest is '`cat "$tmp/async/latest"`'"
+  train async-middle 2 --steps 12 --resume "$tmp/async/step-00000004" --metrics "$tmp/async-middle.jsonl"
+  ok async-middle && strip "$tmp/async-middle.jsonl" >"$tmp/async.5" &&
+    same "(a) resumed from an asynchronous save: metrics of steps 5-12" "$tmp/ref.5" "$tmp/async.5"
 fi
 
 # (b) kill -9 of the whole job while it trains, then the same command again
