@@ -4,6 +4,7 @@
 #define GAAW_TEST_CHECKPOINT_UTIL_H
 
 #include <fcntl.h>
+#include <mpi.h>
 #include <unistd.h>
 
 #include "tests/harness/test_util.h"
@@ -98,6 +99,29 @@ static inline void expect_same_state(const ckpt_dense *a, const ckpt_dense *b, i
                   bad >= 0 ? a->dense[f][t][bad] : 0.0, bad >= 0 ? b->dense[f][u][bad] : 0.0);
     }
   }
+}
+
+/* A fresh directory prefixXXXXXX in the working directory, made by world rank 0
+ * and named on every rank (base[size], "" when it cannot be made). Collective. */
+static inline void ckpt_test_dir(char *base, int size, const char *prefix)
+{
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  snprintf(base, (size_t)size, "%sXXXXXX", prefix);
+  if (rank == 0 && !mkdtemp(base)) base[0] = '\0';
+  MPI_Bcast(base, size, MPI_CHAR, 0, MPI_COMM_WORLD);
+}
+
+/* Removes it when every check passed here (left for a look otherwise). Collective. */
+static inline void ckpt_test_dir_remove(const char *base)
+{
+  int rank;
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0 || test_failures || !base[0]) return;
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", base);
 }
 
 #endif

@@ -222,9 +222,7 @@ int main(int argc, char **argv)
   const layout *targets = world_size == 4 ? targets4 : targets8;
   size_t nsources = world_size == 4 ? sizeof sources4 / sizeof sources4[0] : sizeof sources8 / sizeof sources8[0];
   size_t ntargets = world_size == 4 ? sizeof targets4 / sizeof targets4[0] : sizeof targets8 / sizeof targets8[0];
-  if (world_rank == 0) snprintf(base, sizeof base, "%s", "ckpt-test-XXXXXX");
-  if (world_rank == 0 && !mkdtemp(base)) base[0] = '\0';
-  MPI_Bcast(base, sizeof base, MPI_CHAR, 0, MPI_COMM_WORLD);
+  ckpt_test_dir(base, sizeof base, "ckpt-test-");
   for (size_t k = 0; k < nsources; k++) {
     const layout *l = &sources[k];
     char dir[300];
@@ -241,11 +239,6 @@ int main(int argc, char **argv)
     free(params);
     for (size_t j = 0; j < ntargets; j++) relayout(l, &targets[j], dir, want);
   }
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (world_rank == 0 && !test_failures && base[0]) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
-    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", base);
-  }
+  ckpt_test_dir_remove(base);
   return test_finish_mpi("test_checkpoint");
 }

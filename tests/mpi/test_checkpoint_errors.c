@@ -313,9 +313,7 @@ int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  if (world_rank == 0) snprintf(base, sizeof base, "%s", "ckpt-errors-XXXXXX");
-  if (world_rank == 0 && !mkdtemp(base)) base[0] = '\0';
-  MPI_Bcast(base, sizeof base, MPI_CHAR, 0, MPI_COMM_WORLD);
+  ckpt_test_dir(base, sizeof base, "ckpt-errors-");
   static const struct {
     const char *label;
     damage_fn damage;
@@ -328,11 +326,6 @@ int main(int argc, char **argv)
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) damage_case(cases[k].label, cases[k].damage, (int)k);
   bad_calls();
   keep_and_async();
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (world_rank == 0 && !test_failures && base[0]) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
-    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", base);
-  }
+  ckpt_test_dir_remove(base);
   return test_finish_mpi("test_checkpoint_errors");
 }
