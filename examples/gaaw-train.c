@@ -5,7 +5,10 @@
  *
  * Rank 0 logs one line per step (loss averaged over dp, lr, grad norm, time,
  * tokens/s, memory), the validation loss before training, every --eval-every steps
- * and at the end, a generated sample, and a summary line. --help lists every
+ * and at the end, a generated sample, and a summary line. With --save-dir it saves
+ * a checkpoint every --save-every steps and after the last; --resume auto|DIR
+ * continues a run from one (the same losses, bit for bit, as the run that was never
+ * stopped; doc/gaaw-train.md). --help lists every
  * option. Exit status: 0 done, 1 a failure while running, 2 bad options (the
  * trainer's and the library's), config file, data or layout, or a model and batch
  * that cannot fit the node's memory (reported before any training, by one rank,
@@ -105,10 +108,13 @@ static void abort_run(trainer *t)
   MPI_Abort(MPI_COMM_WORLD, TRAIN_EXIT_FAILURE);
 }
 
-static void train_loop(trainer *t, FILE *metrics)
+/* Training from the step after start to --steps (none when start is there
+ * already), with a save after every --save-every-th step and the last, then the
+ * --export file and the sample. */
+static void train_loop(trainer *t, FILE *metrics, int64_t start)
 {
   const train_options *o = t->opts;
-  train_report r = {.metrics = metrics, .steps = o->steps};
+  train_report r = {.metrics = metrics, .steps = o->steps > start ? o->steps : start, .start = start};
   double *ranks = malloc(sizeof(double) * 2 * (size_t)world_size);
   if (!ranks) {
     snprintf(t->err, sizeof t->err, "cannot allocate the per-rank figures of %d ranks", world_size);
@@ -116,14 +122,14 @@ static void train_loop(trainer *t, FILE *metrics)
   }
   float val = 0;
   if (trainer_eval(t, &val)) abort_run(t);
-  if (world_rank == 0) report_eval(&r, 0, val);
-  for (int64_t step = 1; step <= o->steps; step++) {
+  if (world_rank == 0) report_eval(&r, start, val);
+  for (int64_t step = start + 1; step <= o->steps; step++) {
     gaaw_step_stats_t stats;
-    train_step_info s = {.step = step, .stats = &stats};
+    train_step_info s = {.step = step, .stats = &stats, .save_ms = -1};
     size_t current;
-    double start = MPI_Wtime();
+    double began = MPI_Wtime();
     if (trainer_step(t, step, &s.loss)) abort_run(t);
-    s.ms = (MPI_Wtime() - start) * 1000;
+    s.ms = (MPI_Wtime() - began) * 1000;
     s.tokens = (double)o->accum * t->microbatches * o->batch * o->seq * t->dp;
     if (gaaw_optimizer_stats(t->opt, &stats) || gaaw_optimizer_memory(t->opt, &s.params_bytes, &s.grads_bytes, &s.optimizer_bytes) ||
         gaaw_memory_usage(t->ctx, GAAW_MEM_ACTIVATIONS, &current, &s.activation_peak)) {
@@ -137,12 +143,22 @@ static void train_loop(trainer *t, FILE *metrics)
       s.rank_figures = ranks;
     }
     int have_val = step == o->steps || (o->eval_every > 0 && step % o->eval_every == 0);
-    if (world_rank == 0) report_step(&r, &s);
     if (have_val && trainer_eval(t, &val)) abort_run(t);
-    if (world_rank == 0) {
-      if (have_val) report_eval(&r, step, val);
-      report_metrics(&r, &s, have_val, val);
+    /* the step's metrics line is in the file before its checkpoint is, so that a
+     * run resumed from that checkpoint finds it there; then it gets the save's time */
+    if (world_rank == 0) report_metrics(&r, &s, have_val, val);
+    if (o->save_dir[0] && (step % o->save_every == 0 || step == o->steps)) {
+      if (trainer_save(t, step == o->steps, &s.save_ms)) abort_run(t);
+      if (world_rank == 0) report_metrics_amend(&r, &s, have_val, val);
     }
+    if (world_rank == 0) {
+      report_step(&r, &s);
+      if (have_val) report_eval(&r, step, val);
+    }
+  }
+  if (o->export[0]) {
+    if (trainer_export(t)) abort_run(t);
+    if (world_rank == 0) printf("export: the weights after step %lld in %s\n", (long long)r.steps, o->export);
   }
   if (o->sample > 0) {
     size_t n = strlen(o->prompt) + (size_t)o->sample;
@@ -157,6 +173,53 @@ static void train_loop(trainer *t, FILE *metrics)
   }
   if (world_rank == 0) report_summary(&r);
   free(ranks);
+}
+
+/* A status of what the user named (a file of another model, one that is not
+ * there or damaged, mismatched options) is a usage error; anything else a failure. */
+static int usage_or_failure(gaaw_status_t st)
+{
+  if (st == GAAW_SUCCESS) return TRAIN_EXIT_OK;
+  return st == GAAW_ERR_INVALID_ARG || st == GAAW_ERR_NOT_FOUND || st == GAAW_ERR_CORRUPT ? TRAIN_EXIT_USAGE
+                                                                                            : TRAIN_EXIT_FAILURE;
+}
+
+/* Prints the header, then --resume's checkpoint, loaded into t: *start is its
+ * step, 0 for a fresh start (--resume auto with no checkpoint in --save-dir, or no
+ * --resume). A checkpoint beyond --steps (but for --steps 0) is a usage error. */
+static int resume(trainer *t, int64_t *start)
+{
+  const train_options *o = t->opts;
+  int automatic = !strcmp(o->resume, "auto");
+  const char *path = automatic ? o->save_dir : o->resume;
+  *start = 0;
+  if (world_rank == 0) print_header(t);
+  if (!o->resume[0]) return TRAIN_EXIT_OK;
+  gaaw_status_t st = trainer_resume(t, path, start);
+  if (st == GAAW_ERR_NOT_FOUND && automatic) { /* the first run of a resubmitted job */
+    if (world_rank == 0) {
+      if (o->import[0]) printf("resume: no checkpoint in %s: a fresh start from %s\n", path, o->import);
+      else printf("resume: no checkpoint in %s: a fresh start\n", path);
+      fflush(stdout);
+    }
+    return TRAIN_EXIT_OK;
+  }
+  int code = agree(usage_or_failure(st), t->err);
+  if (code) return code;
+  if (o->steps > 0 && *start > o->steps) {
+    snprintf(t->err, sizeof t->err, "the checkpoint in %s is at step %lld, beyond --steps %ld", path,
+             (long long)*start, o->steps);
+    return agree(TRAIN_EXIT_USAGE, t->err);
+  }
+  if (world_rank == 0) {
+    if (o->steps == 0 || *start == o->steps)
+      printf("resume: step %lld from %s: nothing left to train, evaluating\n", (long long)*start, path);
+    else
+      printf("resume: step %lld from %s, training steps %lld-%ld\n", (long long)*start, path, (long long)*start + 1,
+             o->steps);
+    fflush(stdout);
+  }
+  return TRAIN_EXIT_OK;
 }
 
 static int train(gaaw_config_t cfg, const train_options *o, const train_data *data, FILE *metrics)
@@ -175,14 +238,14 @@ static int train(gaaw_config_t cfg, const train_options *o, const train_data *da
   /* the library refuses a model or optimizer whose settings differ across ranks
    * (an MPMD launch with other options) as invalid: a usage error too */
   gaaw_status_t setup = trainer_setup(&t, ctx, o, data);
-  int code = agree(setup == GAAW_SUCCESS            ? TRAIN_EXIT_OK
-                   : setup == GAAW_ERR_INVALID_ARG ? TRAIN_EXIT_USAGE
-                                                   : TRAIN_EXIT_FAILURE,
-                   t.err);
-  if (code == TRAIN_EXIT_OK) {
-    if (world_rank == 0) print_header(&t);
-    train_loop(&t, metrics);
+  int code = agree(usage_or_failure(setup), t.err);
+  int64_t start = 0;
+  if (code == TRAIN_EXIT_OK) code = resume(&t, &start);
+  if (code == TRAIN_EXIT_OK && o->metrics[0]) { /* rank 0's file continues after the loaded step */
+    int ok = !metrics || report_metrics_restart(metrics, o->metrics, start, err, sizeof err);
+    code = agree(ok ? TRAIN_EXIT_OK : TRAIN_EXIT_FAILURE, err);
   }
+  if (code == TRAIN_EXIT_OK) train_loop(&t, metrics, start);
   trainer_free(&t);
   gaaw_finalize(&ctx);
   return code;
@@ -226,7 +289,8 @@ static int run(int argc, char **argv)
   if (code == TRAIN_EXIT_OK) code = load_data(opts, &data, err, sizeof err);
   if (code == TRAIN_EXIT_OK) {
     int local = TRAIN_EXIT_OK;
-    if (world_rank == 0 && opts->metrics[0] && !(metrics = fopen(opts->metrics, "w"))) {
+    /* "a": not emptied before a resumed run knows which lines to keep */
+    if (world_rank == 0 && opts->metrics[0] && !(metrics = fopen(opts->metrics, "a"))) {
       snprintf(err, sizeof err, "cannot write the metrics file '%s': %s", opts->metrics, strerror(errno));
       local = TRAIN_EXIT_USAGE;
     }

@@ -116,24 +116,24 @@ static void window(const unsigned char *text, size_t start, int seq, int32_t *to
   }
 }
 
-void train_data_batch(const train_data *d, uint64_t seed, int64_t step, int micro, int dp_rank, int batch, int seq,
+void train_data_batch(const train_data *d, uint64_t seed, int64_t step, int64_t first_row, int batch, int seq,
                       int32_t *tokens, int32_t *targets)
 {
   size_t starts = d->train_size - (size_t)seq; /* windows of seq + 1 bytes */
+  uint64_t base = mix(mix(seed) ^ (uint64_t)step);
   for (int b = 0; b < batch; b++) {
-    uint64_t h = mix(mix(mix(mix(mix(seed) ^ (uint64_t)step) ^ (uint64_t)micro) ^ (uint64_t)dp_rank) ^ (uint64_t)b);
+    uint64_t h = mix(base ^ (uint64_t)(first_row + b));
     window(d->train, (size_t)(h % starts), seq, tokens + (size_t)b * seq, targets + (size_t)b * seq);
   }
 }
 
-void train_data_val_batch(const train_data *d, int index, int count, int dp_rank, int dp, int batch, int seq,
-                          int32_t *tokens, int32_t *targets)
+void train_data_val_batch(const train_data *d, int64_t first_row, int64_t rows, int batch, int seq, int32_t *tokens,
+                          int32_t *targets)
 {
-  size_t last = d->val_size - (size_t)seq - 1; /* the last window's start */
-  size_t windows = (size_t)count * dp * batch;
+  uint64_t last = d->val_size - (size_t)seq - 1; /* the last window's start */
   for (int b = 0; b < batch; b++) {
-    size_t w = ((size_t)index * dp + dp_rank) * batch + b;
-    size_t start = windows > 1 ? (size_t)((uint64_t)w * last / (windows - 1)) : 0;
+    uint64_t w = (uint64_t)(first_row + b);
+    size_t start = rows > 1 ? (size_t)(w * last / (uint64_t)(rows - 1)) : 0;
     window(d->val, start, seq, tokens + (size_t)b * seq, targets + (size_t)b * seq);
   }
 }

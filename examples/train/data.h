@@ -1,8 +1,16 @@
 /* gaaw-train's data: a text file read as bytes (token = byte value), split into
  * the first 90% for training and the last 10% for validation, and cut into
- * microbatches of (batch, seq) windows. Training windows start at offsets drawn
- * from a counter-based hash of (seed, step, microbatch, dp rank, row), so each dp
- * rank sees different data, and the same seed and layout see the same data. */
+ * microbatches of (batch, seq) windows.
+ *
+ * A step's global batch is dp x accum x microbatches x batch rows, numbered dp rank
+ * first, then the microbatch (accumulation index a and pipeline microbatch k as
+ * a x microbatches + k), then the row:
+ *   global row = (dp_rank x accum x microbatches + microbatch) x batch + row.
+ * Training window g of step s starts at an offset drawn from a counter-based hash
+ * of (seed, s, g), so any layout with the same global batch (dp 2 x batch 4, one
+ * rank x batch 8, one rank x batch 4 x accum 2) trains on the same windows, and the
+ * data of step s does not depend on how the run got there (a resumed run sees what
+ * the uninterrupted one saw). */
 #ifndef GAAW_TRAIN_DATA_H
 #define GAAW_TRAIN_DATA_H
 
@@ -27,14 +35,16 @@ const char *train_data_default_path(void);
 int train_data_load(train_data *d, const char *path, int seq, int vocab, char *err, size_t len);
 void train_data_free(train_data *d);
 
-/* A training microbatch: tokens and targets, (batch, seq) i32. */
-void train_data_batch(const train_data *d, uint64_t seed, int64_t step, int micro, int dp_rank, int batch, int seq,
+/* Rows first_row .. first_row + batch - 1 of step's global batch, as a training
+ * microbatch: tokens and targets, (batch, seq) i32. */
+void train_data_batch(const train_data *d, uint64_t seed, int64_t step, int64_t first_row, int batch, int seq,
                       int32_t *tokens, int32_t *targets);
 
-/* Validation microbatch `index` of dp rank dp_rank, out of count per rank: the
- * windows of all ranks and microbatches are spread evenly over the validation
- * split and are the same at every evaluation. (batch, seq) i32. */
-void train_data_val_batch(const train_data *d, int index, int count, int dp_rank, int dp, int batch, int seq,
-                          int32_t *tokens, int32_t *targets);
+/* Rows first_row .. first_row + batch - 1 of the validation set of `rows` windows,
+ * spread evenly over the validation split (the first at its start, the last at its
+ * end), the same at every evaluation and in every layout that evaluates the same
+ * number of rows. (batch, seq) i32. */
+void train_data_val_batch(const train_data *d, int64_t first_row, int64_t rows, int batch, int seq, int32_t *tokens,
+                          int32_t *targets);
 
 #endif

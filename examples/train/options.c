@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef enum { TYPE_INT, TYPE_DOUBLE, TYPE_STRING } option_type;
 
@@ -373,6 +374,69 @@ static int check_memory(const train_options *o, gaaw_config_t cfg, const train_m
   return TRAIN_EXIT_USAGE;
 }
 
+/* path names a directory (what access() allows as mode), or does not exist
+ * when missing_ok. */
+static int is_directory(const char *path, int mode, int missing_ok)
+{
+  struct stat info;
+  if (stat(path, &info) != 0) return missing_ok && errno == ENOENT;
+  return S_ISDIR(info.st_mode) && access(path, mode) == 0;
+}
+
+/* The directory part of path in buf: "." for a bare name, trailing slashes
+ * ignored ("ck/" is in "."). */
+static const char *directory_of(const char *path, char *buf, size_t len)
+{
+  size_t n = strlen(path);
+  while (n > 1 && path[n - 1] == '/') n--;
+  while (n > 0 && path[n - 1] != '/') n--; /* n: just after the last slash, or 0 */
+  while (n > 1 && path[n - 1] == '/') n--;
+  if (n == 0) snprintf(buf, len, ".");
+  else snprintf(buf, len, "%.*s", (int)n, path);
+  return buf;
+}
+
+/* --save-dir, --save-every, --keep, --resume, --import and --export: their values
+ * and what they name on disk, so that a typo fails before training rather than at
+ * the first save or at the end; --keep and --resume auto set the library's
+ * checkpoint_keep and checkpoint_fallback in cfg. */
+static int check_checkpoint_flags(const train_options *o, gaaw_config_t cfg, char *err, size_t len)
+{
+  char dir[TRAIN_STRING_MAX];
+  CHECK(o->save_every >= 1, "--save-every must be >= 1, got %ld", o->save_every);
+  if (o->keep[0]) {
+    char *end;
+    errno = 0;
+    long k = strtol(o->keep, &end, 10);
+    CHECK(end != o->keep && !*end && !errno && k >= 0 && k <= INT_MAX,
+          "--keep must be an integer >= 0 (0 = keep every checkpoint), got '%s'", o->keep);
+    CHECK(gaaw_config_set(cfg, "checkpoint_keep", o->keep) == GAAW_SUCCESS, "--keep %s: %s", o->keep,
+          gaaw_last_error(NULL));
+  }
+  if (o->save_dir[0]) { /* the first save creates it, in a directory that exists */
+    CHECK(is_directory(o->save_dir, W_OK | X_OK, 1), "--save-dir '%s' is not a writable directory", o->save_dir);
+    CHECK(access(o->save_dir, F_OK) == 0 || is_directory(directory_of(o->save_dir, dir, sizeof dir), W_OK | X_OK, 0),
+          "--save-dir '%s' cannot be created: '%s' is not a writable directory", o->save_dir, dir);
+  }
+  CHECK(!(o->resume[0] && strcmp(o->resume, "auto") != 0 && o->import[0]),
+        "--resume DIR and --import exclude each other (a checkpoint holds the weights already; with "
+        "--resume auto, --import is the start when --save-dir holds no checkpoint)");
+  if (!strcmp(o->resume, "auto")) {
+    CHECK(o->save_dir[0], "--resume auto needs --save-dir (the directory to resume from)");
+    CHECK(gaaw_config_set(cfg, "checkpoint_fallback", "yes") == GAAW_SUCCESS, "--resume auto: %s",
+          gaaw_last_error(NULL));
+  } else if (o->resume[0]) {
+    CHECK(is_directory(o->resume, R_OK | X_OK, 0),
+          "--resume '%s' is neither auto nor a readable directory (a save directory or a step-* checkpoint)",
+          o->resume);
+  }
+  if (o->import[0]) CHECK(access(o->import, R_OK) == 0, "cannot read the --import file '%s': %s", o->import, strerror(errno));
+  if (o->export[0])
+    CHECK(is_directory(directory_of(o->export, dir, sizeof dir), W_OK | X_OK, 0),
+          "the directory of the --export file '%s' is not a writable directory", o->export);
+  return TRAIN_EXIT_OK;
+}
+
 /* Everything that can be checked from the options and the machine alone, so every
  * rank reaches the same verdict (the memory is per node: the lowest failing rank
  * reports). Sizes are multiplied in 64 bits or as doubles, never in int. */
@@ -392,7 +456,9 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
   CHECK(o->vocab >= 1, "--vocab must be >= 1, got %ld", o->vocab);
   CHECK(o->batch >= 1, "--batch must be >= 1, got %ld", o->batch);
   CHECK(o->accum >= 1, "--accum must be >= 1, got %ld", o->accum);
-  CHECK(o->steps >= 1, "--steps must be >= 1, got %ld", o->steps);
+  CHECK(o->steps >= 0, "--steps must be >= 0, got %ld", o->steps);
+  CHECK(o->steps >= 1 || o->resume[0] || o->import[0],
+        "--steps 0 needs --resume or --import (it evaluates the loaded model once)");
   /* the optimizer takes these as float */
   const struct { const char *flag; double value; } reals[] = {
     {"--lr", o->lr}, {"--min-lr", o->min_lr}, {"--weight-decay", o->weight_decay}, {"--clip", o->clip}};
@@ -414,6 +480,8 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
     for (const unsigned char *p = (const unsigned char *)o->prompt; *p; p++)
       CHECK(*p < o->vocab, "--prompt holds byte %d, outside --vocab %ld", *p, o->vocab);
   }
+
+  if (check_checkpoint_flags(o, cfg, err, len) != TRAIN_EXIT_OK) return TRAIN_EXIT_USAGE;
 
   /* the library's options, each on its own (no device or MPI needed) */
   CHECK(gaaw_config_check(cfg) == GAAW_SUCCESS, "%s", gaaw_last_error(NULL));
@@ -442,6 +510,12 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
   CHECK(ffn <= INT_MAX, "the MLP width 4 x --dim = %lld is more than gaaw supports (%d)", (long long)ffn, INT_MAX);
   CHECK(tokens <= INT_MAX, "--batch x --seq = %lld tokens per microbatch is more than gaaw supports (%d)",
         (long long)tokens, INT_MAX);
+  int64_t microbatches = 1;
+  gaaw_config_get_int(cfg, "microbatches", &microbatches);
+  double global = (double)dp * (double)o->accum * (double)microbatches * (double)o->batch; /* rows per step */
+  CHECK(global * (double)o->eval_batches <= (double)INT64_MAX / 2,
+        "--eval-batches %ld x the global batch (%.0f rows) is more windows than gaaw-train can number", o->eval_batches,
+        global);
   return TRAIN_EXIT_OK;
 }
 

@@ -29,7 +29,7 @@
   X(optimizer, STRING, "adamw", "NAME", "adamw or sgd")                                             \
   X(batch, INT, "8", "N", "sequences per microbatch on each data-parallel rank")                    \
   X(accum, INT, "1", "N", "microbatches accumulated per step")                                      \
-  X(steps, INT, "200", "N", "optimizer steps")                                                      \
+  X(steps, INT, "200", "N", "optimizer steps of the whole run (a resumed run does the rest); 0 with --resume or --import: evaluate once") \
   X(lr, DOUBLE, "0.001", "X", "peak learning rate")                                                 \
   X(min_lr, DOUBLE, "0.0001", "X", "learning rate at the end of the cosine decay")                  \
   X(warmup, INT, "20", "N", "linear warmup steps")                                                  \
@@ -38,11 +38,18 @@
   X(seed, INT, "1337", "N", "initial weights, data order and sampling")                             \
   /* evaluation and output */                                                                       \
   X(eval_every, INT, "50", "N", "validation loss every N steps (always at the start and end); 0 = start and end only") \
-  X(eval_batches, INT, "4", "N", "validation microbatches per data-parallel rank in each evaluation") \
+  X(eval_batches, INT, "4", "N", "validation global batches (dp x accum x microbatches x batch windows) per evaluation") \
   X(metrics, STRING, "", "FILE", "write one JSON object per step to FILE (rank 0)")                 \
   X(sample, INT, "64", "N", "bytes to generate at the end; 0 = none")                               \
   X(prompt, STRING, "The ", "TEXT", "the generated sample starts from TEXT")                        \
-  X(temperature, DOUBLE, "0", "X", "sampling temperature of the sample; 0 = greedy")
+  X(temperature, DOUBLE, "0", "X", "sampling temperature of the sample; 0 = greedy")                 \
+  /* checkpoints */                                                                                  \
+  X(save_dir, STRING, "", "DIR", "save checkpoints into DIR (DIR/step-NNNNNNNN, DIR/latest)")        \
+  X(save_every, INT, "50", "N", "with --save-dir: a checkpoint after every N-th step and after the last") \
+  X(keep, STRING, "", "K", "keep the newest K checkpoints, 0 = all (the library option checkpoint_keep); empty = its default") \
+  X(resume, STRING, "", "auto|DIR", "load a checkpoint first: auto = the newest intact one in --save-dir, or a fresh start if none; DIR = that save directory or step-* directory") \
+  X(import, STRING, "", "FILE", "start from the weights of a safetensors FILE (a fresh optimizer; with --resume auto only if there is no checkpoint)")  \
+  X(export, STRING, "", "FILE", "write the trained weights to a safetensors FILE at the end")
 
 #define TRAIN_STRING_MAX 1024
 

@@ -5,12 +5,16 @@
 #define GAAW_TRAIN_REPORT_H
 
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "gaaw.h"
 
 typedef struct {
   FILE *metrics; /* NULL: no metrics file */
-  int64_t steps;
+  int64_t steps;      /* the run's last step (--steps) */
+  int64_t start;      /* the step it started after: 0, or the loaded checkpoint's */
+  int64_t done;       /* steps this process trained */
+  off_t line_start;   /* where the metrics file's last line starts */
   float first_loss, last_loss, first_val, last_val;
   double timed_seconds, timed_tokens; /* every step but the first (warm-up) */
   double seconds, tokens;             /* every step */
@@ -22,6 +26,7 @@ typedef struct {
   float loss;
   const gaaw_step_stats_t *stats;
   double ms, tokens;
+  double save_ms; /* the checkpoint saved after the step, < 0: none */
   size_t params_bytes, grads_bytes, optimizer_bytes; /* model state on this rank, by category */
   size_t activation_peak;
   int ranks;                  /* pp > 1: rank_figures holds, per world rank, the fraction of */
@@ -30,10 +35,18 @@ typedef struct {
 } train_step_info;
 
 void report_step(train_report *r, const train_step_info *s);
-/* step 0 is the evaluation before training. */
+/* The metrics file of a run that starts after step start: emptied when start is
+ * 0, else cut to its complete lines of steps 1..start (what an earlier run wrote
+ * before the checkpoint it resumes from), so that it continues as one file.
+ * Returns 0 with the reason in err on failure. */
+int report_metrics_restart(FILE *f, const char *path, int64_t start, char *err, size_t len);
+
+/* step r->start is the evaluation before training. */
 void report_eval(train_report *r, int64_t step, float val_loss);
-/* Ends the step's JSON object; val_loss is written when have_val. */
+/* The step's JSON object, as one line, flushed; val_loss is written when have_val. */
 void report_metrics(train_report *r, const train_step_info *s, int have_val, float val_loss);
+/* Writes the last line again, in its place (with the save's time, once known). */
+void report_metrics_amend(train_report *r, const train_step_info *s, int have_val, float val_loss);
 void report_sample(const unsigned char *text, size_t n, size_t prompt_len, double temperature);
 void report_summary(const train_report *r);
 

@@ -2,6 +2,7 @@
 #include "examples/train/trainer.h"
 
 #include <math.h>
+#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,14 @@ static gaaw_status_t failed(trainer *t, gaaw_status_t st, const char *call)
   if (!report[0]) report = gaaw_last_error(NULL); /* raised without the context */
   snprintf(t->err, sizeof t->err, "%s failed: %s\n%s", call, gaaw_status_name(st), report);
   return st;
+}
+
+/* The same for a call on a file or directory: "gaaw_checkpoint_load(ck) failed". */
+static gaaw_status_t failed_on(trainer *t, gaaw_status_t st, const char *function, const char *path)
+{
+  char call[TRAIN_STRING_MAX + 64];
+  snprintf(call, sizeof call, "%s(%s)", function, path);
+  return failed(t, st, call);
 }
 
 #define TRY(t, call)                                       \
@@ -55,6 +64,7 @@ static void optimizer_config(const train_options *o, int microbatches, gaaw_opti
 gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options *opts, const train_data *data)
 {
   memset(t, 0, sizeof *t);
+  t->dp_comm = MPI_COMM_NULL;
   t->opts = opts;
   t->data = data;
   t->ctx = ctx;
@@ -63,7 +73,12 @@ gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options 
   int64_t microbatches = 1;
   TRY(t, gaaw_topology_sizes(ctx, &t->dp, &t->pp, &t->tp));
   TRY(t, gaaw_topology_coords(ctx, &t->dp_rank, &t->pp_rank, &tp_rank));
-  TRY(t, gaaw_topology_comm(ctx, GAAW_GROUP_DP, &t->dp_comm));
+  /* collective over the world, before anything can fail on one rank only */
+  if (MPI_Comm_split(MPI_COMM_WORLD, t->pp_rank * t->tp + tp_rank, t->dp_rank, &t->dp_comm) != MPI_SUCCESS) {
+    t->dp_comm = MPI_COMM_NULL;
+    snprintf(t->err, sizeof t->err, "MPI_Comm_split (the dp group of the loss means) failed");
+    return GAAW_ERR_COMM;
+  }
   TRY(t, gaaw_context_config(ctx, &cfg));
   TRY(t, gaaw_config_get_int(cfg, "microbatches", &microbatches));
   t->microbatches = (int)microbatches;
@@ -72,23 +87,54 @@ gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options 
   t->targets = malloc(n * sizeof *t->targets);
   t->logits = malloc((size_t)opts->seq * opts->vocab * sizeof *t->logits);
   if (!t->tokens || !t->targets || !t->logits) return failed(t, GAAW_ERR_NO_MEMORY, "allocating the batch");
-  int64_t one = 1;
-  TRY(t, gaaw_tensor_alloc(ctx, GAAW_F32, 1, &one, GAAW_MEM_WORKSPACE, &t->scalar));
 
   gaaw_gpt_config_t g;
   gaaw_optimizer_config_t oc;
   gpt_config(opts, &g);
   optimizer_config(opts, t->microbatches, &oc);
   TRY(t, gaaw_model_create_gpt(ctx, &g, &t->model));
+  if (opts->import[0]) { /* before the optimizer copies them */
+    gaaw_status_t st = gaaw_model_import(t->model, opts->import);
+    if (st != GAAW_SUCCESS) return failed_on(t, st, "gaaw_model_import", opts->import);
+  }
   TRY(t, gaaw_optimizer_create(t->model, &oc, &t->opt));
   return GAAW_SUCCESS;
+}
+
+gaaw_status_t trainer_resume(trainer *t, const char *path, int64_t *step)
+{
+  gaaw_step_stats_t stats;
+  *step = 0;
+  gaaw_status_t st = gaaw_checkpoint_load(t->opt, path);
+  if (st != GAAW_SUCCESS) return failed_on(t, st, "gaaw_checkpoint_load", path);
+  TRY(t, gaaw_optimizer_stats(t->opt, &stats));
+  *step = stats.step;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t trainer_save(trainer *t, int last, double *ms)
+{
+  double start = MPI_Wtime();
+  gaaw_status_t st = gaaw_checkpoint_save(t->opt, t->opts->save_dir);
+  if (st != GAAW_SUCCESS) return failed_on(t, st, "gaaw_checkpoint_save", t->opts->save_dir);
+  /* with checkpoint_async the save commits at the next step: the last one has none */
+  if (last && (st = gaaw_checkpoint_wait(t->opt)) != GAAW_SUCCESS)
+    return failed_on(t, st, "gaaw_checkpoint_wait", t->opts->save_dir);
+  *ms = (MPI_Wtime() - start) * 1000;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t trainer_export(trainer *t)
+{
+  gaaw_status_t st = gaaw_model_export(t->model, t->opts->export);
+  return st == GAAW_SUCCESS ? st : failed_on(t, st, "gaaw_model_export", t->opts->export);
 }
 
 void trainer_free(trainer *t)
 {
   gaaw_optimizer_destroy(&t->opt);
   gaaw_model_destroy(&t->model);
-  if (t->scalar.buf) gaaw_buffer_free(t->ctx, &t->scalar.buf);
+  if (t->dp_comm != MPI_COMM_NULL) MPI_Comm_free(&t->dp_comm);
   free(t->tokens);
   free(t->targets);
   free(t->logits);
@@ -100,9 +146,10 @@ void trainer_free(trainer *t)
 static gaaw_status_t dp_mean(trainer *t, float *x)
 {
   if (t->dp == 1) return GAAW_SUCCESS;
-  TRY(t, gaaw_buffer_write(t->ctx, t->scalar.buf, t->scalar.offset, x, sizeof *x));
-  TRY(t, gaaw_comm_allreduce(t->dp_comm, &t->scalar, &t->scalar, GAAW_SUM));
-  TRY(t, gaaw_buffer_read(t->ctx, t->scalar.buf, t->scalar.offset, x, sizeof *x));
+  if (MPI_Allreduce(MPI_IN_PLACE, x, 1, MPI_FLOAT, MPI_SUM, t->dp_comm) != MPI_SUCCESS) {
+    snprintf(t->err, sizeof t->err, "MPI_Allreduce (a loss mean over dp) failed");
+    return GAAW_ERR_COMM;
+  }
   *x /= (float)t->dp;
   return GAAW_SUCCESS;
 }
@@ -120,11 +167,14 @@ gaaw_status_t trainer_step(trainer *t, int64_t step, float *loss)
   size_t n = (size_t)o->batch * (size_t)o->seq;
   float sum = 0, l;
   t->idle = t->busy = 0;
+  int64_t per_rank = (int64_t)o->accum * t->microbatches; /* microbatches of a dp rank per step */
   for (int a = 0; a < o->accum; a++) {
-    /* microbatch a * microbatches + k of the step, as --accum alone numbers them */
-    for (int k = 0; k < t->microbatches; k++)
-      train_data_batch(t->data, (uint64_t)o->seed, step, a * t->microbatches + k, t->dp_rank, (int)o->batch,
-                       (int)o->seq, t->tokens + k * n, t->targets + k * n);
+    /* microbatch a x microbatches + k of this dp rank: its rows of the global batch */
+    for (int k = 0; k < t->microbatches; k++) {
+      int64_t first = ((int64_t)t->dp_rank * per_rank + (int64_t)a * t->microbatches + k) * o->batch;
+      train_data_batch(t->data, (uint64_t)o->seed, step, first, (int)o->batch, (int)o->seq, t->tokens + k * n,
+                       t->targets + k * n);
+    }
     TRY(t, gaaw_model_forward_backward(t->model, &b, &l));
     double idle, total;
     TRY(t, gaaw_model_pipeline_times(t->model, &idle, &total));
@@ -142,13 +192,16 @@ gaaw_status_t trainer_eval(trainer *t, float *loss)
   const train_options *o = t->opts;
   gaaw_batch_t b = batch_of(t, (int)o->batch, (int)o->seq);
   float sum = 0, l;
-  for (int i = 0; i < o->eval_batches; i++) {
-    train_data_val_batch(t->data, i, (int)o->eval_batches, t->dp_rank, t->dp, (int)o->batch, (int)o->seq, t->tokens,
-                         t->targets);
+  /* --eval-batches global batches, this dp rank's share of them in a row */
+  int64_t count = o->eval_batches * o->accum * t->microbatches; /* microbatches per dp rank */
+  int64_t rows = count * t->dp * o->batch;
+  for (int64_t i = 0; i < count; i++) {
+    train_data_val_batch(t->data, ((int64_t)t->dp_rank * count + i) * o->batch, rows, (int)o->batch, (int)o->seq,
+                         t->tokens, t->targets);
     TRY(t, gaaw_model_forward(t->model, &b, &l));
     sum += l;
   }
-  *loss = sum / (float)o->eval_batches;
+  *loss = sum / (float)count;
   return dp_mean(t, loss);
 }
 

@@ -203,8 +203,8 @@ train() {
   done
   test `grep -c '"val_loss":' "$tmp/$2.jsonl"` -eq 2 || err "np $1: expected val_loss at steps 10 and 20"
   # ZeRO 1 in f32 over dp = np / 2: the gradient reduce-scatter and parameter
-  # all-gather move 2 Psi (here 2 params_bytes, plus the trainer's few bytes of loss
-  # average); nothing at dp 1
+  # all-gather move 2 Psi (here 2 params_bytes; the trainer averages its losses on a
+  # communicator of its own); nothing at dp 1
   sed -n 's/.*"params_bytes":\([0-9]*\).*"dp_comm_bytes":\([0-9]*\).*/\1 \2/p' "$tmp/$2.jsonl" |
     awk -v dp=$(($1 / 2)) '{ ok = dp == 1 ? $2 == 0 : $2 >= 2 * $1 && $2 <= 2 * $1 + 64 }
                            !ok { bad = 1; print "  params " $1 " bytes, dp traffic " $2 " bytes" }

@@ -19,7 +19,10 @@
 #    space: GAAW_ERR_NO_MEMORY), reported once, no step run;
 #  - a diverging run (--lr 1e30 --clip 0) writes `null` for the non-finite loss,
 #    grad_norm and val_loss, never nan or inf, marks those steps skipped, and every
-#    line is JSON (checked with python3's json module when /usr/bin/python3 exists).
+#    line is JSON (checked with python3's json module when /usr/bin/python3 exists);
+#  - data by global row: dp 2 x batch 4, 1 rank x batch 8 and 1 rank x batch 4 x
+#    accum 2 (the same global batch of 8 rows) give the same training and validation
+#    losses at every step within 1e-5 relative.
 # GAAW_TRAIN overrides the program (default ./examples/gaaw-train in the build tree).
 prog=${GAAW_TRAIN:-./examples/gaaw-train}
 if test -z "$MPIEXEC"; then
@@ -148,4 +151,33 @@ for n, line in enumerate(open(sys.argv[1]), 1):
     json.loads(line, parse_constant=refuse)
 ' "$tmp/diverge.jsonl" || err "a diverging run: the metrics file is not JSON, line by line"
 fi
+
+# data by global row: three layouts of one global batch of 8 rows, 5 steps
+layout() {
+  name=$1
+  np=$2
+  shift 2
+  timeout -k 5 120 $MPIEXEC -n $np $prog $tiny --steps 5 --eval-every 2 "$@" --metrics "$tmp/$name.jsonl" \
+    >"$tmp/$name.out" 2>"$tmp/$name.err"
+  rc=$?
+  test $rc -eq 0 || { err "$name: exit $rc"; cat "$tmp/$name.err"; }
+}
+layout dp2 2 --batch 4
+layout rank1 1 --batch 8
+layout accum2 1 --batch 4 --accum 2
+# losses NAME: "step loss val_loss" per step (- where there is no val_loss)
+losses() {
+  sed 's/^{"step":\([0-9]*\),"loss":\([^,]*\),\("val_loss":\([^,]*\),\)\{0,1\}.*/\1 \2 \4/' "$tmp/$1.jsonl" |
+    awk '{ print $1, $2, (NF > 2 ? $3 : "-") }'
+}
+losses dp2 >"$tmp/dp2.loss"
+for run in rank1 accum2; do
+  losses $run | paste -d ' ' "$tmp/dp2.loss" - | awk -v run=$run '
+    function far(a, b) { d = a - b; if (d < 0) d = -d; return d > 1e-5 * (b < 0 ? -b : b) }
+    NF != 6 || $1 != $4 || $3 == "-" && $6 != "-" || $3 != "-" && $6 == "-" { print "  step lines differ: " $0; bad = 1; next }
+    far($5, $2) { print "  step " $1 ": loss " $5 " (" run ") vs " $2 " (dp 2)"; bad = 1 }
+    $3 != "-" && far($6, $3) { print "  step " $1 ": val_loss " $6 " (" run ") vs " $3 " (dp 2)"; bad = 1 }
+    END { if (NR != 5) { print "  " NR " steps, expected 5"; bad = 1 }; exit bad }' ||
+    err "data by global row: $run's losses above are not dp 2 x batch 4's within 1e-5 relative"
+done
 exit $fail
