@@ -11,9 +11,8 @@
 #      with SIGKILL (the whole mpiexec) while training, then the same command again
 #      (it resumes from the newest checkpoint): its metrics file, continued after the
 #      loaded step, is bitwise (all but the times) the uninterrupted run's;
-#  (c) a kill inside a save (GAAW_TEST_CHECKPOINT_KILL=before_rename, after_rename:
-#      rank 0 SIGKILLs itself there, MPICH ends the job; the library's before_latest,
-#      the same instant as after_rename, went in commit 352e3d2): the run dies,
+#  (c) a kill inside a save (GAAW_TEST_CHECKPOINT_KILL=before_rename, after_rename,
+#      before_latest: rank 0 SIGKILLs itself there, MPICH ends the job): the run dies,
 #      `latest` still names a complete checkpoint, and the same command without the
 #      switch continues bitwise like the uninterrupted run;
 #  (d) resumed on 1 rank from checkpoints saved on 2 (dp 2 x batch 4 resumed as
@@ -151,7 +150,7 @@ else
 fi
 
 # (c) a kill inside a save: from the checkpoint of step 4, killed in the save of step 8
-for point in before_rename after_rename; do
+for point in before_rename after_rename before_latest; do
   mkdir "$tmp/$point"
   cp -r "$tmp/ref/step-00000004" "$tmp/$point/"
   echo step-00000004 >"$tmp/$point/latest"
