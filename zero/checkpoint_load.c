@@ -609,7 +609,7 @@ static gaaw_status_t check_path(gaaw_context_t ctx, const char *path)
 /* The agreement every load starts with: good arguments, the same path everywhere. */
 static gaaw_status_t agree_path(gaaw_context_t ctx, gaaw_status_t st, const char *path, const char *what)
 {
-  gaaw_field fields[2] = {GAAW_FIELD_DIGEST("path", st == GAAW_SUCCESS ? gaaw_digest(path, strlen(path)) : 0),
+  gaaw_field fields[2] = {GAAW_FIELD_TEXT("path", st == GAAW_SUCCESS ? path : ""),
                           GAAW_FIELD_INT("checkpoint_fallback", gaaw_ctx_bool(ctx, "checkpoint_fallback"))};
   return gaaw_agree_world(ctx, st, what, fields, st == GAAW_SUCCESS ? 2 : 0);
 }

@@ -453,7 +453,7 @@ gaaw_status_t gaaw_checkpoint_save(gaaw_optimizer_t opt, const char *dir)
   gaaw_status_t st = check_save(opt, dir);
   if (st == GAAW_SUCCESS) st = gaaw_ckpt_state_ensure(opt);
   int async = gaaw_ctx_bool(ctx, "checkpoint_async");
-  gaaw_field fields[5] = {GAAW_FIELD_DIGEST("dir", st == GAAW_SUCCESS ? gaaw_digest(dir, strlen(dir)) : 0),
+  gaaw_field fields[5] = {GAAW_FIELD_TEXT("dir", st == GAAW_SUCCESS ? dir : ""),
                           GAAW_FIELD_INT("checkpoint_async", async),
                           GAAW_FIELD_INT("checkpoint_keep", gaaw_ctx_int(ctx, "checkpoint_keep"))};
   int n = st == GAAW_SUCCESS ? 3 + gaaw_ckpt_sampler_fields(opt, fields + 3) : 0;
