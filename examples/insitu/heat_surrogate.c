@@ -12,129 +12,53 @@
  * the surrogate K steps per prediction, and the program prints the surrogate's
  * error against the solver.
  *
- * Build and run (the same code is in heat_surrogate.f90 for Fortran):
+ * With --save-dir DIR the program keeps its surrogate: a checkpoint in DIR every
+ * --save-every N solver timesteps (at the end of the first snapshot that reaches
+ * each multiple of N) and always at the last timestep of training, each with the
+ * simulation's timestep and time as entries (gaaw_checkpoint_set_entry), which a
+ * restart with gaaw_checkpoint_load gets back. heat_predict reloads it and only
+ * predicts. --predictions FILE writes the first predictions after training (one
+ * line per grid point) for comparison with heat_predict's.
+ *
+ * Build and run (the same code is in heat_surrogate.f90 for Fortran; heat.h, which
+ * it includes, holds the solver and the model, shared with heat_predict.c):
  *   mpicc -O2 heat_surrogate.c -o heat_surrogate $(pkg-config --cflags --libs gaaw) -lm
  *   mpiexec -n 2 ./heat_surrogate            # dp 2
  *   mpiexec -n 2 ./heat_surrogate --tp 2     # tp 2 (any gaaw option: --key value)
+ *   mpiexec -n 2 ./heat_surrogate --save-dir ck --save-every 20
  * The grid's rows (NY) must divide by the number of ranks. */
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#define HEAT_PROGRAM "heat_surrogate"
+#include "heat.h"
 
-#include <mpi.h>
-
-#include <gaaw.h>
-
-/* The problem. */
-#define NX 64           /* grid columns */
-#define NY 64           /* grid rows, split over the ranks */
-#define ALPHA 0.2       /* diffusion number kappa dt / h^2 (stable up to 0.25) */
-#define K 2             /* solver steps per surrogate step */
-#define R K             /* neighbourhood radius: K steps reach K cells */
-#define NIN ((2 * R + 1) * (2 * R + 1)) /* inputs per sample: the (2R+1)^2 patch */
-/* Training and the comparison. */
-#define SNAPSHOTS 25    /* training samples are taken every K solver steps */
-#define STEPS_PER_SNAPSHOT 4 /* optimizer steps per snapshot */
-#define BATCH 256       /* samples per rank per optimizer step */
-#define ROLLOUT 20      /* surrogate steps compared with the solver */
-/* Samples are differences to the centre value, scaled to order 1. */
-#define IN_SCALE 10.0f
-#define OUT_SCALE (10.0f / (K * ALPHA))
-
-/* This rank's strip of rows, with R halo rows above and below and R halo
- * columns left and right (zero: the boundary). u[(j + R) * WIDTH + i + R] is
- * column i (0..NX-1), local row j (0..rows-1). */
-#define WIDTH (NX + 2 * R)
-typedef struct {
-  int rows, first_row; /* owned rows and the global index of the first */
-  int up, down;        /* neighbour ranks (MPI_PROC_NULL at the boundary) */
-  double *u, *scratch; /* (rows + 2R) x WIDTH */
-} strip_t;
-
-static double *at(double *u, int i, int j)
+/* Saves the surrogate in dir (dir/step-NNNNNNNN, NNNNNNNN the optimizer's step
+ * count) with the simulation's timestep and time as entries, then writes them to
+ * dir/TIMESTEP_FILE too, where heat_predict reads them (heat_predict.c says why).
+ * The time is timestep * dt, in units of h^2 / kappa (so dt = ALPHA). The wait
+ * commits an asynchronous save (checkpoint_async) at once, so that the file never
+ * names a checkpoint that is not there; the file is replaced whole (a temporary
+ * file renamed). Collective over world. */
+static void save(gaaw_context_t ctx, gaaw_optimizer_t opt, const char *dir, int timestep, int rank)
 {
-  return &u[(size_t)(j + R) * WIDTH + (i + R)];
-}
-
-/* Stops the program with gaaw's report when st is not GAAW_SUCCESS. Every rank
- * gets the same status from gaaw's collective calls, so all stop together. */
-static void check(gaaw_status_t st, gaaw_context_t ctx, const char *what)
-{
-  if (st == GAAW_SUCCESS) return;
-  fprintf(stderr, "heat_surrogate: %s failed: %s\n", what, gaaw_last_error(ctx));
-  MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-/* Two Gaussian bumps. */
-static void initial_field(strip_t *s)
-{
-  memset(s->u, 0, sizeof(double) * (size_t)(s->rows + 2 * R) * WIDTH);
-  for (int j = 0; j < s->rows; j++)
-    for (int i = 0; i < NX; i++) {
-      double y = s->first_row + j;
-      double a = ((i - 20) * (i - 20) + (y - 24) * (y - 24)) / (2 * 6.0 * 6.0);
-      double b = ((i - 44) * (i - 44) + (y - 40) * (y - 40)) / (2 * 4.0 * 4.0);
-      *at(s->u, i, j) = exp(-a) + 0.5 * exp(-b);
-    }
-}
-
-/* Fills the R halo rows from the neighbours (left as zero at the boundary). */
-static void exchange_halo(strip_t *s)
-{
-  int n = R * WIDTH;
-  double *first = at(s->u, -R, 0), *last = at(s->u, -R, s->rows - R);
-  double *above = at(s->u, -R, -R), *below = at(s->u, -R, s->rows);
-  MPI_Sendrecv(first, n, MPI_DOUBLE, s->up, 0, below, n, MPI_DOUBLE, s->down, 0, MPI_COMM_WORLD,
-               MPI_STATUS_IGNORE);
-  MPI_Sendrecv(last, n, MPI_DOUBLE, s->down, 1, above, n, MPI_DOUBLE, s->up, 1, MPI_COMM_WORLD,
-               MPI_STATUS_IGNORE);
-}
-
-/* One explicit step of du/dt = kappa laplacian(u). */
-static void solver_step(strip_t *s)
-{
-  exchange_halo(s);
-  memcpy(s->scratch, s->u, sizeof(double) * (size_t)(s->rows + 2 * R) * WIDTH);
-  for (int j = 0; j < s->rows; j++)
-    for (int i = 0; i < NX; i++) {
-      double c = *at(s->scratch, i, j);
-      double lap = *at(s->scratch, i - 1, j) + *at(s->scratch, i + 1, j) + *at(s->scratch, i, j - 1) +
-                   *at(s->scratch, i, j + 1) - 4 * c;
-      *at(s->u, i, j) = c + ALPHA * lap;
-    }
-}
-
-/* The model's inputs for point (i, j) of field u (halo filled): x (NIN). */
-static void patch(double *u, int i, int j, float *x)
-{
-  double c = *at(u, i, j);
-  int k = 0;
-  for (int dj = -R; dj <= R; dj++)
-    for (int di = -R; di <= R; di++) x[k++] = IN_SCALE * (float)(*at(u, i + di, j + dj) - c);
-}
-
-/* With tp > 1 the ranks of a tp group hold one model between them and must pass
- * the same batch: each gets every member's n samples of width w, in member order.
- * With tp = 1 the rank's own samples are the batch. Returns the batch. */
-static float *group_batch(MPI_Comm tp_comm, int tp, float *mine, float *all, int n, int w)
-{
-  if (tp == 1) return mine;
-  MPI_Allgather(mine, n * w, MPI_FLOAT, all, n * w, MPI_FLOAT, tp_comm);
-  return all;
-}
-
-/* sum over the world of the squared differences a - b over the owned points */
-static double sum_sq_diff(const strip_t *s, double *a, double *b)
-{
-  double local = 0, total = 0;
-  for (int j = 0; j < s->rows; j++)
-    for (int i = 0; i < NX; i++) {
-      double d = *at(a, i, j) - (b ? *at(b, i, j) : 0);
-      local += d * d;
-    }
-  MPI_Allreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  return total;
+  char step[32], time[32], path[4096], tmp[sizeof path + 8];
+  snprintf(step, sizeof step, "%d", timestep);
+  snprintf(time, sizeof time, "%.6f", timestep * ALPHA);
+  check(gaaw_checkpoint_set_entry(opt, "timestep", step), ctx, "gaaw_checkpoint_set_entry");
+  check(gaaw_checkpoint_set_entry(opt, "time", time), ctx, "gaaw_checkpoint_set_entry");
+  check(gaaw_checkpoint_save(opt, dir), ctx, "gaaw_checkpoint_save");
+  check(gaaw_checkpoint_wait(opt), ctx, "gaaw_checkpoint_wait");
+  int ok = 1;
+  if (rank == 0) {
+    snprintf(path, sizeof path, "%s/" TIMESTEP_FILE, dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    ok = f && fprintf(f, "%s %s\n", step, time) > 0;
+    if (f && fclose(f) != 0) ok = 0;
+    if (ok) ok = rename(tmp, path) == 0;
+    if (!ok) fprintf(stderr, "heat_surrogate: cannot write %s\n", path);
+    else printf("timestep %3d: surrogate saved in %s\n", timestep, dir);
+  }
+  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!ok) MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
 int main(int argc, char **argv)
@@ -149,40 +73,39 @@ int main(int argc, char **argv)
   gaaw_context_t ctx = NULL;
   check(gaaw_config_create(&cfg), NULL, "gaaw_config_create");
   check(gaaw_config_parse_args(cfg, &argc, argv), NULL, "the command line");
-  if (argc > 1) { /* what is left is not a gaaw option */
-    if (rank == 0) fprintf(stderr, "heat_surrogate: unknown argument %s (usage: heat_surrogate [--tp N])\n", argv[1]);
+  /* what is left: this program's own options */
+  const char *save_dir = NULL, *predictions = NULL, *every = NULL, *v;
+  for (int i = 1; i < argc;) {
+    if ((v = option_value(&i, argc, argv, "--save-dir"))) save_dir = v;
+    else if ((v = option_value(&i, argc, argv, "--save-every"))) every = v;
+    else if ((v = option_value(&i, argc, argv, "--predictions"))) predictions = v;
+    else {
+      if (rank == 0)
+        fprintf(stderr, "heat_surrogate: unknown argument %s (usage: heat_surrogate [--tp N] [--save-dir DIR "
+                        "[--save-every N]] [--predictions FILE])\n", argv[i]);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
+  char *end = NULL;
+  long save_every = every ? strtol(every, &end, 10) : 0; /* 0: the last timestep only */
+  if ((every && (*end != '\0' || save_every < 1)) || (every && !save_dir)) {
+    if (rank == 0) fprintf(stderr, "heat_surrogate: --save-every takes a number >= 1 and needs --save-dir\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
-  check(gaaw_init(MPI_COMM_WORLD, cfg, &ctx), NULL, "gaaw_init");
-  int dp, pp, tp, dp_rank, pp_rank, tp_rank;
-  check(gaaw_topology_sizes(ctx, &dp, &pp, &tp), ctx, "gaaw_topology_sizes");
-  check(gaaw_topology_coords(ctx, &dp_rank, &pp_rank, &tp_rank), ctx, "gaaw_topology_coords");
+  int dp, tp, tp_rank;
   MPI_Comm tp_comm; /* this rank's tp group, in tp_rank order */
-  MPI_Comm_split(MPI_COMM_WORLD, dp_rank, tp_rank, &tp_comm);
-  if (NY % size != 0) {
-    if (rank == 0) fprintf(stderr, "heat_surrogate: %d rows do not divide over %d ranks\n", NY, size);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
+  heat_init(cfg, &ctx, &dp, &tp, &tp_rank, &tp_comm);
+  strip_t s = strip_create(rank, size); /* the solver's strip, at the initial field */
   if (rank == 0)
     printf("heat_surrogate: %d ranks (tp %d x dp %d), grid %d x %d, %d solver steps per surrogate step\n", size, tp,
            dp, NX, NY, K);
-
-  /* the solver's strip */
-  strip_t s = {.rows = NY / size, .first_row = rank * (NY / size)};
-  s.up = rank > 0 ? rank - 1 : MPI_PROC_NULL;
-  s.down = rank < size - 1 ? rank + 1 : MPI_PROC_NULL;
   size_t cells = (size_t)(s.rows + 2 * R) * WIDTH;
-  s.u = calloc(cells, sizeof(double));
-  s.scratch = calloc(cells, sizeof(double));
   double *before = calloc(cells, sizeof(double)); /* the field K steps ago */
-  initial_field(&s);
 
-  /* the surrogate: NIN -> 64 -> 64 -> 64 -> 1 (an even number of linears, so that
-   * tp pairs each column-parallel linear with a row-parallel one), AdamW */
+  /* the surrogate (heat.h), AdamW */
   gaaw_model_t model = NULL;
   gaaw_optimizer_t opt = NULL;
-  gaaw_mlp_config_t mc = {.nsizes = 5, .sizes = {NIN, 64, 64, 64, 1}, .activation = GAAW_ACT_GELU, .seed = 1};
-  check(gaaw_model_create_mlp(ctx, &mc, &model), ctx, "gaaw_model_create_mlp");
+  check(heat_model_create(ctx, &model), ctx, "gaaw_model_create_mlp");
   gaaw_optimizer_config_t oc;
   gaaw_optimizer_config_default(&oc);
   oc.zero_stage = 1;
@@ -216,36 +139,14 @@ int main(int argc, char **argv)
       check(gaaw_optimizer_step(opt), ctx, "gaaw_optimizer_step");
     }
     if (rank == 0 && (snap + 1) % 5 == 0) printf("snapshot %3d: training loss %.3e\n", snap + 1, loss);
+    int timestep = (snap + 1) * K; /* the solver's steps so far */
+    int crossed = save_every > 0 && timestep / save_every != (timestep - K) / save_every;
+    if (save_dir && (crossed || snap == SNAPSHOTS - 1)) save(ctx, opt, save_dir, timestep, rank);
   }
 
   /* 2. from the same field, the solver and the surrogate advance ROLLOUT * K steps */
-  strip_t sur = s;
-  sur.u = calloc(cells, sizeof(double));
-  sur.scratch = calloc(cells, sizeof(double));
-  memcpy(sur.u, s.u, sizeof(double) * cells);
-  double *start = before;
-  memcpy(start, s.u, sizeof(double) * cells);
-  float *px = malloc(sizeof(float) * points * NIN), *gpx = malloc(sizeof(float) * tp * points * NIN);
-  float *pred = malloc(sizeof(float) * tp * points);
-  for (int r = 0; r < ROLLOUT; r++) {
-    for (int k = 0; k < K; k++) solver_step(&s);
-    exchange_halo(&sur);
-    for (int p = 0; p < points; p++) patch(sur.u, p % NX, p / NX, px + (size_t)p * NIN);
-    gaaw_batch_t all = {.batch = tp * points, .inputs = group_batch(tp_comm, tp, px, gpx, points, NIN)};
-    check(gaaw_model_predict(model, &all, pred), ctx, "gaaw_model_predict");
-    const float *mine = pred + (size_t)tp_rank * points; /* this rank's points in the group's batch */
-    for (int p = 0; p < points; p++) *at(sur.u, p % NX, p / NX) += mine[p] / OUT_SCALE;
-  }
-  double err = sqrt(sum_sq_diff(&s, sur.u, s.u));
-  double change = sqrt(sum_sq_diff(&s, s.u, start));
-  double norm = sqrt(sum_sq_diff(&s, s.u, NULL));
-  if (rank == 0) {
-    printf("after %d surrogate steps (%d solver steps): |u_surrogate - u_solver| = %.3e, |u_solver| = %.3e\n",
-           ROLLOUT, ROLLOUT * K, err, norm);
-    printf("surrogate error relative to the solver's change: %.4f\n", err / change);
-  }
+  rollout(ctx, model, &s, tp_comm, tp, tp_rank, predictions);
 
-  free(pred), free(gpx), free(px), free(sur.u), free(sur.scratch);
   free(gy), free(gx), free(y), free(x), free(before), free(s.scratch), free(s.u);
   check(gaaw_optimizer_destroy(&opt), ctx, "gaaw_optimizer_destroy");
   check(gaaw_model_destroy(&model), ctx, "gaaw_model_destroy");

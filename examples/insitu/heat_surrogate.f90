@@ -12,92 +12,94 @@
 ! the surrogate K steps per prediction, and the program prints the surrogate's
 ! error against the solver.
 !
+! With --save-dir DIR the program keeps its surrogate: a checkpoint in DIR every
+! --save-every N solver timesteps (at the end of the first snapshot that reaches
+! each multiple of N) and always at the last timestep of training, each with the
+! simulation's timestep and time as entries (gaaw_checkpoint_set_entry), which a
+! restart with gaaw_checkpoint_load gets back. heat_predict reloads it and only
+! predicts. --predictions FILE writes the first predictions after training (one
+! line per grid point) for comparison with heat_predict's.
+!
 ! Samples are Fortran arrays x(inputs, samples) and y(1, samples), passed to gaaw
 ! as they are (no copies, no transposes).
 !
-! Build and run (the same code is in heat_surrogate.c for C):
+! Build and run (the same code is in heat_surrogate.c for C; heat.inc and
+! heat_procs.inc, which it includes, hold the solver and the model, shared with
+! heat_predict.f90):
 !   mpifort -O2 heat_surrogate.f90 -o heat_surrogate $(pkg-config --cflags --libs gaaw)
 !   mpiexec -n 2 ./heat_surrogate            # dp 2
 !   mpiexec -n 2 ./heat_surrogate --tp 2     # tp 2 (any gaaw option: --key value)
+!   mpiexec -n 2 ./heat_surrogate --save-dir ck --save-every 20
 ! The grid's rows (ny) must divide by the number of ranks.
 program heat_surrogate
   use, intrinsic :: iso_c_binding
   use mpi
   use gaaw
   implicit none
-  ! the problem
-  integer, parameter :: nx = 64, ny = 64             ! grid columns and rows (rows split over ranks)
-  real(c_double), parameter :: alpha = 0.2_c_double  ! diffusion number kappa dt / h^2 (stable up to 0.25)
-  integer, parameter :: k = 2                        ! solver steps per surrogate step
-  integer, parameter :: r = k                        ! neighbourhood radius: k steps reach k cells
-  integer, parameter :: nin = (2 * r + 1)**2         ! inputs per sample: the (2r+1)^2 patch
-  ! training and the comparison
-  integer, parameter :: snapshots = 25               ! samples are taken every k solver steps
-  integer, parameter :: steps_per_snapshot = 4       ! optimizer steps per snapshot
-  integer, parameter :: batch = 256                  ! samples per rank per optimizer step
-  integer, parameter :: rollout = 20                 ! surrogate steps compared with the solver
-  ! samples are differences to the centre value, scaled to order 1
-  real(c_float), parameter :: in_scale = 10.0
-  real(c_float), parameter :: out_scale = real(10 / (k * alpha), c_float)
+  character(len=*), parameter :: program_name = "heat_surrogate"
+  include 'heat.inc'
+
+  interface
+    ! C's rename(2), to replace the timestep file whole
+    integer(c_int) function c_rename(from, to) bind(C, name="rename")
+      import :: c_int, c_char
+      character(kind=c_char), dimension(*), intent(in) :: from, to
+    end function c_rename
+  end interface
 
   type(gaaw_config) :: cfg
-  type(gaaw_context) :: ctx
   type(gaaw_model) :: model
   type(gaaw_optimizer) :: opt
-  integer :: ierr, rank, nranks, dp, pp, tp, dp_rank, pp_rank, tp_rank, tp_comm
-  integer :: rows, first_row, up, down, points, snap, step, b, p, i, j, s
+  integer :: ierr, snap, step, b, p, i, j, s, save_every, timestep
   integer(c_int64_t) :: pick
   ! the fields: u(column, local row), both counted from 0, with r halo cells on
   ! every side (-r..-1 and nx..nx+r-1, rows..rows+r-1)
-  real(c_double), allocatable :: u(:, :), before(:, :), sur(:, :), start(:, :)
-  ! samples (inputs, samples) and their tp-group copies; predictions
-  real(c_float), allocatable :: x(:, :), y(:, :), gx(:, :), gy(:, :), px(:, :), gpx(:, :), pred(:, :)
+  real(c_double), allocatable :: u(:, :), before(:, :)
+  ! samples (inputs, samples) and their tp-group copies
+  real(c_float), allocatable :: x(:, :), y(:, :), gx(:, :), gy(:, :)
   real(c_float) :: loss
-  real(c_double) :: err, change, norm
   character(len=:), allocatable :: rest(:) ! command-line arguments gaaw did not take
+  character(len=:), allocatable :: save_dir, predictions, every
+  logical :: crossed
 
   call MPI_Init(ierr)
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
   call MPI_Comm_size(MPI_COMM_WORLD, nranks, ierr)
 
-  ! gaaw's options from the command line (--tp 2) and GAAW_* variables
+  ! gaaw's options from the command line (--tp 2) and GAAW_* variables; what is
+  ! left: this program's own options
   call check(gaaw_config_create(cfg), "gaaw_config_create")
   call check(gaaw_config_parse_args(cfg, rest), "the command line")
-  if (size(rest) > 0) then ! what is left is not a gaaw option
-    if (rank == 0) print '(3a)', "heat_surrogate: unknown argument ", trim(rest(1)), &
-                             " (usage: heat_surrogate [--tp N])"
+  save_dir = ""
+  predictions = ""
+  every = ""
+  i = 1
+  do while (i <= size(rest))
+    if (take_option(rest, i, "--save-dir", save_dir)) cycle
+    if (take_option(rest, i, "--save-every", every)) cycle
+    if (take_option(rest, i, "--predictions", predictions)) cycle
+    if (rank == 0) print '(3a)', "heat_surrogate: unknown argument ", trim(rest(i)), &
+                             " (usage: heat_surrogate [--tp N] [--save-dir DIR [--save-every N]] [--predictions FILE])"
     call MPI_Abort(MPI_COMM_WORLD, 2, ierr)
+  end do
+  save_every = 0 ! the last timestep only
+  if (len(every) > 0) then
+    read(every, *, iostat=ierr) save_every
+    if (ierr /= 0 .or. verify(every, "0123456789") /= 0 .or. save_every < 1 .or. len(save_dir) == 0) then
+      if (rank == 0) print '(a)', "heat_surrogate: --save-every takes a number >= 1 and needs --save-dir"
+      call MPI_Abort(MPI_COMM_WORLD, 2, ierr)
+    end if
   end if
-  call check(gaaw_init(MPI_COMM_WORLD, cfg, ctx), "gaaw_init")
-  call check(gaaw_topology_sizes(ctx, dp, pp, tp), "gaaw_topology_sizes")
-  call check(gaaw_topology_coords(ctx, dp_rank, pp_rank, tp_rank), "gaaw_topology_coords")
-  call MPI_Comm_split(MPI_COMM_WORLD, dp_rank, tp_rank, tp_comm, ierr) ! this rank's tp group
-  if (mod(ny, nranks) /= 0) then
-    if (rank == 0) print '(a,i0,a,i0,a)', "heat_surrogate: ", ny, " rows do not divide over ", nranks, " ranks"
-    call MPI_Abort(MPI_COMM_WORLD, 2, ierr)
-  end if
+  call heat_init(cfg) ! ctx and the layout
+  call strip_init(u) ! the solver's strip, at the initial field
   if (rank == 0) print '(a,i0,a,i0,a,i0,a,i0,a,i0,a,i0,a)', "heat_surrogate: ", nranks, " ranks (tp ", tp, &
                        " x dp ", dp, "), grid ", nx, " x ", ny, ", ", k, " solver steps per surrogate step"
+  allocate(before, mold=u)
 
-  ! the solver's strip
-  rows = ny / nranks
-  first_row = rank * rows
-  up = MPI_PROC_NULL
-  down = MPI_PROC_NULL
-  if (rank > 0) up = rank - 1
-  if (rank < nranks - 1) down = rank + 1
-  allocate(u(-r:nx - 1 + r, -r:rows - 1 + r), source=0.0_c_double)
-  allocate(before, start, sur, mold=u)
-  call initial_field(u)
-
-  ! the surrogate: nin -> 64 -> 64 -> 64 -> 1 (an even number of linears, so that
-  ! tp pairs each column-parallel linear with a row-parallel one), AdamW
-  ! with GELU, as the C version (GAAW_ACT_TANH and the others work too)
-  call check(gaaw_model_create_mlp(ctx, [nin, 64, 64, 64, 1], model, activation=GAAW_ACT_GELU, seed=1), &
-             "gaaw_model_create_mlp")
+  ! the surrogate (heat_procs.inc), AdamW
+  call check(heat_model_create(model), "gaaw_model_create_mlp")
   call check(gaaw_optimizer_create(model, opt, zero_stage=1, lr=2e-3, weight_decay=0.0), "gaaw_optimizer_create")
 
-  points = nx * rows
   allocate(x(nin, batch), y(1, batch), gx(nin, tp * batch), gy(1, tp * batch))
   pick = 12345 + 977 * rank ! which points go into a batch
 
@@ -127,40 +129,14 @@ program heat_surrogate
       call check(gaaw_optimizer_step(opt), "gaaw_optimizer_step")
     end do
     if (rank == 0 .and. mod(snap, 5) == 0) print '(a,i3,a,es10.3)', "snapshot ", snap, ": training loss ", loss
+    timestep = snap * k ! the solver's steps so far
+    crossed = .false.
+    if (save_every > 0) crossed = timestep / save_every /= (timestep - k) / save_every
+    if (len(save_dir) > 0 .and. (crossed .or. snap == snapshots)) call save(timestep)
   end do
 
   ! 2. from the same field, the solver and the surrogate advance rollout * k steps
-  sur = u
-  start = u
-  allocate(px(nin, points), gpx(nin, tp * points), pred(1, tp * points))
-  do step = 1, rollout
-    do s = 1, k
-      call solver_step(u)
-    end do
-    call exchange_halo(sur)
-    do p = 0, points - 1
-      call patch(sur, mod(p, nx), p / nx, px(:, p + 1))
-    end do
-    if (tp == 1) then
-      call check(gaaw_model_predict(model, px, pred), "gaaw_model_predict")
-    else
-      call group_batch(px, gpx)
-      call check(gaaw_model_predict(model, gpx, pred), "gaaw_model_predict")
-    end if
-    do p = 0, points - 1 ! this rank's points come tp_rank * points into the group's batch
-      i = mod(p, nx)
-      j = p / nx
-      sur(i, j) = sur(i, j) + pred(1, tp_rank * points + p + 1) / out_scale
-    end do
-  end do
-  err = sqrt(world_sum(sur(0:nx - 1, 0:rows - 1) - u(0:nx - 1, 0:rows - 1)))
-  change = sqrt(world_sum(u(0:nx - 1, 0:rows - 1) - start(0:nx - 1, 0:rows - 1)))
-  norm = sqrt(world_sum(u(0:nx - 1, 0:rows - 1)))
-  if (rank == 0) then
-    print '(a,i0,a,i0,a,es10.3,a,es10.3)', "after ", rollout, " surrogate steps (", rollout * k, &
-          " solver steps): |u_surrogate - u_solver| = ", err, ", |u_solver| = ", norm
-    print '(a,f7.4)', "surrogate error relative to the solver's change: ", err / change
-  end if
+  call run_rollout(model, u, predictions)
 
   call check(gaaw_optimizer_destroy(opt), "gaaw_optimizer_destroy")
   call check(gaaw_model_destroy(model), "gaaw_model_destroy")
@@ -171,89 +147,40 @@ program heat_surrogate
 
 contains
 
-  ! Stops the program with gaaw's report when st is not GAAW_SUCCESS. Every rank
-  ! gets the same status from gaaw's collective calls, so all stop together.
-  subroutine check(st, what)
-    integer, intent(in) :: st
-    character(len=*), intent(in) :: what
-    integer :: e
-    if (st == GAAW_SUCCESS) return
-    print '(4a)', "heat_surrogate: ", what, " failed: ", gaaw_last_error(ctx)
-    call MPI_Abort(MPI_COMM_WORLD, 1, e)
-  end subroutine check
+  include 'heat_procs.inc'
 
-  ! Two Gaussian bumps.
-  subroutine initial_field(f)
-    real(c_double), intent(inout) :: f(-r:, -r:)
-    real(c_double) :: a, c, row
-    integer :: ii, jj
-    f = 0
-    do jj = 0, rows - 1
-      row = first_row + jj
-      do ii = 0, nx - 1
-        a = ((ii - 20)**2 + (row - 24)**2) / (2 * 6.0_c_double**2)
-        c = ((ii - 44)**2 + (row - 40)**2) / (2 * 4.0_c_double**2)
-        f(ii, jj) = exp(-a) + 0.5_c_double * exp(-c)
-      end do
-    end do
-  end subroutine initial_field
-
-  ! Fills the r halo rows from the neighbours (left as zero at the boundary).
-  subroutine exchange_halo(f)
-    real(c_double), intent(inout) :: f(-r:, -r:)
-    integer :: n, e
-    n = r * (nx + 2 * r)
-    call MPI_Sendrecv(f(-r, 0), n, MPI_DOUBLE_PRECISION, up, 0, f(-r, rows), n, MPI_DOUBLE_PRECISION, &
-                      down, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE, e)
-    call MPI_Sendrecv(f(-r, rows - r), n, MPI_DOUBLE_PRECISION, down, 1, f(-r, -r), n, &
-                      MPI_DOUBLE_PRECISION, up, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE, e)
-  end subroutine exchange_halo
-
-  ! One explicit step of du/dt = kappa laplacian(u).
-  subroutine solver_step(f)
-    real(c_double), intent(inout) :: f(-r:, -r:)
-    real(c_double) :: old(-r:nx - 1 + r, -r:rows - 1 + r)
-    integer :: ii, jj
-    call exchange_halo(f)
-    old = f
-    do jj = 0, rows - 1
-      do ii = 0, nx - 1
-        f(ii, jj) = old(ii, jj) + alpha * (old(ii - 1, jj) + old(ii + 1, jj) + old(ii, jj - 1) + old(ii, jj + 1) &
-                                           - 4 * old(ii, jj))
-      end do
-    end do
-  end subroutine solver_step
-
-  ! The model's inputs for point (ii, jj) of field f (halo filled).
-  subroutine patch(f, ii, jj, xs)
-    real(c_double), intent(in) :: f(-r:, -r:)
-    integer, intent(in) :: ii, jj
-    real(c_float), intent(out) :: xs(:)
-    integer :: di, dj, n
-    n = 0
-    do dj = -r, r
-      do di = -r, r
-        n = n + 1
-        xs(n) = in_scale * real(f(ii + di, jj + dj) - f(ii, jj), c_float)
-      end do
-    end do
-  end subroutine patch
-
-  ! With tp > 1 the ranks of a tp group hold one model between them and must pass
-  ! the same batch: every member's samples, in member order.
-  subroutine group_batch(mine, all)
-    real(c_float), intent(in) :: mine(:, :)
-    real(c_float), intent(out) :: all(:, :)
-    integer :: e
-    call MPI_Allgather(mine, size(mine), MPI_REAL, all, size(mine), MPI_REAL, tp_comm, e)
-  end subroutine group_batch
-
-  ! The sum over every rank of the squares of d.
-  real(c_double) function world_sum(d) result(total)
-    real(c_double), intent(in) :: d(:, :)
-    real(c_double) :: local
-    integer :: e
-    local = sum(d**2)
-    call MPI_Allreduce(local, total, 1, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, e)
-  end function world_sum
+  ! Saves the surrogate in save_dir (save_dir/step-NNNNNNNN, NNNNNNNN the
+  ! optimizer's step count) with the simulation's timestep and time as entries,
+  ! then writes them to save_dir/timestep_file too, where heat_predict reads them
+  ! (heat_predict.f90 says why). The time is timestep * dt, in units of h^2 / kappa
+  ! (so dt = alpha). The wait commits an asynchronous save (checkpoint_async) at
+  ! once, so that the file never names a checkpoint that is not there; the file is
+  ! replaced whole (a temporary file renamed). Collective over world.
+  subroutine save(ts)
+    integer, intent(in) :: ts
+    character(len=32) :: step_text, time_text
+    character(len=:), allocatable :: path
+    integer :: unit, ios, e
+    write(step_text, '(i0)') ts
+    write(time_text, '(f0.6)') ts * alpha
+    call check(gaaw_checkpoint_set_entry(opt, "timestep", trim(step_text)), "gaaw_checkpoint_set_entry")
+    call check(gaaw_checkpoint_set_entry(opt, "time", trim(time_text)), "gaaw_checkpoint_set_entry")
+    call check(gaaw_checkpoint_save(opt, save_dir), "gaaw_checkpoint_save")
+    call check(gaaw_checkpoint_wait(opt), "gaaw_checkpoint_wait")
+    ios = 0
+    if (rank == 0) then
+      path = save_dir // "/" // timestep_file
+      open(newunit=unit, file=path // ".tmp", status="replace", action="write", iostat=ios)
+      if (ios == 0) write(unit, '(3a)', iostat=ios) trim(step_text), " ", trim(time_text)
+      if (ios == 0) close(unit, iostat=ios)
+      if (ios == 0) ios = c_rename(path // ".tmp" // c_null_char, path // c_null_char)
+      if (ios /= 0) then
+        print '(2a)', "heat_surrogate: cannot write ", path
+      else
+        print '(a,i3,2a)', "timestep ", ts, ": surrogate saved in ", save_dir
+      end if
+    end if
+    call MPI_Bcast(ios, 1, MPI_INTEGER, 0, MPI_COMM_WORLD, e)
+    if (ios /= 0) call MPI_Abort(MPI_COMM_WORLD, 1, e)
+  end subroutine save
 end program heat_surrogate

@@ -42,13 +42,17 @@
 # Skips (77) without the C wrapper, pkg-config or mpiexec.
 
 # The programs built and run against the installed gaaw, one per line: the source
-# (from the top of the source tree) and the number of ranks it runs on.
+# (from the top of the source tree) and the number of ranks it runs on (with the
+# arguments of args_of below). Each in-situ predictor comes after the trainer whose
+# surrogate it loads.
 examples='
 examples/hello_gaaw.c 2
 tests/install/installed_version.c 1
 tests/install/installed_version.f90 1
 examples/insitu/heat_surrogate.c 2
+examples/insitu/heat_predict.c 1
 examples/insitu/heat_surrogate.f90 2
+examples/insitu/heat_predict.f90 1
 '
 
 # absolute: the builds below run in folders of their own (make check passes a relative
@@ -197,11 +201,23 @@ has_run_path() {
   return 1
 }
 
+# args_of HOW NAME: the arguments of the program $work/HOW/NAME: an in-situ trainer
+# saves its surrogate in $work/HOW.ck (the Fortran one in HOW.ck_f), and the
+# predictor of its language built the same way loads it; the others take none.
+args_of() {
+  case $2 in
+  heat_surrogate_c) echo "--save-dir $work/$1.ck" ;;
+  heat_predict_c) echo "$work/$1.ck" ;;
+  heat_surrogate_f90) echo "--save-dir $work/$1.ck_f" ;;
+  heat_predict_f90) echo "$work/$1.ck_f" ;;
+  esac
+}
+
 # run HOW NAME RANKS: checks the run path of the program $work/HOW/NAME and runs it
 # on RANKS ranks.
 run() {
   has_run_path "$work/$1/$2" || { fail=1; return; }
-  if $MPIEXEC -n "$3" "$work/$1/$2" >"$work/run.log" 2>&1; then
+  if $MPIEXEC -n "$3" "$work/$1/$2" `args_of "$1" "$2"` >"$work/run.log" 2>&1; then
     echo "ok: $1 $2 on $3 ranks: `tail -n 1 "$work/run.log"`"
   else
     cat "$work/run.log"
