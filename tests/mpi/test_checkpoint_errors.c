@@ -10,8 +10,9 @@
  *    gaaw_model_load with an optimizer, bad entries, a too small entry buffer;
  *  - what works besides: entries come back, gaaw_model_load into a model without an
  *    optimizer, checkpoint_keep, checkpoint_async (the files hold the state of the
- *    call, not of the steps after it), and sample buffers (dp 2 and tp 2: the same
- *    draws after a load as in the saved run; another capacity refused). */
+ *    call, not of the steps after it), sample buffers (dp 2 and tp 2: the same
+ *    draws after a load as in the saved run; another capacity refused) and the
+ *    normalisation statistics, bitwise. */
 #include <mpi.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -356,6 +357,13 @@ static void sample_buffers(const char *options, const char *label)
   sampled s = open_sampled(options, 50);
   for (int t = 0; t < 3; t++) require_ok(s.r.ctx, gaaw_sampler_push(s.samples, PUSH, x, y));
   require_ok(s.r.ctx, gaaw_sampler_draw(s.samples, DRAW, got_x, got_y));
+  /* the statistics' batch is the replica's: the same on both ranks of a tp group */
+  float sx[PUSH * 3];
+  for (int i = 0; i < PUSH * 3; i++) sx[i] = (float)(i * 7 % 31);
+  gaaw_batch_t stats_batch = {.batch = PUSH, .inputs = sx, .outputs = y};
+  require_ok(s.r.ctx, gaaw_model_normalization_update(s.r.model, &stats_batch));
+  double count, count2, mean[5], mean2[5], sd[5], sd2[5];
+  require_ok(s.r.ctx, gaaw_model_normalization_stats(s.r.model, &count, mean, sd));
   require_ok(s.r.ctx, gaaw_checkpoint_save(s.r.opt, dir));
   int64_t held, pushed, held2, pushed2;
   require_ok(s.r.ctx, gaaw_sampler_size(s.samples, &held, &pushed));
@@ -364,6 +372,9 @@ static void sample_buffers(const char *options, const char *label)
   s = open_sampled(options, 50);
   expect_status_ctx(s.r.ctx, gaaw_checkpoint_load(s.r.opt, dir), GAAW_SUCCESS);
   require_ok(s.r.ctx, gaaw_sampler_size(s.samples, &held2, &pushed2));
+  require_ok(s.r.ctx, gaaw_model_normalization_stats(s.r.model, &count2, mean2, sd2));
+  expect_true(count2 == count && !memcmp(mean, mean2, sizeof mean) && !memcmp(sd, sd2, sizeof sd),
+              "%s: the normalisation statistics after the load differ (count %g, saved %g)", label, count2, count);
   expect_true(held2 == held && pushed2 == pushed, "%s: the loaded buffer holds %lld of %lld pushed, not %lld of %lld",
               label, (long long)held2, (long long)pushed2, (long long)held, (long long)pushed);
   for (int t = 0; t < 3; t++) {
