@@ -144,7 +144,7 @@ else
     # the killed run may have saved its last step before the signal came (its
     # output unflushed, as under Open MPI): then there is nothing to resume, and the
     # metrics must still be the uninterrupted run's
-    grep -E "^resume: step [1-9][0-9]* from $tmp/auto, (training steps|nothing left to train)" "$tmp/auto.out" \
+    grep -E "^resume: step [1-9][0-9]* from $tmp/auto(, training steps|: nothing left to train)" "$tmp/auto.out" \
       >/dev/null || err "(b) the rerun did not resume: `grep '^resume' "$tmp/auto.out"`"
     strip "$tmp/long.jsonl" >"$tmp/long.all"
     strip "$tmp/auto.jsonl" >"$tmp/auto.all"
