@@ -321,12 +321,6 @@ contains
     call check_status("no checkpoint", gaaw_checkpoint_load(opt, "no-such-checkpoint"), GAAW_ERR_NOT_FOUND, ctx)
     call check_status("sampler_destroy", gaaw_sampler_destroy(samples), GAAW_SUCCESS)
     call MPI_Barrier(MPI_COMM_WORLD, ierr)
-    if (rank0()) call execute_command_line("rm -rf fortran_api_np2.ckpt")
+    call remove_tree("fortran_api_np2.ckpt")
   end subroutine check_checkpoints
-
-  logical function rank0()
-    integer :: r, e
-    call MPI_Comm_rank(MPI_COMM_WORLD, r, e)
-    rank0 = r == 0
-  end function rank0
 end program fortran_api_np2

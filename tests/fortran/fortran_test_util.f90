@@ -7,11 +7,28 @@ module gaaw_test_util
   use gaaw
   implicit none
   private
-  public :: check_status, check_failure, check_true, check_close, check_same, test_finish, world_rank
+  public :: check_status, check_failure, check_true, check_close, check_same, test_finish, world_rank, remove_tree
 
   integer :: failures = 0
 
+  ! C's system(): flang-new-16 does not implement execute_command_line.
+  interface
+    integer(c_int) function c_system(command) bind(C, name="system")
+      import :: c_int, c_char
+      character(kind=c_char), intent(in) :: command(*)
+    end function c_system
+  end interface
+
 contains
+
+  ! Removes the directory tree path (a test's checkpoint) from rank 0 of the caller.
+  subroutine remove_tree(path)
+    character(len=*), intent(in) :: path
+    integer(c_int) :: rc
+    if (world_rank() /= 0) return
+    rc = c_system("rm -rf '"//path//"'"//c_null_char)
+    if (rc /= 0) print '(3a)', "note: could not remove ", path, " (left for make clean)"
+  end subroutine remove_tree
 
   integer function world_rank()
     integer :: ierr
