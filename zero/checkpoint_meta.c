@@ -3,6 +3,7 @@
  * its 16 hex digits read as '0's; everything else is checked on read, so that any
  * input gives a named GAAW_ERR_CORRUPT and never a crash. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,10 +27,18 @@ static json_t *int_array(const int64_t *v, int n)
   return a;
 }
 
+/* JSON has no infinity or NaN (json_real refuses them): a gradient norm or a
+ * statistic that overflowed is stored as the string "inf", "-inf" or "nan". */
+static json_t *real_json(double v)
+{
+  if (isfinite(v)) return json_real(v);
+  return json_string(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+}
+
 static json_t *real_array(const double *v, int n)
 {
   json_t *a = json_array();
-  for (int i = 0; a && i < n; i++) json_array_append_new(a, json_real(v[i]));
+  for (int i = 0; a && i < n; i++) json_array_append_new(a, real_json(v[i]));
   return a;
 }
 
@@ -57,10 +66,10 @@ static json_t *model_json(const ckpt_meta *m)
 
 static json_t *optimizer_json(const ckpt_meta *m)
 {
-  return json_pack("{s:s, s:I, s:I, s:f, s:f, s:f, s:i, s:i, s:i}", "kind", m->optimizer, "steps",
-                   (json_int_t)m->steps, "updates", (json_int_t)m->updates, "lr", (double)m->lr, "grad_norm",
-                   (double)m->grad_norm, "loss_scale", (double)m->loss_scale, "skipped", m->skipped, "good_steps",
-                   m->good_steps, "overflows_since_change", m->overflows_since_change);
+  return json_pack("{s:s, s:I, s:I, s:o, s:o, s:o, s:i, s:i, s:i}", "kind", m->optimizer, "steps",
+                   (json_int_t)m->steps, "updates", (json_int_t)m->updates, "lr", real_json(m->lr), "grad_norm",
+                   real_json(m->grad_norm), "loss_scale", real_json(m->loss_scale), "skipped", m->skipped,
+                   "good_steps", m->good_steps, "overflows_since_change", m->overflows_since_change);
 }
 
 static json_t *tables_json(const ckpt_meta *m, json_t *root)
@@ -127,7 +136,7 @@ static json_t *meta_json(const ckpt_meta *m)
   json_object_set_new(root, "layout", layout_json(m));
   json_object_set_new(root, "model", model_json(m));
   json_object_set_new(root, "optimizer", optimizer_json(m));
-  json_object_set_new(root, "normalization", json_pack("{s:f, s:o, s:o}", "count", m->norm_count, "mean",
+  json_object_set_new(root, "normalization", json_pack("{s:o, s:o, s:o}", "count", real_json(m->norm_count), "mean",
                                                        real_array(m->norm_mean, m->norm_n), "m2",
                                                        real_array(m->norm_m2, m->norm_n)));
   json_t *user = json_object();
@@ -153,6 +162,16 @@ gaaw_status_t gaaw_ckpt_meta_write(gaaw_context_t ctx, const ckpt_meta *m, char 
   char digits[17];
   snprintf(digits, sizeof digits, "%016llx", (unsigned long long)XXH3_64bits(out, n));
   memcpy(out + strlen(HASH_KEY), digits, 16);
+  /* Jansson drops a key whose value it could not build (json_pack, set_new): read
+   * the text back so that such a file is never committed. */
+  ckpt_meta back;
+  if (gaaw_ckpt_meta_read(ctx, out, n, "meta.json as written", &back) != GAAW_SUCCESS) {
+    free(out);
+    char why[GAAW_ERROR_TEXT_MAX];
+    gaaw_error_first_line(ctx, why, sizeof why);
+    GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "the checkpoint's metadata does not read back: %s", why);
+  }
+  gaaw_ckpt_meta_free(&back);
   *text = out, *bytes = n;
   return GAAW_SUCCESS;
 }
@@ -194,11 +213,22 @@ static gaaw_status_t get_i(const reader *rd, json_t *obj, const char *key, int l
   return GAAW_SUCCESS;
 }
 
+/* A number, or one of the strings real_json writes for the non-finite ones. */
+static int real_value(json_t *v, double *out)
+{
+  const char *s = json_string_value(v);
+  if (json_is_number(v)) *out = json_number_value(v);
+  else if (s && strcmp(s, "inf") == 0) *out = INFINITY;
+  else if (s && strcmp(s, "-inf") == 0) *out = -INFINITY;
+  else if (s && strcmp(s, "nan") == 0) *out = NAN;
+  else return 0;
+  return 1;
+}
+
 static gaaw_status_t get_real(const reader *rd, json_t *obj, const char *key, double *out)
 {
   json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
-  if (!v || !json_is_number(v)) BAD(rd, "%s: '%s' is missing or not a number", rd->what, key);
-  *out = json_number_value(v);
+  if (!v || !real_value(v, out)) BAD(rd, "%s: '%s' is missing or not a number", rd->what, key);
   return GAAW_SUCCESS;
 }
 
@@ -280,8 +310,7 @@ static gaaw_status_t read_reals(const reader *rd, json_t *obj, const char *key, 
                                          json_array_size(a), n);
   for (int i = 0; i < n; i++) {
     json_t *v = json_array_get(a, (size_t)i);
-    if (!json_is_number(v)) BAD(rd, "%s: normalization.%s[%d] is not a number", rd->what, key, i);
-    out[i] = json_number_value(v);
+    if (!real_value(v, &out[i])) BAD(rd, "%s: normalization.%s[%d] is not a number", rd->what, key, i);
   }
   return GAAW_SUCCESS;
 }

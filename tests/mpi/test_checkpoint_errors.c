@@ -13,6 +13,7 @@
  *    call, not of the steps after it), sample buffers (dp 2 and tp 2: the same
  *    draws after a load as in the saved run; another capacity refused) and the
  *    normalisation statistics, bitwise. */
+#include <math.h>
 #include <mpi.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -390,6 +391,42 @@ static void sample_buffers(const char *options, const char *label)
   close_sampled(&s);
 }
 
+/* A run whose gradients overflowed still saves a checkpoint that loads (JSON has
+ * no infinity: meta.json stores "inf" and "nan"), and the non-finite norm comes
+ * back as it was. (The normalisation statistics refuse non-finite inputs.) */
+static void non_finite(void)
+{
+  char dir[300];
+  snprintf(dir, sizeof dir, "%s/non-finite", base);
+  float x[4 * 3] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3}, y[4 * 2] = {3e38f, -3e38f, 3e38f, 1, 2, 3, 4, 5};
+  gaaw_batch_t batch = {.batch = 4, .inputs = x, .outputs = y};
+  sampled s = open_sampled("", 50);
+  float loss;
+  require_ok(s.r.ctx, gaaw_model_forward_backward(s.r.model, &batch, &loss));
+  require_ok(s.r.ctx, gaaw_optimizer_step(s.r.opt));
+  gaaw_step_stats_t saved, loaded;
+  require_ok(s.r.ctx, gaaw_optimizer_stats(s.r.opt, &saved));
+  double count, mean[3], sd[3];
+  require_ok(s.r.ctx, gaaw_model_normalization_stats(s.r.model, &count, mean, sd));
+  expect_true(saved.skipped && !isfinite(saved.grad_norm), "non-finite: the setup did not overflow (grad_norm %g)",
+              saved.grad_norm);
+  expect_status_ctx(s.r.ctx, gaaw_checkpoint_save(s.r.opt, dir), GAAW_SUCCESS);
+  close_sampled(&s);
+  s = open_sampled("", 50);
+  expect_status_ctx(s.r.ctx, gaaw_checkpoint_load(s.r.opt, dir), GAAW_SUCCESS);
+  require_ok(s.r.ctx, gaaw_optimizer_stats(s.r.opt, &loaded));
+  double count2, mean2[3], sd2[3];
+  require_ok(s.r.ctx, gaaw_model_normalization_stats(s.r.model, &count2, mean2, sd2));
+  expect_true(isinf(loaded.grad_norm) == isinf(saved.grad_norm) && isnan(loaded.grad_norm) == isnan(saved.grad_norm),
+              "non-finite: grad_norm %g after the load, %g saved", loaded.grad_norm, saved.grad_norm);
+  for (int i = 0; i < 3; i++)
+    expect_true(count2 == count && (mean2[i] == mean[i] || (isnan(mean2[i]) && isnan(mean[i]))) &&
+                  (sd2[i] == sd[i] || (isnan(sd2[i]) && isnan(sd[i]))),
+                "non-finite: statistic %d is mean %g sd %g after the load, %g %g saved", i, mean2[i], sd2[i], mean[i],
+                sd[i]);
+  close_sampled(&s);
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -409,6 +446,7 @@ int main(int argc, char **argv)
   keep_and_async();
   sample_buffers("", "dp2");
   sample_buffers("tp=2", "tp2");
+  non_finite();
   ckpt_test_dir_remove(base);
   return test_finish_mpi("test_checkpoint_errors");
 }
