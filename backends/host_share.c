@@ -105,3 +105,14 @@ out:
   }
   return st;
 }
+
+gaaw_status_t gaaw_all_true(gaaw_context_t ctx, int flag, int *all)
+{
+  *all = flag != 0;
+  if (ctx->size == 1) return GAAW_SUCCESS;
+  MPI_Request req;
+  int mine = flag != 0;
+  GAAW_CHECK(finish(ctx, MPI_Iallreduce(&mine, all, 1, MPI_INT, MPI_LAND, ctx->control, &req), &req,
+                    "agreeing on a flag"));
+  return GAAW_SUCCESS;
+}

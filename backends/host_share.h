@@ -20,4 +20,7 @@ gaaw_status_t gaaw_share_bytes(gaaw_context_t ctx, void **data, size_t *bytes, i
 gaaw_status_t gaaw_gather_bytes(gaaw_context_t ctx, const void *bytes, size_t n, int root, void **all,
                                 size_t **counts);
 
+/* *all = whether flag is non-zero on every rank of world. Collective over world. */
+gaaw_status_t gaaw_all_true(gaaw_context_t ctx, int flag, int *all);
+
 #endif

@@ -119,7 +119,7 @@ gaaw_status_t gaaw_ckpt_fsync_dir(gaaw_context_t ctx, const char *dir)
 }
 
 /* Removes dir/name and the files inside it (checkpoints hold no subdirectories). */
-static gaaw_status_t remove_checkpoint(gaaw_context_t ctx, const char *dir, const char *name)
+static gaaw_status_t remove_tree(gaaw_context_t ctx, const char *dir, const char *name)
 {
   char path[4096], file[4096];
   GAAW_CHECK(gaaw_ckpt_join(ctx, path, sizeof path, dir, name));
@@ -135,18 +135,54 @@ static gaaw_status_t remove_checkpoint(gaaw_context_t ctx, const char *dir, cons
   return GAAW_SUCCESS;
 }
 
+/* Renames the committed dir/name to a temporary name (into aside[64]), so that a
+ * removal cut short never leaves a step directory with files missing: the next
+ * commit's clean-up removes what is left. */
+static gaaw_status_t set_aside(gaaw_context_t ctx, const char *dir, const char *name, char *aside)
+{
+  char from[4096], to[4096];
+  snprintf(aside, 64, ".tmp-old-%.40s", name);
+  GAAW_CHECK(gaaw_ckpt_join(ctx, from, sizeof from, dir, name));
+  GAAW_CHECK(gaaw_ckpt_join(ctx, to, sizeof to, dir, aside));
+  if (rename(from, to) != 0) IO_FAIL(ctx, "cannot rename aside", from);
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t remove_checkpoint(gaaw_context_t ctx, const char *dir, const char *name)
+{
+  char aside[64];
+  GAAW_CHECK(set_aside(ctx, dir, name, aside));
+  return remove_tree(ctx, dir, aside);
+}
+
+/* renameat2's exchange, or EINVAL where the filesystem has none (NFS, Lustre; and
+ * under GAAW_TEST_CHECKPOINT_NO_EXCHANGE, for the test of the other path). */
+static int exchange(const char *a, const char *b)
+{
+  if (getenv("GAAW_TEST_CHECKPOINT_NO_EXCHANGE")) return errno = EINVAL, -1;
+  return renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE);
+}
+
 gaaw_status_t gaaw_ckpt_commit_rename(gaaw_context_t ctx, const char *dir, const char *from, const char *to)
 {
-  char src[4096], dst[4096];
+  char src[4096], dst[4096], aside[64];
   GAAW_CHECK(gaaw_ckpt_join(ctx, src, sizeof src, dir, from));
   GAAW_CHECK(gaaw_ckpt_join(ctx, dst, sizeof dst, dir, to));
   if (rename(src, dst) == 0) return GAAW_SUCCESS;
   if (errno != ENOTEMPTY && errno != EEXIST) IO_FAIL(ctx, "cannot rename to", dst);
   /* the same step saved again: swap the two at once, so that a committed
    * checkpoint of that step exists at every instant, then drop the old one */
-  if (renameat2(AT_FDCWD, src, AT_FDCWD, dst, RENAME_EXCHANGE) != 0) IO_FAIL(ctx, "cannot exchange with", dst);
+  if (exchange(src, dst) == 0) {
+    GAAW_CHECK(gaaw_ckpt_fsync_dir(ctx, dir));
+    return remove_tree(ctx, dir, from);
+  }
+  if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) IO_FAIL(ctx, "cannot exchange with", dst);
+  /* no atomic exchange here: the old one goes aside first, and for a moment
+   * there is no such step (a load meanwhile takes another with checkpoint_fallback) */
+  GAAW_CHECK(set_aside(ctx, dir, to, aside));
+  if (rename(src, dst) != 0) IO_FAIL(ctx, "cannot rename to", dst);
   GAAW_CHECK(gaaw_ckpt_fsync_dir(ctx, dir));
-  return remove_checkpoint(ctx, dir, from);
+  return remove_tree(ctx, dir, aside);
 }
 
 gaaw_status_t gaaw_ckpt_write_latest(gaaw_context_t ctx, const char *dir, const char *name)
@@ -234,10 +270,10 @@ gaaw_status_t gaaw_ckpt_prune(gaaw_context_t ctx, const char *dir, int keep, int
   char stale[64][64];
   int nstale = 0;
   while ((e = readdir(d)) && nstale < 64)
-    if (!strncmp(e->d_name, ".tmp-step-", 10) && strlen(e->d_name) < sizeof stale[0])
+    if (!strncmp(e->d_name, ".tmp-", 5) && strlen(e->d_name) < sizeof stale[0])
       snprintf(stale[nstale++], sizeof stale[0], "%s", e->d_name);
   closedir(d);
-  for (int i = 0; i < nstale; i++) GAAW_CHECK(remove_checkpoint(ctx, dir, stale[i]));
+  for (int i = 0; i < nstale; i++) GAAW_CHECK(remove_tree(ctx, dir, stale[i]));
   if (keep <= 0) return GAAW_SUCCESS;
   int64_t *steps;
   int n;

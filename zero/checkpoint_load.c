@@ -471,11 +471,14 @@ static void restore_counters(gaaw_optimizer_t opt, const ckpt_meta *meta)
   }
 }
 
+/* Collective over world: a rank whose device refuses the upload stops every rank
+ * before the gather (the model is then partly loaded, and its error says so). */
 static gaaw_status_t apply(load_target *t, ckpt_meta *meta)
 {
   gaaw_context_t ctx = t->ctx;
+  GAAW_CHECK(gaaw_agree_world(ctx, t->opt ? upload_shard(t) : upload_model(t),
+                              "uploading the checkpoint (the model is left partly loaded)", NULL, 0));
   if (t->opt) {
-    GAAW_CHECK(upload_shard(t));
     if (t->opt->cfg.zero_stage == 1 || t->opt->cfg.zero_stage == 2) GAAW_CHECK(gaaw_zero_gather_params(t->opt));
     restore_counters(t->opt, meta);
     for (int k = 0; k < t->nsamplers; k++)
@@ -483,8 +486,6 @@ static gaaw_status_t apply(load_target *t, ckpt_meta *meta)
                              t->sampler_part[k]->pushed, t->sampler_part[k]->drawn);
     GAAW_CHECK(gaaw_ckpt_take_entries(t->opt, meta));
     gaaw_zero_mark_comm(t->opt); /* the load's gather is not the next step's traffic */
-  } else {
-    GAAW_CHECK(upload_model(t));
   }
   return gaaw_normalization_set(t->m, meta->norm_count, meta->norm_n ? meta->norm_mean : NULL, meta->norm_m2);
 }
@@ -518,7 +519,7 @@ static gaaw_status_t load_one(load_target *t, const char *stepdir)
   if (st == GAAW_SUCCESS && t->opt) st = read_samplers(t, &meta, stepdir);
   GAAW_CHECK_GOTO(st, gaaw_agree_world(ctx, st, "loading the checkpoint", NULL, 0), out);
   /* from here on every rank has all it needs: nothing is left to fail but the device */
-  st = gaaw_agree_world(ctx, apply(t, &meta), "uploading the checkpoint", NULL, 0);
+  st = gaaw_agree_world(ctx, apply(t, &meta), "finishing the load", NULL, 0);
   if (st == GAAW_SUCCESS)
     gaaw_log(GAAW_LOG_INFO, "loaded %s (step %lld, saved with dp %d pp %d tp %d zero %d %s)", stepdir,
              (long long)meta.step, meta.dp, meta.pp, meta.tp, meta.zero_stage, meta.dtype);
@@ -587,7 +588,14 @@ static gaaw_status_t load_path(load_target *t, const char *path)
     *end = '\0';
     if (line != list) gaaw_log(GAAW_LOG_WARN, "checkpoint_fallback: trying %s instead", line);
     st = load_one(t, line);
-    if (st != GAAW_ERR_CORRUPT || !fallback) break;
+    /* ranks hold their own error or the group's worst: they try the next one
+     * only if every rank saw this one damaged */
+    int all_damaged = 0;
+    if (fallback && st != GAAW_SUCCESS) {
+      gaaw_status_t shared = gaaw_all_true(ctx, st == GAAW_ERR_CORRUPT, &all_damaged);
+      if (shared != GAAW_SUCCESS) st = shared;
+    }
+    if (!all_damaged) break;
     char why[512];
     gaaw_error_first_line(ctx, why, sizeof why);
     gaaw_log(GAAW_LOG_WARN, "checkpoint %s is damaged: %s", line, why);

@@ -322,8 +322,8 @@ static gaaw_status_t read_state(const reader *rd, json_t *root, ckpt_meta *m)
   GAAW_CHECK(get(rd, root, "normalization", JSON_OBJECT, &norm));
   GAAW_CHECK(get_real(rd, norm, "count", &m->norm_count));
   GAAW_CHECK(get(rd, norm, "mean", JSON_ARRAY, &mean));
+  if (json_array_size(mean) > (1 << 24)) BAD(rd, "%s: %zu normalisation statistics", rd->what, json_array_size(mean));
   m->norm_n = (int)json_array_size(mean);
-  if (m->norm_n > (1 << 24)) BAD(rd, "%s: %d normalisation statistics", rd->what, m->norm_n);
   m->norm_mean = calloc((size_t)m->norm_n + 1, sizeof(double));
   m->norm_m2 = calloc((size_t)m->norm_n + 1, sizeof(double));
   if (!m->norm_mean || !m->norm_m2) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the statistics");
@@ -424,8 +424,9 @@ static gaaw_status_t read_sampler_part(const reader *rd, json_t *row, int i, con
   if (q->sampler < 0 || q->dp_rank < 0 || q->file < 0 || !parse_hex64(json_string_value(json_array_get(row, 8)), &q->hash))
     BAD(rd, "%s: sample buffer part %d names no buffer, replica, file or checksum", rd->what, i);
   const gaaw_sampler_config_t *c = &m->sampler_cfg[q->sampler];
-  if (q->width != (int64_t)c->inputs + c->outputs || q->held > c->capacity ||
-      q->offset > ((int64_t)1 << 60) || q->offset + 4 * q->held * q->width > m->files[q->file].bytes)
+  int64_t room = m->files[q->file].bytes - q->offset; /* divided, not multiplied: no overflow */
+  if (q->width != (int64_t)c->inputs + c->outputs || q->width < 1 || q->held > c->capacity || room < 0 ||
+      q->held > room / 4 / q->width)
     BAD(rd, "%s: sample buffer part %d does not fit its config or its file", rd->what, i);
   return GAAW_SUCCESS;
 }
@@ -438,10 +439,11 @@ static gaaw_status_t read_samplers(const reader *rd, json_t *root, ckpt_meta *m)
   GAAW_CHECK(get_i(rd, samplers, "dp", 1, m->world, &m->sampler_dp));
   GAAW_CHECK(get(rd, samplers, "configs", JSON_ARRAY, &configs));
   GAAW_CHECK(get(rd, samplers, "parts", JSON_ARRAY, &parts));
-  m->nsamplers = (int)json_array_size(configs);
-  m->nsampler_parts = (int)json_array_size(parts);
-  if (m->nsamplers > 1024 || m->nsampler_parts > m->nsamplers * m->sampler_dp)
-    BAD(rd, "%s: %d sample buffers in %d parts", rd->what, m->nsamplers, m->nsampler_parts);
+  size_t nconfigs = json_array_size(configs), nparts = json_array_size(parts);
+  if (nconfigs > 1024 || nparts > nconfigs * (size_t)m->sampler_dp)
+    BAD(rd, "%s: %zu sample buffers in %zu parts", rd->what, nconfigs, nparts);
+  m->nsamplers = (int)nconfigs;
+  m->nsampler_parts = (int)nparts;
   m->sampler_cfg = calloc((size_t)m->nsamplers + 1, sizeof *m->sampler_cfg);
   m->sampler_parts = calloc((size_t)m->nsampler_parts + 1, sizeof *m->sampler_parts);
   if (!m->sampler_cfg || !m->sampler_parts) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the samplers");
@@ -466,6 +468,8 @@ static gaaw_status_t read_tables(const reader *rd, json_t *root, ckpt_meta *m)
     if (!json_is_string(json_array_get(fields, (size_t)f)) ||
         strcmp(json_string_value(json_array_get(fields, (size_t)f)), gaaw_ckpt_field_names[f]) != 0)
       BAD(rd, "%s: field %d is not '%s'", rd->what, f, gaaw_ckpt_field_names[f]);
+  if (json_array_size(tensors) > INT32_MAX || json_array_size(files) > INT32_MAX)
+    BAD(rd, "%s: %zu tensors in %zu files", rd->what, json_array_size(tensors), json_array_size(files));
   m->ntensors = (int)json_array_size(tensors), m->nfiles = (int)json_array_size(files);
   m->nruns = (int64_t)json_array_size(runs);
   m->tensors = calloc((size_t)m->ntensors + 1, sizeof *m->tensors);

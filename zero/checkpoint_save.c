@@ -370,7 +370,13 @@ static gaaw_status_t commit_on_root(gaaw_context_t ctx, const gaaw_ckpt_pending 
   GAAW_CHECK(gaaw_ckpt_fsync_dir(ctx, p->dir));
   gaaw_ckpt_test_kill("after_rename");
   GAAW_CHECK(gaaw_ckpt_write_latest(ctx, p->dir, p->name));
-  return gaaw_ckpt_prune(ctx, p->dir, p->keep, p->step);
+  /* the save is committed: a checkpoint that cannot be removed is only left over */
+  if (gaaw_ckpt_prune(ctx, p->dir, p->keep, p->step) != GAAW_SUCCESS) {
+    char why[512];
+    gaaw_error_first_line(ctx, why, sizeof why);
+    gaaw_log(GAAW_LOG_WARN, "checkpoint_keep: %s (the save itself is committed)", why);
+  }
+  return GAAW_SUCCESS;
 }
 
 gaaw_status_t gaaw_ckpt_commit_pending(gaaw_optimizer_t opt)
@@ -457,22 +463,25 @@ gaaw_status_t gaaw_checkpoint_save(gaaw_optimizer_t opt, const char *dir)
                           GAAW_FIELD_INT("checkpoint_async", async),
                           GAAW_FIELD_INT("checkpoint_keep", gaaw_ctx_int(ctx, "checkpoint_keep"))};
   int n = st == GAAW_SUCCESS ? 3 + gaaw_ckpt_sampler_fields(opt, fields + 3) : 0;
-  GAAW_CHECK(gaaw_agree_world(ctx, st, "gaaw_checkpoint_save", fields, n));
-  GAAW_CHECK(gaaw_ckpt_commit_pending(opt)); /* the previous save first: it owns the staging */
-  gaaw_ckpt_pending *p = calloc(1, sizeof *p);
-  st = p ? prepare(opt, dir, p)
-         : gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__, "cannot allocate a save");
+  gaaw_ckpt_pending *p = st == GAAW_SUCCESS ? calloc(1, sizeof *p) : NULL;
+  if (st == GAAW_SUCCESS && !p)
+    st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__, "cannot allocate a save"), n = 0;
+  st = gaaw_agree_world(ctx, st, "gaaw_checkpoint_save", fields, n);
+  if (st == GAAW_SUCCESS) st = gaaw_ckpt_commit_pending(opt); /* the previous save first: it owns the staging */
+  if (st == GAAW_SUCCESS) st = prepare(opt, dir, p);
   if (st != GAAW_SUCCESS) {
     pending_free(p);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   }
   opt->ckpt->pending = p;
-  if (async && pthread_create(&p->thread, NULL, write_files, p) == 0) {
-    p->threaded = 1;
-    return GAAW_SUCCESS;
+  if (!async) {
+    write_files(p);
+    return gaaw_ckpt_commit_pending(opt);
   }
-  write_files(p); /* synchronous (or no thread could be started) */
-  return gaaw_ckpt_commit_pending(opt);
+  /* every rank commits at the same later call, whether its thread started or not */
+  if (pthread_create(&p->thread, NULL, write_files, p) == 0) p->threaded = 1;
+  else write_files(p);
+  return GAAW_SUCCESS;
 }
 
 gaaw_status_t gaaw_checkpoint_wait(gaaw_optimizer_t opt)
