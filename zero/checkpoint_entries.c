@@ -1,6 +1,7 @@
 /* What the caller adds to a checkpoint, kept in the optimizer's checkpoint state:
  * its own key = value entries (a simulation's time step), set before a save and
  * read after a load, and its sample buffers. */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,17 +19,13 @@ static int key_ok(const char *k)
   return 1;
 }
 
-/* Whether s is well-formed UTF-8 (JSON carries nothing else). */
-static int utf8_ok(const unsigned char *s)
+/* Whether s is UTF-8 that meta.json can carry: Jansson's own test (overlong
+ * forms, surrogates and code points past U+10FFFF are refused). */
+static int utf8_ok(const char *s)
 {
-  while (*s) {
-    int extra = *s < 0x80 ? 0 : (*s >> 5) == 6 ? 1 : (*s >> 4) == 14 ? 2 : (*s >> 3) == 30 ? 3 : -1;
-    if (extra < 0) return 0;
-    s++;
-    for (int i = 0; i < extra; i++, s++)
-      if ((*s >> 6) != 2) return 0;
-  }
-  return 1;
+  json_t *v = json_string(s);
+  json_decref(v);
+  return v != NULL;
 }
 
 gaaw_status_t gaaw_checkpoint_set_entry(gaaw_optimizer_t opt, const char *key, const char *value)
@@ -38,7 +35,7 @@ gaaw_status_t gaaw_checkpoint_set_entry(gaaw_optimizer_t opt, const char *key, c
   GAAW_ARG_NOT_NULL(ctx, key);
   GAAW_ARG_NOT_NULL(ctx, value);
   GAAW_ARG_CHECK(ctx, key_ok(key), "entry key '%.80s' must be 1-63 characters of [A-Za-z0-9_.-]", key);
-  GAAW_ARG_CHECK(ctx, strlen(value) <= 4095 && utf8_ok((const unsigned char *)value),
+  GAAW_ARG_CHECK(ctx, strlen(value) <= 4095 && utf8_ok(value),
                  "the value of entry %s must be UTF-8 of at most 4095 bytes", key);
   GAAW_CHECK(gaaw_ckpt_state_ensure(opt));
   struct gaaw_ckpt_state *s = opt->ckpt;

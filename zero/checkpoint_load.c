@@ -105,7 +105,8 @@ typedef struct {
   int64_t *order, *start;
 } run_index;
 
-static const ckpt_meta *sort_meta;
+/* qsort has no context argument: the metadata being sorted, one per thread */
+static _Thread_local const ckpt_meta *sort_meta;
 static int by_key(const void *a, const void *b)
 {
   const ckpt_run *x = &sort_meta->runs[*(const int64_t *)a], *y = &sort_meta->runs[*(const int64_t *)b];

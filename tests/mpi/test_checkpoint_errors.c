@@ -217,6 +217,10 @@ static void bad_calls(void)
   expect_true(strstr(gaaw_last_error(r.ctx), "dir") != NULL, "a different dir is not named: %s", gaaw_last_error(r.ctx));
   expect_status_ctx(r.ctx, gaaw_checkpoint_set_entry(r.opt, "bad key", "1"), GAAW_ERR_INVALID_ARG);
   expect_status_ctx(r.ctx, gaaw_checkpoint_set_entry(r.opt, "ok", "\xff\xfe"), GAAW_ERR_INVALID_ARG);
+  /* an overlong '/' and a UTF-16 surrogate: lead and continuation bytes, still not UTF-8 */
+  expect_status_ctx(r.ctx, gaaw_checkpoint_set_entry(r.opt, "ok", "\xc0\xaf"), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(r.ctx, gaaw_checkpoint_set_entry(r.opt, "ok", "\xed\xa0\x80"), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(r.ctx, gaaw_checkpoint_set_entry(r.opt, "ok", "caf\xc3\xa9"), GAAW_SUCCESS);
   expect_status_ctx(r.ctx, gaaw_checkpoint_set_entry(r.opt, "time", "0.125"), GAAW_SUCCESS);
   expect_status_ctx(r.ctx, gaaw_checkpoint_set_entry(r.opt, "timestep", "41"), GAAW_SUCCESS);
   expect_status_ctx(r.ctx, gaaw_checkpoint_set_entry(r.opt, "timestep", "42"), GAAW_SUCCESS);
