@@ -1,5 +1,6 @@
 /* The public communicator functions: argument checks, the aborted state, traffic
  * counters, then the backend. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 #include "backends/runtime/context_impl.h"
 #include "backends/runtime/runtime.h"
 #include "backends/runtime/log.h"
+#include "backends/runtime/trace.h"
 #ifdef GAAW_HAVE_NCCL
 #include "backends/cuda/cuda.h"
 #include "backends/nccl/nccl_comm.h"
@@ -75,6 +77,10 @@ gaaw_status_t gaaw_comm_split(gaaw_comm_t parent, int color, int key, const char
   GAAW_CHECK(new_comm(ctx, parent->ops, name, child));
   gaaw_status_t st = parent->ops->split(parent, color, key, *child);
   if (st == GAAW_SUCCESS) st = split_control(parent, color, key, *child);
+  int err = st == GAAW_SUCCESS ? MPI_Allreduce(&ctx->rank, &(*child)->first_world_rank, 1, MPI_INT, MPI_MIN,
+                                               (*child)->control)
+                               : MPI_SUCCESS;
+  if (err != MPI_SUCCESS) st = gaaw_mpi_status(ctx, err, __FILE__, __LINE__, __func__, "naming the group");
   if (st != GAAW_SUCCESS) {
     gaaw_comm_destroy(child);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
@@ -182,6 +188,7 @@ gaaw_status_t gaaw_comm_prefer_nccl(gaaw_comm_t *comm)
   if (choice == GAAW_NCCL_USE) {
     gaaw_comm_t nccl;
     GAAW_CHECK(gaaw_nccl_comm_from_mpi(*comm, (*comm)->name, &nccl));
+    nccl->first_world_rank = (*comm)->first_world_rank;
     gaaw_comm_destroy(comm);
     *comm = nccl;
   }
@@ -299,7 +306,25 @@ static gaaw_status_t check_reduce_op(gaaw_comm_t comm, gaaw_reduce_op_t op)
  * that no rank waits on a group that is already broken. Arguments a backend
  * rejects (invalid, or memory it cannot address) are refused before any traffic,
  * so they leave the communicator usable. */
-static gaaw_status_t run(gaaw_comm_t comm, gaaw_comm_op_t op, uint64_t bytes, gaaw_status_t st)
+static int is_p2p(gaaw_comm_op_t op)
+{
+  return op == GAAW_COMM_SEND || op == GAAW_COMM_RECV;
+}
+
+void gaaw_comm_trace(gaaw_comm_t comm, gaaw_comm_op_t op, uint64_t seq, uint64_t bytes, double started)
+{
+  gaaw_context_t ctx = comm->ctx;
+  if (!gaaw_trace_on(ctx) || is_p2p(op)) return; /* messages: the pipeline traces its own */
+  char lane[32];
+  snprintf(lane, sizeof lane, "comm %s", comm->name);
+  gaaw_trace_span(ctx, gaaw_trace_lane(ctx, lane), gaaw_comm_op_name(op), started,
+                  "\"group\":\"%s\",\"group_first_rank\":%d,\"group_size\":%d,\"seq\":%llu,\"bytes\":%llu",
+                  comm->name, comm->first_world_rank, comm->size, (unsigned long long)seq, (unsigned long long)bytes);
+}
+
+/* Counts a completed operation; started >= 0 (a blocking one): its span on the
+ * timeline. Collectives take the communicator's next sequence number. */
+static gaaw_status_t run(gaaw_comm_t comm, gaaw_comm_op_t op, uint64_t bytes, double started, gaaw_status_t st)
 {
   gaaw_context_t ctx = comm->ctx;
   if (st != GAAW_SUCCESS) {
@@ -308,6 +333,7 @@ static gaaw_status_t run(gaaw_comm_t comm, gaaw_comm_op_t op, uint64_t bytes, ga
   }
   comm->calls[op]++;
   comm->bytes[op] += bytes;
+  if (started >= 0 && !is_p2p(op)) gaaw_comm_trace(comm, op, comm->sequence++, bytes, started);
   return GAAW_SUCCESS;
 }
 
@@ -358,7 +384,8 @@ gaaw_status_t gaaw_comm_allreduce(gaaw_comm_t comm, const gaaw_tensor_t *send, g
   gaaw_context_t ctx = comm->ctx;
   uint64_t bytes;
   GAAW_CHECK(check_collective(comm, GAAW_COMM_ALLREDUCE, send, recv, op, &bytes));
-  return run(comm, GAAW_COMM_ALLREDUCE, bytes, comm->ops->allreduce(comm, send, recv, op));
+  double t0 = gaaw_clock_seconds();
+  return run(comm, GAAW_COMM_ALLREDUCE, bytes, t0, comm->ops->allreduce(comm, send, recv, op));
 }
 
 gaaw_status_t gaaw_comm_reduce_scatter(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv,
@@ -368,7 +395,8 @@ gaaw_status_t gaaw_comm_reduce_scatter(gaaw_comm_t comm, const gaaw_tensor_t *se
   gaaw_context_t ctx = comm->ctx;
   uint64_t bytes;
   GAAW_CHECK(check_collective(comm, GAAW_COMM_REDUCE_SCATTER, send, recv, op, &bytes));
-  return run(comm, GAAW_COMM_REDUCE_SCATTER, bytes, comm->ops->reduce_scatter(comm, send, recv, op));
+  double t0 = gaaw_clock_seconds();
+  return run(comm, GAAW_COMM_REDUCE_SCATTER, bytes, t0, comm->ops->reduce_scatter(comm, send, recv, op));
 }
 
 gaaw_status_t gaaw_comm_allgather(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv)
@@ -377,7 +405,8 @@ gaaw_status_t gaaw_comm_allgather(gaaw_comm_t comm, const gaaw_tensor_t *send, g
   gaaw_context_t ctx = comm->ctx;
   uint64_t bytes;
   GAAW_CHECK(check_collective(comm, GAAW_COMM_ALLGATHER, send, recv, GAAW_SUM, &bytes));
-  return run(comm, GAAW_COMM_ALLGATHER, bytes, comm->ops->allgather(comm, send, recv));
+  double t0 = gaaw_clock_seconds();
+  return run(comm, GAAW_COMM_ALLGATHER, bytes, t0, comm->ops->allgather(comm, send, recv));
 }
 
 gaaw_status_t gaaw_comm_broadcast(gaaw_comm_t comm, gaaw_tensor_t *t, int root)
@@ -388,7 +417,8 @@ gaaw_status_t gaaw_comm_broadcast(gaaw_comm_t comm, gaaw_tensor_t *t, int root)
   GAAW_ARG_CHECK(ctx, root >= 0 && root < comm->size, "root %d is not a rank of communicator %s (size %d)", root,
                  comm->name, comm->size);
   GAAW_COMM_REQUIRE_OP(comm, broadcast);
-  return run(comm, GAAW_COMM_BROADCAST, tensor_bytes(t), comm->ops->broadcast(comm, t, root));
+  double t0 = gaaw_clock_seconds();
+  return run(comm, GAAW_COMM_BROADCAST, tensor_bytes(t), t0, comm->ops->broadcast(comm, t, root));
 }
 
 static gaaw_status_t check_peer(gaaw_comm_t comm, int peer, int tag)
@@ -408,7 +438,7 @@ gaaw_status_t gaaw_comm_send(gaaw_comm_t comm, const gaaw_tensor_t *t, int peer,
   GAAW_CHECK(check_tensor(comm, t, "send"));
   GAAW_CHECK(check_peer(comm, peer, tag));
   GAAW_COMM_REQUIRE_OP(comm, send);
-  return run(comm, GAAW_COMM_SEND, tensor_bytes(t), comm->ops->send(comm, t, peer, tag));
+  return run(comm, GAAW_COMM_SEND, tensor_bytes(t), -1, comm->ops->send(comm, t, peer, tag));
 }
 
 gaaw_status_t gaaw_comm_recv(gaaw_comm_t comm, gaaw_tensor_t *t, int peer, int tag)
@@ -418,7 +448,7 @@ gaaw_status_t gaaw_comm_recv(gaaw_comm_t comm, gaaw_tensor_t *t, int peer, int t
   GAAW_CHECK(check_tensor(comm, t, "recv"));
   GAAW_CHECK(check_peer(comm, peer, tag));
   GAAW_COMM_REQUIRE_OP(comm, recv);
-  return run(comm, GAAW_COMM_RECV, tensor_bytes(t), comm->ops->recv(comm, t, peer, tag));
+  return run(comm, GAAW_COMM_RECV, tensor_bytes(t), -1, comm->ops->recv(comm, t, peer, tag));
 }
 
 gaaw_status_t gaaw_comm_alltoall(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv)
@@ -430,14 +460,16 @@ gaaw_status_t gaaw_comm_alltoall(gaaw_comm_t comm, const gaaw_tensor_t *send, ga
                  "all-to-all tensors have %lld elements, not a multiple of the group size %d",
                  (long long)gaaw_tensor_numel(send), comm->size);
   GAAW_COMM_REQUIRE_OP(comm, alltoall);
-  return run(comm, GAAW_COMM_ALLTOALL, tensor_bytes(send), comm->ops->alltoall(comm, send, recv));
+  double t0 = gaaw_clock_seconds();
+  return run(comm, GAAW_COMM_ALLTOALL, tensor_bytes(send), t0, comm->ops->alltoall(comm, send, recv));
 }
 
 gaaw_status_t gaaw_comm_barrier(gaaw_comm_t comm)
 {
   GAAW_CHECK_CTX(NULL, check_comm(comm));
   GAAW_COMM_REQUIRE_OP(comm, barrier);
-  return run(comm, GAAW_COMM_BARRIER, 0, comm->ops->barrier(comm));
+  double t0 = gaaw_clock_seconds();
+  return run(comm, GAAW_COMM_BARRIER, 0, t0, comm->ops->barrier(comm));
 }
 
 gaaw_status_t gaaw_comm_rank(gaaw_comm_t comm, int *rank)
@@ -494,13 +526,15 @@ static gaaw_status_t submit(gaaw_comm_t comm, gaaw_comm_request_t r,
     if (st != GAAW_SUCCESS) {
       gaaw_comm_op_t op = r->op;
       free(r);
-      return run(comm, op, 0, st);
+      return run(comm, op, 0, -1, st);
     }
     r->queued = 1;
   }
   gaaw_comm_track(comm, r);
   *req = r;
-  return run(comm, r->op, bytes, GAAW_SUCCESS);
+  r->bytes = bytes;
+  if (!is_p2p(r->op)) r->seq = comm->sequence++; /* its span is drawn when it completes */
+  return run(comm, r->op, bytes, -1, GAAW_SUCCESS);
 }
 
 /* Checks an operation and hands it to the backend's start, or defers it; counts it. */
@@ -515,7 +549,8 @@ static gaaw_status_t start(gaaw_comm_t comm, gaaw_comm_op_t op, const gaaw_tenso
   GAAW_CHECK(check_collective(comm, op, send, recv, reduce, &bytes));
   gaaw_comm_request_t r = calloc(1, sizeof *r);
   if (!r) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate a communication request");
-  *r = (struct gaaw_comm_request_s){.comm = comm, .op = op, .send = *send, .recv = *recv, .reduce = reduce};
+  *r = (struct gaaw_comm_request_s){.comm = comm, .op = op, .send = *send, .recv = *recv, .reduce = reduce,
+                                    .started = gaaw_clock_seconds()};
   int queue = comm->ops->start && comm->ops->complete; /* else deferred */
   return submit(comm, r, queue ? comm->ops->start : NULL, bytes, req);
 }

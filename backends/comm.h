@@ -61,6 +61,8 @@ struct gaaw_comm_request_s {
   int ran;                   /* deferred: has run (successfully or not) */
   gaaw_status_t status;      /* deferred: how it ran */
   void *backend;             /* the backend's record of a queued operation */
+  double started;            /* gaaw_clock_seconds at the start (the timeline) */
+  uint64_t seq, bytes;       /* collectives: the communicator's sequence number; bytes counted */
   gaaw_comm_request_t next;  /* the communicator's live requests, in start order */
 };
 
@@ -72,11 +74,17 @@ struct gaaw_comm_s {
   int aborted;  /* set after a timeout or a failed collective: later calls fail */
   MPI_Comm control; /* over the same ranks, for agreements (backends/agree.c) */
   char name[16]; /* "world", "tp", ... for messages */
+  int first_world_rank; /* the lowest world rank among its members: with name, the group's identity */
+  uint64_t sequence;    /* collectives issued so far (the same order on every member) */
   uint64_t calls[GAAW_COMM_OP_COUNT];
   uint64_t bytes[GAAW_COMM_OP_COUNT];
   gaaw_comm_request_t requests, requests_last; /* started, not yet waited for */
   int deferred;                                /* of which not yet run (backends without start) */
 };
+
+/* A completed collective's span on the timeline (comm.c): on the row "comm NAME",
+ * with the group, its sequence number and its bytes (nothing for messages). */
+void gaaw_comm_trace(gaaw_comm_t comm, gaaw_comm_op_t op, uint64_t seq, uint64_t bytes, double started);
 
 /* The MPI communicator backend's table. */
 extern const gaaw_comm_ops gaaw_mpi_comm_ops;

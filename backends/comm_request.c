@@ -133,6 +133,7 @@ gaaw_status_t gaaw_comm_wait(gaaw_comm_request_t *req)
     untrack(comm, r);
     st = r->status;
   }
+  if (st == GAAW_SUCCESS) gaaw_comm_trace(comm, op, r->seq, r->bytes, r->started);
   free(r);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, gaaw_comm_op_name(op));
   return GAAW_SUCCESS;

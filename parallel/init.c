@@ -3,6 +3,7 @@
 #include "backends/runtime/config_impl.h"
 #include "backends/runtime/log.h"
 #include "backends/runtime/runtime.h"
+#include "backends/runtime/trace.h"
 #include "parallel/schedule.h"
 #include "parallel/stages.h"
 #include "parallel/topology_impl.h"
@@ -39,6 +40,7 @@ static gaaw_status_t agree_on_options(gaaw_context_t ctx, gaaw_status_t local)
     GAAW_FIELD_TEXT("pp_schedule", gaaw_ctx_string(ctx, "pp_schedule")),
     GAAW_FIELD_INT("virtual_stages", gaaw_ctx_int(ctx, "virtual_stages")),
     GAAW_FIELD_TEXT("pp_layout", gaaw_ctx_string(ctx, "pp_layout")),
+    GAAW_FIELD_INT("trace (on or off)", gaaw_ctx_string(ctx, "trace")[0] != '\0'),
     GAAW_FIELD_NAMED("recompute", gaaw_recompute_parse(gaaw_ctx_string(ctx, "recompute")),
                      gaaw_ctx_string(ctx, "recompute")),
   };
@@ -58,8 +60,11 @@ gaaw_status_t gaaw_init_version(MPI_Comm comm, gaaw_config_t cfg, gaaw_context_t
   if (st == GAAW_SUCCESS) st = gaaw_topology_plan(ctx, ctx->size, ctx->rank, &ctx->topo);
   st = agree_on_options(ctx, st);
   if (st == GAAW_SUCCESS) st = gaaw_agree_world(ctx, gaaw_topology_build(ctx), "building the topology", NULL, 0);
+  if (st == GAAW_SUCCESS) st = gaaw_agree_world(ctx, gaaw_trace_open(ctx), "opening the trace", NULL, 0);
+  if (st == GAAW_SUCCESS) st = gaaw_trace_sync_clock(ctx);
   if (st != GAAW_SUCCESS) {
     *gaaw_error_record_of(NULL) = ctx->error;
+    gaaw_trace_close(ctx);
     gaaw_topology_free(ctx);
     gaaw_runtime_close(ctx);
     return gaaw_error_trace(NULL, st, __FILE__, __LINE__, __func__);
@@ -77,6 +82,7 @@ gaaw_status_t gaaw_init_fortran(MPI_Fint comm, gaaw_config_t cfg, gaaw_context_t
 gaaw_status_t gaaw_finalize(gaaw_context_t *ctx)
 {
   if (!ctx || !*ctx) return GAAW_SUCCESS;
+  gaaw_trace_close(*ctx);
   gaaw_topology_free(*ctx);
   gaaw_runtime_close(*ctx);
   *ctx = NULL;

@@ -4,16 +4,21 @@
  * happen here. Both drivers of a step, the single-stage API (model_step.c,
  * model_infer.c) and the pipeline executor (pipeline.c), run layers only through
  * gaaw_pass_forward, gaaw_pass_backward and gaaw_pass_weight. */
-#include <time.h>
-
+#include "backends/runtime/trace.h"
 #include "parallel/model_impl.h"
 #include "parallel/tp.h"
 
 double gaaw_pass_clock(void)
 {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+  return gaaw_clock_seconds(); /* the timeline's clock too */
+}
+
+/* Layer i's span on the timeline's "layers" row. */
+static void trace_layer(gaaw_model_t m, int i, const char *what, double t0)
+{
+  if (gaaw_trace_on(m->ctx))
+    gaaw_trace_span(m->ctx, gaaw_trace_lane(m->ctx, "layers"), what, t0, "\"layer\":%d,\"kind\":\"%s\"", i,
+                    m->layers[i].ops->kind);
 }
 
 /* Full recomputation of layer l: nothing saved past its forward. */
@@ -38,6 +43,7 @@ static gaaw_status_t forward_range(gaaw_model_t m, gaaw_frame *f, int lo, int hi
     if (inference && !l->keeps_input) gaaw_act_free(m, &f->acts[i]);
     GAAW_CHECK_CTX(m->ctx, gaaw_model_after_layer(m, i, GAAW_PHASE_FORWARD));
     l->forward_seconds += gaaw_pass_clock() - t0; /* with the hooks: ZeRO 3's gathers count */
+    trace_layer(m, i, "forward", t0);
   }
   return GAAW_SUCCESS;
 }
@@ -110,8 +116,10 @@ static gaaw_status_t reduce_partial_grads(gaaw_model_t m, int layer, const gaaw_
 static gaaw_status_t recompute_forward(gaaw_model_t m, gaaw_frame *f, gaaw_layer *l)
 {
   gaaw_tensor_t y = {0};
+  double t0 = gaaw_pass_clock();
   gaaw_status_t st = l->ops->forward(m, l, f, gaaw_layer_input(f, l), &y);
   gaaw_act_free(m, &y);
+  trace_layer(m, l->index, "recompute", t0);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(m->ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
@@ -148,6 +156,7 @@ static gaaw_status_t backward_range(gaaw_model_t m, gaaw_frame *f, int lo, int h
     double t0 = gaaw_pass_clock();
     gaaw_status_t st = layer_backward(m, f, i, &grad, &below);
     m->layers[i].backward_seconds += gaaw_pass_clock() - t0;
+    trace_layer(m, i, f->defer_weights ? "backward input" : "backward", t0);
     if (st != GAAW_SUCCESS) {
       gaaw_act_free(m, &below);
       return gaaw_error_trace(m->ctx, st, __FILE__, __LINE__, __func__);
@@ -172,6 +181,7 @@ static gaaw_status_t weight_range(gaaw_model_t m, gaaw_frame *f, int lo, int hi)
     gaaw_layer_drop_deferred(m, f, l); /* when before_layer failed */
     if (st == GAAW_SUCCESS) st = gaaw_model_after_layer(m, i, GAAW_PHASE_WEIGHT);
     l->backward_seconds += gaaw_pass_clock() - t0;
+    trace_layer(m, i, "weight", t0);
     if (st != GAAW_SUCCESS) return gaaw_error_trace(m->ctx, st, __FILE__, __LINE__, __func__);
   }
   return GAAW_SUCCESS;

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/runtime/trace.h"
 #include "parallel/model_impl.h"
 
 typedef struct {
@@ -34,6 +35,7 @@ typedef struct {
   gaaw_comm_request_t grad_out; /* the send of B's input gradient, in flight */
   gaaw_tensor_t dy;            /* (Nl, C) gradient of the chunk's output, for B */
   gaaw_tensor_t dx;            /* (Nl, C) B's input gradient, to send (or for chunk - 1 here) */
+  double posted[4];            /* when each message was posted, by gaaw_sched_op - SEND_ACT (the timeline) */
 } pipe_slot;
 
 typedef struct {
@@ -78,6 +80,25 @@ static int message_tag(pipe_run *r, const gaaw_sched_action_t *a)
   return gaaw_sched_tag(r->s, r->m->pp_rank, a) % 32768;
 }
 
+/* The timeline's names of the actions: a full backward (BW) is a B there. */
+static const char *const action_names[GAAW_SCHED_OP_COUNT] = {
+  [GAAW_SCHED_F] = "F",           [GAAW_SCHED_B] = "B",           [GAAW_SCHED_W] = "W",
+  [GAAW_SCHED_BW] = "B",          [GAAW_SCHED_SEND_ACT] = "send", [GAAW_SCHED_RECV_ACT] = "recv",
+  [GAAW_SCHED_SEND_GRAD] = "send", [GAAW_SCHED_RECV_GRAD] = "recv"};
+
+/* Action a's span on the timeline: compute actions on the "pipeline" row,
+ * messages (from their post to their completion) on "pipeline p2p". */
+static void trace_action(pipe_run *r, const gaaw_sched_action_t *a, double t0)
+{
+  gaaw_context_t ctx = r->m->ctx;
+  if (!gaaw_trace_on(ctx)) return;
+  int message = a->op >= GAAW_SCHED_SEND_ACT;
+  const char *carries = a->op == GAAW_SCHED_SEND_ACT || a->op == GAAW_SCHED_RECV_ACT ? "activation" : "gradient";
+  gaaw_trace_span(ctx, gaaw_trace_lane(ctx, message ? "pipeline p2p" : "pipeline"), action_names[a->op], t0,
+                  "\"mb\":%d,\"chunk\":%d,\"peer\":%d,\"carries\":\"%s\"", a->mb, a->chunk,
+                  message ? a->peer : -1, message ? carries : "");
+}
+
 /* Waits for req, a failure naming this stage, the action and its microbatch. */
 static gaaw_status_t wait_for(pipe_run *r, gaaw_comm_request_t *req, const gaaw_sched_action_t *a)
 {
@@ -85,7 +106,10 @@ static gaaw_status_t wait_for(pipe_run *r, gaaw_comm_request_t *req, const gaaw_
   double t0 = gaaw_pass_clock();
   gaaw_status_t st = gaaw_comm_wait(req);
   r->waited += gaaw_pass_clock() - t0;
-  if (st == GAAW_SUCCESS) return GAAW_SUCCESS;
+  if (st == GAAW_SUCCESS) {
+    trace_action(r, a, place_of(r, a).sl->posted[a->op - GAAW_SCHED_SEND_ACT]);
+    return GAAW_SUCCESS;
+  }
   char what[96], why[1024];
   gaaw_sched_action_text(a, what, sizeof what);
   gaaw_error_first_line(ctx, why, sizeof why);
@@ -176,6 +200,7 @@ static gaaw_status_t post_message(pipe_run *r, const gaaw_sched_action_t *a)
   gaaw_frame *f = p.f;
   int64_t shape[2];
   int tag = message_tag(r, a);
+  p.sl->posted[a->op - GAAW_SCHED_SEND_ACT] = gaaw_pass_clock();
   switch (a->op) {
   case GAAW_SCHED_SEND_ACT:
     GAAW_CHECK(check_boundary(m, f, p.hi, &f->acts[p.hi], "output activation"));
@@ -244,9 +269,11 @@ static gaaw_status_t run_actions(pipe_run *r)
       GAAW_CHECK(finish_sends(r, 0));
       continue;
     }
+    double t0 = gaaw_pass_clock();
     if (a->op == GAAW_SCHED_F) GAAW_CHECK(run_forward(r, a));
     if (a->op == GAAW_SCHED_B || a->op == GAAW_SCHED_BW) GAAW_CHECK(run_backward(r, a));
     if (a->op == GAAW_SCHED_W) GAAW_CHECK(run_weight(r, a));
+    trace_action(r, a, t0);
     k++;
   }
   GAAW_CHECK(finish_sends(r, 1));

@@ -13,6 +13,7 @@
 
 #include "backends/host_share.h"
 #include "backends/runtime/log.h"
+#include "backends/runtime/trace.h"
 #include "zero/checkpoint_impl.h"
 
 #define PATH_MAX_BYTES 4096
@@ -514,6 +515,7 @@ static gaaw_status_t load_one(load_target *t, const char *stepdir)
   gaaw_context_t ctx = t->ctx;
   ckpt_meta meta;
   memset(&meta, 0, sizeof meta);
+  double t0 = gaaw_clock_seconds();
   gaaw_status_t st = read_meta(ctx, stepdir, &meta);
   if (st == GAAW_SUCCESS) st = check_model(t, &meta);
   if (st == GAAW_SUCCESS) st = read_state(t, &meta, stepdir);
@@ -524,6 +526,9 @@ static gaaw_status_t load_one(load_target *t, const char *stepdir)
   if (st == GAAW_SUCCESS)
     gaaw_log(GAAW_LOG_INFO, "loaded %s (step %lld, saved with dp %d pp %d tp %d zero %d %s)", stepdir,
              (long long)meta.step, meta.dp, meta.pp, meta.tp, meta.zero_stage, meta.dtype);
+  if (st == GAAW_SUCCESS && gaaw_trace_on(ctx))
+    gaaw_trace_span(ctx, gaaw_trace_lane(ctx, "checkpoint"), "checkpoint load", t0, "\"step\":%lld",
+                    (long long)meta.step);
 out:
   gaaw_ckpt_meta_free(&meta);
   return st;

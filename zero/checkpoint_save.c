@@ -12,6 +12,7 @@
 
 #include "backends/host_share.h"
 #include "backends/runtime/log.h"
+#include "backends/runtime/trace.h"
 #include "zero/checkpoint_impl.h"
 
 #define PATH_MAX_BYTES 4096
@@ -384,6 +385,7 @@ gaaw_status_t gaaw_ckpt_commit_pending(gaaw_optimizer_t opt)
   gaaw_context_t ctx = opt->ctx;
   gaaw_ckpt_pending *p = opt->ckpt ? opt->ckpt->pending : NULL;
   if (!p) return GAAW_SUCCESS;
+  double t0 = gaaw_clock_seconds();
   opt->ckpt->pending = NULL;
   if (p->threaded) pthread_join(p->thread, NULL);
   p->threaded = 0;
@@ -398,6 +400,9 @@ gaaw_status_t gaaw_ckpt_commit_pending(gaaw_optimizer_t opt)
   if (ctx->rank == 0) st = commit_on_root(ctx, p);
   GAAW_CHECK_GOTO(st, gaaw_agree_world(ctx, st, "committing the checkpoint", NULL, 0), out);
   gaaw_log(GAAW_LOG_INFO, "checkpoint %s/%s committed", p->dir, p->name);
+  if (gaaw_trace_on(ctx))
+    gaaw_trace_span(ctx, gaaw_trace_lane(ctx, "checkpoint"), "checkpoint commit", t0,
+                    "\"step\":%lld,\"bytes\":%lld", (long long)p->step, (long long)p->record[2]);
 out:
   free(all), free(counts);
   pending_free(p);
@@ -459,6 +464,7 @@ gaaw_status_t gaaw_checkpoint_save(gaaw_optimizer_t opt, const char *dir)
   gaaw_status_t st = check_save(opt, dir);
   if (st == GAAW_SUCCESS) st = gaaw_ckpt_state_ensure(opt);
   int async = gaaw_ctx_bool(ctx, "checkpoint_async");
+  double t0 = gaaw_clock_seconds();
   gaaw_field fields[5] = {GAAW_FIELD_TEXT("dir", st == GAAW_SUCCESS ? dir : ""),
                           GAAW_FIELD_INT("checkpoint_async", async),
                           GAAW_FIELD_INT("checkpoint_keep", gaaw_ctx_int(ctx, "checkpoint_keep"))};
@@ -474,8 +480,15 @@ gaaw_status_t gaaw_checkpoint_save(gaaw_optimizer_t opt, const char *dir)
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   }
   opt->ckpt->pending = p;
+  if (gaaw_trace_on(ctx)) /* the stall: staging copy and plan (and with async, all the call waits for) */
+    gaaw_trace_span(ctx, gaaw_trace_lane(ctx, "checkpoint"), "checkpoint prepare", t0, "\"step\":%lld",
+                    (long long)p->step);
   if (!async) {
+    double t_write = gaaw_clock_seconds();
     write_files(p);
+    if (gaaw_trace_on(ctx))
+      gaaw_trace_span(ctx, gaaw_trace_lane(ctx, "checkpoint"), "checkpoint write", t_write, "\"bytes\":%lld",
+                      (long long)p->record[2]);
     return gaaw_ckpt_commit_pending(opt);
   }
   /* every rank commits at the same later call, whether its thread started or not */

@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "backends/agree.h"
+#include "backends/runtime/trace.h"
 #include "zero/zero_impl.h"
 
 gaaw_status_t gaaw_zero_gather_params(gaaw_optimizer_t opt)
@@ -147,6 +148,7 @@ gaaw_status_t gaaw_optimizer_step(gaaw_optimizer_t opt)
 {
   GAAW_ARG_NOT_NULL(NULL, opt);
   gaaw_context_t ctx = opt->ctx;
+  double t0 = gaaw_clock_seconds();
   /* a step without gradients would still decay and move the weights */
   gaaw_status_t ready = opt->backward_passes > 0
                           ? GAAW_SUCCESS
@@ -181,5 +183,8 @@ gaaw_status_t gaaw_optimizer_step(gaaw_optimizer_t opt)
   uint64_t now = dp_bytes(opt);
   opt->last_comm = now - opt->comm_mark;
   opt->comm_mark = now;
+  if (gaaw_trace_on(ctx))
+    gaaw_trace_span(ctx, gaaw_trace_lane(ctx, "optimizer"), "optimizer step", t0, "\"step\":%lld,\"skipped\":%d",
+                    (long long)opt->steps, opt->skipped);
   return GAAW_SUCCESS;
 }

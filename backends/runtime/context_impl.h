@@ -35,6 +35,7 @@ struct gaaw_context_s {
   char abort_reason[GAAW_ABORT_REASON_MAX]; /* the original failure, for every later error */
   char *abort_notice;       /* what this rank sent its peers, kept until their sends complete */
   MPI_Request *abort_sends; /* one per other rank of world */
+  struct gaaw_trace_s *trace; /* the timeline (runtime/trace.h); NULL: off */
 };
 
 /* Reads an option of the context's config that must exist (a bug otherwise). */

@@ -6,6 +6,7 @@
 #include "backends/runtime/context_impl.h"
 #include "backends/runtime/error.h"
 #include "backends/runtime/log.h"
+#include "backends/runtime/trace.h"
 
 static _Thread_local gaaw_error_record thread_record;
 
@@ -44,6 +45,7 @@ gaaw_status_t gaaw_error_raise(gaaw_context_t ctx, gaaw_status_t status, const c
   rec->len = len;
   rec->status = status;
   gaaw_log(GAAW_LOG_DEBUG, "%s", rec->text);
+  gaaw_trace_flush(ctx); /* a run that fails keeps its timeline */
   return status;
 }
 

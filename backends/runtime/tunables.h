@@ -14,6 +14,9 @@
   X(threads, INT, "0",                                                                            \
     "OpenMP threads for host kernels; 0 = OMP_NUM_THREADS if set, else the cores shared among "  \
     "this node's ranks")                                                                         \
+  X(trace, STRING, "",                                                                            \
+    "write a timeline of this rank (Chrome trace / Perfetto JSON) to this file; %r is the world "  \
+    "rank (needed with more than one rank); empty: off")                                          \
   X(allocator_cache, BOOL, "yes", "keep freed device memory for reuse instead of releasing it")  \
   X(opencl_platform, STRING, "",                                                                  \
     "OpenCL platform: an index or part of its name; empty = the first platform with a device")  \

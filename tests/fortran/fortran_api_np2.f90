@@ -28,7 +28,7 @@ program fortran_api_np2
 
   call MPI_Init(ierr)
   call check_status("config_create", gaaw_config_create(cfg), GAAW_SUCCESS)
-  call check_status("parse", gaaw_config_parse(cfg, "backend=host, tp=2"), GAAW_SUCCESS)
+  call check_status("parse", gaaw_config_parse(cfg, "backend=host, tp=2, trace=fortran_api_np2-%r.json"), GAAW_SUCCESS)
   call check_status("gaaw_init", gaaw_init(MPI_COMM_WORLD, cfg, ctx), GAAW_SUCCESS)
 
   ! ---- options and the build
@@ -49,11 +49,34 @@ program fortran_api_np2
   call check_mlp_state()
 
   call check_status("finalize", gaaw_finalize(ctx), GAAW_SUCCESS)
+  call check_trace()
   call check_status("config_destroy", gaaw_config_destroy(cfg), GAAW_SUCCESS)
   deallocate(s, source) ! else LeakSanitizer reports them
   call test_finish("fortran_api_np2")
 
 contains
+
+  ! The option trace, set like any other: gaaw_finalize left this rank's timeline,
+  ! a JSON array closed by its last line.
+  subroutine check_trace()
+    character(len=64) :: path
+    character(len=256) :: line, last
+    integer :: unit, ios
+    logical :: there
+    write (path, '(a,i0,a)') "fortran_api_np2-", world_rank(), ".json"
+    inquire (file=trim(path), exist=there)
+    call check_true("trace=fortran_api_np2-%r.json wrote "//trim(path), there)
+    if (.not. there) return
+    last = ""
+    open (newunit=unit, file=trim(path), status="old", action="read")
+    do
+      read (unit, '(a)', iostat=ios) line
+      if (ios /= 0) exit
+      last = line
+    end do
+    close (unit, status="delete")
+    call check_true(trim(path)//" ends with ']': "//trim(last), trim(last) == "]")
+  end subroutine check_trace
 
   ! This test runs without arguments: none is taken, none is left.
   subroutine check_command_line()
