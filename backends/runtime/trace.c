@@ -52,29 +52,39 @@ static void expand_path(const char *pattern, int rank, char *out, size_t size)
   out[n] = '\0';
 }
 
+/* One message of the clock exchange, under the comm_timeout deadline. */
+static gaaw_status_t exchange(gaaw_context_t ctx, double *value, int peer, int sending)
+{
+  MPI_Request req;
+  if (sending) GAAW_MPI_CHECK(ctx, MPI_Isend(value, 1, MPI_DOUBLE, peer, CLOCK_TAG, ctx->control, &req));
+  else GAAW_MPI_CHECK(ctx, MPI_Irecv(value, 1, MPI_DOUBLE, peer, CLOCK_TAG, ctx->control, &req));
+  return gaaw_mpi_wait(ctx, &req, "measuring the trace's clock offset");
+}
+
 /* Rank 0 answers each rank's pings with its clock; each rank keeps the offset of
  * its shortest round trip (NTP's estimate: the answer came halfway through). */
 static gaaw_status_t measure_offset(gaaw_context_t ctx, struct gaaw_trace_s *t)
 {
-  double now = gaaw_clock_seconds(), best = INFINITY;
-  if (ctx->rank == 0) t->origin = now;
+  double best = INFINITY;
+  if (ctx->rank == 0) t->origin = gaaw_clock_seconds();
   for (int r = 1; r < ctx->size; r++)
     for (int k = 0; k < CLOCK_ROUNDS; k++) {
       if (ctx->rank == 0) {
-        double ping;
-        GAAW_MPI_CHECK(ctx, MPI_Recv(&ping, 1, MPI_DOUBLE, r, CLOCK_TAG, ctx->control, MPI_STATUS_IGNORE));
-        double answer = gaaw_clock_seconds();
-        GAAW_MPI_CHECK(ctx, MPI_Send(&answer, 1, MPI_DOUBLE, r, CLOCK_TAG, ctx->control));
+        double ping, answer;
+        GAAW_CHECK(exchange(ctx, &ping, r, 0));
+        answer = gaaw_clock_seconds();
+        GAAW_CHECK(exchange(ctx, &answer, r, 1));
       } else if (ctx->rank == r) {
         double sent = gaaw_clock_seconds(), answer;
-        GAAW_MPI_CHECK(ctx, MPI_Send(&sent, 1, MPI_DOUBLE, 0, CLOCK_TAG, ctx->control));
-        GAAW_MPI_CHECK(ctx, MPI_Recv(&answer, 1, MPI_DOUBLE, 0, CLOCK_TAG, ctx->control, MPI_STATUS_IGNORE));
+        GAAW_CHECK(exchange(ctx, &sent, 0, 1));
+        GAAW_CHECK(exchange(ctx, &answer, 0, 0));
         double back = gaaw_clock_seconds();
         if (back - sent < best) best = back - sent, t->offset = answer - 0.5 * (sent + back);
       }
     }
-  GAAW_MPI_CHECK(ctx, MPI_Bcast(&t->origin, 1, MPI_DOUBLE, 0, ctx->control));
-  return GAAW_SUCCESS;
+  MPI_Request req;
+  GAAW_MPI_CHECK(ctx, MPI_Ibcast(&t->origin, 1, MPI_DOUBLE, 0, ctx->control, &req));
+  return gaaw_mpi_wait(ctx, &req, "sharing the trace's time zero");
 }
 
 static void close_file(struct gaaw_trace_s *t)
