@@ -4,8 +4,9 @@
  *   mpiexec -n 4 gaaw-train --tp 2 --zero 1 --steps 200 --data my.txt
  *
  * Rank 0 logs one line per step (loss averaged over dp, lr, grad norm, time,
- * tokens/s, memory), the validation loss before training, every --eval-every steps
- * and at the end, a generated sample, and a summary line. With --save-dir it saves
+ * tokens/s, model TFLOP/s and MFU, memory), the validation loss before training,
+ * every --eval-every steps and at the end, a generated sample, and a summary line;
+ * on a terminal also a progress line on stderr (--progress). With --save-dir it saves
  * a checkpoint every --save-every steps and after the last; --resume auto|DIR
  * continues a run from one (the same losses, bit for bit, as the run that was never
  * stopped; doc/gaaw-train.md). --help lists every
@@ -18,7 +19,7 @@
  * Files: train/options.c (the options and their checks), train/data.c (the text,
  * its split and microbatches), train/trainer.c (steps, validation, sampling),
  * train/report.c (log lines and the metrics file), train/throughput.c (model FLOPs
- * and the peak behind the MFU). */
+ * and the peak behind the MFU), train/progress.c (the progress line on stderr). */
 #include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 
 #include "examples/train/data.h"
 #include "examples/train/options.h"
+#include "examples/train/progress.h"
 #include "examples/train/report.h"
 #include "examples/train/throughput.h"
 #include "examples/train/trainer.h"
@@ -120,6 +122,7 @@ static void train_loop(trainer *t, FILE *metrics, int64_t start, double peak)
   gaaw_model_num_params(t->model, &params, &local);
   train_report r = {.metrics = metrics, .steps = o->steps > start ? o->steps : start, .start = start,
                     .flops_per_token = train_flops_per_token(o, params), .peak_tflops = peak, .world = world_size};
+  train_progress progress;
   double *ranks = malloc(sizeof(double) * 2 * (size_t)world_size);
   if (!ranks) {
     snprintf(t->err, sizeof t->err, "cannot allocate the per-rank figures of %d ranks", world_size);
@@ -128,6 +131,7 @@ static void train_loop(trainer *t, FILE *metrics, int64_t start, double peak)
   float val = 0;
   if (trainer_eval(t, &val)) abort_run(t);
   if (world_rank == 0) report_eval(&r, start, val);
+  progress_start(&progress, o->progress, world_rank, start, r.steps);
   for (int64_t step = start + 1; step <= o->steps; step++) {
     gaaw_step_stats_t stats;
     train_step_info s = {.step = step, .stats = &stats, .save_ms = -1};
@@ -157,10 +161,13 @@ static void train_loop(trainer *t, FILE *metrics, int64_t start, double peak)
       if (world_rank == 0) report_metrics_amend(&r, &s, have_val, val);
     }
     if (world_rank == 0) {
+      progress_clear(&progress);
       report_step(&r, &s);
       if (have_val) report_eval(&r, step, val);
+      progress_draw(&progress, step, s.loss, s.tokens / (s.ms / 1000));
     }
   }
+  progress_clear(&progress);
   if (o->export[0]) {
     if (trainer_export(t)) abort_run(t);
     if (world_rank == 0) printf("export: the weights after step %lld in %s\n", (long long)r.steps, o->export);

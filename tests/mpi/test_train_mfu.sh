@@ -1,6 +1,7 @@
 #!/bin/sh
-# gaaw-train's model FLOPs, throughput and MFU, from the outside (it launches
-# mpiexec itself), 4 steps of a tiny GPT on 2 ranks (dp 2, host backend):
+# gaaw-train's model FLOPs, throughput and MFU, and its progress line, from the
+# outside (it launches mpiexec itself), 4 steps of a tiny GPT on 2 ranks (dp 2,
+# host backend):
 #  - with --peak-tflops 0.01, every metrics line has model_flops_per_token equal to
 #    6 (N - seq dim) + 12 layers seq dim, N counted here from the GPT's shapes
 #    (DESIGN.md 6a: wte, wpe, per block two norms and four linears with biases,
@@ -11,7 +12,12 @@
 #    lines, and the header says the peak is unknown;
 #  - --peak-tflops measure: the header gives a measured figure > 0 and mfu =
 #    tflops / that figure;
-#  - --peak-tflops -1 and --peak-tflops fast exit 2 naming the option.
+#  - --peak-tflops -1 and --peak-tflops fast exit 2 naming the option;
+#  - on a terminal (script(1) gives a pty): gaaw-train run directly (a singleton
+#    MPI process, whose stderr is the terminal) redraws a progress line with '\r',
+#    the step count, an ETA and tok/s; --no-progress removes it; under mpiexec
+#    (whose pipes are no terminal) --progress yes shows it; without a terminal
+#    nothing is drawn.
 # GAAW_TRAIN overrides the program (default ./examples/gaaw-train in the build tree).
 prog=${GAAW_TRAIN:-./examples/gaaw-train}
 if test -z "$MPIEXEC"; then
@@ -23,6 +29,7 @@ trap 'rm -rf "$tmp"' 0
 fail=0
 err() { echo "FAIL: $*"; fail=1; }
 L=2 C=32 T=32 V=256
+# one line: it is also part of script(1)'s command
 tiny="--backend host --zero 1 --steps 4 --layers $L --heads 2 --dim $C --seq $T --vocab $V --batch 2 --warmup 1"
 tiny="$tiny --eval-every 0 --eval-batches 1 --sample 0"
 # train NAME ARGS...: 2 ranks; metrics in $tmp/NAME.jsonl, stdout $tmp/NAME.out,
@@ -94,4 +101,26 @@ for bad in -1 fast; do
   grep 'peak_tflops must be' "$tmp/bad.err" >/dev/null || err "--peak-tflops $bad: no message naming it: `cat "$tmp/bad.err"`"
 done
 
+# the progress line, on a pty
+if script -qec true /dev/null >/dev/null 2>&1; then
+  # progress NAME COMMAND: COMMAND's terminal output in $tmp/NAME.tty
+  progress() {
+    timeout -k 5 120 script -qec "$2" /dev/null </dev/null >"$tmp/$1.tty" 2>&1 || err "$1: '$2' failed: `cat "$tmp/$1.tty"`"
+  }
+  # drawn NAME: a redrawn line with the step count, an ETA and tok/s
+  drawn() { tr '\r' '\n' <"$tmp/$1.tty" | grep 'step 4/4 100.0% | elapsed [0-9:]* | ETA [0-9:]* | loss [0-9.]* | [0-9]* tok/s' >/dev/null; }
+  progress tty "$prog $tiny"
+  drawn tty || err "tty: no progress line on the terminal: `od -c "$tmp/tty.tty" | tail -20`"
+  grep "`printf '\r'`step 1/4 " "$tmp/tty.tty" >/dev/null || err "tty: the progress line is not drawn after a carriage return"
+  progress off "$prog $tiny --no-progress"
+  grep 'ETA' "$tmp/off.tty" >/dev/null && err "--no-progress: a progress line was drawn"
+  grep '^step *4/4 | loss' "$tmp/off.tty" >/dev/null || err "--no-progress: no step lines"
+  progress forced "$MPIEXEC -n 2 $prog $tiny --progress yes"
+  drawn forced || err "--progress yes under mpiexec: no progress line: `cat "$tmp/forced.tty"`"
+  progress piped "$MPIEXEC -n 2 $prog $tiny"
+  grep 'ETA' "$tmp/piped.tty" >/dev/null && err "under mpiexec (stderr a pipe): a progress line was drawn"
+else
+  echo "script(1) cannot make a pty here: the progress line on a terminal is not checked"
+fi
+grep 'ETA' "$tmp/fixed.err" "$tmp/fixed.out" >/dev/null && err "without a terminal: a progress line was drawn"
 exit $fail
