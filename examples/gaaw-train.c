@@ -18,8 +18,8 @@
  *
  * Files: train/options.c (the options and their checks), train/data.c (the text,
  * its split and microbatches), train/trainer.c (steps, validation, sampling),
- * train/report.c (log lines and the metrics file), train/throughput.c (model FLOPs
- * and the peak behind the MFU), train/progress.c (the progress line on stderr). */
+ * train/report.c (log lines and the metrics file), train/peak.c (the peak
+ * behind the MFU), train/progress.c (the progress line on stderr). */
 #include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -31,7 +31,7 @@
 #include "examples/train/options.h"
 #include "examples/train/progress.h"
 #include "examples/train/report.h"
-#include "examples/train/throughput.h"
+#include "examples/train/peak.h"
 #include "examples/train/trainer.h"
 #include "gaaw.h"
 
@@ -104,6 +104,14 @@ static void print_header(trainer *t)
   fflush(stdout);
 }
 
+/* The GPT's training FLOPs per token (gaaw_model_flops_per_token). */
+static double model_flops(trainer *t)
+{
+  double flops = 0;
+  gaaw_model_flops_per_token(t->model, &flops);
+  return flops;
+}
+
 /* A failure inside the loop may leave other ranks inside a collective: report it
  * from this rank and stop the job. */
 static void abort_run(trainer *t)
@@ -118,10 +126,8 @@ static void abort_run(trainer *t)
 static void train_loop(trainer *t, FILE *metrics, int64_t start, double peak)
 {
   const train_options *o = t->opts;
-  int64_t params = 0, local = 0;
-  gaaw_model_num_params(t->model, &params, &local);
   train_report r = {.metrics = metrics, .steps = o->steps > start ? o->steps : start, .start = start,
-                    .flops_per_token = train_flops_per_token(o, params), .peak_tflops = peak, .world = world_size};
+                    .flops_per_token = model_flops(t), .peak_tflops = peak, .world = world_size};
   train_progress progress;
   double *ranks = malloc(sizeof(double) * 2 * (size_t)world_size);
   if (!ranks) {
@@ -204,11 +210,8 @@ static int find_peak(trainer *t, double *peak)
   }
   if (world_rank == 0) {
     const char *backend = "?";
-    int64_t params = 0, local = 0;
     gaaw_backend_name(t->ctx, &backend);
-    gaaw_model_num_params(t->model, &params, &local);
-    printf("flops: %.4g MFLOP per token (6 x parameters without wpe + 12 x layers x seq x dim)",
-           train_flops_per_token(t->opts, params) / 1e6);
+    printf("flops: %.4g MFLOP per token (6 x parameters without wpe + 12 x layers x seq x dim)", model_flops(t) / 1e6);
     if (measure)
       printf(", peak %.4g TFLOP/s per rank (measured: f32 GEMM %d^3 through gaaw_gemm on %s, the mean over %d "
              "rank%s of each one's fastest of 5)\n", *peak, 1024, backend, world_size, world_size == 1 ? "" : "s");

@@ -1,5 +1,5 @@
-/* gaaw-train's model FLOPs per token and the peak behind its MFU. */
-#include "examples/train/throughput.h"
+/* gaaw-train's peak behind the MFU: option peak_tflops, or measured. */
+#include "examples/train/peak.h"
 
 #include <mpi.h>
 #include <stdio.h>
@@ -8,13 +8,6 @@
 #include <strings.h>
 
 enum { PEAK_N = 1024, PEAK_REPEATS = 5 };
-
-double train_flops_per_token(const train_options *o, int64_t params)
-{
-  double C = (double)o->dim, T = (double)o->seq, L = (double)o->layers;
-  double n = (double)params - T * C; /* without the position embedding wpe (seq, dim) */
-  return 6 * n + 12 * L * T * C;
-}
 
 void train_peak_option(gaaw_context_t ctx, double *peak, int *measure)
 {
