@@ -4,8 +4,9 @@
  *   mpiexec -n 4 gaaw-train --tp 2 --zero 1 --steps 200 --data my.txt
  *
  * Rank 0 logs one line per step (loss averaged over dp, lr, grad norm, time,
- * tokens/s, memory), the validation loss before training, every --eval-every steps
- * and at the end, a generated sample, and a summary line. With --save-dir it saves
+ * tokens/s, model TFLOP/s and MFU, memory), the validation loss before training,
+ * every --eval-every steps and at the end, a generated sample, and a summary line;
+ * on a terminal also a progress line on stderr (--progress). With --save-dir it saves
  * a checkpoint every --save-every steps and after the last; --resume auto|DIR
  * continues a run from one (the same losses, bit for bit, as the run that was never
  * stopped; doc/gaaw-train.md). --help lists every
@@ -17,7 +18,8 @@
  *
  * Files: train/options.c (the options and their checks), train/data.c (the text,
  * its split and microbatches), train/trainer.c (steps, validation, sampling),
- * train/report.c (log lines and the metrics file). */
+ * train/report.c (log lines and the metrics file), train/peak.c (the peak
+ * behind the MFU), train/progress.c (the progress line on stderr). */
 #include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -27,7 +29,9 @@
 
 #include "examples/train/data.h"
 #include "examples/train/options.h"
+#include "examples/train/progress.h"
 #include "examples/train/report.h"
+#include "examples/train/peak.h"
 #include "examples/train/trainer.h"
 #include "gaaw.h"
 
@@ -100,6 +104,14 @@ static void print_header(trainer *t)
   fflush(stdout);
 }
 
+/* The GPT's training FLOPs per token (gaaw_model_flops_per_token). */
+static double model_flops(trainer *t)
+{
+  double flops = 0;
+  gaaw_model_flops_per_token(t->model, &flops);
+  return flops;
+}
+
 /* A failure inside the loop may leave other ranks inside a collective: report it
  * from this rank and stop the job. */
 static void abort_run(trainer *t)
@@ -111,10 +123,12 @@ static void abort_run(trainer *t)
 /* Training from the step after start to --steps (none when start is there
  * already), with a save after every --save-every-th step and the last, then the
  * --export file and the sample. */
-static void train_loop(trainer *t, FILE *metrics, int64_t start)
+static void train_loop(trainer *t, FILE *metrics, int64_t start, double peak)
 {
   const train_options *o = t->opts;
-  train_report r = {.metrics = metrics, .steps = o->steps > start ? o->steps : start, .start = start};
+  train_report r = {.metrics = metrics, .steps = o->steps > start ? o->steps : start, .start = start,
+                    .flops_per_token = model_flops(t), .peak_tflops = peak, .world = world_size};
+  train_progress progress;
   double *ranks = malloc(sizeof(double) * 2 * (size_t)world_size);
   if (!ranks) {
     snprintf(t->err, sizeof t->err, "cannot allocate the per-rank figures of %d ranks", world_size);
@@ -123,6 +137,7 @@ static void train_loop(trainer *t, FILE *metrics, int64_t start)
   float val = 0;
   if (trainer_eval(t, &val)) abort_run(t);
   if (world_rank == 0) report_eval(&r, start, val);
+  progress_start(&progress, o->progress, world_rank, start, r.steps);
   for (int64_t step = start + 1; step <= o->steps; step++) {
     gaaw_step_stats_t stats;
     train_step_info s = {.step = step, .stats = &stats, .save_ms = -1};
@@ -152,10 +167,13 @@ static void train_loop(trainer *t, FILE *metrics, int64_t start)
       if (world_rank == 0) report_metrics_amend(&r, &s, have_val, val);
     }
     if (world_rank == 0) {
+      progress_clear(&progress);
       report_step(&r, &s);
       if (have_val) report_eval(&r, step, val);
+      progress_draw(&progress, step, s.loss, s.tokens / (s.ms / 1000));
     }
   }
+  progress_clear(&progress);
   if (o->export[0]) {
     if (trainer_export(t)) abort_run(t);
     if (world_rank == 0) printf("export: the weights after step %lld in %s\n", (long long)r.steps, o->export);
@@ -173,6 +191,35 @@ static void train_loop(trainer *t, FILE *metrics, int64_t start)
   }
   if (world_rank == 0) report_summary(&r);
   free(ranks);
+}
+
+/* The peak of one rank from option peak_tflops (0: unknown), measured on every
+ * rank for `measure` (the mean of the ranks' figures, the same on all); rank 0
+ * prints the model's FLOPs per token and the peak. */
+static int find_peak(trainer *t, double *peak)
+{
+  int measure = 0;
+  double mine = 0, sum = 0;
+  train_peak_option(t->ctx, peak, &measure);
+  if (measure) {
+    int code = agree(train_peak_measure(t->ctx, &mine, t->err, sizeof t->err) ? TRAIN_EXIT_OK : TRAIN_EXIT_FAILURE,
+                     t->err);
+    if (code) return code;
+    MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    *peak = sum / world_size;
+  }
+  if (world_rank == 0) {
+    const char *backend = "?";
+    gaaw_backend_name(t->ctx, &backend);
+    printf("flops: %.4g MFLOP per token (6 x parameters without wpe + 12 x layers x seq x dim)", model_flops(t) / 1e6);
+    if (measure)
+      printf(", peak %.4g TFLOP/s per rank (measured: f32 GEMM %d^3 through gaaw_gemm on %s, the mean over %d "
+             "rank%s of each one's fastest of 5)\n", *peak, 1024, backend, world_size, world_size == 1 ? "" : "s");
+    else if (*peak > 0) printf(", peak %g TFLOP/s per rank (peak_tflops)\n", *peak);
+    else printf(", peak unknown: no MFU (set peak_tflops to a figure or to measure)\n");
+    fflush(stdout);
+  }
+  return TRAIN_EXIT_OK;
 }
 
 /* A status of what the user named (a file of another model, one that is not
@@ -241,11 +288,13 @@ static int train(gaaw_config_t cfg, const train_options *o, const train_data *da
   int code = agree(usage_or_failure(setup), t.err);
   int64_t start = 0;
   if (code == TRAIN_EXIT_OK) code = resume(&t, &start);
+  double peak = 0;
+  if (code == TRAIN_EXIT_OK) code = find_peak(&t, &peak);
   if (code == TRAIN_EXIT_OK && o->metrics[0]) { /* rank 0's file continues after the loaded step */
     int ok = !metrics || report_metrics_restart(metrics, o->metrics, start, err, sizeof err);
     code = agree(ok ? TRAIN_EXIT_OK : TRAIN_EXIT_FAILURE, err);
   }
-  if (code == TRAIN_EXIT_OK) train_loop(&t, metrics, start);
+  if (code == TRAIN_EXIT_OK) train_loop(&t, metrics, start, peak);
   trainer_free(&t);
   gaaw_finalize(&ctx);
   return code;

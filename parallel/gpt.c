@@ -437,6 +437,17 @@ static int inference_layers(gaaw_model_t m)
   return m->nlayers; /* the head keeps the logits */
 }
 
+/* wpe, and wte unless the LM head is tied to it (then its logit matmul counts),
+ * are table lookups; attention's QK^T and product with V over the full context
+ * cost 4 FLOPs per position and width forward and 8 backward. */
+static void gpt_flops(gaaw_model_t m, double *lookup_params, double *extra_flops)
+{
+  const gaaw_gpt_config_t *g = &m->gpt;
+  double C = g->dim, T = g->max_seq;
+  *lookup_params = T * C + (g->tied_embeddings ? 0 : (double)g->vocab * C);
+  *extra_flops = 12 * (double)g->layers * T * C;
+}
+
 static const gaaw_model_kind_ops gpt_kind = {
   .kind = GAAW_MODEL_GPT,
   .article = "a GPT",
@@ -452,6 +463,7 @@ static const gaaw_model_kind_ops gpt_kind = {
   .read_outputs = gather_logits,
   .output_count = gaaw_gpt_output_count,
   .array_shapes = gaaw_gpt_array_shapes,
+  .flops = gpt_flops,
 };
 
 static const gaaw_model_builder gpt_builder = {&gpt_kind, "GPT", gpt_dtype, gpt_adopt, gpt_fields, build_gpt};

@@ -21,8 +21,9 @@ static gaaw_status_t check_pipeline(gaaw_context_t ctx)
   return GAAW_SUCCESS;
 }
 
-/* The options every rank must share: the grid, and what decides how collectives
- * and ZeRO buckets are cut (ranks that differ there would pair unlike messages). */
+/* The options every rank must share: the grid, what decides how collectives
+ * and ZeRO buckets are cut (ranks that differ there would pair unlike messages),
+ * and peak_tflops (one MFU for the job; `measure` combines every rank's figure). */
 static gaaw_status_t agree_on_options(gaaw_context_t ctx, gaaw_status_t local)
 {
   const char *order = gaaw_ctx_string(ctx, "rank_order");
@@ -36,6 +37,7 @@ static gaaw_status_t agree_on_options(gaaw_context_t ctx, gaaw_status_t local)
     GAAW_FIELD_INT("zero_keep_gathered", gaaw_ctx_bool(ctx, "zero_keep_gathered")),
     GAAW_FIELD_INT("nccl", gaaw_ctx_bool(ctx, "nccl")),
     GAAW_FIELD_REAL("comm_timeout", ctx->comm_timeout),
+    GAAW_FIELD_TEXT("peak_tflops", gaaw_ctx_string(ctx, "peak_tflops")),
     GAAW_FIELD_INT("microbatches", gaaw_ctx_int(ctx, "microbatches")),
     GAAW_FIELD_TEXT("pp_schedule", gaaw_ctx_string(ctx, "pp_schedule")),
     GAAW_FIELD_INT("virtual_stages", gaaw_ctx_int(ctx, "virtual_stages")),

@@ -93,6 +93,18 @@ gaaw_status_t gaaw_model_num_params(gaaw_model_t m, int64_t *global_count, int64
   return GAAW_SUCCESS;
 }
 
+gaaw_status_t gaaw_model_flops_per_token(gaaw_model_t m, double *flops)
+{
+  GAAW_ARG_NOT_NULL(NULL, m);
+  GAAW_ARG_NOT_NULL(m->ctx, flops);
+  int64_t n = 0;
+  double lookups = 0, extra = 0;
+  GAAW_CHECK_CTX(m->ctx, gaaw_model_num_params(m, &n, NULL));
+  m->kind_ops->flops(m, &lookups, &extra);
+  *flops = 6 * ((double)n - lookups) + extra;
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t find_param(gaaw_model_t m, const char *name, gaaw_param **p)
 {
   GAAW_ARG_NOT_NULL(NULL, m);

@@ -246,6 +246,9 @@ struct gaaw_model_kind_ops {
   int64_t (*output_count)(gaaw_model_t m, const gaaw_batch_t *b);
   /* The (samples, features) of a pass's input and output arrays, as C sees them. */
   void (*array_shapes)(gaaw_model_t m, int predict, int64_t batch, int64_t seq, int64_t in[2], int64_t out[2]);
+  /* For gaaw_model_flops_per_token: how many parameters are only looked up (no
+   * matmul), and the FLOPs per token beyond 6 per other parameter (attention). */
+  void (*flops)(gaaw_model_t m, double *lookup_params, double *extra_flops);
 };
 
 /* ---- the model as built (model_build.c) */

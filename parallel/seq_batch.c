@@ -126,6 +126,14 @@ static void array_shapes(gaaw_model_t m, int predict, int64_t batch, int64_t seq
   out[0] = batch, out[1] = m->seq_outputs;
 }
 
+/* every parameter is a linear's or a norm's: no lookups, no attention */
+static void seq_flops(gaaw_model_t m, double *lookup_params, double *extra_flops)
+{
+  (void)m;
+  *lookup_params = 0;
+  *extra_flops = 0;
+}
+
 const gaaw_model_kind_ops gaaw_seq_kind = {
   .kind = GAAW_MODEL_MLP,
   .article = "an MLP",
@@ -141,4 +149,5 @@ const gaaw_model_kind_ops gaaw_seq_kind = {
   .read_outputs = read_outputs,
   .output_count = output_count,
   .array_shapes = array_shapes,
+  .flops = seq_flops,
 };

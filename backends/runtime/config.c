@@ -412,6 +412,16 @@ static int rank_order_valid(const char *text)
   return seen == 7;
 }
 
+/* peak_tflops: empty, "measure", or a finite number > 0. */
+static int peak_tflops_valid(const char *text)
+{
+  char *end;
+  if (!*text || strcasecmp(text, "measure") == 0) return 1;
+  errno = 0;
+  double x = strtod(text, &end);
+  return *end == '\0' && errno == 0 && isfinite(x) && x > 0;
+}
+
 /* The backends built into this gaaw, as "cuda, opencl, host". */
 static void built_backends(char *names, size_t len)
 {
@@ -455,6 +465,9 @@ static gaaw_status_t check_value(int i, const gaaw_config_value *v, const char *
   if (strcmp(name, "recompute") == 0)
     GAAW_ARG_CHECK(NULL, gaaw_recompute_parse(v->s) >= 0, "option recompute must be none, selective or full, got '%s'%s",
                    v->s, origin);
+  if (strcmp(name, "peak_tflops") == 0)
+    GAAW_ARG_CHECK(NULL, peak_tflops_valid(v->s),
+                   "option peak_tflops must be a number > 0, measure, or empty (unknown), got '%s'%s", v->s, origin);
   if (strcmp(name, "backend") == 0 && strcmp(v->s, "auto") != 0 && !gaaw_device_backend(v->s)) {
     char built[128];
     built_backends(built, sizeof built);

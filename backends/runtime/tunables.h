@@ -21,6 +21,10 @@
   X(opencl_platform, STRING, "",                                                                  \
     "OpenCL platform: an index or part of its name; empty = the first platform with a device")  \
   X(opencl_device, INT, "-1", "OpenCL device on that platform; -1 = the `device` choice")          \
+  X(peak_tflops, STRING, "",                                                                      \
+    "peak TFLOP/s of one rank's device, the denominator of the MFU that gaaw-train reports: a "  \
+    "number > 0; measure = time f32 GEMMs through gaaw_gemm at start, on every rank; empty = "   \
+    "unknown (no backend reports a peak yet), and no MFU is shown")                               \
   /* topology */                                                                                  \
   X(tp, INT, "1", "tensor-parallel size")                                                         \
   X(pp, INT, "1", "pipeline-parallel size")                                                       \

@@ -231,6 +231,10 @@ static int parse_cli(int argc, char **argv, cli_setting *settings, int *count, i
       *help = 1;
       continue;
     }
+    if (!strcmp(arg, "--no-progress")) { /* the shorthand of --progress no */
+      settings[(*count)++] = (cli_setting){find_option("progress"), "no"};
+      continue;
+    }
     if (strncmp(arg, "--", 2) != 0 || !arg[2]) {
       fail(err, len, "unexpected argument '%s' (options are --name value)", arg);
       return TRAIN_EXIT_USAGE;
@@ -444,9 +448,11 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
 {
   static const char *const dtypes[] = {"f32", "bf16", "f16", NULL};
   static const char *const optimizers[] = {"adamw", "sgd", NULL};
+  static const char *const progress[] = {"auto", "yes", "no", NULL};
   int world = mc->world;
   CHECK(one_of(o->dtype, dtypes), "--dtype must be f32, bf16 or f16, got '%s'", o->dtype);
   CHECK(one_of(o->optimizer, optimizers), "--optimizer must be adamw or sgd, got '%s'", o->optimizer);
+  CHECK(one_of(o->progress, progress), "--progress must be auto, yes or no, got '%s'", o->progress);
   CHECK(o->zero >= 0 && o->zero <= 3, "--zero must be 0, 1, 2 or 3, got %ld", o->zero);
   CHECK(o->layers >= 1, "--layers must be >= 1, got %ld", o->layers);
   CHECK(o->heads >= 1, "--heads must be >= 1, got %ld", o->heads);
@@ -593,6 +599,7 @@ void train_options_usage(FILE *out, const char *prog)
           "Trainer options (default in brackets):\n",
           prog);
   for (int i = 0; i < OPTION_COUNT; i++) print_option(out, &specs[i]);
+  fprintf(out, "  %-26s the same as --progress no\n", "--no-progress");
   fprintf(out, "  %-26s this text\n", "--help");
   fprintf(out, "\nLibrary options (gaaw_config; gaaw-info explains them):\n");
   for (int i = 0; i < gaaw_tunable_count(); i++) {

@@ -13,6 +13,13 @@ static double mib(size_t bytes)
   return (double)bytes / (1024.0 * 1024.0);
 }
 
+/* Achieved model TFLOP/s per rank: the job's tokens/s x FLOPs per token over the
+ * world's ranks; the MFU is that over the peak of one rank. */
+static double step_tflops(const train_report *r, const train_step_info *s)
+{
+  return r->flops_per_token * (s->tokens / (s->ms / 1000)) / r->world / 1e12;
+}
+
 void report_step(train_report *r, const train_step_info *s)
 {
   const gaaw_step_stats_t *st = s->stats;
@@ -29,6 +36,8 @@ void report_step(train_report *r, const train_step_info *s)
          (long long)s->step, (long long)r->steps, s->loss, st->lr, st->grad_norm, s->ms, s->tokens / (s->ms / 1000),
          mib(s->params_bytes), mib(s->grads_bytes), mib(s->optimizer_bytes), mib(s->activation_peak),
          mib((size_t)st->comm_bytes));
+  printf(" | %.3g TFLOP/s", step_tflops(r, s));
+  if (r->peak_tflops > 0) printf(" | MFU %.1f%%", 100 * step_tflops(r, s) / r->peak_tflops);
   if (st->loss_scale != 1) printf(" | scale %g", st->loss_scale);
   if (s->ranks > 0) { /* per rank, in world order */
     printf(" | idle");
@@ -71,7 +80,10 @@ void report_metrics(train_report *r, const train_step_info *s, int have_val, flo
   json_float(f, "lr", s->stats->lr);
   json_float(f, "grad_norm", s->stats->grad_norm);
   json_float(f, "loss_scale", s->stats->loss_scale);
-  fprintf(f, ",\"ms\":%.3f,\"tokens_per_s\":%.1f", s->ms, s->tokens / (s->ms / 1000));
+  fprintf(f, ",\"model_flops_per_token\":%.0f", r->flops_per_token);
+  fprintf(f, ",\"ms\":%.3f,\"tokens_per_s\":%.1f,\"tflops\":%.9g", s->ms, s->tokens / (s->ms / 1000),
+          step_tflops(r, s));
+  if (r->peak_tflops > 0) fprintf(f, ",\"mfu\":%.9g", step_tflops(r, s) / r->peak_tflops);
   if (s->save_ms >= 0) fprintf(f, ",\"save_ms\":%.3f", s->save_ms);
   fprintf(f, ",\"skipped\":%d", s->stats->skipped ? 1 : 0);
   fprintf(f, ",\"params_bytes\":%zu,\"grads_bytes\":%zu,\"optimizer_bytes\":%zu,\"activation_peak_bytes\":%zu",

@@ -18,6 +18,9 @@ typedef struct {
   float first_loss, last_loss, first_val, last_val;
   double timed_seconds, timed_tokens; /* every step but the first (warm-up) */
   double seconds, tokens;             /* every step */
+  double flops_per_token; /* the model's training FLOPs per token (gaaw_model_flops_per_token) */
+  double peak_tflops;     /* one rank's peak, 0 = unknown: no MFU */
+  int world;              /* ranks the job's tokens/s is shared by */
 } train_report;
 
 /* What one step did, for the log line and the metrics file. */

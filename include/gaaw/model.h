@@ -289,6 +289,18 @@ gaaw_status_t gaaw_model_set_params(gaaw_model_t model, const float *values);
 gaaw_status_t gaaw_model_get_logits(gaaw_model_t model, float *logits);
 /* Number of parameters of the whole (unsplit) model, and of this rank's slices. */
 gaaw_status_t gaaw_model_num_params(gaaw_model_t model, int64_t *global_count, int64_t *local_count);
+/* The model's training FLOPs (forward and backward) per token of a GPT at its full
+ * context max_seq, or per sample of a sequential model or MLP (DESIGN.md section
+ * 10): 6 N + A. N is the global parameter count less the parameters that are only
+ * looked up: a GPT's position embedding, and its token embedding unless the LM
+ * head is tied to it (then it is the logit matmul's weight and counts). Every
+ * matmul weight costs 2 FLOPs per token forward and 4 backward; biases and norm
+ * weights are counted alike (elementwise, a small part of N). A is a GPT's
+ * attention, 12 layers max_seq dim (QK^T and the product with V, forward and
+ * backward), 0 otherwise. Activation recomputation is not counted: these are the
+ * model's FLOPs, whatever the hardware does (the numerator of an MFU). Not
+ * collective. */
+gaaw_status_t gaaw_model_flops_per_token(gaaw_model_t model, double *flops);
 
 /* Per-layer timing. Every forward and backward adds the wall time each layer took
  * on this rank (its kernels, its tp collectives, its allocations) to that layer's

@@ -244,7 +244,7 @@ contains
     real(c_float), allocatable :: w(:), w2(:), g(:), all_params(:)
     integer(c_int64_t) :: shape(2), global, local
     integer(c_size_t) :: params, grads, state
-    real(c_double) :: fwd, bwd
+    real(c_double) :: fwd, bwd, flops
     character(len=:), allocatable :: name, kind
     integer :: count, ndim, layers, i
     call check_status("create_mlp", gaaw_model_create_mlp(ctx, [3, 8, 2], mlp, activation=GAAW_ACT_GELU), &
@@ -255,6 +255,8 @@ contains
     call check_true("the first weight is 2-D, 3 x 8 in some order: "//name, ndim == 2 .and. product(shape) == 24)
     call check_status("num_params", gaaw_model_num_params(mlp, global, local), GAAW_SUCCESS, ctx)
     call check_true("3*8+8+8*2+2 = 50 parameters, split over tp", global == 50 .and. local < global)
+    call check_status("flops_per_token", gaaw_model_flops_per_token(mlp, flops), GAAW_SUCCESS, ctx)
+    call check_true("an MLP's training FLOPs per sample: 6 x 50", flops == 300)
     allocate(w(product(shape)), w2(product(shape)), g(product(shape)))
     call check_status("get_param", gaaw_model_get_param(mlp, name, w), GAAW_SUCCESS, ctx)
     w2 = w * 2

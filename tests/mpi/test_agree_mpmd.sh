@@ -2,7 +2,7 @@
 # Ranks started with different arguments (MPMD: mpiexec -n 1 prog a : -n 1 prog b)
 # all stop at once with one message that names the field and each rank's value;
 # none crashes, none trains. One run per model-config field and per optimizer
-# field, and one with a different option of gaaw_init.
+# field, and two with a different option of gaaw_init.
 prog=${GAAW_AGREE_PROG:-./tests/mpi/agree_mpmd}
 if test -z "$MPIEXEC"; then
   echo "no mpiexec: skipped"
@@ -11,13 +11,15 @@ fi
 tmp=`mktemp -d ${TMPDIR:-/tmp}/test_agree_mpmd.XXXXXX` || exit 1
 trap 'rm -rf "$tmp"' 0
 fail=0
-# differ STAGE FIELD A B [COMMON...]: rank 0 gets FIELD=A, rank 1 FIELD=B.
+# differ STAGE FIELD A B [COMMON...]: rank 0 gets FIELD=A, rank 1 FIELD=B; the
+# message quotes the values with $q (a text option's are in '').
+q=
 differ() {
   stage=$1 field=$2 a=$3 b=$4
   shift 4
   timeout -k 5 60 $MPIEXEC -n 1 $prog "$field=$a" "$@" : -n 1 $prog "$field=$b" "$@" >"$tmp/out" 2>"$tmp/err"
   rc=$?
-  want="$field: $a on rank 0, $b on rank 1"
+  want="$field: $q$a$q on rank 0, $q$b$q on rank 1"
   for r in 0 1; do
     line=`grep "^rank $r: " "$tmp/out"`
     case $line in
@@ -45,6 +47,9 @@ differ gaaw_optimizer_create zero_stage 1 2
 differ gaaw_optimizer_create lr 0.001 0.002
 differ gaaw_optimizer_create kind adamw sgd
 differ gaaw_init comm_timeout 60 30
+q="'"
+differ gaaw_init peak_tflops 1 measure
+q=
 # the same arguments train
 timeout -k 5 60 $MPIEXEC -n 2 $prog dim=16 >"$tmp/out" 2>"$tmp/err"
 test `grep -c trained "$tmp/out"` -eq 2 || { echo "FAIL: equal arguments did not train: `cat $tmp/out $tmp/err`"; fail=1; }

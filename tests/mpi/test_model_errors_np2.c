@@ -131,6 +131,13 @@ int main(int argc, char **argv)
   int64_t global, local;
   expect_status_ctx(ctx, gaaw_model_num_params(model, &global, &local), GAAW_SUCCESS);
   expect_true(local < global && global > 0, "global %lld local %lld", (long long)global, (long long)local);
+  /* 6 x the parameters but wpe (8 x 16; wte is the tied head's) + 12 layers max_seq dim */
+  double flops = 0;
+  expect_status(gaaw_model_flops_per_token(NULL, &flops), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(ctx, gaaw_model_flops_per_token(model, NULL), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(ctx, gaaw_model_flops_per_token(model, &flops), GAAW_SUCCESS);
+  expect_true(flops == 6.0 * (double)(global - 8 * 16) + 12.0 * 1 * 8 * 16, "GPT FLOPs per token %.0f, expected %.0f",
+              flops, 6.0 * (double)(global - 8 * 16) + 12.0 * 1 * 8 * 16);
   gaaw_model_destroy(&model);
   expect_true(model == NULL, "destroy sets NULL");
   expect_status(gaaw_model_destroy(NULL), GAAW_SUCCESS);

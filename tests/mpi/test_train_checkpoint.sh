@@ -53,7 +53,7 @@ ok() {
 }
 # strip FILE [FROM]: the metrics lines of steps FROM.. (default all) without the times
 strip() {
-  sed 's/,"ms":[0-9.]*,"tokens_per_s":[0-9.]*\(,"save_ms":[0-9.]*\)\{0,1\}//' "$1" |
+  sed 's/,"ms":[0-9.]*,"tokens_per_s":[0-9.]*,"tflops":[-0-9.e+]*\(,"mfu":[-0-9.e+]*\)\{0,1\}\(,"save_ms":[0-9.]*\)\{0,1\}//' "$1" |
     awk -v from=${2:-1} '{ s = $0; sub(/^{"step":/, "", s); sub(/,.*/, "", s) } s + 0 >= from'
 }
 # same WHAT A B: files A and B are the same

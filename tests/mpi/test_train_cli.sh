@@ -18,7 +18,7 @@
 #    on the host backend: exit 0, the training and validation losses fall, one JSON object per step, a
 #    sample and a summary; the metrics hold the memory by category and the dp
 #    traffic (2 Psi per step); the np 4 run twice gives identical metrics (all but
-#    the timings ms and tokens_per_s).
+#    the timings ms, tokens_per_s and tflops).
 # GAAW_TRAIN overrides the program (default ./examples/gaaw-train in the build tree).
 prog=${GAAW_TRAIN:-./examples/gaaw-train}
 src=${GAAW_TOP_SRCDIR:-.}
@@ -197,7 +197,7 @@ train() {
   cat "$tmp/out"
   test $rc -eq 0 || { err "np $1: exit $rc"; cat "$tmp/err"; return; }
   test `grep -c '^{"step":' "$tmp/$2.jsonl"` -eq 20 || err "np $1: the metrics file does not hold 20 steps"
-  for key in loss lr grad_norm loss_scale ms tokens_per_s skipped params_bytes grads_bytes optimizer_bytes \
+  for key in loss lr grad_norm loss_scale model_flops_per_token ms tokens_per_s tflops skipped params_bytes grads_bytes optimizer_bytes \
              activation_peak_bytes dp_comm_bytes; do
     test `grep -c "\"$key\":" "$tmp/$2.jsonl"` -eq 20 || err "np $1: '$key' is missing from some metrics lines"
   done
@@ -224,7 +224,7 @@ train() {
 train 2 np2
 train 4 np4
 train 4 np4-again
-strip() { sed 's/,"ms":[0-9.]*,"tokens_per_s":[0-9.]*//' "$1"; }
+strip() { sed 's/,"ms":[0-9.]*,"tokens_per_s":[0-9.]*,"tflops":[-0-9.e+]*\(,"mfu":[-0-9.e+]*\)\{0,1\}//' "$1"; }
 strip "$tmp/np4.jsonl" >"$tmp/a"
 strip "$tmp/np4-again.jsonl" >"$tmp/b"
 cmp -s "$tmp/a" "$tmp/b" || { err "the same np 4 run twice gave different metrics:"; diff "$tmp/a" "$tmp/b" | head; }

@@ -64,7 +64,7 @@ state() {
     err "$1: params, grads, optimizer bytes above are not 2-byte/4-byte state with optimizer x dp = $2 x params"
 }
 # strip NAME: the metrics of run NAME without the timings
-strip() { sed 's/,"ms":[0-9.]*,"tokens_per_s":[0-9.]*//' "$tmp/$1.jsonl"; }
+strip() { sed 's/,"ms":[0-9.]*,"tokens_per_s":[0-9.]*,"tflops":[-0-9.e+]*\(,"mfu":[-0-9.e+]*\)\{0,1\}//' "$tmp/$1.jsonl"; }
 
 train f32
 trained f32

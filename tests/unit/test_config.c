@@ -108,6 +108,17 @@ static void check_values(void)
   gaaw_config_destroy(&cfg);
 }
 
+/* peak_tflops: a number > 0, measure (any case) or empty; nothing else */
+static void check_peak_tflops(void)
+{
+  for (const char *const *v = (const char *const[]){"0", "-1", "fast", "1e999", "nan", "2x", NULL}; *v; v++)
+    expect_refused("peak_tflops", *v, GAAW_ERR_INVALID_ARG, "option peak_tflops must be a number > 0, measure");
+  expect_accepted("peak_tflops", "");
+  expect_accepted("peak_tflops", "measure");
+  expect_accepted("peak_tflops", "MEASURE");
+  expect_accepted("peak_tflops", "989.5");
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -252,6 +263,7 @@ int main(int argc, char **argv)
   unsetenv("GAAW_TP");
 
   check_values();
+  check_peak_tflops();
 
   /* the tunables table: every entry complete, its default parses, names unique */
   int count = gaaw_tunable_count();
