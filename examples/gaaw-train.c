@@ -17,7 +17,8 @@
  *
  * Files: train/options.c (the options and their checks), train/data.c (the text,
  * its split and microbatches), train/trainer.c (steps, validation, sampling),
- * train/report.c (log lines and the metrics file). */
+ * train/report.c (log lines and the metrics file), train/plot.c (--plot: gaaw-plot
+ * on the metrics file at the end). */
 #include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 
 #include "examples/train/data.h"
 #include "examples/train/options.h"
+#include "examples/train/plot.h"
 #include "examples/train/report.h"
 #include "examples/train/trainer.h"
 #include "gaaw.h"
@@ -289,14 +291,29 @@ static int run(int argc, char **argv)
   if (code == TRAIN_EXIT_OK) code = load_data(opts, &data, err, sizeof err);
   if (code == TRAIN_EXIT_OK) {
     int local = TRAIN_EXIT_OK;
+    /* the name fits: checked with the options */
+    if (opts->plot[0] && !opts->metrics[0] &&
+        snprintf(opts->metrics, sizeof opts->metrics, "%s/metrics.jsonl", opts->plot) >= (int)sizeof opts->metrics)
+      opts->metrics[0] = '\0';
+    if (world_rank == 0 && opts->plot[0] && !train_plot_prepare(opts->plot, err, sizeof err))
+      local = TRAIN_EXIT_USAGE;
     /* "a": not emptied before a resumed run knows which lines to keep */
-    if (world_rank == 0 && opts->metrics[0] && !(metrics = fopen(opts->metrics, "a"))) {
+    else if (world_rank == 0 && opts->metrics[0] && !(metrics = fopen(opts->metrics, "a"))) {
       snprintf(err, sizeof err, "cannot write the metrics file '%s': %s", opts->metrics, strerror(errno));
       local = TRAIN_EXIT_USAGE;
     }
     code = agree(local, err);
   }
   if (code == TRAIN_EXIT_OK) code = train(cfg, opts, &data, metrics);
+  if (code == TRAIN_EXIT_OK && world_rank == 0 && opts->plot[0]) { /* the metrics complete, then drawn */
+    int closed = fclose(metrics) == 0;
+    metrics = NULL;
+    if (!closed) snprintf(err, sizeof err, "cannot write the metrics file '%s': %s", opts->metrics, strerror(errno));
+    if (!closed || !train_plot_run(opts->plot, opts->metrics, err, sizeof err)) {
+      fprintf(stderr, "gaaw-train: %s\n", err);
+      code = TRAIN_EXIT_FAILURE;
+    }
+  }
 done:
   if (metrics) fclose(metrics);
   train_data_free(&data);
