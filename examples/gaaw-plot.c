@@ -84,6 +84,7 @@ static void usage(FILE *out)
 {
   fprintf(out,
           "usage: gaaw-plot -o DIR FILE...\n"
+          "       gaaw-plot --check\n"
           "Draws gaaw-train's metrics files (--metrics FILE: one JSON object per step) as\n"
           "one plot per quantity, each as DIR/NAME.svg and DIR/NAME.png:\n"
           "  loss        training loss and validation loss (loss, val_loss)\n"
@@ -98,6 +99,7 @@ static void usage(FILE *out)
           "quantity no file holds is left out. DIR also gets the data (series-K.dat)\n"
           "and the gnuplot scripts (NAME.gp), to edit and run again.\n"
           "  -o, --output DIR  where the plots go (created if missing)\n"
+          "  --check           only find gnuplot: print its path, exit 0; or exit 1\n"
           "  -h, --help        this text\n"
           "gnuplot: $GAAW_GNUPLOT, else %s, else gnuplot on PATH\n"
           "  (Debian: apt-get install gnuplot-nox).\n"
@@ -403,11 +405,13 @@ static int draw(metrics_file *m, int nfiles, const char *dir, char *err, size_t 
   return PLOT_EXIT_OK;
 }
 
-/* -o DIR and the files; PLOT_EXIT_OK, or a status for main to return (help: -1). */
-static int parse_args(int argc, char **argv, const char **dir, int *first)
+/* -o DIR and the files; PLOT_EXIT_OK, or a status for main to return (help: -1).
+ * With --check (*check set) nothing else is needed. */
+static int parse_args(int argc, char **argv, const char **dir, int *first, int *check)
 {
   int i = 1;
   *dir = NULL;
+  *check = 0;
   for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--")) {
@@ -424,6 +428,8 @@ static int parse_args(int argc, char **argv, const char **dir, int *first)
       *dir = argv[i];
     } else if (!strncmp(a, "--output=", 9)) {
       *dir = a + 9;
+    } else if (!strcmp(a, "--check")) {
+      *check = 1;
     } else {
       fprintf(stderr, "gaaw-plot: unknown option '%s'\n", a);
       usage(stderr);
@@ -431,6 +437,7 @@ static int parse_args(int argc, char **argv, const char **dir, int *first)
     }
   }
   *first = i;
+  if (*check) return PLOT_EXIT_OK;
   if (!*dir || !(*dir)[0] || i == argc) {
     fprintf(stderr, "gaaw-plot: %s\n", !*dir || !(*dir)[0] ? "no output directory (-o DIR)" : "no metrics file");
     usage(stderr);
@@ -442,9 +449,17 @@ static int parse_args(int argc, char **argv, const char **dir, int *first)
 int main(int argc, char **argv)
 {
   const char *dir;
-  char err[8192] = "";
-  int first, code = parse_args(argc, argv, &dir, &first);
+  char err[8192] = "", gnuplot[4096];
+  int first, check, code = parse_args(argc, argv, &dir, &first, &check);
   if (code) return code < 0 ? PLOT_EXIT_OK : code;
+  if (check) { /* gaaw-train --plot asks before training */
+    if (!find_gnuplot(gnuplot, sizeof gnuplot, err, sizeof err)) {
+      fprintf(stderr, "gaaw-plot: %s\n", err);
+      return PLOT_EXIT_FAILURE;
+    }
+    printf("gaaw-plot: gnuplot is %s\n", gnuplot);
+    return PLOT_EXIT_OK;
+  }
   int nfiles = argc - first;
   metrics_file *m = calloc((size_t)nfiles, sizeof *m);
   if (!m) {

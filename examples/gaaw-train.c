@@ -295,7 +295,9 @@ static int run(int argc, char **argv)
     if (opts->plot[0] && !opts->metrics[0] &&
         snprintf(opts->metrics, sizeof opts->metrics, "%s/metrics.jsonl", opts->plot) >= (int)sizeof opts->metrics)
       opts->metrics[0] = '\0';
-    if (world_rank == 0 && opts->plot[0] && !train_plot_prepare(opts->plot, err, sizeof err))
+    /* before training: that gnuplot is there, not only at the end */
+    if (world_rank == 0 && opts->plot[0] &&
+        !(train_plot_check(err, sizeof err) && train_plot_prepare(opts->plot, err, sizeof err)))
       local = TRAIN_EXIT_USAGE;
     /* "a": not emptied before a resumed run knows which lines to keep */
     else if (world_rank == 0 && opts->metrics[0] && !(metrics = fopen(opts->metrics, "a"))) {

@@ -48,32 +48,58 @@ static void find_beside(char *path, size_t size)
   path[0] = '\0';
 }
 
-int train_plot_run(const char *dir, const char *metrics, char *err, size_t len)
+/* The gaaw-plot to run: beside this program, else the installed one, else the
+ * name, for PATH. */
+static const char *find_plot(char *beside, size_t size)
 {
-  char beside[PATH_MAX];
-  const char *prog = "gaaw-plot";
+  find_beside(beside, size);
+  if (beside[0]) return beside;
+  if (GAAW_TRAIN_PLOT[0] && access(GAAW_TRAIN_PLOT, X_OK) == 0) return GAAW_TRAIN_PLOT;
+  return "gaaw-plot";
+}
+
+/* Runs prog with the arguments after it (NULL-terminated, at most 3) and waits:
+ * its exit status, or -1 with err set when it could not be started or waited for. */
+static int spawn(const char *prog, const char *a1, const char *a2, const char *a3, char *err, size_t len)
+{
   int status;
-  find_beside(beside, sizeof beside);
-  if (beside[0]) prog = beside;
-  else if (GAAW_TRAIN_PLOT[0] && access(GAAW_TRAIN_PLOT, X_OK) == 0) prog = GAAW_TRAIN_PLOT;
   fflush(NULL);
   pid_t pid = fork();
   if (pid < 0) {
     snprintf(err, len, "--plot: cannot start gaaw-plot: %s", strerror(errno));
-    return 0;
+    return -1;
   }
   if (pid == 0) {
-    execlp(prog, "gaaw-plot", "-o", dir, metrics, (char *)NULL);
+    execlp(prog, "gaaw-plot", a1, a2, a3, (char *)NULL);
     fprintf(stderr, "gaaw-train: --plot: cannot run %s: %s\n", prog, strerror(errno));
     _exit(127);
   }
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) {
       snprintf(err, len, "--plot: waiting for gaaw-plot failed: %s", strerror(errno));
-      return 0;
+      return -1;
     }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 1;
-  snprintf(err, len, "--plot: %s -o %s %s failed (its message above); the metrics are in %s", prog, dir, metrics,
-           metrics);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int train_plot_check(char *err, size_t len)
+{
+  char beside[PATH_MAX];
+  const char *prog = find_plot(beside, sizeof beside);
+  int code = spawn(prog, "--check", NULL, NULL, err, len);
+  if (code == 0) return 1;
+  if (code > 0) snprintf(err, len, "--plot: %s cannot draw the plots (its message above)", prog);
+  return 0;
+}
+
+int train_plot_run(const char *dir, const char *metrics, char *err, size_t len)
+{
+  char beside[PATH_MAX];
+  const char *prog = find_plot(beside, sizeof beside);
+  int code = spawn(prog, "-o", dir, metrics, err, len);
+  if (code == 0) return 1;
+  if (code > 0)
+    snprintf(err, len, "--plot: %s -o %s %s failed (its message above); the metrics are in %s", prog, dir, metrics,
+             metrics);
   return 0;
 }

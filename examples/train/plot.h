@@ -6,6 +6,9 @@
 
 /* Creates DIR (its parent was checked with the options). 0 with the reason in err. */
 int train_plot_prepare(const char *dir, char *err, size_t len);
+/* Runs `gaaw-plot --check`: whether it finds gnuplot (its message, if not, on
+ * stderr). 0 with the reason in err when not, or when there is no gaaw-plot. */
+int train_plot_check(char *err, size_t len);
 /* Runs `gaaw-plot -o dir metrics` and waits for it: the gaaw-plot beside this
  * gaaw-train, else the installed one, else the first on PATH. Its output and
  * messages go to this process's. 0 with the reason in err when it failed. */

@@ -5,8 +5,9 @@
 #    DIR/metrics.jsonl (one line per step) and gaaw-plot's SVGs in DIR, the loss
 #    plot with the training and validation series; exit 0;
 #  - with --metrics FILE the plots are drawn from FILE (no DIR/metrics.jsonl);
-#  - a --plot DIR that cannot be created exits 2 before training;
-#  - when gaaw-plot fails (GAAW_GNUPLOT names no program) gaaw-train exits 1 and
+#  - a --plot DIR that cannot be created exits 2 before training, and so does a
+#    gnuplot that gaaw-plot --check cannot find (GAAW_GNUPLOT names no program);
+#  - when gaaw-plot fails at the end (GAAW_GNUPLOT=/bin/false) gaaw-train exits 1 and
 #    says where the metrics are.
 # GAAW_TRAIN overrides the program (default ./examples/gaaw-train in the build tree).
 prog=${GAAW_TRAIN:-./examples/gaaw-train}
@@ -49,6 +50,13 @@ grep -- "--plot '$tmp/file/sub' is not a writable directory" "$tmp/err" >/dev/nu
 grep '^step ' "$tmp/out" >/dev/null && err "--plot under a file: training started"
 
 GAAW_GNUPLOT="$tmp/none" run --plot "$tmp/p3"
-test $rc -ne 0 || err "a failing gaaw-plot: gaaw-train exited 0"
-grep "the metrics are in $tmp/p3/metrics.jsonl" "$tmp/err" >/dev/null || err "a failing gaaw-plot: `cat $tmp/err`"
+test $rc -eq 2 || err "no gnuplot: exit $rc, expected 2"
+grep "GAAW_GNUPLOT='$tmp/none' is not an executable gnuplot" "$tmp/err" >/dev/null || err "no gnuplot: `cat $tmp/err`"
+grep 'cannot draw the plots' "$tmp/err" >/dev/null || err "no gnuplot: gaaw-train does not say why it stops"
+grep '^step ' "$tmp/out" >/dev/null && err "no gnuplot: training started"
+
+GAAW_GNUPLOT=/bin/false run --plot "$tmp/p4"
+test $rc -eq 1 || err "a failing gaaw-plot: exit $rc, expected 1"
+grep '^step     4/4 ' "$tmp/out" >/dev/null || err "a failing gaaw-plot: the training did not end"
+grep "the metrics are in $tmp/p4/metrics.jsonl" "$tmp/err" >/dev/null || err "a failing gaaw-plot: `cat $tmp/err`"
 exit $fail

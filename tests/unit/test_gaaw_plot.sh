@@ -4,7 +4,8 @@
 #  - refusals, with exit 2 and a message naming the file (and the line): no such
 #    file, a line that is not JSON, a line without "step", a field that is not a
 #    number, no -o, an output directory that is a regular file; --help exits 0;
-#  - a GAAW_GNUPLOT that is not a program: exit 1, saying how to install gnuplot;
+#  - a GAAW_GNUPLOT that is not a program: exit 1, saying how to install gnuplot,
+#    and --check too (which with a gnuplot exits 0 and names it);
 #  - with gnuplot (skipped, 77, without one): one file gives loss, lr, grad_norm,
 #    throughput and memory as SVG and PNG (no tflops or mfu plot: the file has
 #    neither), each SVG naming its series; two files overlay, one series per file
@@ -47,16 +48,19 @@ refused 2 "no -o" "no output directory (-o DIR)" "$a"
 refused 2 "no file" "no metrics file" -o "$tmp/p"
 test -d "$tmp/p" && err "a refused run created the output directory"
 GAAW_GNUPLOT="$tmp/no-gnuplot" refused 1 "GAAW_GNUPLOT missing" "apt-get install gnuplot-nox" -o "$tmp/p" "$a"
+GAAW_GNUPLOT="$tmp/no-gnuplot" refused 1 "--check, GAAW_GNUPLOT missing" "GAAW_GNUPLOT='$tmp/no-gnuplot'" --check
+GAAW_GNUPLOT=/bin/sh plot --check
+test $rc -eq 0 || err "--check with GAAW_GNUPLOT=/bin/sh: exit $rc"
+grep '^gaaw-plot: gnuplot is /bin/sh$' "$tmp/out" >/dev/null || err "--check does not name GAAW_GNUPLOT's program"
 : >"$tmp/file"
 GAAW_GNUPLOT=/bin/true refused 2 "DIR a file" "the output directory '$tmp/file' is not a directory" -o "$tmp/file" "$a"
 
-# one file
-plot -o "$tmp/one" "$a"
-if test $rc -ne 0 && grep 'gnuplot is needed' "$tmp/err" >/dev/null; then
-  cat "$tmp/err"
+# one file (with a gnuplot)
+if ! "$prog" --check; then
   test $fail -eq 0 && exit 77
   exit $fail
 fi
+plot -o "$tmp/one" "$a"
 test $rc -eq 0 || err "one file: exit $rc: `cat $tmp/err`"
 for p in loss lr grad_norm throughput memory; do
   test -s "$tmp/one/$p.svg" || err "one file: no $p.svg"
