@@ -299,8 +299,8 @@ static int run(int argc, char **argv)
     if (world_rank == 0 && opts->plot[0] &&
         !(train_plot_check(err, sizeof err) && train_plot_prepare(opts->plot, err, sizeof err)))
       local = TRAIN_EXIT_USAGE;
-    /* "a": not emptied before a resumed run knows which lines to keep */
     else if (world_rank == 0 && opts->metrics[0] && !(metrics = fopen(opts->metrics, "a"))) {
+      /* "a": not emptied before a resumed run knows which lines to keep */
       snprintf(err, sizeof err, "cannot write the metrics file '%s': %s", opts->metrics, strerror(errno));
       local = TRAIN_EXIT_USAGE;
     }
@@ -308,7 +308,7 @@ static int run(int argc, char **argv)
   }
   if (code == TRAIN_EXIT_OK) code = train(cfg, opts, &data, metrics);
   if (code == TRAIN_EXIT_OK && world_rank == 0 && opts->plot[0]) { /* the metrics complete, then drawn */
-    int closed = fclose(metrics) == 0;
+    int closed = !metrics || fclose(metrics) == 0;
     metrics = NULL;
     if (!closed) snprintf(err, sizeof err, "cannot write the metrics file '%s': %s", opts->metrics, strerror(errno));
     if (!closed || !train_plot_run(opts->plot, opts->metrics, err, sizeof err)) {
