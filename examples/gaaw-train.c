@@ -19,7 +19,8 @@
  * Files: train/options.c (the options and their checks), train/data.c (the text,
  * its split and microbatches), train/trainer.c (steps, validation, sampling),
  * train/report.c (log lines and the metrics file), train/peak.c (the peak
- * behind the MFU), train/progress.c (the progress line on stderr). */
+ * behind the MFU), train/progress.c (the progress line on stderr), train/plot.c
+ * (--plot: gaaw-plot on the metrics file at the end). */
 #include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 
 #include "examples/train/data.h"
 #include "examples/train/options.h"
+#include "examples/train/plot.h"
 #include "examples/train/progress.h"
 #include "examples/train/report.h"
 #include "examples/train/peak.h"
@@ -338,14 +340,31 @@ static int run(int argc, char **argv)
   if (code == TRAIN_EXIT_OK) code = load_data(opts, &data, err, sizeof err);
   if (code == TRAIN_EXIT_OK) {
     int local = TRAIN_EXIT_OK;
-    /* "a": not emptied before a resumed run knows which lines to keep */
-    if (world_rank == 0 && opts->metrics[0] && !(metrics = fopen(opts->metrics, "a"))) {
+    /* the name fits: checked with the options */
+    if (opts->plot[0] && !opts->metrics[0] &&
+        snprintf(opts->metrics, sizeof opts->metrics, "%s/metrics.jsonl", opts->plot) >= (int)sizeof opts->metrics)
+      opts->metrics[0] = '\0';
+    /* before training: that gnuplot is there, not only at the end */
+    if (world_rank == 0 && opts->plot[0] &&
+        !(train_plot_check(err, sizeof err) && train_plot_prepare(opts->plot, err, sizeof err)))
+      local = TRAIN_EXIT_USAGE;
+    else if (world_rank == 0 && opts->metrics[0] && !(metrics = fopen(opts->metrics, "a"))) {
+      /* "a": not emptied before a resumed run knows which lines to keep */
       snprintf(err, sizeof err, "cannot write the metrics file '%s': %s", opts->metrics, strerror(errno));
       local = TRAIN_EXIT_USAGE;
     }
     code = agree(local, err);
   }
   if (code == TRAIN_EXIT_OK) code = train(cfg, opts, &data, metrics);
+  if (code == TRAIN_EXIT_OK && world_rank == 0 && opts->plot[0]) { /* the metrics complete, then drawn */
+    int closed = !metrics || fclose(metrics) == 0;
+    metrics = NULL;
+    if (!closed) snprintf(err, sizeof err, "cannot write the metrics file '%s': %s", opts->metrics, strerror(errno));
+    if (!closed || !train_plot_run(opts->plot, opts->metrics, err, sizeof err)) {
+      fprintf(stderr, "gaaw-train: %s\n", err);
+      code = TRAIN_EXIT_FAILURE;
+    }
+  }
 done:
   if (metrics) fclose(metrics);
   train_data_free(&data);

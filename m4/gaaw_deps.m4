@@ -310,3 +310,27 @@ AC_DEFUN([GAAW_CHECK_FORTRAN], [
   AM_CONDITIONAL([FORTRAN_MPI], [test "x$gaaw_fc_mpi" != xno])
   AM_CONDITIONAL([FORTRAN_MPIF_H], [test "x$gaaw_fc_mpi" = xmpif.h])
 ])
+
+# ---------------------------------------------------------------- gnuplot (optional)
+# gaaw-plot draws with it at run time. --with-gnuplot=PATH names the program, yes makes
+# a missing one an error, no compiles in none; the default searches PATH. Its absolute
+# path is compiled into gaaw-plot (GNUPLOT, empty when none); without one gaaw-plot
+# still builds and says at run time how to get gnuplot.
+AC_DEFUN([GAAW_CHECK_GNUPLOT], [
+  AC_ARG_WITH([gnuplot], [AS_HELP_STRING([--with-gnuplot@<:@=yes|no|check|PATH@:>@],
+              [gnuplot, which gaaw-plot runs to draw gaaw-train's metrics (default: check, the first on PATH)])],
+              [], [with_gnuplot=check])
+  AC_ARG_VAR([GNUPLOT], [gnuplot program for gaaw-plot (absolute path)])
+  AS_CASE([$with_gnuplot],
+    [no], [GNUPLOT=],
+    [yes|check], [AC_PATH_PROG([GNUPLOT], [gnuplot], [])
+      AS_IF([test -z "$GNUPLOT" && test "x$with_gnuplot" = xyes],
+            [AC_MSG_ERROR([--with-gnuplot: no gnuplot on PATH. Install it (Debian: apt-get install gnuplot-nox) or pass --with-gnuplot=PATH.])])],
+    [AC_MSG_CHECKING([for gnuplot])
+     AS_CASE([$with_gnuplot], [/*], [], [AC_MSG_ERROR([--with-gnuplot=$with_gnuplot: give an absolute path])])
+     AS_IF([test -x "$with_gnuplot" && test ! -d "$with_gnuplot"], [GNUPLOT=$with_gnuplot],
+           [AC_MSG_ERROR([--with-gnuplot=$with_gnuplot is not an executable])])
+     AC_MSG_RESULT([$GNUPLOT])])
+  AS_IF([test -n "$GNUPLOT"], [gaaw_gnuplot_summary="yes  $GNUPLOT (gaaw-plot; GAAW_GNUPLOT overrides)"],
+        [gaaw_gnuplot_summary="no (gaaw-plot is built and asks for gnuplot when run)"])
+])

@@ -400,7 +400,23 @@ static const char *directory_of(const char *path, char *buf, size_t len)
   return buf;
 }
 
-/* --save-dir, --save-every, --keep, --resume, --import and --export: their values
+/* A directory that the run creates if missing (--save-dir, --plot): writable, or
+ * missing in a writable directory. 0 with the reason in err. */
+static int check_output_dir(const char *flag, const char *path, char *err, size_t len)
+{
+  char dir[TRAIN_STRING_MAX];
+  if (!is_directory(path, W_OK | X_OK, 1)) {
+    fail(err, len, "%s '%s' is not a writable directory", flag, path);
+    return 0;
+  }
+  if (access(path, F_OK) != 0 && !is_directory(directory_of(path, dir, sizeof dir), W_OK | X_OK, 0)) {
+    fail(err, len, "%s '%s' cannot be created: '%s' is not a writable directory", flag, path, dir);
+    return 0;
+  }
+  return 1;
+}
+
+/* --save-dir, --save-every, --keep, --resume, --import, --export and --plot: their values
  * and what they name on disk, so that a typo fails before training rather than at
  * the first save or at the end; --keep and --resume auto set the library's
  * checkpoint_keep and checkpoint_fallback in cfg. */
@@ -417,11 +433,7 @@ static int check_checkpoint_flags(const train_options *o, gaaw_config_t cfg, cha
     CHECK(gaaw_config_set(cfg, "checkpoint_keep", o->keep) == GAAW_SUCCESS, "--keep %s: %s", o->keep,
           gaaw_last_error(NULL));
   }
-  if (o->save_dir[0]) { /* the first save creates it, in a directory that exists */
-    CHECK(is_directory(o->save_dir, W_OK | X_OK, 1), "--save-dir '%s' is not a writable directory", o->save_dir);
-    CHECK(access(o->save_dir, F_OK) == 0 || is_directory(directory_of(o->save_dir, dir, sizeof dir), W_OK | X_OK, 0),
-          "--save-dir '%s' cannot be created: '%s' is not a writable directory", o->save_dir, dir);
-  }
+  if (o->save_dir[0] && !check_output_dir("--save-dir", o->save_dir, err, len)) return TRAIN_EXIT_USAGE;
   CHECK(!(o->resume[0] && strcmp(o->resume, "auto") != 0 && o->import[0]),
         "--resume DIR and --import exclude each other (a checkpoint holds the weights already; with "
         "--resume auto, --import is the start when --save-dir holds no checkpoint)");
@@ -438,6 +450,11 @@ static int check_checkpoint_flags(const train_options *o, gaaw_config_t cfg, cha
   if (o->export[0])
     CHECK(is_directory(directory_of(o->export, dir, sizeof dir), W_OK | X_OK, 0),
           "the directory of the --export file '%s' is not a writable directory", o->export);
+  if (o->plot[0]) {
+    if (!check_output_dir("--plot", o->plot, err, len)) return TRAIN_EXIT_USAGE;
+    CHECK(o->metrics[0] || strlen(o->plot) + sizeof "/metrics.jsonl" <= TRAIN_STRING_MAX,
+          "--plot: the directory name is too long for DIR/metrics.jsonl");
+  }
   return TRAIN_EXIT_OK;
 }
 

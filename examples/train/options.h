@@ -41,6 +41,7 @@
   X(eval_batches, INT, "4", "N", "validation global batches (dp x accum x microbatches x batch windows) per evaluation") \
   X(metrics, STRING, "", "FILE", "write one JSON object per step to FILE (rank 0)")                 \
   X(progress, STRING, "auto", "WHEN", "rank 0 redraws a progress line (step, %, elapsed, ETA, loss, tok/s) on stderr: auto = when stderr is a terminal (under mpiexec it is a pipe: use yes), yes, no; --no-progress = no") \
+  X(plot, STRING, "", "DIR", "at the end, rank 0 draws the metrics into DIR with gaaw-plot (SVG and PNG, needs gnuplot); without --metrics they are written to DIR/metrics.jsonl") \
   X(sample, INT, "64", "N", "bytes to generate at the end; 0 = none")                               \
   X(prompt, STRING, "The ", "TEXT", "the generated sample starts from TEXT")                        \
   X(temperature, DOUBLE, "0", "X", "sampling temperature of the sample; 0 = greedy")                 \

@@ -4,7 +4,7 @@
 # --cflags --libs gaaw)`, the Fortran ones with the Fortran MPI wrapper) and with
 # CMake (one project: find_package(gaaw) and gaaw::gaaw), and each build runs under
 # $MPIEXEC on its rank count, the CMake ones also after `cmake --install`; the
-# installed gaaw-info runs too. README.md's training loops (its ```c and ```fortran
+# installed gaaw-info and gaaw-plot run too. README.md's training loops (its ```c and ```fortran
 # blocks) are built and run the same way, as readme_loop.c and .f90 on 2 ranks, so
 # that the README cannot show a call that does not exist. Last, doc/insitu.md's commands for users' own programs
 # (its block between <!-- insitu-commands --> and <!-- /insitu-commands -->) run as
@@ -154,6 +154,8 @@ if test -n "$sysroot"; then
 else
   info=`"$bindir/gaaw-info"`
 fi || { echo "FAIL: $bindir/gaaw-info"; fail=1; }
+# gaaw-plot is installed beside it (it needs Jansson only, no libgaaw)
+"$bindir/gaaw-plot" --help | grep '^usage: gaaw-plot' >/dev/null || { echo "FAIL: $bindir/gaaw-plot --help"; fail=1; }
 if echo "$info" | grep '^  fortran  *yes$' >/dev/null && test ! -f "$fmoddir/gaaw.mod"; then
   echo "FAIL: the library has the Fortran module but $fmoddir/gaaw.mod is not installed"
   fail=1
