@@ -49,9 +49,16 @@ typedef struct {
   int64_t lo, len, at;
 } ckpt_range;
 
+/* The most elements of one stored run: a load's read buffer is at most that
+ * (64 MiB), whatever the tensors' sizes. */
+#define CKPT_RUN_MAX_ELEMENTS ((int64_t)1 << 24)
+/* CKPT_RUN_MAX_ELEMENTS, or the test-only GAAW_TEST_CHECKPOINT_RUN_ELEMENTS. */
+int64_t gaaw_ckpt_run_limit(void);
+
 /* The runs of table ranges (all fields alike: field is CKPT_VALUES). With save
- * set, only those this rank writes: a replicated parameter on tp rank 0, a tied
- * weight on its first stage. Tensor indices are the model's catalog's. */
+ * set, only those this rank writes (a replicated parameter on tp rank 0, a tied
+ * weight on its first stage), cut into runs of at most gaaw_ckpt_run_limit()
+ * elements. Tensor indices are the model's catalog's. */
 gaaw_status_t gaaw_ckpt_owned_runs(gaaw_model_t m, const ckpt_range *ranges, int nranges, int save, ckpt_run **runs,
                                    int *nruns);
 /* Copies the overlap of stored run s (its f32 in src) into owned run w (its

@@ -1,5 +1,6 @@
 /* What a rank owns, as runs of tensors over its host staging, and the copy of the
  * elements two runs share (row by row inside the boxes). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,9 +65,16 @@ static gaaw_status_t append_run(gaaw_context_t ctx, ckpt_run **runs, int *n, int
   return GAAW_SUCCESS;
 }
 
-/* The runs of table range g that lie in parameter p. */
-static gaaw_status_t param_runs(gaaw_model_t m, const gaaw_param *p, int tensor, const ckpt_range *g, ckpt_run **runs,
-                                int *n, int *cap)
+int64_t gaaw_ckpt_run_limit(void)
+{
+  const char *test = getenv("GAAW_TEST_CHECKPOINT_RUN_ELEMENTS");
+  long long n = test ? atoll(test) : 0;
+  return n > 0 ? (int64_t)n : CKPT_RUN_MAX_ELEMENTS;
+}
+
+/* The runs of table range g that lie in parameter p, each of at most limit elements. */
+static gaaw_status_t param_runs(gaaw_model_t m, const gaaw_param *p, int tensor, const ckpt_range *g, int64_t limit,
+                                ckpt_run **runs, int *n, int *cap)
 {
   gaaw_context_t ctx = m->ctx;
   int boxes = p->split_axis == 0 ? p->fused_blocks : 1;
@@ -79,9 +87,12 @@ static gaaw_status_t param_runs(gaaw_model_t m, const gaaw_param *p, int tensor,
     if (lo >= hi) continue;
     r.tensor = tensor;
     r.field = CKPT_VALUES;
-    r.a = lo - box_lo, r.b = hi - box_lo;
-    r.at = g->at + (lo - g->lo);
-    GAAW_CHECK(append_run(ctx, runs, n, cap, &r));
+    for (int64_t from = lo, to; from < hi; from = to) {
+      to = hi - from > limit ? from + limit : hi; /* limit may be INT64_MAX */
+      r.a = from - box_lo, r.b = to - box_lo;
+      r.at = g->at + (from - g->lo);
+      GAAW_CHECK(append_run(ctx, runs, n, cap, &r));
+    }
   }
   return GAAW_SUCCESS;
 }
@@ -101,7 +112,8 @@ gaaw_status_t gaaw_ckpt_owned_runs(gaaw_model_t m, const ckpt_range *ranges, int
                      "parameter %s: fused blocks on axis %d cannot be checkpointed", p->name, p->split_axis);
       const gaaw_param_entry *e = gaaw_model_catalog_find(m, p->name);
       if (!e) GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "parameter %s is not in the model's catalog", p->name);
-      gaaw_status_t st = param_runs(m, p, (int)(e - m->catalog), &ranges[i], runs, nruns, &cap);
+      int64_t limit = save ? gaaw_ckpt_run_limit() : INT64_MAX;
+      gaaw_status_t st = param_runs(m, p, (int)(e - m->catalog), &ranges[i], limit, runs, nruns, &cap);
       if (st != GAAW_SUCCESS) {
         free(*runs);
         *runs = NULL, *nruns = 0;
