@@ -41,6 +41,8 @@ typedef struct {
   size_t pending_bytes;
   size_t current[GAAW_MEM_CATEGORY_COUNT];
   size_t peak[GAAW_MEM_CATEGORY_COUNT];
+  size_t held;  /* device memory taken from the backend: in use, cached and pending */
+  size_t limit; /* option device_memory_limit; 0: none */
 } gaaw_allocator;
 
 /* Records that stream (GAAW_STREAM_*) reads or writes buf's memory, so that a free

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -422,6 +423,26 @@ static int peak_tflops_valid(const char *text)
   return *end == '\0' && errno == 0 && isfinite(x) && x > 0;
 }
 
+int gaaw_bytes_parse(const char *text, size_t *bytes)
+{
+  static const char units[] = "KMGT";
+  char *end;
+  *bytes = 0;
+  if (!*text) return 1;
+  if (*text < '0' || *text > '9') return 0;
+  errno = 0;
+  unsigned long long n = strtoull(text, &end, 10);
+  const char *unit = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+  if (errno || (*end && (!unit || end[1] != '\0'))) return 0;
+  for (int k = unit ? (int)(unit - units) + 1 : 0; k > 0; k--) {
+    if (n > SIZE_MAX / 1024) return 0;
+    n *= 1024;
+  }
+  if (n > SIZE_MAX) return 0;
+  *bytes = (size_t)n;
+  return 1;
+}
+
 /* The backends built into this gaaw, as "cuda, opencl, host". */
 static void built_backends(char *names, size_t len)
 {
@@ -468,6 +489,11 @@ static gaaw_status_t check_value(int i, const gaaw_config_value *v, const char *
   if (strcmp(name, "peak_tflops") == 0)
     GAAW_ARG_CHECK(NULL, peak_tflops_valid(v->s),
                    "option peak_tflops must be a number > 0, measure, or empty (unknown), got '%s'%s", v->s, origin);
+  size_t bytes;
+  if (strcmp(name, "device_memory_limit") == 0)
+    GAAW_ARG_CHECK(NULL, gaaw_bytes_parse(v->s, &bytes),
+                   "option device_memory_limit must be a byte count such as 1073741824, 512M or 2G (empty: none), "
+                   "got '%s'%s", v->s, origin);
   if (strcmp(name, "backend") == 0 && strcmp(v->s, "auto") != 0 && !gaaw_device_backend(v->s)) {
     char built[128];
     built_backends(built, sizeof built);

@@ -18,6 +18,9 @@ typedef struct {
 typedef enum { GAAW_RECOMPUTE_NONE = 0, GAAW_RECOMPUTE_SELECTIVE = 1, GAAW_RECOMPUTE_FULL = 2 } gaaw_recompute_mode;
 /* "none", "selective", "full" (case ignored) as a gaaw_recompute_mode; -1 otherwise. */
 int gaaw_recompute_parse(const char *text);
+/* A byte count as options write it: digits with an optional K, M, G or T (powers of
+ * 1024; "512M", "2G"); empty is 0. Returns 0 when text is none of these. */
+int gaaw_bytes_parse(const char *text, size_t *bytes);
 
 /* A new config with src's values (defaults and environment when src is NULL). */
 gaaw_status_t gaaw_config_copy(gaaw_config_t src, gaaw_config_t *dst);

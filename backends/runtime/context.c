@@ -177,6 +177,7 @@ static gaaw_status_t setup(gaaw_context_t ctx, MPI_Comm comm, gaaw_config_t cfg)
                                 ctx->rank));
   ctx->comm_timeout = gaaw_ctx_double(ctx, "comm_timeout");
   ctx->allocator.cache_enabled = gaaw_ctx_bool(ctx, "allocator_cache");
+  gaaw_bytes_parse(gaaw_ctx_string(ctx, "device_memory_limit"), &ctx->allocator.limit); /* checked above */
   return GAAW_SUCCESS;
 }
 

@@ -1,4 +1,5 @@
 /* Buffers, tensor views and the caching allocator with per-category accounting. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +61,14 @@ static void account(gaaw_allocator *a, gaaw_mem_category_t category, size_t byte
 
 _Static_assert(GAAW_ALLOC_STREAMS == GAAW_STREAM_COUNT, "allocator.h must know every stream of device.h");
 
+/* A block's memory back to the backend. */
+static void release_block(gaaw_context_t ctx, struct gaaw_buffer_s *b)
+{
+  ctx->device->mem_free(ctx, b->handle);
+  ctx->allocator.held -= b->capacity;
+  free(b);
+}
+
 /* A block no stream uses any more: into the cache, or back to the backend. */
 static void retire(gaaw_context_t ctx, struct gaaw_buffer_s *b)
 {
@@ -73,8 +82,7 @@ static void retire(gaaw_context_t ctx, struct gaaw_buffer_s *b)
     a->free_lists[index] = b;
     a->cached_bytes += b->capacity;
   } else {
-    ctx->device->mem_free(ctx, b->handle);
-    free(b);
+    release_block(ctx, b);
   }
 }
 
@@ -152,6 +160,25 @@ static int make_pending(gaaw_context_t ctx, struct gaaw_buffer_s *b)
   return 1;
 }
 
+/* Whether capacity more bytes fit under device_memory_limit, after giving the
+ * cache back if that makes them fit; else GAAW_ERR_NO_MEMORY naming the request
+ * and what each category holds. */
+static gaaw_status_t check_limit(gaaw_context_t ctx, size_t capacity, gaaw_mem_category_t category)
+{
+  gaaw_allocator *a = &ctx->allocator;
+  if (!a->limit || a->held + capacity <= a->limit) return GAAW_SUCCESS;
+  gaaw_allocator_release_cached(ctx);
+  if (a->held + capacity <= a->limit) return GAAW_SUCCESS;
+  char holds[512];
+  size_t n = 0;
+  for (int c = 0; c < GAAW_MEM_CATEGORY_COUNT && n < sizeof holds; c++)
+    n += (size_t)snprintf(holds + n, sizeof holds - n, "%s%s %zu", c ? ", " : "",
+                          gaaw_mem_category_name((gaaw_mem_category_t)c), a->current[c]);
+  GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "device_memory_limit %zu bytes: %zu bytes of %s do not fit beside the %zu "
+            "held (in use by category: %s; pending %zu)", a->limit, capacity, gaaw_mem_category_name(category),
+            a->held, holds, a->pending_bytes);
+}
+
 gaaw_status_t gaaw_buffer_alloc(gaaw_context_t ctx, size_t bytes, gaaw_mem_category_t category,
                                 gaaw_buffer_t *buf)
 {
@@ -171,6 +198,7 @@ gaaw_status_t gaaw_buffer_alloc(gaaw_context_t ctx, size_t bytes, gaaw_mem_categ
     a->free_lists[index] = b->next_free;
     a->cached_bytes -= b->capacity;
   } else {
+    GAAW_CHECK(check_limit(ctx, capacity, category));
     b = calloc(1, sizeof *b);
     if (!b) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate a buffer descriptor");
     gaaw_status_t st = ctx->device->mem_alloc(ctx, capacity, &b->handle);
@@ -180,6 +208,7 @@ gaaw_status_t gaaw_buffer_alloc(gaaw_context_t ctx, size_t bytes, gaaw_mem_categ
     }
     b->ctx = ctx;
     b->capacity = capacity;
+    a->held += capacity;
   }
   b->bytes = bytes;
   b->category = category;
@@ -210,8 +239,7 @@ void gaaw_allocator_release_cached(gaaw_context_t ctx)
     while (a->free_lists[i]) {
       struct gaaw_buffer_s *b = a->free_lists[i];
       a->free_lists[i] = b->next_free;
-      ctx->device->mem_free(ctx, b->handle);
-      free(b);
+      release_block(ctx, b);
     }
   }
   a->cached_bytes = 0;
@@ -225,8 +253,7 @@ void gaaw_allocator_release_pending(gaaw_context_t ctx)
     a->pending = b->next_free;
     for (int s = 0; s < GAAW_ALLOC_STREAMS; s++)
       if (b->events[s]) ctx->device->event_destroy(ctx, b->events[s]);
-    ctx->device->mem_free(ctx, b->handle);
-    free(b);
+    release_block(ctx, b);
   }
   a->pending_last = NULL;
   a->pending_bytes = 0;

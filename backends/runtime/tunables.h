@@ -17,6 +17,9 @@
   X(trace, STRING, "",                                                                            \
     "write a timeline of this rank (Chrome trace / Perfetto JSON) to this file; %r is the world "  \
     "rank (needed with more than one rank); empty: off")                                          \
+  X(device_memory_limit, STRING, "",                                                              \
+    "the most device memory the allocator holds (in use, cached and pending), as bytes or with K, " \
+    "M, G, T (powers of 1024): beyond it an allocation fails with GAAW_ERR_NO_MEMORY; empty: none") \
   X(allocator_cache, BOOL, "yes", "keep freed device memory for reuse instead of releasing it")  \
   X(opencl_platform, STRING, "",                                                                  \
     "OpenCL platform: an index or part of its name; empty = the first platform with a device")  \

@@ -1,6 +1,7 @@
 /* Buffers, views and the caching allocator: reuse, accounting by category, peaks,
  * release of the cache, and bad input. */
 #include <mpi.h>
+#include <string.h>
 
 #include "test_util.h"
 
@@ -140,6 +141,33 @@ int main(int argc, char **argv)
   gaaw_memory_cached(ctx, &cached);
   expect_true(cached == 0, "cache disabled but %zu bytes cached", cached);
   gaaw_finalize(&ctx);
+
+  /* device_memory_limit: what the allocator holds (in use and cached) stays under
+   * it; the cache is given back before a request is refused; a refusal names the
+   * request's category and what each category holds */
+  require_ok(NULL, gaaw_config_set(cfg, "allocator_cache", "yes"));
+  require_ok(NULL, gaaw_config_set(cfg, "device_memory_limit", "1M"));
+  require_ok(NULL, gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
+  gaaw_buffer_t big = NULL, small = NULL;
+  require_ok(ctx, gaaw_buffer_alloc(ctx, 600 << 10, GAAW_MEM_PARAMS, &a));
+  expect_status_ctx(ctx, gaaw_buffer_alloc(ctx, 600 << 10, GAAW_MEM_GRADS, &big), GAAW_ERR_NO_MEMORY);
+  expect_true(big == NULL && strstr(gaaw_last_error(ctx), "of grads do not fit") &&
+                strstr(gaaw_last_error(ctx), "params 614400"),
+              "device_memory_limit's refusal: %s", gaaw_last_error(ctx));
+  require_ok(ctx, gaaw_buffer_alloc(ctx, 300 << 10, GAAW_MEM_GRADS, &small));
+  gaaw_buffer_free(ctx, &a); /* cached: 600 KiB held but free */
+  require_ok(ctx, gaaw_buffer_alloc(ctx, 650 << 10, GAAW_MEM_ACTIVATIONS, &big)); /* after giving the cache back */
+  gaaw_memory_cached(ctx, &cached);
+  expect_true(cached == 0, "the cache was not given back for a request under the limit (%zu cached)", cached);
+  gaaw_buffer_free(ctx, &big), gaaw_buffer_free(ctx, &small);
+  gaaw_finalize(&ctx);
+  static const char *const bad_limits[] = {"12Q", "-5", "1.5G", "G", "99999999999999999999"};
+  for (size_t k = 0; k < sizeof bad_limits / sizeof bad_limits[0]; k++) {
+    require_ok(NULL, gaaw_config_set(cfg, "device_memory_limit", bad_limits[k]));
+    expect_status(gaaw_init(MPI_COMM_WORLD, cfg, &ctx), GAAW_ERR_INVALID_ARG);
+    expect_true(strstr(gaaw_last_error(NULL), "option device_memory_limit must be a byte count") != NULL,
+                "device_memory_limit=%s: %s", bad_limits[k], gaaw_last_error(NULL));
+  }
 
   gaaw_config_destroy(&cfg);
   MPI_Finalize();
