@@ -421,7 +421,7 @@ static void non_finite(void)
   require_ok(s.r.ctx, gaaw_optimizer_step(s.r.opt));
   gaaw_step_stats_t saved, loaded;
   require_ok(s.r.ctx, gaaw_optimizer_stats(s.r.opt, &saved));
-  double count, mean[3], sd[3];
+  double count, mean[5], sd[5]; /* 3 inputs and 2 outputs */
   require_ok(s.r.ctx, gaaw_model_normalization_stats(s.r.model, &count, mean, sd));
   expect_true(saved.skipped && !isfinite(saved.grad_norm), "non-finite: the setup did not overflow (grad_norm %g)",
               saved.grad_norm);
@@ -438,11 +438,11 @@ static void non_finite(void)
   s = open_sampled("", 50);
   expect_status_ctx(s.r.ctx, gaaw_checkpoint_load(s.r.opt, dir), GAAW_SUCCESS);
   require_ok(s.r.ctx, gaaw_optimizer_stats(s.r.opt, &loaded));
-  double count2, mean2[3], sd2[3];
+  double count2, mean2[5], sd2[5];
   require_ok(s.r.ctx, gaaw_model_normalization_stats(s.r.model, &count2, mean2, sd2));
   expect_true(isinf(loaded.grad_norm) == isinf(saved.grad_norm) && isnan(loaded.grad_norm) == isnan(saved.grad_norm),
               "non-finite: grad_norm %g after the load, %g saved", loaded.grad_norm, saved.grad_norm);
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 5; i++)
     expect_true(count2 == count && (mean2[i] == mean[i] || (isnan(mean2[i]) && isnan(mean[i]))) &&
                   (sd2[i] == sd[i] || (isnan(sd2[i]) && isnan(sd[i]))),
                 "non-finite: statistic %d is mean %g sd %g after the load, %g %g saved", i, mean2[i], sd2[i], mean[i],
