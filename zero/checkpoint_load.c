@@ -432,20 +432,8 @@ static gaaw_status_t upload_shard(const load_target *t)
   for (int b = 0; b < opt->nbuckets; b++) {
     const zero_bucket *k = &opt->buckets[b];
     if (!k->piece) continue;
-    gaaw_tensor_t params = gaaw_zero_param_piece(opt, b);
-    gaaw_tensor_t m1 = gaaw_zero_view(opt->moment1, GAAW_F32, k->shard_at, k->piece);
-    if (opt->master) {
-      gaaw_tensor_t master = gaaw_zero_view(opt->master, GAAW_F32, k->shard_at, k->piece);
-      GAAW_CHECK(write_view(ctx, &master, t->staging[CKPT_VALUES] + k->shard_at));
-      GAAW_CHECK(gaaw_cast(ctx, &master, &params)); /* as the step casts its update */
-    } else {
-      GAAW_CHECK(write_view(ctx, &params, t->staging[CKPT_VALUES] + k->shard_at));
-    }
-    GAAW_CHECK(write_view(ctx, &m1, t->staging[CKPT_EXP_AVG] + k->shard_at));
-    if (opt->moment2) {
-      gaaw_tensor_t m2 = gaaw_zero_view(opt->moment2, GAAW_F32, k->shard_at, k->piece);
-      GAAW_CHECK(write_view(ctx, &m2, t->staging[CKPT_EXP_AVG_SQ] + k->shard_at));
-    }
+    const float *m2 = opt->cfg.kind == GAAW_ADAMW ? t->staging[CKPT_EXP_AVG_SQ] + k->shard_at : NULL;
+    GAAW_CHECK(opt->store->write(opt, b, t->staging[CKPT_VALUES] + k->shard_at, t->staging[CKPT_EXP_AVG] + k->shard_at, m2));
   }
   return GAAW_SUCCESS;
 }

@@ -125,11 +125,6 @@ int gaaw_ckpt_sampler_fields(gaaw_optimizer_t opt, gaaw_field *f)
   return 2;
 }
 
-static gaaw_status_t read_view(gaaw_context_t ctx, const gaaw_tensor_t *t, float *dst)
-{
-  return gaaw_buffer_read(ctx, t->buf, t->offset, dst, sizeof(float) * (size_t)gaaw_tensor_numel(t));
-}
-
 /* The shard's values and moments into the staging. */
 static gaaw_status_t download_shard(gaaw_optimizer_t opt)
 {
@@ -138,15 +133,8 @@ static gaaw_status_t download_shard(gaaw_optimizer_t opt)
   for (int b = 0; b < opt->nbuckets; b++) {
     const zero_bucket *k = &opt->buckets[b];
     if (!k->piece) continue;
-    gaaw_tensor_t values = opt->master ? gaaw_zero_view(opt->master, GAAW_F32, k->shard_at, k->piece)
-                                       : gaaw_zero_param_piece(opt, b);
-    gaaw_tensor_t m1 = gaaw_zero_view(opt->moment1, GAAW_F32, k->shard_at, k->piece);
-    GAAW_CHECK(read_view(ctx, &values, st[CKPT_VALUES] + k->shard_at));
-    GAAW_CHECK(read_view(ctx, &m1, st[CKPT_EXP_AVG] + k->shard_at));
-    if (opt->moment2) {
-      gaaw_tensor_t m2 = gaaw_zero_view(opt->moment2, GAAW_F32, k->shard_at, k->piece);
-      GAAW_CHECK(read_view(ctx, &m2, st[CKPT_EXP_AVG_SQ] + k->shard_at));
-    }
+    float *m2 = opt->cfg.kind == GAAW_ADAMW ? st[CKPT_EXP_AVG_SQ] + k->shard_at : NULL;
+    GAAW_CHECK(opt->store->read(opt, b, st[CKPT_VALUES] + k->shard_at, st[CKPT_EXP_AVG] + k->shard_at, m2));
   }
   return GAAW_SUCCESS;
 }

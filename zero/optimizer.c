@@ -52,6 +52,19 @@ static gaaw_status_t check_config(gaaw_context_t ctx, const gaaw_optimizer_confi
   return GAAW_SUCCESS;
 }
 
+/* The offload store exists, and the CPU runs the cpu_simd version it would use. */
+static gaaw_status_t check_store(gaaw_context_t ctx)
+{
+  const char *offload = gaaw_ctx_string(ctx, "offload_optimizer"), *simd = gaaw_ctx_string(ctx, "cpu_simd");
+  GAAW_ARG_CHECK(ctx, gaaw_zero_store_find(offload), "option offload_optimizer: no store '%s'", offload);
+  int version = gaaw_cpu_simd_parse(simd);
+  GAAW_ARG_CHECK(ctx, version >= 0, "option cpu_simd: no version '%s'", simd);
+  if (strcmp(offload, "none") != 0 && !gaaw_cpu_simd_runs((gaaw_cpu_simd)version))
+    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "option cpu_simd=%s: this CPU (or this build) does not run it; auto picks %s",
+              simd, gaaw_cpu_simd_name((gaaw_cpu_simd)gaaw_cpu_simd_parse("auto")));
+  return GAAW_SUCCESS;
+}
+
 const char *gaaw_zero_kind_name(gaaw_optimizer_kind_t kind)
 {
   return kind == GAAW_SGD ? "sgd" : "adamw";
@@ -80,35 +93,12 @@ static int config_fields(const gaaw_optimizer_config_t *c, gaaw_field *f)
   return n;
 }
 
-static gaaw_status_t alloc_state(gaaw_optimizer_t opt)
+const zero_store_ops *gaaw_zero_store_find(const char *name)
 {
-  gaaw_context_t ctx = opt->ctx;
-  size_t bytes = (size_t)(opt->shard_numel ? opt->shard_numel : 1) * sizeof(float);
-  /* AdamW: m and v; SGD: the momentum; both: f32 master weights unless the model is f32 */
-  gaaw_buffer_t *state[3];
-  int count = 0;
-  state[count++] = &opt->moment1;
-  if (opt->cfg.kind == GAAW_ADAMW) state[count++] = &opt->moment2;
-  if (opt->dtype != GAAW_F32) state[count++] = &opt->master;
-  for (int i = 0; i < count; i++) {
-    GAAW_CHECK(gaaw_buffer_alloc(ctx, bytes, GAAW_MEM_OPTIMIZER, state[i]));
-    gaaw_tensor_t all = gaaw_zero_view(*state[i], GAAW_F32, 0, opt->shard_numel);
-    GAAW_CHECK(gaaw_fill(ctx, &all, 0.0f));
-  }
-  return GAAW_SUCCESS;
-}
-
-/* The master weights start from the shard's parameters. */
-static gaaw_status_t init_master(gaaw_optimizer_t opt)
-{
-  gaaw_context_t ctx = opt->ctx;
-  for (int b = 0; opt->master && b < opt->nbuckets; b++) {
-    const zero_bucket *k = &opt->buckets[b];
-    gaaw_tensor_t params = gaaw_zero_param_piece(opt, b);
-    gaaw_tensor_t master = gaaw_zero_view(opt->master, GAAW_F32, k->shard_at, k->piece);
-    GAAW_CHECK(gaaw_cast(ctx, &params, &master));
-  }
-  return GAAW_SUCCESS;
+  const zero_store_ops *all[] = {&gaaw_zero_store_device, &gaaw_zero_store_host};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    if (strcmp(all[i]->name, name) == 0) return all[i];
+  return NULL;
 }
 
 static gaaw_status_t setup(gaaw_optimizer_t opt)
@@ -119,9 +109,8 @@ static gaaw_status_t setup(gaaw_optimizer_t opt)
   GAAW_CHECK(gaaw_topology_comm(ctx, GAAW_GROUP_WORLD, &opt->world));
   GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, &opt->dp_rank, &opt->dp_size));
   GAAW_CHECK(gaaw_zero_plan(opt));
-  GAAW_CHECK(alloc_state(opt));
   GAAW_CHECK(gaaw_zero_attach(opt));
-  GAAW_CHECK(init_master(opt)); /* after attach: stage 3 has moved the parameters into the shard */
+  GAAW_CHECK(opt->store->create(opt)); /* after attach: stage 3 has moved the parameters into the shard */
   opt->loss_scale = opt->dtype == GAAW_F16 ? opt->cfg.initial_loss_scale : 1.0f;
   opt->model->loss_scale = opt->loss_scale;
   opt->lr = opt->cfg.lr;
@@ -147,13 +136,15 @@ gaaw_status_t gaaw_optimizer_create(gaaw_model_t model, const gaaw_optimizer_con
                                 : gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
                                                    "%s must not be NULL", cfg ? "out" : "cfg");
   if (st == GAAW_SUCCESS) st = check_config(ctx, cfg);
+  if (st == GAAW_SUCCESS) st = check_store(ctx);
   if (st == GAAW_SUCCESS && model->hooks.before_layer)
     st = gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
                           "the model already has an optimizer; destroy it first");
-  gaaw_field fields[16];
+  gaaw_field fields[17];
+  int nfields = st == GAAW_SUCCESS ? config_fields(cfg, fields) : 0;
+  if (st == GAAW_SUCCESS) fields[nfields++] = GAAW_FIELD_TEXT("offload_optimizer", gaaw_ctx_string(ctx, "offload_optimizer"));
   /* every rank must run the same optimizer (the fields of a checked config only) */
-  GAAW_CHECK(gaaw_agree_world(ctx, st, "the optimizer configuration", fields,
-                              st == GAAW_SUCCESS ? config_fields(cfg, fields) : 0));
+  GAAW_CHECK(gaaw_agree_world(ctx, st, "the optimizer configuration", fields, nfields));
   gaaw_optimizer_t opt = calloc(1, sizeof *opt);
   st = opt ? GAAW_SUCCESS
            : gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__, "cannot allocate an optimizer");
@@ -162,6 +153,7 @@ gaaw_status_t gaaw_optimizer_create(gaaw_model_t model, const gaaw_optimizer_con
     opt->ctx = ctx;
     opt->cfg = *cfg;
     opt->dtype = model->dtype;
+    opt->store = gaaw_zero_store_find(gaaw_ctx_string(ctx, "offload_optimizer")); /* check_store */
     st = setup(opt);
   }
   st = gaaw_agree_world(ctx, st, "setting up the optimizer", NULL, 0);
@@ -180,7 +172,8 @@ gaaw_status_t gaaw_optimizer_destroy(gaaw_optimizer_t *opt)
   gaaw_context_t ctx = o->ctx;
   if (o->ckpt_free) o->ckpt_free(o);
   gaaw_zero_detach(o);
-  gaaw_buffer_t *bufs[] = {&o->shard_params, &o->shard_grads, &o->master, &o->moment1, &o->moment2};
+  if (o->store) o->store->destroy(o);
+  gaaw_buffer_t *bufs[] = {&o->shard_params, &o->shard_grads};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gaaw_buffer_free(ctx, bufs[i]);
   free(o->buckets);
   free(o->bucket_of_layer);

@@ -93,46 +93,16 @@ static void update_loss_scale(gaaw_optimizer_t opt, int overflow)
   }
 }
 
-/* SGD with momentum on an f32 shard from kernels: g = grad * scale + wd * p;
- * mom = momentum * mom + g; p -= lr * mom. */
-static gaaw_status_t sgd_update(gaaw_optimizer_t opt, const gaaw_tensor_t *grad, gaaw_tensor_t *p, gaaw_tensor_t *mom,
-                                float grad_scale)
-{
-  gaaw_context_t ctx = opt->ctx;
-  gaaw_tensor_t g;
-  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, grad->shape, GAAW_MEM_WORKSPACE, &g));
-  gaaw_status_t st = gaaw_cast(ctx, grad, &g);
-  if (st == GAAW_SUCCESS) st = gaaw_scale(ctx, &g, grad_scale);
-  if (st == GAAW_SUCCESS && opt->cfg.weight_decay != 0) st = gaaw_axpy(ctx, opt->cfg.weight_decay, p, &g);
-  if (st == GAAW_SUCCESS) st = gaaw_scale(ctx, mom, opt->cfg.momentum);
-  if (st == GAAW_SUCCESS) st = gaaw_axpy(ctx, 1.0f, &g, mom);
-  if (st == GAAW_SUCCESS) st = gaaw_axpy(ctx, -opt->lr, mom, p);
-  gaaw_buffer_free(ctx, &g.buf);
-  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
-  return GAAW_SUCCESS;
-}
-
-/* Updates every piece of the shard; grad_scale turns raw gradients into the mean
- * gradient (and clips). */
+/* Updates every piece of the shard where its state lives; grad_scale turns raw
+ * gradients into the mean gradient (and clips). */
 static gaaw_status_t update_shard(gaaw_optimizer_t opt, float grad_scale)
 {
   gaaw_context_t ctx = opt->ctx;
-  gaaw_adamw_args_t args = {opt->lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps, opt->cfg.weight_decay,
-                            grad_scale, opt->updates};
-  for (int b = 0; b < opt->nbuckets; b++) {
-    const zero_bucket *k = &opt->buckets[b];
-    gaaw_tensor_t grad = gaaw_zero_grad_piece(opt, b), params = gaaw_zero_param_piece(opt, b);
-    gaaw_tensor_t m1 = gaaw_zero_view(opt->moment1, GAAW_F32, k->shard_at, k->piece);
-    gaaw_tensor_t m2 = gaaw_zero_view(opt->moment2, GAAW_F32, k->shard_at, k->piece);
-    gaaw_tensor_t master = gaaw_zero_view(opt->master, GAAW_F32, k->shard_at, k->piece);
-    gaaw_tensor_t *mp = opt->master ? &master : NULL;
-    if (opt->cfg.kind == GAAW_ADAMW) {
-      GAAW_CHECK(gaaw_adamw_update(ctx, &params, &grad, mp, &m1, &m2, &args));
-    } else {
-      GAAW_CHECK(sgd_update(opt, &grad, mp ? mp : &params, &m1, grad_scale));
-      if (mp) GAAW_CHECK(gaaw_cast(ctx, mp, &params));
-    }
-  }
+  gaaw_cpu_update_args args = {opt->cfg.kind,
+                               {opt->lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps, opt->cfg.weight_decay,
+                                grad_scale, opt->updates},
+                               opt->cfg.momentum};
+  for (int b = 0; b < opt->nbuckets; b++) GAAW_CHECK(opt->store->update(opt, b, &args));
   return GAAW_SUCCESS;
 }
 

@@ -5,6 +5,7 @@
 
 #include "gaaw/optimizer.h"
 #include "parallel/model_impl.h"
+#include "zero/store.h"
 
 /* Where a bucket's gradient reduction over dp stands in the step. Stages 2 and 3
  * go back to LOCAL when one finishes (the piece is added to the shard). */
@@ -52,8 +53,10 @@ struct gaaw_optimizer_s {
   int nsegments;
   gaaw_buffer_t shard_params;    /* stage 3: this rank's pieces of the parameters */
   gaaw_buffer_t shard_grads;     /* stages 2, 3: this rank's pieces of the reduced gradients */
-  gaaw_buffer_t master;          /* f32 master weights of the shard (bf16, f16 models) */
-  gaaw_buffer_t moment1, moment2; /* AdamW m and v (SGD: momentum in moment1) */
+  const zero_store_ops *store;   /* where the state below lives (option offload_optimizer) */
+  void *store_state;             /* the store's own (host, nvme) */
+  gaaw_buffer_t master;          /* device store: f32 master weights of the shard (bf16, f16 models) */
+  gaaw_buffer_t moment1, moment2; /* device store: AdamW m and v (SGD: momentum in moment1) */
   /* progress */
   int backward_passes;           /* completed since the last step */
   int reductions_in_backward, gathers_ahead;           /* this step so far */

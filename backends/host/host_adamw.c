@@ -20,13 +20,7 @@ HOST_VECTOR_CLONES static void adamw_block(int64_t lo, int64_t hi, float *w, con
   float b1 = c->b1, b2 = c->b2, lr = c->lr, eps = c->eps, wd = c->wd, gs = c->gs, bc1 = c->bc1, bc2 = c->bc2;
 #pragma omp simd
   for (int64_t i = lo; i < hi; i++) {
-    float g = grad[i] * gs;
-    float mi = b1 * m[i] + (1.0f - b1) * g;
-    float vi = b2 * v[i] + (1.0f - b2) * g * g;
-    float p = w[i];
-    p = p - lr * (mi / bc1 / (sqrtf(vi / bc2) + eps) + wd * p);
-    m[i] = mi;
-    v[i] = vi;
+    float p = host_adamw_element(w[i], grad[i] * gs, &m[i], &v[i], b1, b2, lr, eps, wd, bc1, bc2);
     w[i] = p;
     copy[i] = p;
   }

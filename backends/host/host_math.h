@@ -66,6 +66,19 @@ static inline float host_expf(float x)
   return isgreater(x, 88.0f) ? INFINITY : isless(x, -87.0f) ? 0.0f : y;
 }
 
+/* One AdamW element, the formula of include/gaaw/kernels.h in the order every
+ * host-side update uses (the host backend's kernel, CPU Adam of zero/): g the
+ * scaled gradient, *m and *v updated, the new weight returned. */
+static inline float host_adamw_element(float p, float g, float *m, float *v, float b1, float b2, float lr, float eps,
+                                       float wd, float bc1, float bc2)
+{
+  float mi = b1 * *m + (1.0f - b1) * g;
+  float vi = b2 * *v + (1.0f - b2) * g * g;
+  *m = mi;
+  *v = vi;
+  return p - lr * (mi / bc1 / (sqrtf(vi / bc2) + eps) + wd * p);
+}
+
 /* 1 / (1 + e^-x) */
 static inline float host_sigmoidf(float x)
 {

@@ -52,6 +52,14 @@
     "ZeRO stage 3: a bucket's parameters, once gathered in a step, stay gathered until the "     \
     "optimizer step (one all-gather per bucket and step instead of one per microbatch and pass; " \
     "the parameter memory of the rank's chunks is then whole, as at stage 2)")                    \
+  /* offload */                                                                                   \
+  X(offload_optimizer, STRING, "none",                                                            \
+    "where the optimizer's f32 master weights and moments live: none (the device) or host (host " \
+    "memory, ZeRO-Offload: each reduced gradient piece goes to host, CPU Adam updates it, the "   \
+    "new compute-dtype piece comes back); every rank the same")                                    \
+  X(cpu_simd, STRING, "auto",                                                                     \
+    "the CPU Adam version offload_optimizer=host runs: auto (the widest this CPU runs), avx512, "  \
+    "avx2 or scalar; all give the same bits")                                                     \
   /* checkpoints */                                                                               \
   X(checkpoint_keep, INT, "0",                                                                    \
     "gaaw_checkpoint_save keeps the newest this many committed checkpoints of its directory, "    \

@@ -420,6 +420,22 @@ static int check_output_dir(const char *flag, const char *path, char *err, size_
  * and what they name on disk, so that a typo fails before training rather than at
  * the first save or at the end; --keep and --resume auto set the library's
  * checkpoint_keep and checkpoint_fallback in cfg. */
+/* Flags that are library options under another name: set in cfg when given, and
+ * checked there (gaaw_config_check), so that a bad value fails before training. */
+static int pass_library_flags(const train_options *o, gaaw_config_t cfg, char *err, size_t len)
+{
+  const struct {
+    const char *flag, *value, *option;
+  } pass[] = {{"--offload-optimizer", o->offload_optimizer, "offload_optimizer"},
+              {"--cpu-simd", o->cpu_simd, "cpu_simd"},
+              {"--device-memory-limit", o->device_memory_limit, "device_memory_limit"}};
+  for (size_t i = 0; i < sizeof pass / sizeof pass[0]; i++)
+    if (pass[i].value[0])
+      CHECK(gaaw_config_set(cfg, pass[i].option, pass[i].value) == GAAW_SUCCESS && gaaw_config_check(cfg) == GAAW_SUCCESS,
+            "%s %s: %s", pass[i].flag, pass[i].value, gaaw_last_error(NULL));
+  return TRAIN_EXIT_OK;
+}
+
 static int check_checkpoint_flags(const train_options *o, gaaw_config_t cfg, char *err, size_t len)
 {
   char dir[TRAIN_STRING_MAX];
@@ -505,6 +521,7 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
   }
 
   if (check_checkpoint_flags(o, cfg, err, len) != TRAIN_EXIT_OK) return TRAIN_EXIT_USAGE;
+  if (pass_library_flags(o, cfg, err, len) != TRAIN_EXIT_OK) return TRAIN_EXIT_USAGE;
 
   /* the library's options, each on its own (no device or MPI needed) */
   CHECK(gaaw_config_check(cfg) == GAAW_SUCCESS, "%s", gaaw_last_error(NULL));

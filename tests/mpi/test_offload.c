@@ -1,0 +1,169 @@
+/* Optimizer offload to host memory (offload_optimizer=host, CPU Adam) on 2 ranks
+ * (built as test_offload_np2), against the same run with the state on the device
+ * (the host backend), bit for bit:
+ *  - AdamW, f32: ZeRO stages 0..3 at dp 2, and stage 0 at dp 1 (each rank alone);
+ *    bf16 at stage 2; SGD with momentum in bf16 at stage 3; tp 2;
+ *  - every cpu_simd version this CPU runs gives the same bits, and the same run
+ *    twice is bit-identical;
+ *  - the optimizer state leaves the device: its category holds nothing there;
+ *  - a checkpoint saved with the state on host loads into a run with the state on
+ *    the device, and the two go on identically;
+ *  - ranks given different offload_optimizer values get the same named error;
+ *    an unknown value is refused. */
+#include <mpi.h>
+
+#include "tests/harness/checkpoint_util.h"
+#include "tests/harness/model_util.h"
+#include "zero/cpu_update.h"
+
+enum { B = 2, T = 8, STEPS = 10 };
+static int world_rank;
+
+typedef struct {
+  float *params;
+  long n;
+  size_t optimizer_bytes;
+} result;
+
+/* STEPS AdamW (or SGD) steps of the tiny GPT on comm under the options list. With
+ * save_dir, the run saves after 5 steps; with load_dir it loads that first and
+ * runs the remaining 5. */
+static result train(MPI_Comm comm, const char *options, gaaw_dtype_t dtype, int stage, gaaw_optimizer_kind_t kind,
+                    const char *save_dir, const char *load_dir)
+{
+  char list[256];
+  snprintf(list, sizeof list, "backend=host comm_timeout=60 zero_bucket_bytes=0 %s", options);
+  gaaw_context_t ctx = test_context(comm, list);
+  gaaw_gpt_config_t g = model_tiny_gpt(T, dtype);
+  gaaw_model_t model;
+  gaaw_optimizer_t opt;
+  require_ok(ctx, gaaw_model_create_gpt(ctx, &g, &model));
+  model_randomise(model, 4242);
+  gaaw_optimizer_config_t oc;
+  gaaw_optimizer_config_default(&oc);
+  oc.kind = kind;
+  oc.zero_stage = stage;
+  oc.lr = 3e-3f;
+  oc.clip_norm = 1.0f;
+  require_ok(ctx, gaaw_optimizer_create(model, &oc, &opt));
+  int first = 0;
+  if (load_dir) {
+    require_ok(ctx, gaaw_checkpoint_load(opt, load_dir));
+    first = 5;
+  }
+  float losses[STEPS];
+  int rank, dp;
+  require_ok(ctx, gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, &rank, &dp)); /* each dp rank its own batches */
+  for (int s = first; s < STEPS; s++) {
+    model_train(ctx, model, opt, 1, B, T, 40, 1000 + 97 * (uint64_t)s + (uint64_t)rank, 0, &losses[s]);
+    if (save_dir && s == 4) require_ok(ctx, gaaw_checkpoint_save(opt, save_dir));
+  }
+  result r;
+  r.params = model_snapshot(model, 0, &r.n);
+  require_ok(ctx, gaaw_memory_usage(ctx, GAAW_MEM_OPTIMIZER, &r.optimizer_bytes, NULL));
+  gaaw_optimizer_destroy(&opt);
+  gaaw_model_destroy(&model);
+  gaaw_finalize(&ctx);
+  return r;
+}
+
+static void expect_same(const result *got, const result *want, const char *what)
+{
+  expect_true(got->n == want->n && memcmp(got->params, want->params, sizeof(float) * (size_t)got->n) == 0,
+              "rank %d, %s: the parameters after %d steps differ from the run with the state on the device", world_rank,
+              what, STEPS);
+}
+
+typedef struct {
+  const char *name, *layout;
+  int dp1; /* each rank alone */
+  gaaw_dtype_t dtype;
+  int stage;
+  gaaw_optimizer_kind_t kind;
+} parity_case;
+
+static void check_parity(void)
+{
+  const parity_case cases[] = {
+    {"dp 2, stage 0", "", 0, GAAW_F32, 0, GAAW_ADAMW},   {"dp 2, stage 1", "", 0, GAAW_F32, 1, GAAW_ADAMW},
+    {"dp 2, stage 2", "", 0, GAAW_F32, 2, GAAW_ADAMW},   {"dp 2, stage 3", "", 0, GAAW_F32, 3, GAAW_ADAMW},
+    {"dp 1, stage 0", "", 1, GAAW_F32, 0, GAAW_ADAMW},   {"dp 2, stage 2, bf16", "", 0, GAAW_BF16, 2, GAAW_ADAMW},
+    {"dp 2, stage 3, bf16, SGD", "", 0, GAAW_BF16, 3, GAAW_SGD}, {"tp 2, stage 1", "tp=2", 0, GAAW_F32, 1, GAAW_ADAMW},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const parity_case *p = &cases[c];
+    MPI_Comm comm = p->dp1 ? MPI_COMM_SELF : MPI_COMM_WORLD;
+    char device[96], host[128];
+    snprintf(device, sizeof device, "%s offload_optimizer=none", p->layout);
+    result want = train(comm, device, p->dtype, p->stage, p->kind, NULL, NULL);
+    expect_true(want.optimizer_bytes > 0, "%s: no optimizer state on the device without offload", p->name);
+    for (int simd = 0; simd < GAAW_CPU_SIMD_COUNT; simd++) {
+      const char *version = gaaw_cpu_simd_name((gaaw_cpu_simd)simd);
+      if (!gaaw_cpu_simd_runs((gaaw_cpu_simd)simd)) continue; /* the same CPUs on both ranks here */
+      snprintf(host, sizeof host, "%s offload_optimizer=host cpu_simd=%s", p->layout, version);
+      result got = train(comm, host, p->dtype, p->stage, p->kind, NULL, NULL);
+      char what[128];
+      snprintf(what, sizeof what, "%s, cpu_simd=%s", p->name, version);
+      expect_same(&got, &want, what);
+      expect_true(got.optimizer_bytes == 0, "%s: %zu bytes of optimizer state still on the device", what,
+                  got.optimizer_bytes);
+      free(got.params);
+    }
+    free(want.params);
+  }
+}
+
+/* The same offloaded run twice; a checkpoint of it loaded with the state on the
+ * device goes on as the uninterrupted run. */
+static void check_repeat_and_checkpoint(void)
+{
+  result once = train(MPI_COMM_WORLD, "offload_optimizer=host", GAAW_BF16, 2, GAAW_ADAMW, NULL, NULL);
+  result twice = train(MPI_COMM_WORLD, "offload_optimizer=host", GAAW_BF16, 2, GAAW_ADAMW, NULL, NULL);
+  expect_same(&twice, &once, "the same offloaded run twice");
+  char base[64];
+  ckpt_test_dir(base, sizeof base, "offload_ckpt_");
+  require_ok(NULL, base[0] ? GAAW_SUCCESS : GAAW_ERR_IO);
+  result saved = train(MPI_COMM_WORLD, "offload_optimizer=host", GAAW_BF16, 2, GAAW_ADAMW, base, NULL);
+  result resumed = train(MPI_COMM_WORLD, "offload_optimizer=none", GAAW_BF16, 2, GAAW_ADAMW, NULL, base);
+  expect_same(&saved, &once, "offloaded, saving after 5 steps");
+  expect_same(&resumed, &once, "saved offloaded after 5 steps, resumed on the device");
+  ckpt_test_dir_remove(base);
+  free(once.params), free(twice.params), free(saved.params), free(resumed.params);
+}
+
+/* Rank 0 offloads, rank 1 does not: both get the agreement's error. */
+static void check_mismatch(void)
+{
+  gaaw_context_t ctx = test_context(MPI_COMM_WORLD, world_rank == 0 ? "backend=host offload_optimizer=host"
+                                                                    : "backend=host offload_optimizer=none");
+  gaaw_gpt_config_t g = model_tiny_gpt(T, GAAW_F32);
+  gaaw_model_t model;
+  gaaw_optimizer_t opt = NULL;
+  require_ok(ctx, gaaw_model_create_gpt(ctx, &g, &model));
+  gaaw_optimizer_config_t oc;
+  gaaw_optimizer_config_default(&oc);
+  expect_status_ctx(ctx, gaaw_optimizer_create(model, &oc, &opt), GAAW_ERR_INVALID_ARG);
+  expect_true(opt == NULL && strstr(gaaw_last_error(ctx), "offload_optimizer") != NULL,
+              "rank %d: a different offload_optimizer on each rank: %s", world_rank, gaaw_last_error(ctx));
+  gaaw_model_destroy(&model);
+  gaaw_finalize(&ctx);
+  gaaw_config_t cfg;
+  require_ok(NULL, gaaw_config_create(&cfg));
+  require_ok(NULL, gaaw_config_parse(cfg, "offload_optimizer=disk"));
+  expect_status(gaaw_config_check(cfg), GAAW_ERR_INVALID_ARG);
+  expect_true(strstr(gaaw_last_error(NULL), "offload_optimizer must be none or host") != NULL, "%s",
+              gaaw_last_error(NULL));
+  require_ok(NULL, gaaw_config_parse(cfg, "offload_optimizer=host cpu_simd=sse9"));
+  expect_status(gaaw_config_check(cfg), GAAW_ERR_INVALID_ARG);
+  gaaw_config_destroy(&cfg);
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  check_parity();
+  check_repeat_and_checkpoint();
+  check_mismatch();
+  return test_finish_mpi("test_offload");
+}

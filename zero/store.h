@@ -1,0 +1,36 @@
+/* Where the shard's optimizer state lives, behind an ops table (option
+ * offload_optimizer): the f32 master weights and the moments of each bucket's
+ * piece, and how a piece's update runs there. The step, the checkpoints and the
+ * optimizer's creation go through it and never ask which store it is.
+ *   device  the backend's buffers; the update is the backend's kernel (default)
+ *   host    host memory; the reduced gradient piece comes to host, CPU Adam
+ *           (zero/cpu_update.h) updates it, the new compute-dtype piece goes back */
+#ifndef GAAW_ZERO_STORE_H
+#define GAAW_ZERO_STORE_H
+
+#include "zero/cpu_update.h"
+
+typedef struct zero_store_ops {
+  const char *name; /* the option's value */
+  /* Allocates the state of the whole shard: moments zero, master weights from the
+   * shard's parameters (after gaaw_zero_attach). */
+  gaaw_status_t (*create)(gaaw_optimizer_t opt);
+  /* Bucket b's piece: the reduced gradient in, the master weights and moments
+   * updated, the updated weights out into its parameter piece. */
+  gaaw_status_t (*update)(gaaw_optimizer_t opt, int b, const gaaw_cpu_update_args *args);
+  /* Bucket b's piece to and from host arrays of piece elements (checkpoints):
+   * values are the f32 weights (the master, or the f32 parameters); m2 is NULL
+   * for SGD. write also sets the parameter piece, rounded as a step rounds. */
+  gaaw_status_t (*read)(gaaw_optimizer_t opt, int b, float *values, float *m1, float *m2);
+  gaaw_status_t (*write)(gaaw_optimizer_t opt, int b, const float *values, const float *m1, const float *m2);
+  /* Frees the state (destroy; also after a failed create). */
+  void (*destroy)(gaaw_optimizer_t opt);
+} zero_store_ops;
+
+extern const zero_store_ops gaaw_zero_store_device;
+extern const zero_store_ops gaaw_zero_store_host;
+
+/* The store an offload_optimizer value names, or NULL. */
+const zero_store_ops *gaaw_zero_store_find(const char *name);
+
+#endif

@@ -1,0 +1,130 @@
+/* The host store (offload_optimizer=host, ZeRO-Offload): the shard's f32 master
+ * weights and moments in host memory. A piece's update reads its reduced
+ * gradient from the device, runs CPU Adam (zero/cpu_update.h) over it, and
+ * writes the updated compute-dtype piece back, for the all-gather. The model's
+ * f32 parameters keep their own master here too: the device then holds only the
+ * compute copy. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/runtime/context_impl.h"
+#include "zero/zero_impl.h"
+
+typedef struct {
+  float *master, *m1, *m2;  /* (shard_numel) each; m2: AdamW only */
+  void *grad, *out;         /* (largest piece) in the compute dtype: the gradient in, the weights out */
+  gaaw_cpu_simd simd;
+  size_t bytes;             /* all of the above */
+} host_store;
+
+static void *alloc_host(host_store *s, size_t bytes)
+{
+  void *p = NULL;
+  if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) return NULL;
+  s->bytes += bytes;
+  return p;
+}
+
+static int64_t largest_piece(gaaw_optimizer_t opt)
+{
+  int64_t n = 1;
+  for (int b = 0; b < opt->nbuckets; b++)
+    if (opt->buckets[b].piece > n) n = opt->buckets[b].piece;
+  return n;
+}
+
+/* The parameter piece of bucket b into s->out, then as f32 into w. */
+static gaaw_status_t params_to_f32(gaaw_optimizer_t opt, host_store *s, int b, float *w)
+{
+  gaaw_context_t ctx = opt->ctx;
+  gaaw_tensor_t params = gaaw_zero_param_piece(opt, b);
+  int64_t n = gaaw_tensor_numel(&params);
+  if (!n) return GAAW_SUCCESS;
+  GAAW_CHECK(gaaw_buffer_read(ctx, params.buf, params.offset, s->out, (size_t)n * gaaw_dtype_size(opt->dtype)));
+  gaaw_cpu_to_f32(n, s->out, opt->dtype, w);
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t host_create(gaaw_optimizer_t opt)
+{
+  gaaw_context_t ctx = opt->ctx;
+  host_store *s = calloc(1, sizeof *s);
+  if (!s) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the host store");
+  opt->store_state = s;
+  s->simd = (gaaw_cpu_simd)gaaw_cpu_simd_parse(gaaw_ctx_string(ctx, "cpu_simd")); /* checked at create */
+  size_t state = sizeof(float) * (size_t)opt->shard_numel, piece = gaaw_dtype_size(opt->dtype) * (size_t)largest_piece(opt);
+  s->master = alloc_host(s, state);
+  s->m1 = alloc_host(s, state);
+  s->m2 = opt->cfg.kind == GAAW_ADAMW ? alloc_host(s, state) : NULL;
+  s->grad = alloc_host(s, piece);
+  s->out = alloc_host(s, piece);
+  if (!s->master || !s->m1 || (opt->cfg.kind == GAAW_ADAMW && !s->m2) || !s->grad || !s->out)
+    GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "offload_optimizer=host: cannot allocate %zu bytes of host memory for the "
+              "optimizer state of %lld parameters", s->bytes, (long long)opt->shard_numel);
+  memset(s->m1, 0, state);
+  if (s->m2) memset(s->m2, 0, state);
+  for (int b = 0; b < opt->nbuckets; b++)
+    GAAW_CHECK(params_to_f32(opt, s, b, s->master + opt->buckets[b].shard_at));
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t host_update(gaaw_optimizer_t opt, int b, const gaaw_cpu_update_args *args)
+{
+  gaaw_context_t ctx = opt->ctx;
+  host_store *s = opt->store_state;
+  const zero_bucket *k = &opt->buckets[b];
+  size_t bytes = (size_t)k->piece * gaaw_dtype_size(opt->dtype);
+  if (!k->piece) return GAAW_SUCCESS;
+  gaaw_tensor_t grad = gaaw_zero_grad_piece(opt, b), params = gaaw_zero_param_piece(opt, b);
+  GAAW_CHECK(gaaw_buffer_read(ctx, grad.buf, grad.offset, s->grad, bytes));
+  gaaw_cpu_update(s->simd, k->piece, s->master + k->shard_at, s->m1 + k->shard_at, s->m2 ? s->m2 + k->shard_at : NULL,
+                  s->grad, s->out, opt->dtype, args);
+  return gaaw_buffer_write(ctx, params.buf, params.offset, s->out, bytes);
+}
+
+static gaaw_status_t host_read(gaaw_optimizer_t opt, int b, float *values, float *m1, float *m2)
+{
+  host_store *s = opt->store_state;
+  const zero_bucket *k = &opt->buckets[b];
+  size_t bytes = sizeof(float) * (size_t)k->piece;
+  memcpy(values, s->master + k->shard_at, bytes);
+  memcpy(m1, s->m1 + k->shard_at, bytes);
+  if (m2) memcpy(m2, s->m2 + k->shard_at, bytes);
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t host_write(gaaw_optimizer_t opt, int b, const float *values, const float *m1, const float *m2)
+{
+  host_store *s = opt->store_state;
+  const zero_bucket *k = &opt->buckets[b];
+  size_t bytes = sizeof(float) * (size_t)k->piece;
+  if (!k->piece) return GAAW_SUCCESS;
+  memcpy(s->master + k->shard_at, values, bytes);
+  memcpy(s->m1 + k->shard_at, m1, bytes);
+  if (m2) memcpy(s->m2 + k->shard_at, m2, bytes);
+  gaaw_tensor_t params = gaaw_zero_param_piece(opt, b);
+  gaaw_cpu_from_f32(k->piece, values, s->out, opt->dtype);
+  return gaaw_buffer_write(opt->ctx, params.buf, params.offset, s->out, (size_t)k->piece * gaaw_dtype_size(opt->dtype));
+}
+
+static void host_destroy(gaaw_optimizer_t opt)
+{
+  host_store *s = opt->store_state;
+  if (!s) return;
+  free(s->master);
+  free(s->m1);
+  free(s->m2);
+  free(s->grad);
+  free(s->out);
+  free(s);
+  opt->store_state = NULL;
+}
+
+const zero_store_ops gaaw_zero_store_host = {
+  .name = "host",
+  .create = host_create,
+  .update = host_update,
+  .read = host_read,
+  .write = host_write,
+  .destroy = host_destroy,
+};
