@@ -152,6 +152,13 @@ AC_DEFUN([GAAW_CHECK_CLBLAST], [
                         [Install CLBlast (Debian: apt-get install libclblast-dev).])
 ])
 
+# io_uring for offload_optimizer=nvme's asynchronous file I/O; without it the nvme
+# store reads and writes with pread/pwrite, one piece at a time.
+AC_DEFUN([GAAW_CHECK_LIBURING], [
+  GAAW_CHECK_SIMPLE_LIB([liburing], [LIBURING], [liburing.h], [uring], [struct io_uring r; io_uring_queue_init(1, &r, 0)],
+                        [liburing], [Install liburing (Debian: apt-get install liburing-dev).])
+])
+
 # GAAW_CHECK_REQUIRED_LIB(name, NAME, header, lib, call, pkg, install-hint)
 # A library gaaw cannot build without: from DIR, pkg-config, or the default paths;
 # missing, configure stops and says what to install.

@@ -52,13 +52,16 @@ static gaaw_status_t check_config(gaaw_context_t ctx, const gaaw_optimizer_confi
   return GAAW_SUCCESS;
 }
 
-/* The offload store exists, and the CPU runs the cpu_simd version it would use. */
+/* The offload store exists (nvme with its directory), and the CPU runs the
+ * cpu_simd version it would use. */
 static gaaw_status_t check_store(gaaw_context_t ctx)
 {
   const char *offload = gaaw_ctx_string(ctx, "offload_optimizer"), *simd = gaaw_ctx_string(ctx, "cpu_simd");
   GAAW_ARG_CHECK(ctx, gaaw_zero_store_find(offload), "option offload_optimizer: no store '%s'", offload);
   int version = gaaw_cpu_simd_parse(simd);
   GAAW_ARG_CHECK(ctx, version >= 0, "option cpu_simd: no version '%s'", simd);
+  GAAW_ARG_CHECK(ctx, strcmp(offload, "nvme") != 0 || gaaw_ctx_string(ctx, "nvme_path")[0],
+                 "offload_optimizer=nvme needs option nvme_path, the directory for its files (gaaw-train: --nvme-path)");
   if (strcmp(offload, "none") != 0 && !gaaw_cpu_simd_runs((gaaw_cpu_simd)version))
     GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "option cpu_simd=%s: this CPU (or this build) does not run it; auto picks %s",
               simd, gaaw_cpu_simd_name((gaaw_cpu_simd)gaaw_cpu_simd_parse("auto")));
@@ -95,7 +98,7 @@ static int config_fields(const gaaw_optimizer_config_t *c, gaaw_field *f)
 
 const zero_store_ops *gaaw_zero_store_find(const char *name)
 {
-  const zero_store_ops *all[] = {&gaaw_zero_store_device, &gaaw_zero_store_host};
+  const zero_store_ops *all[] = {&gaaw_zero_store_device, &gaaw_zero_store_host, &gaaw_zero_store_nvme};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (strcmp(all[i]->name, name) == 0) return all[i];
   return NULL;

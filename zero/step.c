@@ -94,7 +94,9 @@ static void update_loss_scale(gaaw_optimizer_t opt, int overflow)
 }
 
 /* Updates every piece of the shard where its state lives; grad_scale turns raw
- * gradients into the mean gradient (and clips). */
+ * gradients into the mean gradient (and clips). A store whose updates can fail on
+ * one rank alone (I/O) has the ranks agree on the outcome, so that a failure is
+ * every rank's error before the all-gather rather than a wait in it. */
 static gaaw_status_t update_shard(gaaw_optimizer_t opt, float grad_scale)
 {
   gaaw_context_t ctx = opt->ctx;
@@ -102,7 +104,14 @@ static gaaw_status_t update_shard(gaaw_optimizer_t opt, float grad_scale)
                                {opt->lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps, opt->cfg.weight_decay,
                                 grad_scale, opt->updates},
                                opt->cfg.momentum};
-  for (int b = 0; b < opt->nbuckets; b++) GAAW_CHECK(opt->store->update(opt, b, &args));
+  gaaw_status_t st = GAAW_SUCCESS;
+  for (int b = 0; b < opt->nbuckets && st == GAAW_SUCCESS; b++) st = opt->store->update(opt, b, &args);
+  if (opt->store->finish) {
+    gaaw_status_t done = opt->store->finish(opt);
+    if (st == GAAW_SUCCESS) st = done;
+  }
+  if (opt->store->local_failures) st = gaaw_agree_world(ctx, st, "the optimizer's update", NULL, 0);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
 

@@ -25,26 +25,6 @@ static void *alloc_host(host_store *s, size_t bytes)
   return p;
 }
 
-static int64_t largest_piece(gaaw_optimizer_t opt)
-{
-  int64_t n = 1;
-  for (int b = 0; b < opt->nbuckets; b++)
-    if (opt->buckets[b].piece > n) n = opt->buckets[b].piece;
-  return n;
-}
-
-/* The parameter piece of bucket b into s->out, then as f32 into w. */
-static gaaw_status_t params_to_f32(gaaw_optimizer_t opt, host_store *s, int b, float *w)
-{
-  gaaw_context_t ctx = opt->ctx;
-  gaaw_tensor_t params = gaaw_zero_param_piece(opt, b);
-  int64_t n = gaaw_tensor_numel(&params);
-  if (!n) return GAAW_SUCCESS;
-  GAAW_CHECK(gaaw_buffer_read(ctx, params.buf, params.offset, s->out, (size_t)n * gaaw_dtype_size(opt->dtype)));
-  gaaw_cpu_to_f32(n, s->out, opt->dtype, w);
-  return GAAW_SUCCESS;
-}
-
 static gaaw_status_t host_create(gaaw_optimizer_t opt)
 {
   gaaw_context_t ctx = opt->ctx;
@@ -52,7 +32,8 @@ static gaaw_status_t host_create(gaaw_optimizer_t opt)
   if (!s) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the host store");
   opt->store_state = s;
   s->simd = (gaaw_cpu_simd)gaaw_cpu_simd_parse(gaaw_ctx_string(ctx, "cpu_simd")); /* checked at create */
-  size_t state = sizeof(float) * (size_t)opt->shard_numel, piece = gaaw_dtype_size(opt->dtype) * (size_t)largest_piece(opt);
+  size_t state = sizeof(float) * (size_t)opt->shard_numel;
+  size_t piece = gaaw_dtype_size(opt->dtype) * (size_t)gaaw_zero_largest_piece(opt);
   s->master = alloc_host(s, state);
   s->m1 = alloc_host(s, state);
   s->m2 = opt->cfg.kind == GAAW_ADAMW ? alloc_host(s, state) : NULL;
@@ -64,22 +45,18 @@ static gaaw_status_t host_create(gaaw_optimizer_t opt)
   memset(s->m1, 0, state);
   if (s->m2) memset(s->m2, 0, state);
   for (int b = 0; b < opt->nbuckets; b++)
-    GAAW_CHECK(params_to_f32(opt, s, b, s->master + opt->buckets[b].shard_at));
+    GAAW_CHECK(gaaw_zero_param_piece_to_f32(opt, b, s->out, s->master + opt->buckets[b].shard_at));
   return GAAW_SUCCESS;
 }
 
 static gaaw_status_t host_update(gaaw_optimizer_t opt, int b, const gaaw_cpu_update_args *args)
 {
-  gaaw_context_t ctx = opt->ctx;
   host_store *s = opt->store_state;
   const zero_bucket *k = &opt->buckets[b];
-  size_t bytes = (size_t)k->piece * gaaw_dtype_size(opt->dtype);
   if (!k->piece) return GAAW_SUCCESS;
-  gaaw_tensor_t grad = gaaw_zero_grad_piece(opt, b), params = gaaw_zero_param_piece(opt, b);
-  GAAW_CHECK(gaaw_buffer_read(ctx, grad.buf, grad.offset, s->grad, bytes));
-  gaaw_cpu_update(s->simd, k->piece, s->master + k->shard_at, s->m1 + k->shard_at, s->m2 ? s->m2 + k->shard_at : NULL,
-                  s->grad, s->out, opt->dtype, args);
-  return gaaw_buffer_write(ctx, params.buf, params.offset, s->out, bytes);
+  zero_cpu_piece p = {s->master + k->shard_at, s->m1 + k->shard_at, s->m2 ? s->m2 + k->shard_at : NULL,
+                      s->grad, s->out, s->simd};
+  return gaaw_zero_cpu_update_piece(opt, b, args, &p);
 }
 
 static gaaw_status_t host_read(gaaw_optimizer_t opt, int b, float *values, float *m1, float *m2)
@@ -102,9 +79,7 @@ static gaaw_status_t host_write(gaaw_optimizer_t opt, int b, const float *values
   memcpy(s->master + k->shard_at, values, bytes);
   memcpy(s->m1 + k->shard_at, m1, bytes);
   if (m2) memcpy(s->m2 + k->shard_at, m2, bytes);
-  gaaw_tensor_t params = gaaw_zero_param_piece(opt, b);
-  gaaw_cpu_from_f32(k->piece, values, s->out, opt->dtype);
-  return gaaw_buffer_write(opt->ctx, params.buf, params.offset, s->out, (size_t)k->piece * gaaw_dtype_size(opt->dtype));
+  return gaaw_zero_param_piece_from_f32(opt, b, values, s->out);
 }
 
 static void host_destroy(gaaw_optimizer_t opt)

@@ -490,8 +490,8 @@ static gaaw_status_t check_value(int i, const gaaw_config_value *v, const char *
     GAAW_ARG_CHECK(NULL, peak_tflops_valid(v->s),
                    "option peak_tflops must be a number > 0, measure, or empty (unknown), got '%s'%s", v->s, origin);
   if (strcmp(name, "offload_optimizer") == 0)
-    GAAW_ARG_CHECK(NULL, strcmp(v->s, "none") == 0 || strcmp(v->s, "host") == 0,
-                   "option offload_optimizer must be none or host, got '%s'%s", v->s, origin);
+    GAAW_ARG_CHECK(NULL, strcmp(v->s, "none") == 0 || strcmp(v->s, "host") == 0 || strcmp(v->s, "nvme") == 0,
+                   "option offload_optimizer must be none, host or nvme, got '%s'%s", v->s, origin);
   if (strcmp(name, "cpu_simd") == 0)
     GAAW_ARG_CHECK(NULL, strcmp(v->s, "auto") == 0 || strcmp(v->s, "avx512") == 0 || strcmp(v->s, "avx2") == 0 ||
                            strcmp(v->s, "scalar") == 0,

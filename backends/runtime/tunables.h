@@ -54,11 +54,16 @@
     "the parameter memory of the rank's chunks is then whole, as at stage 2)")                    \
   /* offload */                                                                                   \
   X(offload_optimizer, STRING, "none",                                                            \
-    "where the optimizer's f32 master weights and moments live: none (the device) or host (host " \
+    "where the optimizer's f32 master weights and moments live: none (the device), host (host "   \
     "memory, ZeRO-Offload: each reduced gradient piece goes to host, CPU Adam updates it, the "   \
-    "new compute-dtype piece comes back); every rank the same")                                    \
+    "new compute-dtype piece comes back) or nvme (a file per rank under nvme_path, ZeRO-Infinity: " \
+    "pieces read ahead and written behind while CPU Adam runs); every rank the same")            \
+  X(nvme_path, STRING, "",                                                                        \
+    "directory of offload_optimizer=nvme's files, one per rank, created at gaaw_optimizer_create " \
+    "with their space reserved and unlinked at once (nothing is left behind); may differ across " \
+    "ranks (node-local disks)")                                                                   \
   X(cpu_simd, STRING, "auto",                                                                     \
-    "the CPU Adam version offload_optimizer=host runs: auto (the widest this CPU runs), avx512, "  \
+    "the CPU Adam version offload_optimizer=host and nvme run: auto (the widest this CPU runs), avx512, "  \
     "avx2 or scalar; all give the same bits")                                                     \
   /* checkpoints */                                                                               \
   X(checkpoint_keep, INT, "0",                                                                    \

@@ -28,6 +28,7 @@ class Gaaw(AutotoolsPackage, CudaPackage):
     depends_on("blas")
     depends_on("jansson")
     depends_on("xxhash")
+    depends_on("liburing")
     depends_on("nccl", when="+nccl+cuda")
     depends_on("opencl", when="+opencl")
     depends_on("clblast", when="+opencl")
@@ -44,6 +45,8 @@ class Gaaw(AutotoolsPackage, CudaPackage):
         # checkpoint metadata (JSON) and checksums (XXH3), both required
         args.append("--with-jansson={0}".format(spec["jansson"].prefix))
         args.append("--with-xxhash={0}".format(spec["xxhash"].prefix))
+        # io_uring for offload_optimizer=nvme (else pread/pwrite)
+        args.append("--with-liburing={0}".format(spec["liburing"].prefix))
         if spec.satisfies("+fortran"):
             # the wrapper, so that the Fortran tests' `use mpi` is the same MPI
             args += ["--enable-fortran=yes", "FC={0}".format(spec["mpi"].mpifc)]

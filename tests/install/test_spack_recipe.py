@@ -1,6 +1,6 @@
 """Checks ports/spack/package.py against a stub of Spack (spack_stub/) and against
 gaaw's own configure: the recipe declares the variants cuda, nccl, opencl and fortran
-and depends on mpi, blas, jansson and xxhash; for every combination of the variants its
+and depends on mpi, blas, jansson, xxhash and liburing; for every combination of the variants its
 configure_args() maps each variant to its configure option (prefix of the dependency
 when on, --without-X / --disable-X when off), and every option and variable it
 passes is one that `configure --help` lists.
@@ -79,7 +79,7 @@ def main():
     for name in ("cuda", "nccl", "opencl", "fortran"):
         check(name in stub.variants, "no variant %s" % name)
     depends = {name for name, _ in stub.dependencies}
-    for name in ("mpi", "blas", "jansson", "xxhash"):
+    for name in ("mpi", "blas", "jansson", "xxhash", "liburing"):
         check((name, None) in stub.dependencies, "does not always depend on %s" % name)
     check(("nccl", "+nccl+cuda") in stub.dependencies, "nccl is not a dependency of +nccl+cuda")
     check("opencl" in depends and "clblast" in depends, "+opencl does not depend on opencl and clblast")
@@ -102,7 +102,7 @@ def main():
             else:
                 check(arg.split("=")[0] in variables, "%s: %s is not a configure variable" % (where, arg))
         want = ["MPICC=/spack/mpi/bin/mpicc", "--with-blas=/spack/blas", "--with-jansson=/spack/jansson",
-                "--with-xxhash=/spack/xxhash"]
+                "--with-xxhash=/spack/xxhash", "--with-liburing=/spack/liburing"]
         want += ["--with-cuda=/spack/cuda", "--with-cuda-arch=80 90"] if on["cuda"] else ["--without-cuda"]
         want += ["--with-nccl=/spack/nccl"] if on["nccl"] else ["--without-nccl"]
         want += (["--with-opencl=/spack/opencl", "--with-clblast=/spack/clblast"] if on["opencl"]

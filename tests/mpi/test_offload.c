@@ -1,15 +1,17 @@
-/* Optimizer offload to host memory (offload_optimizer=host, CPU Adam) on 2 ranks
- * (built as test_offload_np2), against the same run with the state on the device
- * (the host backend), bit for bit:
- *  - AdamW, f32: ZeRO stages 0..3 at dp 2, and stage 0 at dp 1 (each rank alone);
- *    bf16 at stage 2; SGD with momentum in bf16 at stage 3; tp 2;
- *  - every cpu_simd version this CPU runs gives the same bits, and the same run
- *    twice is bit-identical;
+/* Optimizer offload (offload_optimizer=host: CPU Adam on host memory; nvme: the
+ * state in a file per rank) on 2 ranks (built as test_offload_np2), against the
+ * same run with the state on the device (the host backend), bit for bit:
+ *  - AdamW, f32: ZeRO stages 0..3 at dp 2 and at dp 1 (each rank alone); bf16 at
+ *    stage 2; SGD with momentum in bf16 at stage 3; tp 2; pp 2;
+ *  - on host every cpu_simd version this CPU runs gives the same bits; nvme with
+ *    the widest; the same run twice is bit-identical; nvme leaves no file;
  *  - the optimizer state leaves the device: its category holds nothing there;
- *  - a checkpoint saved with the state on host loads into a run with the state on
- *    the device, and the two go on identically;
+ *  - checkpoints saved with the state on host or nvme load into a run with the
+ *    state on the device or nvme, and go on identically;
  *  - ranks given different offload_optimizer values get the same named error;
- *    an unknown value is refused. */
+ *    an unknown value is refused.
+ * The nvme store's failures are tests/mpi/test_offload_faults.sh's. */
+#include <dirent.h>
 #include <mpi.h>
 
 #include "tests/harness/checkpoint_util.h"
@@ -82,53 +84,103 @@ typedef struct {
   gaaw_optimizer_kind_t kind;
 } parity_case;
 
+/* Whether dir holds no entry but . and .. (the nvme store leaves nothing). */
+static int dir_empty(const char *dir)
+{
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  int n = 0;
+  if (!d) return 0;
+  while ((e = readdir(d)))
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
+  closedir(d);
+  return n == 0;
+}
+
+/* The case offloaded to store (host or nvme) with cpu_simd=version, against want. */
+static void check_offloaded(const parity_case *p, MPI_Comm comm, const result *want, const char *store,
+                            const char *version, const char *nvme_dir)
+{
+  char options[256], what[160];
+  snprintf(options, sizeof options, "%s offload_optimizer=%s cpu_simd=%s nvme_path=%s", p->layout, store, version,
+           nvme_dir);
+  snprintf(what, sizeof what, "%s, offload_optimizer=%s, cpu_simd=%s", p->name, store, version);
+  result got = train(comm, options, p->dtype, p->stage, p->kind, NULL, NULL);
+  expect_same(&got, want, what);
+  expect_true(got.optimizer_bytes == 0, "%s: %zu bytes of optimizer state still on the device", what,
+              got.optimizer_bytes);
+  if (strcmp(store, "nvme") == 0)
+    expect_true(dir_empty(nvme_dir), "%s: files left in nvme_path %s after the optimizer's destroy", what, nvme_dir);
+  free(got.params);
+}
+
+/* Every ZeRO stage at dp 1 and 2, bf16, SGD, tp 2 and pp 2: the state on host
+ * (every cpu_simd version this CPU runs) and on nvme (the widest) gives the
+ * parameters of the state on the device, bit for bit. */
 static void check_parity(void)
 {
   const parity_case cases[] = {
     {"dp 2, stage 0", "", 0, GAAW_F32, 0, GAAW_ADAMW},   {"dp 2, stage 1", "", 0, GAAW_F32, 1, GAAW_ADAMW},
     {"dp 2, stage 2", "", 0, GAAW_F32, 2, GAAW_ADAMW},   {"dp 2, stage 3", "", 0, GAAW_F32, 3, GAAW_ADAMW},
-    {"dp 1, stage 0", "", 1, GAAW_F32, 0, GAAW_ADAMW},   {"dp 2, stage 2, bf16", "", 0, GAAW_BF16, 2, GAAW_ADAMW},
+    {"dp 1, stage 0", "", 1, GAAW_F32, 0, GAAW_ADAMW},   {"dp 1, stage 1", "", 1, GAAW_F32, 1, GAAW_ADAMW},
+    {"dp 1, stage 2", "", 1, GAAW_F32, 2, GAAW_ADAMW},   {"dp 1, stage 3", "", 1, GAAW_F32, 3, GAAW_ADAMW},
+    {"dp 2, stage 2, bf16", "", 0, GAAW_BF16, 2, GAAW_ADAMW},
     {"dp 2, stage 3, bf16, SGD", "", 0, GAAW_BF16, 3, GAAW_SGD}, {"tp 2, stage 1", "tp=2", 0, GAAW_F32, 1, GAAW_ADAMW},
+    {"pp 2, stage 1", "pp=2", 0, GAAW_F32, 1, GAAW_ADAMW},
   };
+  char nvme_dir[64];
+  ckpt_test_dir(nvme_dir, sizeof nvme_dir, "offload_nvme_");
+  require_ok(NULL, nvme_dir[0] ? GAAW_SUCCESS : GAAW_ERR_IO);
+  const char *widest = gaaw_cpu_simd_name((gaaw_cpu_simd)gaaw_cpu_simd_parse("auto"));
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     const parity_case *p = &cases[c];
     MPI_Comm comm = p->dp1 ? MPI_COMM_SELF : MPI_COMM_WORLD;
-    char device[96], host[128];
+    char device[96];
     snprintf(device, sizeof device, "%s offload_optimizer=none", p->layout);
     result want = train(comm, device, p->dtype, p->stage, p->kind, NULL, NULL);
     expect_true(want.optimizer_bytes > 0, "%s: no optimizer state on the device without offload", p->name);
-    for (int simd = 0; simd < GAAW_CPU_SIMD_COUNT; simd++) {
-      const char *version = gaaw_cpu_simd_name((gaaw_cpu_simd)simd);
-      if (!gaaw_cpu_simd_runs((gaaw_cpu_simd)simd)) continue; /* the same CPUs on both ranks here */
-      snprintf(host, sizeof host, "%s offload_optimizer=host cpu_simd=%s", p->layout, version);
-      result got = train(comm, host, p->dtype, p->stage, p->kind, NULL, NULL);
-      char what[128];
-      snprintf(what, sizeof what, "%s, cpu_simd=%s", p->name, version);
-      expect_same(&got, &want, what);
-      expect_true(got.optimizer_bytes == 0, "%s: %zu bytes of optimizer state still on the device", what,
-                  got.optimizer_bytes);
-      free(got.params);
-    }
+    for (int simd = 0; simd < GAAW_CPU_SIMD_COUNT; simd++)
+      if (gaaw_cpu_simd_runs((gaaw_cpu_simd)simd)) /* the same CPUs on both ranks here */
+        check_offloaded(p, comm, &want, "host", gaaw_cpu_simd_name((gaaw_cpu_simd)simd), nvme_dir);
+    check_offloaded(p, comm, &want, "nvme", widest, nvme_dir);
     free(want.params);
   }
+  ckpt_test_dir_remove(nvme_dir);
 }
 
-/* The same offloaded run twice; a checkpoint of it loaded with the state on the
- * device goes on as the uninterrupted run. */
+/* The same offloaded run twice (host, nvme); checkpoints move between the stores:
+ * saved offloaded, resumed on the device or on nvme, each goes on as the
+ * uninterrupted run. */
 static void check_repeat_and_checkpoint(void)
 {
+  char base[64], nvme_dir[64], nvme[128];
+  ckpt_test_dir(base, sizeof base, "offload_ckpt_");
+  ckpt_test_dir(nvme_dir, sizeof nvme_dir, "offload_nvme_");
+  require_ok(NULL, base[0] && nvme_dir[0] ? GAAW_SUCCESS : GAAW_ERR_IO);
+  snprintf(nvme, sizeof nvme, "offload_optimizer=nvme nvme_path=%s", nvme_dir);
   result once = train(MPI_COMM_WORLD, "offload_optimizer=host", GAAW_BF16, 2, GAAW_ADAMW, NULL, NULL);
   result twice = train(MPI_COMM_WORLD, "offload_optimizer=host", GAAW_BF16, 2, GAAW_ADAMW, NULL, NULL);
+  result nvme_once = train(MPI_COMM_WORLD, nvme, GAAW_BF16, 2, GAAW_ADAMW, NULL, NULL);
+  result nvme_twice = train(MPI_COMM_WORLD, nvme, GAAW_BF16, 2, GAAW_ADAMW, NULL, NULL);
   expect_same(&twice, &once, "the same offloaded run twice");
-  char base[64];
-  ckpt_test_dir(base, sizeof base, "offload_ckpt_");
-  require_ok(NULL, base[0] ? GAAW_SUCCESS : GAAW_ERR_IO);
+  expect_same(&nvme_once, &once, "offload_optimizer=nvme against host");
+  expect_same(&nvme_twice, &nvme_once, "the same run on nvme twice");
   result saved = train(MPI_COMM_WORLD, "offload_optimizer=host", GAAW_BF16, 2, GAAW_ADAMW, base, NULL);
   result resumed = train(MPI_COMM_WORLD, "offload_optimizer=none", GAAW_BF16, 2, GAAW_ADAMW, NULL, base);
+  result on_nvme = train(MPI_COMM_WORLD, nvme, GAAW_BF16, 2, GAAW_ADAMW, NULL, base);
   expect_same(&saved, &once, "offloaded, saving after 5 steps");
   expect_same(&resumed, &once, "saved offloaded after 5 steps, resumed on the device");
+  expect_same(&on_nvme, &once, "saved offloaded after 5 steps, resumed on nvme");
   ckpt_test_dir_remove(base);
-  free(once.params), free(twice.params), free(saved.params), free(resumed.params);
+  ckpt_test_dir(base, sizeof base, "offload_ckpt_");
+  result saved_nvme = train(MPI_COMM_WORLD, nvme, GAAW_BF16, 2, GAAW_ADAMW, base, NULL);
+  result from_nvme = train(MPI_COMM_WORLD, "offload_optimizer=none", GAAW_BF16, 2, GAAW_ADAMW, NULL, base);
+  expect_same(&saved_nvme, &once, "on nvme, saving after 5 steps");
+  expect_same(&from_nvme, &once, "saved on nvme after 5 steps, resumed on the device");
+  ckpt_test_dir_remove(base);
+  ckpt_test_dir_remove(nvme_dir);
+  result *all[] = {&once, &twice, &nvme_once, &nvme_twice, &saved, &resumed, &on_nvme, &saved_nvme, &from_nvme};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]->params);
 }
 
 /* Rank 0 offloads, rank 1 does not: both get the agreement's error. */
@@ -151,7 +203,7 @@ static void check_mismatch(void)
   require_ok(NULL, gaaw_config_create(&cfg));
   require_ok(NULL, gaaw_config_parse(cfg, "offload_optimizer=disk"));
   expect_status(gaaw_config_check(cfg), GAAW_ERR_INVALID_ARG);
-  expect_true(strstr(gaaw_last_error(NULL), "offload_optimizer must be none or host") != NULL, "%s",
+  expect_true(strstr(gaaw_last_error(NULL), "offload_optimizer must be none, host or nvme") != NULL, "%s",
               gaaw_last_error(NULL));
   require_ok(NULL, gaaw_config_parse(cfg, "offload_optimizer=host cpu_simd=sse9"));
   expect_status(gaaw_config_check(cfg), GAAW_ERR_INVALID_ARG);
