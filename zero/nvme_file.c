@@ -1,6 +1,8 @@
 /* The nvme store's file (zero/nvme_file.h): io_uring or pread/pwrite, O_DIRECT or
  * buffered, one transfer per slot. */
 #define _GNU_SOURCE
+#include "config.h" /* GAAW_HAVE_LIBURING */
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -128,6 +130,11 @@ gaaw_status_t gaaw_nvme_start(gaaw_nvme_file *f, int slot, int write, void *buf,
   if (s->busy || s->status != GAAW_SUCCESS)
     GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "nvme slot %d started while busy", slot);
   *s = (nvme_slot){1, write, buf, bytes, 0, offset, GAAW_SUCCESS};
+  if (write && getenv("GAAW_TEST_NVME_FAIL_WRITES")) { /* test-only: a failing disk */
+    s->status = io_error(f, s, EIO, NULL);
+    s->busy = 0;
+    return GAAW_SUCCESS;
+  }
 #ifdef GAAW_HAVE_LIBURING
   if (f->async) {
     gaaw_status_t st = submit(f, slot);
