@@ -428,11 +428,21 @@ static int pass_library_flags(const train_options *o, gaaw_config_t cfg, char *e
     const char *flag, *value, *option;
   } pass[] = {{"--offload-optimizer", o->offload_optimizer, "offload_optimizer"},
               {"--cpu-simd", o->cpu_simd, "cpu_simd"},
+              {"--nvme-path", o->nvme_path, "nvme_path"},
               {"--device-memory-limit", o->device_memory_limit, "device_memory_limit"}};
   for (size_t i = 0; i < sizeof pass / sizeof pass[0]; i++)
     if (pass[i].value[0])
       CHECK(gaaw_config_set(cfg, pass[i].option, pass[i].value) == GAAW_SUCCESS && gaaw_config_check(cfg) == GAAW_SUCCESS,
             "%s %s: %s", pass[i].flag, pass[i].value, gaaw_last_error(NULL));
+  /* the directory as the command line, the environment or the file left it */
+  char nvme[TRAIN_STRING_MAX] = "";
+  struct stat st;
+  gaaw_config_get_string(cfg, "nvme_path", nvme, sizeof nvme);
+  errno = 0;
+  if (nvme[0])
+    CHECK(stat(nvme, &st) == 0 && S_ISDIR(st.st_mode) && access(nvme, W_OK | X_OK) == 0,
+          "--nvme-path %s: not a directory this process can write in (%s)", nvme,
+          errno ? strerror(errno) : "not a directory");
   return TRAIN_EXIT_OK;
 }
 

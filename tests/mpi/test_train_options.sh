@@ -12,6 +12,8 @@
 #  - --accum 2: the header and every step count 2 microbatches (512 tokens per step,
 #    tokens_per_s x ms = 512 within the printed digits), the loss falls, the metrics
 #    differ from --accum 1's;
+#  - --offload-optimizer nvme --nvme-path DIR: the losses of the state on the device,
+#    no optimizer bytes on the device, DIR empty afterwards; a missing DIR: exit 2;
 #  - --optimizer sgd: the header says sgd, the loss falls, one f32 momentum per
 #    parameter sharded over dp (optimizer_bytes x dp = params_bytes), the first step's
 #    loss (before any update) equals AdamW's and later ones do not;
@@ -108,6 +110,20 @@ if trained accum; then
   strip accum >"$tmp/b"
   cmp -s "$tmp/a" "$tmp/b" && err "--accum 2 gave the metrics of --accum 1"
 fi
+
+# --offload-optimizer nvme: the same losses as the state on the device, bit for bit,
+# no optimizer state on the device, nothing left in --nvme-path; a --nvme-path that
+# is not a directory stops before training with exit 2
+mkdir "$tmp/nvme"
+train nvme --offload-optimizer nvme --nvme-path "$tmp/nvme"
+if trained nvme; then
+  test "`values loss nvme`" = "`values loss f32`" || err "nvme: the losses differ from the state on the device's"
+  test "`first optimizer_bytes nvme`" = 0 || err "nvme: `first optimizer_bytes nvme` bytes of optimizer state on the device"
+  test -z "`ls -A "$tmp/nvme"`" || err "nvme: files left in --nvme-path: `ls -A "$tmp/nvme"`"
+fi
+train nvme-missing --offload-optimizer nvme --nvme-path "$tmp/not-there"
+test $rc -eq 2 && grep -q -- "--nvme-path $tmp/not-there: not a directory" "$tmp/nvme-missing.err" ||
+  err "--nvme-path missing: exit $rc, `cat "$tmp/nvme-missing.err"`"
 
 # --optimizer sgd
 train sgd --optimizer sgd --lr 0.5
