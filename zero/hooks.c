@@ -4,7 +4,8 @@
  *     2 on every microbatch into the shard, or in a pipeline once after the
  *     chunk's last microbatch; stage 3 on every microbatch), so that on a backend with a
  *     communication stream it runs while backward goes on below;
- *   - stage 3 parameters: a layer's buckets are all-gathered before it runs, the
+ *   - stage 3 parameters: a layer's buckets are all-gathered (from the shard,
+ *     wherever offload_params keeps it: zero/param_shard.c) before it runs, the
  *     next layer's are started one layer ahead (prefetch), and each is freed after
  *     its last use in the pass (with zero_keep_gathered, at the optimizer step).
  * Started collectives are waited for before their memory is read, reused or freed;
@@ -36,8 +37,7 @@ static gaaw_status_t start_gather(gaaw_optimizer_t opt, int b, int *started)
   GAAW_CHECK(gaaw_buffer_alloc(ctx, (size_t)k->len * gaaw_dtype_size(opt->dtype), GAAW_MEM_PARAMS, &k->whole_params));
   gaaw_tensor_t whole = gaaw_zero_view(k->whole_params, opt->dtype, 0, k->len);
   gaaw_tensor_t mine = gaaw_zero_view(k->whole_params, opt->dtype, opt->dp_rank * k->piece, k->piece);
-  gaaw_tensor_t shard = gaaw_zero_param_piece(opt, b);
-  gaaw_status_t st = gaaw_cast(ctx, &shard, &mine);
+  gaaw_status_t st = gaaw_zero_shard_to_device(opt, b, &mine);
   if (st == GAAW_SUCCESS) st = gaaw_comm_allgather_start(opt->dp, &mine, &whole, &k->gather);
   if (st != GAAW_SUCCESS) { /* not resident after all: the next use starts over */
     gaaw_buffer_free(ctx, &k->whole_params);
@@ -68,8 +68,7 @@ static gaaw_status_t release_bucket(gaaw_optimizer_t opt, int b, int keep)
   GAAW_CHECK(gaaw_comm_wait(&k->gather)); /* never free memory a collective still fills */
   if (keep) {
     gaaw_tensor_t mine = gaaw_zero_view(k->whole_params, opt->dtype, opt->dp_rank * k->piece, k->piece);
-    gaaw_tensor_t shard = gaaw_zero_param_piece(opt, b);
-    GAAW_CHECK(gaaw_cast(ctx, &mine, &shard));
+    GAAW_CHECK(gaaw_zero_shard_from_device(opt, b, &mine));
   }
   bind_bucket(opt, b, 0, NULL);
   GAAW_CHECK(gaaw_buffer_free(ctx, &k->whole_params));
@@ -417,12 +416,11 @@ gaaw_status_t gaaw_zero_attach(gaaw_optimizer_t opt)
   }
   if (opt->cfg.zero_stage == 3) {
     opt->keep_gathered = gaaw_ctx_bool(ctx, "zero_keep_gathered");
-    GAAW_CHECK(gaaw_buffer_alloc(ctx, shard_bytes, GAAW_MEM_PARAMS, &opt->shard_params));
+    GAAW_CHECK(gaaw_zero_shard_create(opt, gaaw_zero_params_place_parse(gaaw_ctx_string(ctx, "offload_params"))));
     for (int b = 0; b < opt->nbuckets; b++) {
       const zero_bucket *k = &opt->buckets[b];
       gaaw_tensor_t from = gaaw_params_span(&m->params, 0, k->lo + opt->dp_rank * k->piece, k->piece);
-      gaaw_tensor_t to = gaaw_zero_param_piece(opt, b);
-      GAAW_CHECK(gaaw_cast(ctx, &from, &to));
+      GAAW_CHECK(gaaw_zero_shard_from_device(opt, b, &from));
     }
     gaaw_params_release(ctx, &m->params, 0);
   }

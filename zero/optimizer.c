@@ -52,16 +52,24 @@ static gaaw_status_t check_config(gaaw_context_t ctx, const gaaw_optimizer_confi
   return GAAW_SUCCESS;
 }
 
-/* The offload store exists (nvme with its directory), and the CPU runs the
+/* The offload store and the parameters' place exist (offload_params only at stage
+ * 3 with the optimizer on the CPU; nvme with its directory), and the CPU runs the
  * cpu_simd version it would use. */
-static gaaw_status_t check_store(gaaw_context_t ctx)
+static gaaw_status_t check_store(gaaw_context_t ctx, int zero_stage)
 {
   const char *offload = gaaw_ctx_string(ctx, "offload_optimizer"), *simd = gaaw_ctx_string(ctx, "cpu_simd");
   GAAW_ARG_CHECK(ctx, gaaw_zero_store_find(offload), "option offload_optimizer: no store '%s'", offload);
   int version = gaaw_cpu_simd_parse(simd);
   GAAW_ARG_CHECK(ctx, version >= 0, "option cpu_simd: no version '%s'", simd);
-  GAAW_ARG_CHECK(ctx, strcmp(offload, "nvme") != 0 || gaaw_ctx_string(ctx, "nvme_path")[0],
-                 "offload_optimizer=nvme needs option nvme_path, the directory for its files (gaaw-train: --nvme-path)");
+  const char *params = gaaw_ctx_string(ctx, "offload_params");
+  GAAW_ARG_CHECK(ctx, gaaw_zero_params_place_parse(params) >= 0, "option offload_params: no place '%s'", params);
+  GAAW_ARG_CHECK(ctx, strcmp(params, "none") == 0 || (zero_stage == 3 && strcmp(offload, "none") != 0),
+                 "offload_params=%s needs ZeRO stage 3 (got %d) and offload_optimizer host or nvme (got %s): the "
+                 "parameter shard leaves the device only at stage 3, and the optimizer then updates it on the CPU",
+                 params, zero_stage, offload);
+  GAAW_ARG_CHECK(ctx, (strcmp(offload, "nvme") != 0 && strcmp(params, "nvme") != 0) || gaaw_ctx_string(ctx, "nvme_path")[0],
+                 "offload_optimizer=%s offload_params=%s needs option nvme_path, the directory for the files "
+                 "(gaaw-train: --nvme-path)", offload, params);
   if (strcmp(offload, "none") != 0 && !gaaw_cpu_simd_runs((gaaw_cpu_simd)version))
     GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "option cpu_simd=%s: this CPU (or this build) does not run it; auto picks %s",
               simd, gaaw_cpu_simd_name((gaaw_cpu_simd)gaaw_cpu_simd_parse("auto")));
@@ -139,13 +147,14 @@ gaaw_status_t gaaw_optimizer_create(gaaw_model_t model, const gaaw_optimizer_con
                                 : gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
                                                    "%s must not be NULL", cfg ? "out" : "cfg");
   if (st == GAAW_SUCCESS) st = check_config(ctx, cfg);
-  if (st == GAAW_SUCCESS) st = check_store(ctx);
+  if (st == GAAW_SUCCESS) st = check_store(ctx, cfg->zero_stage);
   if (st == GAAW_SUCCESS && model->hooks.before_layer)
     st = gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
                           "the model already has an optimizer; destroy it first");
-  gaaw_field fields[17];
+  gaaw_field fields[18];
   int nfields = st == GAAW_SUCCESS ? config_fields(cfg, fields) : 0;
   if (st == GAAW_SUCCESS) fields[nfields++] = GAAW_FIELD_TEXT("offload_optimizer", gaaw_ctx_string(ctx, "offload_optimizer"));
+  if (st == GAAW_SUCCESS) fields[nfields++] = GAAW_FIELD_TEXT("offload_params", gaaw_ctx_string(ctx, "offload_params"));
   /* every rank must run the same optimizer (the fields of a checked config only) */
   GAAW_CHECK(gaaw_agree_world(ctx, st, "the optimizer configuration", fields, nfields));
   gaaw_optimizer_t opt = calloc(1, sizeof *opt);
@@ -176,8 +185,8 @@ gaaw_status_t gaaw_optimizer_destroy(gaaw_optimizer_t *opt)
   if (o->ckpt_free) o->ckpt_free(o);
   gaaw_zero_detach(o);
   if (o->store) o->store->destroy(o);
-  gaaw_buffer_t *bufs[] = {&o->shard_params, &o->shard_grads};
-  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gaaw_buffer_free(ctx, bufs[i]);
+  gaaw_zero_shard_destroy(o);
+  gaaw_buffer_free(ctx, &o->shard_grads);
   free(o->buckets);
   free(o->bucket_of_layer);
   free(o->segments);

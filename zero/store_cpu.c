@@ -17,31 +17,25 @@ gaaw_status_t gaaw_zero_cpu_update_piece(gaaw_optimizer_t opt, int b, const gaaw
   gaaw_context_t ctx = opt->ctx;
   const zero_bucket *k = &opt->buckets[b];
   size_t bytes = (size_t)k->piece * gaaw_dtype_size(opt->dtype);
-  gaaw_tensor_t grad = gaaw_zero_grad_piece(opt, b), params = gaaw_zero_param_piece(opt, b);
+  gaaw_tensor_t grad = gaaw_zero_grad_piece(opt, b);
   GAAW_CHECK(gaaw_buffer_read(ctx, grad.buf, grad.offset, p->grad, bytes));
   gaaw_cpu_update(p->simd, k->piece, p->w, p->m1, p->m2, p->grad, p->out, opt->dtype, args);
-  GAAW_CHECK(gaaw_buffer_write(ctx, params.buf, params.offset, p->out, bytes));
+  GAAW_CHECK(gaaw_zero_shard_write(opt, b, p->out));
   return GAAW_SUCCESS;
 }
 
 gaaw_status_t gaaw_zero_param_piece_to_f32(gaaw_optimizer_t opt, int b, void *staging, float *w)
 {
   gaaw_context_t ctx = opt->ctx;
-  gaaw_tensor_t params = gaaw_zero_param_piece(opt, b);
-  int64_t n = gaaw_tensor_numel(&params);
-  if (!n) return GAAW_SUCCESS;
-  GAAW_CHECK(gaaw_buffer_read(ctx, params.buf, params.offset, staging, (size_t)n * gaaw_dtype_size(opt->dtype)));
-  gaaw_cpu_to_f32(n, staging, opt->dtype, w);
+  GAAW_CHECK(gaaw_zero_shard_read(opt, b, staging));
+  gaaw_cpu_to_f32(opt->buckets[b].piece, staging, opt->dtype, w);
   return GAAW_SUCCESS;
 }
 
 gaaw_status_t gaaw_zero_param_piece_from_f32(gaaw_optimizer_t opt, int b, const float *w, void *staging)
 {
   gaaw_context_t ctx = opt->ctx;
-  gaaw_tensor_t params = gaaw_zero_param_piece(opt, b);
-  int64_t n = gaaw_tensor_numel(&params);
-  if (!n) return GAAW_SUCCESS;
-  gaaw_cpu_from_f32(n, w, staging, opt->dtype);
-  GAAW_CHECK(gaaw_buffer_write(ctx, params.buf, params.offset, staging, (size_t)n * gaaw_dtype_size(opt->dtype)));
+  gaaw_cpu_from_f32(opt->buckets[b].piece, w, staging, opt->dtype);
+  GAAW_CHECK(gaaw_zero_shard_write(opt, b, staging));
   return GAAW_SUCCESS;
 }

@@ -29,6 +29,11 @@ typedef struct {
                             microbatches, reduce-scattered after the last */
 } zero_bucket;
 
+/* Where stage 3 keeps this rank's parameter shard (option offload_params;
+ * zero/param_shard.c). */
+typedef enum { ZERO_PARAMS_DEVICE = 0, ZERO_PARAMS_HOST = 1, ZERO_PARAMS_NVME = 2 } zero_params_place;
+typedef struct zero_param_shard zero_param_shard;
+
 /* A run of a bucket's piece whose gradient counts in the global norm on this rank
  * (split parameters; replicated ones on tp rank 0 only). */
 typedef struct {
@@ -51,7 +56,8 @@ struct gaaw_optimizer_s {
   int64_t shard_numel;           /* sum of the pieces (the whole buffer at stage 0) */
   zero_norm_segment *segments;
   int nsegments;
-  gaaw_buffer_t shard_params;    /* stage 3: this rank's pieces of the parameters */
+  gaaw_buffer_t shard_params;    /* stage 3, offload_params=none: this rank's pieces of the parameters */
+  zero_param_shard *param_shard; /* stage 3: where they are (zero/param_shard.c); NULL below */
   gaaw_buffer_t shard_grads;     /* stages 2, 3: this rank's pieces of the reduced gradients */
   const zero_store_ops *store;   /* where the state below lives (option offload_optimizer) */
   void *store_state;             /* the store's own (host, nvme) */
@@ -96,6 +102,19 @@ gaaw_tensor_t gaaw_zero_view(gaaw_buffer_t buf, gaaw_dtype_t dtype, int64_t at, 
 /* This rank's gradient piece of bucket b, and where the updated parameters go. */
 gaaw_tensor_t gaaw_zero_grad_piece(gaaw_optimizer_t opt, int b);
 gaaw_tensor_t gaaw_zero_param_piece(gaaw_optimizer_t opt, int b);
+
+/* zero/param_shard.c: "none", "host", "nvme" -> zero_params_place, -1 otherwise;
+ * the stage 3 shard's creation there (shard_params on the device) and its end. */
+int gaaw_zero_params_place_parse(const char *name);
+gaaw_status_t gaaw_zero_shard_create(gaaw_optimizer_t opt, zero_params_place place);
+void gaaw_zero_shard_destroy(gaaw_optimizer_t opt);
+/* Bucket b's parameter piece (piece elements of the compute dtype), wherever it
+ * lives (below stage 3: the model's buffer), to and from host memory, and to and
+ * from a device tensor of the piece's size. */
+gaaw_status_t gaaw_zero_shard_read(gaaw_optimizer_t opt, int b, void *dst);
+gaaw_status_t gaaw_zero_shard_write(gaaw_optimizer_t opt, int b, const void *src);
+gaaw_status_t gaaw_zero_shard_to_device(gaaw_optimizer_t opt, int b, gaaw_tensor_t *dst);
+gaaw_status_t gaaw_zero_shard_from_device(gaaw_optimizer_t opt, int b, const gaaw_tensor_t *src);
 
 /* Completes this step's gradient reductions over dp (zero/hooks.c): those backward
  * started are waited for, the others run now. Afterwards every bucket's gradient

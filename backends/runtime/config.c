@@ -492,6 +492,9 @@ static gaaw_status_t check_value(int i, const gaaw_config_value *v, const char *
   if (strcmp(name, "offload_optimizer") == 0)
     GAAW_ARG_CHECK(NULL, strcmp(v->s, "none") == 0 || strcmp(v->s, "host") == 0 || strcmp(v->s, "nvme") == 0,
                    "option offload_optimizer must be none, host or nvme, got '%s'%s", v->s, origin);
+  if (strcmp(name, "offload_params") == 0)
+    GAAW_ARG_CHECK(NULL, strcmp(v->s, "none") == 0 || strcmp(v->s, "host") == 0 || strcmp(v->s, "nvme") == 0,
+                   "option offload_params must be none, host or nvme, got '%s'%s", v->s, origin);
   if (strcmp(name, "cpu_simd") == 0)
     GAAW_ARG_CHECK(NULL, strcmp(v->s, "auto") == 0 || strcmp(v->s, "avx512") == 0 || strcmp(v->s, "avx2") == 0 ||
                            strcmp(v->s, "scalar") == 0,

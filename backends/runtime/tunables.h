@@ -58,8 +58,12 @@
     "memory, ZeRO-Offload: each reduced gradient piece goes to host, CPU Adam updates it, the "   \
     "new compute-dtype piece comes back) or nvme (a file per rank under nvme_path, ZeRO-Infinity: " \
     "pieces read ahead and written behind while CPU Adam runs); every rank the same")            \
+  X(offload_params, STRING, "none",                                                               \
+    "ZeRO stage 3 with offload_optimizer host or nvme: where each rank's shard of the parameters " \
+    "(compute dtype) lives: none (the device), host (host memory; a bucket's piece is uploaded "  \
+    "before its all-gather) or nvme (a file per rank under nvme_path); every rank the same")      \
   X(nvme_path, STRING, "",                                                                        \
-    "directory of offload_optimizer=nvme's files, one per rank, created at gaaw_optimizer_create " \
+    "directory of the nvme offload's files (offload_optimizer, offload_params), one each per rank, created at gaaw_optimizer_create " \
     "with their space reserved and unlinked at once (nothing is left behind); may differ across " \
     "ranks (node-local disks)")                                                                   \
   X(cpu_simd, STRING, "auto",                                                                     \

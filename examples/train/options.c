@@ -428,6 +428,7 @@ static int pass_library_flags(const train_options *o, gaaw_config_t cfg, char *e
     const char *flag, *value, *option;
   } pass[] = {{"--offload-optimizer", o->offload_optimizer, "offload_optimizer"},
               {"--cpu-simd", o->cpu_simd, "cpu_simd"},
+              {"--offload-params", o->offload_params, "offload_params"},
               {"--nvme-path", o->nvme_path, "nvme_path"},
               {"--device-memory-limit", o->device_memory_limit, "device_memory_limit"}};
   for (size_t i = 0; i < sizeof pass / sizeof pass[0]; i++)

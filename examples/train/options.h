@@ -29,7 +29,8 @@
   X(optimizer, STRING, "adamw", "NAME", "adamw or sgd")                                             \
   X(offload_optimizer, STRING, "", "WHERE", "the optimizer state on none (the device), host or nvme (files under --nvme-path) (the library option offload_optimizer); empty = its default") \
   X(cpu_simd, STRING, "", "V", "the CPU Adam version with --offload-optimizer host or nvme: auto, avx512, avx2 or scalar (the library option cpu_simd)") \
-  X(nvme_path, STRING, "", "DIR", "an existing directory for --offload-optimizer nvme's files, one per rank, removed at the end (the library option nvme_path)") \
+  X(offload_params, STRING, "", "WHERE", "ZeRO 3 with --offload-optimizer host or nvme: the parameter shard on none (the device), host or nvme (the library option offload_params)") \
+  X(nvme_path, STRING, "", "DIR", "an existing directory for the nvme offload's files, one per rank, removed at the end (the library option nvme_path)") \
   X(device_memory_limit, STRING, "", "BYTES", "the most device memory per rank, as bytes or with K, M, G, T (the library option device_memory_limit)") \
   X(batch, INT, "8", "N", "sequences per microbatch on each data-parallel rank")                    \
   X(accum, INT, "1", "N", "microbatches accumulated per step")                                      \

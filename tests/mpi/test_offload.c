@@ -5,6 +5,8 @@
  *    stage 2; SGD with momentum in bf16 at stage 3; tp 2; pp 2;
  *  - on host every cpu_simd version this CPU runs gives the same bits; nvme with
  *    the widest; the same run twice is bit-identical; nvme leaves no file;
+ *  - at stage 3 the parameter shard on host or nvme too (offload_params, dp 1 and 2,
+ *    bf16 SGD, tp 2): no parameter bytes on the device after a step;
  *  - the optimizer state leaves the device: its category holds nothing there;
  *  - checkpoints saved with the state on host or nvme load into a run with the
  *    state on the device or nvme, and go on identically;
@@ -24,7 +26,7 @@ static int world_rank;
 typedef struct {
   float *params;
   long n;
-  size_t optimizer_bytes;
+  size_t optimizer_bytes, params_bytes; /* on the device after the last step */
 } result;
 
 /* STEPS AdamW (or SGD) steps of the tiny GPT on comm under the options list. With
@@ -63,6 +65,7 @@ static result train(MPI_Comm comm, const char *options, gaaw_dtype_t dtype, int 
   result r;
   r.params = model_snapshot(model, 0, &r.n);
   require_ok(ctx, gaaw_memory_usage(ctx, GAAW_MEM_OPTIMIZER, &r.optimizer_bytes, NULL));
+  require_ok(ctx, gaaw_memory_usage(ctx, GAAW_MEM_PARAMS, &r.params_bytes, NULL));
   gaaw_optimizer_destroy(&opt);
   gaaw_model_destroy(&model);
   gaaw_finalize(&ctx);
@@ -82,6 +85,7 @@ typedef struct {
   gaaw_dtype_t dtype;
   int stage;
   gaaw_optimizer_kind_t kind;
+  const char *params; /* offload_params of the offloaded runs (stage 3); NULL: none */
 } parity_case;
 
 /* Whether dir holds no entry but . and .. (the nvme store leaves nothing). */
@@ -102,14 +106,20 @@ static void check_offloaded(const parity_case *p, MPI_Comm comm, const result *w
                             const char *version, const char *nvme_dir)
 {
   char options[256], what[160];
-  snprintf(options, sizeof options, "%s offload_optimizer=%s cpu_simd=%s nvme_path=%s", p->layout, store, version,
-           nvme_dir);
-  snprintf(what, sizeof what, "%s, offload_optimizer=%s, cpu_simd=%s", p->name, store, version);
+  const char *params = p->params ? p->params : "none";
+  snprintf(options, sizeof options, "%s offload_optimizer=%s offload_params=%s cpu_simd=%s nvme_path=%s", p->layout,
+           store, params, version, nvme_dir);
+  snprintf(what, sizeof what, "%s, offload_optimizer=%s, offload_params=%s, cpu_simd=%s", p->name, store, params,
+           version);
   result got = train(comm, options, p->dtype, p->stage, p->kind, NULL, NULL);
   expect_same(&got, want, what);
   expect_true(got.optimizer_bytes == 0, "%s: %zu bytes of optimizer state still on the device", what,
               got.optimizer_bytes);
-  if (strcmp(store, "nvme") == 0)
+  if (p->params)
+    expect_true(got.params_bytes == 0, "%s: %zu bytes of parameters still on the device after the step", what,
+                got.params_bytes);
+  MPI_Barrier(MPI_COMM_WORLD); /* at dp 1 the other rank may be creating its own (then unlinked) files */
+  if (strcmp(store, "nvme") == 0 || p->params)
     expect_true(dir_empty(nvme_dir), "%s: files left in nvme_path %s after the optimizer's destroy", what, nvme_dir);
   free(got.params);
 }
@@ -127,6 +137,11 @@ static void check_parity(void)
     {"dp 2, stage 2, bf16", "", 0, GAAW_BF16, 2, GAAW_ADAMW},
     {"dp 2, stage 3, bf16, SGD", "", 0, GAAW_BF16, 3, GAAW_SGD}, {"tp 2, stage 1", "tp=2", 0, GAAW_F32, 1, GAAW_ADAMW},
     {"pp 2, stage 1", "pp=2", 0, GAAW_F32, 1, GAAW_ADAMW},
+    {"dp 2, stage 3, parameters on host", "", 0, GAAW_F32, 3, GAAW_ADAMW, "host"},
+    {"dp 2, stage 3, parameters on nvme", "", 0, GAAW_F32, 3, GAAW_ADAMW, "nvme"},
+    {"dp 1, stage 3, parameters on nvme", "", 1, GAAW_F32, 3, GAAW_ADAMW, "nvme"},
+    {"dp 2, stage 3, bf16, SGD, parameters on nvme", "", 0, GAAW_BF16, 3, GAAW_SGD, "nvme"},
+    {"tp 2, stage 3, parameters on host", "tp=2", 0, GAAW_F32, 3, GAAW_ADAMW, "host"},
   };
   char nvme_dir[64];
   ckpt_test_dir(nvme_dir, sizeof nvme_dir, "offload_nvme_");
@@ -199,13 +214,32 @@ static void check_mismatch(void)
               "rank %d: a different offload_optimizer on each rank: %s", world_rank, gaaw_last_error(ctx));
   gaaw_model_destroy(&model);
   gaaw_finalize(&ctx);
+  /* the parameters leave the device only at stage 3, with the optimizer's state */
+  const struct {
+    const char *options;
+    int stage;
+  } refused[] = {{"offload_optimizer=host offload_params=host", 2}, {"offload_optimizer=none offload_params=host", 3}};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    char list[128];
+    snprintf(list, sizeof list, "backend=host %s", refused[i].options);
+    ctx = test_context(MPI_COMM_WORLD, list);
+    require_ok(ctx, gaaw_model_create_gpt(ctx, &g, &model));
+    oc.zero_stage = refused[i].stage;
+    expect_status_ctx(ctx, gaaw_optimizer_create(model, &oc, &opt), GAAW_ERR_INVALID_ARG);
+    expect_true(opt == NULL && strstr(gaaw_last_error(ctx), "needs ZeRO stage 3") != NULL,
+                "rank %d: %s at stage %d: %s", world_rank, refused[i].options, refused[i].stage, gaaw_last_error(ctx));
+    gaaw_model_destroy(&model);
+    gaaw_finalize(&ctx);
+  }
   gaaw_config_t cfg;
   require_ok(NULL, gaaw_config_create(&cfg));
   require_ok(NULL, gaaw_config_parse(cfg, "offload_optimizer=disk"));
   expect_status(gaaw_config_check(cfg), GAAW_ERR_INVALID_ARG);
   expect_true(strstr(gaaw_last_error(NULL), "offload_optimizer must be none, host or nvme") != NULL, "%s",
               gaaw_last_error(NULL));
-  require_ok(NULL, gaaw_config_parse(cfg, "offload_optimizer=host cpu_simd=sse9"));
+  require_ok(NULL, gaaw_config_parse(cfg, "offload_optimizer=host offload_params=disk"));
+  expect_status(gaaw_config_check(cfg), GAAW_ERR_INVALID_ARG);
+  require_ok(NULL, gaaw_config_parse(cfg, "offload_params=none offload_optimizer=host cpu_simd=sse9"));
   expect_status(gaaw_config_check(cfg), GAAW_ERR_INVALID_ARG);
   gaaw_config_destroy(&cfg);
 }
