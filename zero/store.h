@@ -10,6 +10,17 @@
 
 #include "zero/cpu_update.h"
 
+/* What a store's state takes for a planned optimizer (its shard_numel, buckets,
+ * cfg, dtype; no memory): device bytes (category optimizer, one entry per buffer
+ * in the order it allocates them), host and nvme bytes, and the device workspace
+ * one piece's update allocates at the step (the memory estimate). */
+#define ZERO_STORE_MAX_BUFFERS 4
+typedef struct {
+  int64_t device[ZERO_STORE_MAX_BUFFERS];
+  int ndevice;
+  int64_t host, nvme, update_workspace;
+} zero_store_bytes;
+
 typedef struct zero_store_ops {
   const char *name; /* the option's value */
   /* Allocates the state of the whole shard: moments zero, master weights from the
@@ -25,6 +36,8 @@ typedef struct zero_store_ops {
   gaaw_status_t (*write)(gaaw_optimizer_t opt, int b, const float *values, const float *m1, const float *m2);
   /* Frees the state (destroy; also after a failed create). */
   void (*destroy)(gaaw_optimizer_t opt);
+  /* What create would allocate and update use, without allocating. */
+  void (*bytes)(gaaw_optimizer_t opt, zero_store_bytes *out);
 } zero_store_ops;
 
 extern const zero_store_ops gaaw_zero_store_device;

@@ -43,6 +43,7 @@ struct gaaw_optimizer_s {
   gaaw_comm_t dp, mp, world;
   int dp_size, dp_rank;
   gaaw_dtype_t dtype;            /* the model's compute dtype */
+  int64_t bucket_bytes;          /* option zero_bucket_bytes */
   int keep_gathered;             /* stage 3, option zero_keep_gathered: buckets stay gathered
                                     from their first use in a step to the optimizer step */
   zero_bucket *buckets;
@@ -80,7 +81,13 @@ const char *gaaw_zero_kind_name(gaaw_optimizer_kind_t kind);
  * (zero/optimizer.c). */
 void gaaw_zero_mark_comm(gaaw_optimizer_t opt);
 
-/* Bucket layout and shard offsets from the model's layers. */
+/* cfg's fields are in range (GAAW_ERR_INVALID_ARG naming the first that is not). */
+gaaw_status_t gaaw_zero_check_config(gaaw_context_t ctx, const gaaw_optimizer_config_t *cfg);
+/* The buckets whose parameters layer i reads (its own, and a tied weight's); returns
+ * how many (zero/hooks.c). */
+int gaaw_zero_layer_buckets(gaaw_optimizer_t opt, int i, int *out);
+
+/* Bucket layout and shard offsets from the model's layers (opt->bucket_bytes). */
 gaaw_status_t gaaw_zero_plan(gaaw_optimizer_t opt);
 /* Takes the model's buffers over as the stage says, and installs the hooks. */
 gaaw_status_t gaaw_zero_attach(gaaw_optimizer_t opt);
@@ -104,5 +111,16 @@ gaaw_status_t gaaw_zero_finish_reductions(gaaw_optimizer_t opt);
 /* Stages 1, 2: the updated pieces all-gathered into the whole parameter buffer
  * (zero/step.c). Collective over dp. */
 gaaw_status_t gaaw_zero_gather_params(gaaw_optimizer_t opt);
+
+/* ZeRO on the memory estimate's ledger (zero/memory_zero.c): opt is planned
+ * (gaaw_zero_plan over a planned model, its store chosen; no memory). What the
+ * model and gaaw_optimizer_create allocate, then one step: the model's walk
+ * (gaaw_model_memory_step) with what the hooks of hooks.c allocate and free at
+ * each point, then what gaaw_optimizer_step does; ring_bytes is option
+ * allreduce_ring_bytes, scratch whether the MPI communicator's scratch is device
+ * memory (gaaw_mpi_scratch_bytes). store receives the store's bytes. Not
+ * collective. */
+gaaw_status_t gaaw_zero_memory_step(gaaw_optimizer_t opt, int microbatches, int batch, int seq, int64_t ring_bytes,
+                                    int scratch, gaaw_ledger *g, zero_store_bytes *store);
 
 #endif
