@@ -45,7 +45,8 @@ static gaaw_status_t read_layout(gaaw_context_t ctx, gaaw_config_t cfg, estimate
   int64_t v = 0, tp = 0, pp = 0, dp = 0;
   memset(L, 0, sizeof *L);
   L->cfg = cfg;
-  GAAW_CHECK_CTX(ctx, gaaw_config_check(cfg));
+  gaaw_status_t st = gaaw_config_check(cfg);
+  if (st != GAAW_SUCCESS) GAAW_FAIL(ctx, st, "the layout's options: %s", gaaw_last_error(NULL));
   GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "tp", &tp));
   GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "pp", &pp));
   GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "dp", &dp));

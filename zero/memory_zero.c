@@ -246,9 +246,14 @@ gaaw_status_t gaaw_zero_memory_step(gaaw_optimizer_t opt, int microbatches, int 
     opt->store->bytes(opt, store);
     create(&z, store);
     gaaw_mem_hooks hooks = {&z, mem_before_layer, mem_after_layer, mem_begin_pass, mem_end_pass};
-    st = gaaw_model_memory_step(opt->model, microbatches, batch, seq, &hooks, g);
+    /* two steps: the second starts with what the first left (the communicator's
+     * scratch), which may meet the activations' peak */
+    for (int s = 0; s < 2 && st == GAAW_SUCCESS; s++) {
+      z.backward_passes = 0;
+      st = gaaw_model_memory_step(opt->model, microbatches, batch, seq, &hooks, g);
+      if (st == GAAW_SUCCESS) step(&z, store);
+    }
   }
-  if (st == GAAW_SUCCESS) step(&z, store);
   free(z.resident);
   free(z.open);
   free(z.reducing);
