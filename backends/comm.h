@@ -145,4 +145,13 @@ void gaaw_comm_mark_aborted(gaaw_comm_t comm);
 /* Frees *comm and sets it to NULL; NULL is a no-op. */
 void gaaw_comm_destroy(gaaw_comm_t *comm);
 
+/* The scratch the MPI communicator keeps in device memory (category
+ * communication) after operation op of n elements (a reduce-scatter's n: the
+ * output, per rank) of dtype over p ranks, with option allreduce_ring_bytes
+ * ring_bytes, on a device whose memory is host memory (the host backend; other
+ * devices stage in host memory instead): the rule of mpi_collectives.c and
+ * mpi_ring.c, for the memory estimate. The communicator keeps the largest asked
+ * for. */
+size_t gaaw_mpi_scratch_bytes(gaaw_comm_op_t op, int64_t n, gaaw_dtype_t dtype, int p, int64_t ring_bytes);
+
 #endif

@@ -13,6 +13,7 @@
 #include "gaaw/topology.h"
 #include "gaaw/model.h"
 #include "gaaw/optimizer.h"
+#include "gaaw/estimate.h"
 #include "gaaw/info.h"
 #include "gaaw/schedule.h"
 #include "gaaw/sampler.h"

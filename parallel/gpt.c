@@ -99,7 +99,23 @@ static gaaw_status_t embedding_backward(gaaw_model_t m, gaaw_layer *l, gaaw_fram
   return GAAW_SUCCESS;
 }
 
-const gaaw_layer_ops gaaw_gpt_embedding_ops = {"embedding", embedding_forward, embedding_backward};
+/* What embedding_forward and embedding_backward allocate (model_memory.c). */
+static void embedding_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, int backward)
+{
+  (void)l;
+  const gaaw_frame *f = gaaw_mem_frame(w);
+  int64_t C = m->gpt.dim;
+  if (!backward) {
+    gaaw_mem_output(w, gaaw_mem_act(m, local_rows(m, f) * C));
+    gaaw_mem_scratch(w, gaaw_mem_act(m, f->rows * C));
+    gaaw_mem_scratch(w, gaaw_mem_act(m, local_rows(m, f) * C));
+  } else if (sequence_parallel(m)) {
+    gaaw_mem_scratch(w, gaaw_mem_act(m, f->rows * C));
+  }
+}
+
+const gaaw_layer_ops gaaw_gpt_embedding_ops = {"embedding", embedding_forward, embedding_backward, 0,
+                                               embedding_memory};
 
 /* ---------------------------------------------------------------- head */
 
@@ -220,7 +236,30 @@ static gaaw_status_t head_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f,
   return GAAW_SUCCESS;
 }
 
-const gaaw_layer_ops gaaw_gpt_head_ops = {"lm head and cross-entropy", head_forward, head_backward};
+/* What head_forward and head_backward allocate (model_memory.c). */
+static void head_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, int backward)
+{
+  (void)l;
+  const gaaw_frame *f = gaaw_mem_frame(w);
+  int64_t C = m->gpt.dim, N = f->rows, Nl = local_rows(m, f), nv = m->vocab_valid_local;
+  int ln = m->gpt.norm == GAAW_NORM_LAYERNORM;
+  if (!backward) {
+    gaaw_mem_save(w, gaaw_mem_act(m, Nl * C));
+    if (ln) gaaw_mem_save(w, gaaw_mem_stat(Nl));
+    gaaw_mem_save(w, gaaw_mem_stat(Nl));
+    if (sequence_parallel(m)) gaaw_mem_save(w, gaaw_mem_act(m, N * C));
+    gaaw_mem_save(w, gaaw_mem_act(m, N * nv));
+    for (int k = 0; k < 3; k++) gaaw_mem_save(w, gaaw_mem_stat(N));
+    return;
+  }
+  gaaw_mem_output(w, gaaw_mem_act(m, Nl * C)); /* dx, zeroed */
+  gaaw_mem_scratch(w, gaaw_mem_act(m, N * nv));
+  gaaw_mem_scratch(w, gaaw_mem_act(m, N * C));
+  gaaw_mem_linear_backward(w, gaaw_mem_act(m, N * nv), gaaw_mem_act(m, N * C));
+  if (sequence_parallel(m)) gaaw_mem_scratch(w, gaaw_mem_act(m, Nl * C));
+}
+
+const gaaw_layer_ops gaaw_gpt_head_ops = {"lm head and cross-entropy", head_forward, head_backward, 0, head_memory};
 
 /* ---------------------------------------------------------------- builder */
 
@@ -471,6 +510,13 @@ static const gaaw_model_builder gpt_builder = {&gpt_kind, "GPT", gpt_dtype, gpt_
 gaaw_status_t gaaw_model_create_gpt(gaaw_context_t ctx, const gaaw_gpt_config_t *cfg, gaaw_model_t *model)
 {
   GAAW_CHECK_CTX(ctx, gaaw_model_build(ctx, &gpt_builder, cfg, model));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_plan_gpt(gaaw_context_t ctx, const gaaw_gpt_config_t *cfg, const gaaw_model_layout *layout,
+                                  gaaw_model_t *model)
+{
+  GAAW_CHECK_CTX(ctx, gaaw_model_plan(ctx, &gpt_builder, cfg, layout, model));
   return GAAW_SUCCESS;
 }
 

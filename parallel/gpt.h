@@ -12,5 +12,9 @@ int gaaw_gpt_batch_digests(gaaw_model_t m, const gaaw_batch_t *b, size_t rows, s
 gaaw_status_t gaaw_gpt_fill_targets(gaaw_model_t m, const gaaw_batch_t *b, gaaw_batch_t *full, void **filler);
 int64_t gaaw_gpt_output_count(gaaw_model_t m, const gaaw_batch_t *b);
 void gaaw_gpt_array_shapes(gaaw_model_t m, int predict, int64_t batch, int64_t seq, int64_t in[2], int64_t out[2]);
+/* The GPT as a plan at the rank of layout (gaaw_model_plan): no memory, no
+ * communication; for the memory estimate. Not collective. */
+gaaw_status_t gaaw_model_plan_gpt(gaaw_context_t ctx, const gaaw_gpt_config_t *cfg, const gaaw_model_layout *layout,
+                                  gaaw_model_t *model);
 
 #endif

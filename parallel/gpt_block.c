@@ -295,4 +295,73 @@ static gaaw_status_t block_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f
   return GAAW_SUCCESS;
 }
 
-const gaaw_layer_ops gaaw_gpt_block_ops = {"transformer block", block_forward, block_backward, 1};
+/* ---------------------------------------------------------------- memory */
+
+/* What block_forward and block_backward allocate, in their order (model_memory.c).
+ * dims_of reads only the frame's shape. */
+static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, int backward)
+{
+  (void)l;
+  block_dims d = dims_of(m, (gaaw_frame *)gaaw_mem_frame(w));
+  int ln = m->gpt.norm == GAAW_NORM_LAYERNORM;
+  int64_t nlc = gaaw_mem_act(m, d.Nl * d.C), nc = gaaw_mem_act(m, d.N * d.C), heads = d.B * d.Hl * d.T * d.D;
+  int64_t probs = gaaw_mem_act(m, d.B * d.Hl * d.T * d.T), stat = gaaw_mem_stat(d.Nl);
+  int64_t qkv = gaaw_mem_act(m, d.N * 3 * d.Cl), qkv4 = gaaw_mem_act(m, 3 * heads), att = gaaw_mem_act(m, d.N * d.Cl);
+  int64_t u = gaaw_mem_act(m, d.N * d.Fu), a = gaaw_mem_act(m, d.N * d.Fl);
+  if (!backward) {
+    gaaw_mem_output(w, nlc);
+    /* attention_forward */
+    gaaw_mem_save(w, nlc);
+    if (ln) gaaw_mem_save(w, stat);
+    gaaw_mem_save(w, stat);
+    if (d.sp) gaaw_mem_save(w, nc);
+    gaaw_mem_scratch(w, qkv);
+    gaaw_mem_scratch(w, qkv4);
+    gaaw_mem_save(w, qkv4);
+    gaaw_mem_save(w, probs);
+    gaaw_mem_scratch(w, gaaw_mem_act(m, heads));
+    gaaw_mem_save(w, att);
+    gaaw_mem_scratch(w, nc);
+    if (d.sp) gaaw_mem_scratch(w, nlc);
+    gaaw_mem_save(w, nlc);
+    /* mlp_forward */
+    gaaw_mem_save(w, nlc);
+    if (ln) gaaw_mem_save(w, stat);
+    gaaw_mem_save(w, stat);
+    if (d.sp) gaaw_mem_save(w, nc);
+    gaaw_mem_save(w, u);
+    gaaw_mem_save(w, a);
+    gaaw_mem_scratch(w, nc);
+    if (d.sp) gaaw_mem_scratch(w, nlc);
+    if (m->recompute == GAAW_RECOMPUTE_SELECTIVE) gaaw_mem_unsave(w, probs);
+    return;
+  }
+  gaaw_mem_scratch(w, nlc); /* dx2 */
+  /* mlp_backward */
+  if (d.sp) gaaw_mem_scratch(w, nc);
+  gaaw_mem_scratch(w, a);
+  gaaw_mem_linear_backward(w, nc, a);
+  gaaw_mem_scratch(w, u);
+  gaaw_mem_scratch(w, nc);
+  gaaw_mem_linear_backward(w, u, nc);
+  if (d.sp) gaaw_mem_scratch(w, nlc);
+  gaaw_mem_output(w, nlc); /* dx */
+  /* attention_backward */
+  if (d.sp) gaaw_mem_scratch(w, nc);
+  gaaw_mem_scratch(w, att);
+  gaaw_mem_linear_backward(w, nc, att);
+  gaaw_mem_scratch(w, gaaw_mem_act(m, heads));
+  gaaw_mem_scratch(w, qkv4);
+  gaaw_mem_scratch(w, probs);
+  if (m->recompute == GAAW_RECOMPUTE_SELECTIVE) { /* recompute_probs */
+    gaaw_mem_save(w, probs);
+    gaaw_mem_scratch(w, gaaw_mem_act(m, heads));
+  }
+  gaaw_mem_scratch(w, qkv4);
+  gaaw_mem_scratch(w, qkv);
+  gaaw_mem_scratch(w, nc);
+  gaaw_mem_linear_backward(w, qkv, nc);
+  if (d.sp) gaaw_mem_scratch(w, nlc);
+}
+
+const gaaw_layer_ops gaaw_gpt_block_ops = {"transformer block", block_forward, block_backward, 1, block_memory};

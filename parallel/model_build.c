@@ -9,10 +9,26 @@
 #include "backends/agree.h"
 #include "parallel/model_impl.h"
 
-/* An empty model of the given kind over the tp group; builders add parameters and
- * layers. */
+/* The layout of this rank from the options and the topology. */
+static gaaw_status_t context_layout(gaaw_context_t ctx, gaaw_model_layout *L)
+{
+  gaaw_sched_kind_t sched = GAAW_SCHED_1F1B;
+  L->recompute = gaaw_recompute_parse(gaaw_ctx_string(ctx, "recompute")); /* checked at init */
+  L->chunks = (int)gaaw_ctx_int(ctx, "virtual_stages");
+  L->microbatches = (int)gaaw_ctx_int(ctx, "microbatches");
+  L->pp_layout = gaaw_ctx_string(ctx, "pp_layout");
+  GAAW_CHECK(gaaw_sched_kind_parse(ctx, gaaw_ctx_string(ctx, "pp_schedule"), &sched)); /* checked at init */
+  L->pp_kind = sched;
+  GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_TP, &L->tp_rank, &L->tp_size));
+  GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_PP, &L->pp_rank, &L->pp_size));
+  GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, NULL, &L->dp_size));
+  return GAAW_SUCCESS;
+}
+
+/* An empty model of the given kind at the layout's rank; builders add parameters
+ * and layers. */
 static gaaw_status_t model_begin(gaaw_context_t ctx, const gaaw_model_kind_ops *kind, gaaw_dtype_t dtype,
-                                 gaaw_model_t *model)
+                                 const gaaw_model_layout *L, gaaw_model_t *model)
 {
   GAAW_ARG_CHECK(ctx, dtype == GAAW_F32 || dtype == GAAW_BF16 || dtype == GAAW_F16,
                  "the compute dtype must be f32, bf16 or f16, got %s (%d)", gaaw_dtype_name(dtype), (int)dtype);
@@ -22,23 +38,39 @@ static gaaw_status_t model_begin(gaaw_context_t ctx, const gaaw_model_kind_ops *
   m->kind_ops = kind;
   m->dtype = m->params.dtype = dtype;
   m->loss_scale = 1.0f;
-  m->recompute = (gaaw_recompute_mode)gaaw_recompute_parse(gaaw_ctx_string(ctx, "recompute")); /* checked at init */
-  m->chunks = (int)gaaw_ctx_int(ctx, "virtual_stages");
-  m->default_microbatches = (int)gaaw_ctx_int(ctx, "microbatches");
-  gaaw_sched_kind_t sched = GAAW_SCHED_1F1B;
-  gaaw_status_t st = gaaw_sched_kind_parse(ctx, gaaw_ctx_string(ctx, "pp_schedule"), &sched); /* checked at init */
-  m->pp_kind = sched;
-  if (st == GAAW_SUCCESS) st = gaaw_topology_comm(ctx, GAAW_GROUP_TP, &m->tp);
-  if (st == GAAW_SUCCESS) st = gaaw_topology_comm(ctx, GAAW_GROUP_WORLD, &m->world);
-  if (st == GAAW_SUCCESS) st = gaaw_topology_comm(ctx, GAAW_GROUP_PP, &m->pp);
-  if (st == GAAW_SUCCESS) st = gaaw_topology_group_rank(ctx, GAAW_GROUP_TP, &m->tp_rank, &m->tp_size);
-  if (st == GAAW_SUCCESS) st = gaaw_topology_group_rank(ctx, GAAW_GROUP_PP, &m->pp_rank, &m->pp_size);
-  if (st == GAAW_SUCCESS) st = gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, NULL, &m->dp_size);
-  if (st != GAAW_SUCCESS) {
+  m->recompute = (gaaw_recompute_mode)L->recompute;
+  m->chunks = L->chunks;
+  m->default_microbatches = L->microbatches;
+  m->pp_kind = L->pp_kind;
+  m->tp_size = L->tp_size;
+  m->tp_rank = L->tp_rank;
+  m->pp_size = L->pp_size;
+  m->pp_rank = L->pp_rank;
+  m->dp_size = L->dp_size;
+  m->pp_layout = strdup(L->pp_layout ? L->pp_layout : "");
+  if (!m->pp_layout) {
     free(m);
-    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+    GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot copy the pp_layout");
   }
   *model = m;
+  return GAAW_SUCCESS;
+}
+
+/* model_begin at this rank of the context, with its communicators. */
+static gaaw_status_t model_begin_here(gaaw_context_t ctx, const gaaw_model_kind_ops *kind, gaaw_dtype_t dtype,
+                                      gaaw_model_t *model)
+{
+  gaaw_model_layout L;
+  GAAW_CHECK(context_layout(ctx, &L));
+  GAAW_CHECK(model_begin(ctx, kind, dtype, &L, model));
+  gaaw_model_t m = *model;
+  gaaw_status_t st = gaaw_topology_comm(ctx, GAAW_GROUP_TP, &m->tp);
+  if (st == GAAW_SUCCESS) st = gaaw_topology_comm(ctx, GAAW_GROUP_WORLD, &m->world);
+  if (st == GAAW_SUCCESS) st = gaaw_topology_comm(ctx, GAAW_GROUP_PP, &m->pp);
+  if (st != GAAW_SUCCESS) {
+    gaaw_model_destroy(model);
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
   return GAAW_SUCCESS;
 }
 
@@ -52,7 +84,7 @@ gaaw_status_t gaaw_model_build(gaaw_context_t ctx, const gaaw_model_builder *b, 
   gaaw_status_t st = cfg && model ? GAAW_SUCCESS
                                   : gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
                                                      "%s must not be NULL", cfg ? "model" : "cfg");
-  if (st == GAAW_SUCCESS) st = model_begin(ctx, b->kind_ops, b->dtype(cfg), &m);
+  if (st == GAAW_SUCCESS) st = model_begin_here(ctx, b->kind_ops, b->dtype(cfg), &m);
   if (st == GAAW_SUCCESS) st = b->adopt(m, cfg);
   gaaw_field fields[GAAW_MODEL_MAX_FIELDS];
   char what[64];
@@ -65,6 +97,24 @@ gaaw_status_t gaaw_model_build(gaaw_context_t ctx, const gaaw_model_builder *b, 
     m->nconfig = b->fields(cfg, m->config);
     st = gaaw_agree_world(ctx, b->build(m), what, NULL, 0);
   }
+  if (st != GAAW_SUCCESS) {
+    gaaw_model_destroy(&m);
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
+  *model = m;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_plan(gaaw_context_t ctx, const gaaw_model_builder *b, const void *cfg,
+                              const gaaw_model_layout *layout, gaaw_model_t *model)
+{
+  gaaw_model_t m = NULL;
+  *model = NULL;
+  GAAW_CHECK(model_begin(ctx, b->kind_ops, b->dtype(cfg), layout, &m));
+  m->planned_only = 1;
+  m->builder_name = b->name;
+  gaaw_status_t st = b->adopt(m, cfg);
+  if (st == GAAW_SUCCESS) st = b->build(m);
   if (st != GAAW_SUCCESS) {
     gaaw_model_destroy(&m);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
@@ -101,7 +151,7 @@ gaaw_status_t gaaw_model_add_layer(gaaw_model_t m, const gaaw_layer_ops *ops, ga
 gaaw_status_t gaaw_model_plan_stages(gaaw_model_t m, int nlayers, int lead, int tail, const double *cost)
 {
   GAAW_CHECK_CTX(m->ctx, gaaw_stages_plan(m->ctx, nlayers, lead, tail, cost, m->pp_size, m->chunks,
-                                          gaaw_ctx_string(m->ctx, "pp_layout"), &m->stages));
+                                          m->pp_layout, &m->stages));
   return GAAW_SUCCESS;
 }
 
@@ -195,6 +245,7 @@ gaaw_status_t gaaw_model_finish(gaaw_model_t m, uint64_t seed)
   gaaw_context_t ctx = m->ctx;
   close_bucket(m);
   GAAW_CHECK(split_param_chunks(m));
+  if (m->planned_only) return GAAW_SUCCESS;
   GAAW_CHECK(gaaw_params_allocate(ctx, &m->params, m->tp_rank, m->tp_size, seed));
   GAAW_CHECK(gaaw_frame_init(m, &m->frame));
   return GAAW_SUCCESS;
@@ -211,6 +262,7 @@ gaaw_status_t gaaw_model_destroy(gaaw_model_t *model)
   free(m->catalog);
   free(m->layers);
   free(m->specs);
+  free(m->pp_layout);
   gaaw_normalization_free(m);
   free(m);
   *model = NULL;

@@ -48,6 +48,19 @@
 
 typedef struct gaaw_layer gaaw_layer;
 typedef struct gaaw_frame gaaw_frame;
+struct gaaw_mem_walk;
+
+/* Where a model's rank sits and how its steps run: from the context and its
+ * topology (gaaw_model_build), or given (gaaw_model_plan: a model without memory
+ * for the memory estimate, for any rank of any layout). */
+typedef struct {
+  int tp_size, tp_rank, pp_size, pp_rank, dp_size;
+  int chunks;                  /* virtual_stages */
+  int pp_kind;                 /* gaaw_sched_kind_t of pp_schedule */
+  int microbatches;            /* option microbatches */
+  int recompute;               /* gaaw_recompute_mode */
+  const char *pp_layout;       /* option pp_layout (copied) */
+} gaaw_model_layout;
 
 /* A layer maps the activation stream x to y and back, for the microbatch of frame
  * f. forward allocates *y (and whatever it saves in f for backward); backward
@@ -63,6 +76,11 @@ typedef struct {
   /* full recomputation may drop what forward saved and run forward again, from the
    * same input, before backward (the kernels are deterministic: bit-identical) */
   int recomputable;
+  /* The device bytes forward (backward 0) or backward (1) allocates and frees,
+   * replayed in the same order on a walk (model_memory.c), for the memory
+   * estimate; beside forward and backward in the layer's file, so that a change
+   * of one shows in the other. NULL: the layer kind has no estimate. */
+  void (*memory)(gaaw_model_t m, const gaaw_layer *l, struct gaaw_mem_walk *w, int backward);
 } gaaw_layer_ops;
 
 #define GAAW_LAYER_MAX_PARAMS 16
@@ -215,6 +233,8 @@ struct gaaw_model_s {
   gaaw_layer *layers;
   int nlayers;
   gaaw_frame frame;             /* the microbatch of gaaw_model_forward/backward */
+  char *pp_layout;              /* option pp_layout, for the stage plan */
+  int planned_only;             /* gaaw_model_plan: layers and parameter offsets, no memory */
 };
 
 /* ---- the model-kind table */
@@ -268,6 +288,12 @@ typedef struct {
  * is NULL after a failure. Collective over world. */
 gaaw_status_t gaaw_model_build(gaaw_context_t ctx, const gaaw_model_builder *b, const void *cfg,
                                gaaw_model_t *model);
+/* The same model as a plan for the rank and layout of `layout`, on this process
+ * alone: the builder's checks, layers, parameters and their offsets in the flat
+ * buffers, the stage plan; no device memory, no communication (the memory
+ * estimate's model). Destroy it with gaaw_model_destroy. Not collective. */
+gaaw_status_t gaaw_model_plan(gaaw_context_t ctx, const gaaw_model_builder *b, const void *cfg,
+                              const gaaw_model_layout *layout, gaaw_model_t *model);
 /* Appends a layer; returns it. */
 gaaw_status_t gaaw_model_add_layer(gaaw_model_t m, const gaaw_layer_ops *ops, gaaw_layer **layer);
 /* Declares a parameter for slot k of layer l. */
@@ -429,6 +455,56 @@ gaaw_status_t gaaw_layer_linear_backward(gaaw_model_t m, gaaw_layer *l, gaaw_fra
 gaaw_status_t gaaw_layer_run_deferred(gaaw_model_t m, gaaw_frame *f, gaaw_layer *l);
 /* Frees them uncomputed (a failed or abandoned pass). */
 void gaaw_layer_drop_deferred(gaaw_model_t m, gaaw_frame *f, const gaaw_layer *l);
+
+/* ---- memory without memory (model_memory.c): the memory estimate's walk */
+/* A ledger of device bytes in use, by category and in all, now and at the peak:
+ * the allocator's accounting (bytes as asked for) without memory. */
+typedef struct {
+  int64_t current[GAAW_MEM_CATEGORY_COUNT], peak[GAAW_MEM_CATEGORY_COUNT];
+  int64_t total, total_peak;
+} gaaw_ledger;
+/* bytes > 0 allocated in category c, < 0 freed. */
+void gaaw_ledger_add(gaaw_ledger *g, gaaw_mem_category_t c, int64_t bytes);
+/* What gaaw_tensor_alloc asks for n elements of dtype (1 byte for none). */
+int64_t gaaw_ledger_bytes(gaaw_dtype_t dtype, int64_t n);
+
+/* What a data-parallel engine's hooks (gaaw_model_hooks) allocate and free,
+ * replayed on the ledger at the same points of the walk. */
+typedef struct {
+  void *user;
+  void (*before_layer)(gaaw_model_t m, int layer, gaaw_phase phase, gaaw_ledger *g, void *user);
+  void (*after_layer)(gaaw_model_t m, int layer, gaaw_phase phase, gaaw_ledger *g, void *user);
+  void (*begin_pass)(gaaw_model_t m, gaaw_phase phase, int chunk, gaaw_ledger *g, void *user);
+  void (*end_pass)(gaaw_model_t m, gaaw_phase phase, int chunk, gaaw_ledger *g, void *user);
+} gaaw_mem_hooks;
+
+typedef struct gaaw_mem_walk gaaw_mem_walk;
+/* For the layers' memory functions (gaaw_layer_ops.memory), in the order their
+ * forward and backward allocate: the microbatch's frame (batch, seq, rows,
+ * defer_weights; no tensors); the call's output (forward's *y, backward's *dx:
+ * with gaaw_mem_wants_dx 0 there is none); a saved slot, and one freed before
+ * backward (selective recomputation); a scratch temporary (freed at the call's
+ * end); a linear's backward (with a split backward, its copies of dy and x wait
+ * for W); the bytes of n activations in the compute dtype, of n f32 statistics. */
+const gaaw_frame *gaaw_mem_frame(const gaaw_mem_walk *w);
+int gaaw_mem_wants_dx(const gaaw_mem_walk *w);
+void gaaw_mem_output(gaaw_mem_walk *w, int64_t bytes);
+void gaaw_mem_save(gaaw_mem_walk *w, int64_t bytes);
+void gaaw_mem_unsave(gaaw_mem_walk *w, int64_t bytes);
+void gaaw_mem_scratch(gaaw_mem_walk *w, int64_t bytes);
+void gaaw_mem_linear_backward(gaaw_mem_walk *w, int64_t dy_bytes, int64_t x_bytes);
+int64_t gaaw_mem_act(gaaw_model_t m, int64_t n);
+int64_t gaaw_mem_stat(int64_t n);
+/* One training step's device bytes on a planned model's rank (gaaw_model_plan):
+ * gaaw_model_forward_backward of `microbatches` microbatches of (batch, seq)
+ * through the schedule, as pipeline.c and model_pass.c run it, onto g, with the
+ * engine's hooks (NULL: none). GAAW_ERR_UNSUPPORTED for a model kind whose layers
+ * have no memory function. Not collective. */
+gaaw_status_t gaaw_model_memory_step(gaaw_model_t m, int microbatches, int batch, int seq,
+                                     const gaaw_mem_hooks *hooks, gaaw_ledger *g);
+/* The elements of layer i's partial gradients (sequence parallelism), which its
+ * backward packs and reduces over tp (model_pass.c). */
+int64_t gaaw_pass_partial_numel(gaaw_model_t m, int layer);
 
 /* ---- names (model_names.c) and normalisation (normalization.c) */
 /* "layernorm", "rmsnorm"; "gelu", "swiglu", "none" ("invalid" otherwise), for messages. */

@@ -70,6 +70,13 @@ static gaaw_status_t copy_partial_grads(gaaw_model_t m, int layer, gaaw_tensor_t
   return GAAW_SUCCESS;
 }
 
+int64_t gaaw_pass_partial_numel(gaaw_model_t m, int layer)
+{
+  int64_t total = 0;
+  copy_partial_grads(m, layer, NULL, 0, &total); /* counting only: cannot fail */
+  return total;
+}
+
 /* Replicated parameters that saw only this rank's tokens (sequence parallelism)
  * have partial gradients: what this microbatch adds must be summed over tp, and
  * only that (the gradient may already hold earlier microbatches' sums). So before
@@ -80,8 +87,7 @@ static gaaw_status_t copy_partial_grads(gaaw_model_t m, int layer, gaaw_tensor_t
 static gaaw_status_t hold_partial_grads(gaaw_model_t m, int layer, gaaw_tensor_t *held)
 {
   gaaw_context_t ctx = m->ctx;
-  int64_t total;
-  GAAW_CHECK(copy_partial_grads(m, layer, NULL, 0, &total));
+  int64_t total = gaaw_pass_partial_numel(m, layer);
   if (total == 0 || m->tp_size == 1) return GAAW_SUCCESS;
   gaaw_tensor_t zeros = {0};
   GAAW_CHECK(gaaw_tensor_alloc(ctx, m->dtype, 1, &total, GAAW_MEM_COMMUNICATION, held));

@@ -144,19 +144,24 @@ void gaaw_params_release(gaaw_context_t ctx, gaaw_param_table *table, int grad)
   for (int c = 0; c < table->nchunks; c++) gaaw_buffer_free(ctx, grad ? &table->chunks[c].grads : &table->chunks[c].values);
 }
 
+size_t gaaw_params_chunk_bytes(const gaaw_param_table *table, int c)
+{
+  const gaaw_param_chunk *ch = &table->chunks[c];
+  return (size_t)(ch->hi > ch->lo ? ch->hi - ch->lo : 1) * gaaw_dtype_size(table->dtype);
+}
+
 /* Chunk c's buffers, initialised from host (the whole table's values). */
 static gaaw_status_t allocate_chunk(gaaw_context_t ctx, gaaw_param_table *table, int c, float *host)
 {
   gaaw_param_chunk *ch = &table->chunks[c];
-  size_t es = gaaw_dtype_size(table->dtype), n = (size_t)(ch->hi > ch->lo ? ch->hi - ch->lo : 1);
-  size_t bytes = n * es;
+  size_t es = gaaw_dtype_size(table->dtype), bytes = gaaw_params_chunk_bytes(table, c);
   GAAW_CHECK(gaaw_buffer_alloc(ctx, bytes, GAAW_MEM_PARAMS, &ch->values));
   GAAW_CHECK(gaaw_buffer_alloc(ctx, bytes, GAAW_MEM_GRADS, &ch->grads));
   float *mine = host + ch->lo;
   /* in place to the storage dtype (2-byte elements overwrite what was read) */
   for (size_t i = 0; i < (size_t)(ch->hi - ch->lo); i++) gaaw_store_f32(mine, table->dtype, (int64_t)i, mine[i]);
   if (ch->hi > ch->lo) GAAW_CHECK(gaaw_buffer_write(ctx, ch->values, 0, mine, (size_t)(ch->hi - ch->lo) * es));
-  void *zeros = calloc(n, es);
+  void *zeros = calloc(bytes, 1);
   if (!zeros) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %zu bytes to zero gradients", bytes);
   gaaw_status_t st = gaaw_buffer_write(ctx, ch->grads, 0, zeros, bytes);
   free(zeros);

@@ -66,6 +66,8 @@ gaaw_status_t gaaw_params_set_chunks(gaaw_context_t ctx, gaaw_param_table *table
  * gradients. */
 gaaw_status_t gaaw_params_allocate(gaaw_context_t ctx, gaaw_param_table *table, int tp_rank, int tp_size,
                                    uint64_t seed);
+/* Bytes of chunk c's value buffer (and of its gradient buffer). */
+size_t gaaw_params_chunk_bytes(const gaaw_param_table *table, int c);
 /* The chunk holding element `at` (the last chunk for at == numel). */
 int gaaw_params_chunk_of(const gaaw_param_table *table, int64_t at);
 /* A 1-D view of the table's elements [at, at + count), which must lie in one

@@ -56,7 +56,20 @@ int gaaw_topology_rank_from_coords(const gaaw_topology *t, int dp_rank, int pp_r
 
 gaaw_status_t gaaw_topology_plan(gaaw_context_t ctx, int world_size, int world_rank, gaaw_topology *t)
 {
-  int64_t tp = gaaw_ctx_int(ctx, "tp"), pp = gaaw_ctx_int(ctx, "pp"), dp = gaaw_ctx_int(ctx, "dp");
+  GAAW_CHECK(gaaw_topology_plan_from(ctx, ctx->config, world_size, world_rank, t));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_topology_plan_from(gaaw_context_t ctx, gaaw_config_t cfg, int world_size, int world_rank,
+                                      gaaw_topology *t)
+{
+  int64_t tp = 0, pp = 0, dp = 0;
+  char order[64];
+  GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "tp", &tp));
+  GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "pp", &pp));
+  GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "dp", &dp));
+  GAAW_ARG_CHECK(ctx, gaaw_config_get_string(cfg, "rank_order", order, sizeof order) == GAAW_SUCCESS,
+                 "rank_order is too long");
   GAAW_ARG_CHECK(ctx, tp >= 1 && tp <= world_size, "tp must be in 1..%d (the world size), got %lld", world_size,
                  (long long)tp);
   GAAW_ARG_CHECK(ctx, pp >= 1 && pp <= world_size, "pp must be in 1..%d (the world size), got %lld", world_size,
@@ -73,7 +86,7 @@ gaaw_status_t gaaw_topology_plan(gaaw_context_t ctx, int world_size, int world_r
   t->tp = (int)tp;
   t->pp = (int)pp;
   t->dp = (int)dp;
-  GAAW_CHECK(parse_order(ctx, gaaw_ctx_string(ctx, "rank_order"), t->order));
+  GAAW_CHECK(parse_order(ctx, order, t->order));
   int sizes[3], coords[3], r = world_rank;
   dim_sizes(t, sizes);
   for (int k = 0; k < 3; k++) {

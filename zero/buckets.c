@@ -85,7 +85,7 @@ gaaw_status_t gaaw_zero_plan(gaaw_optimizer_t opt)
 {
   gaaw_model_t m = opt->model;
   gaaw_context_t ctx = opt->ctx;
-  int64_t limit = gaaw_ctx_int(ctx, "zero_bucket_bytes") / (int64_t)gaaw_dtype_size(opt->dtype);
+  int64_t limit = opt->bucket_bytes / (int64_t)gaaw_dtype_size(opt->dtype);
   opt->bucket_of_layer = malloc(sizeof(int) * (size_t)m->nlayers);
   opt->buckets = calloc((size_t)m->nlayers, sizeof *opt->buckets);
   if (!opt->bucket_of_layer || !opt->buckets) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the buckets");

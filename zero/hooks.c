@@ -270,7 +270,7 @@ static gaaw_status_t grads_access(gaaw_model_t m, int reset, void *user)
 /* ---------------------------------------------------------------- hooks */
 
 /* The buckets layer i reads: its own and those of parameters it shares (tied head). */
-static int buckets_of_layer(gaaw_optimizer_t opt, int i, int *out)
+int gaaw_zero_layer_buckets(gaaw_optimizer_t opt, int i, int *out)
 {
   gaaw_model_t m = opt->model;
   int n = 0;
@@ -292,7 +292,7 @@ static gaaw_status_t prefetch_after(gaaw_optimizer_t opt, int i, gaaw_phase phas
   gaaw_context_t ctx = opt->ctx;
   int step = phase == GAAW_PHASE_FORWARD ? 1 : -1, used[GAAW_LAYER_MAX_PARAMS];
   for (int j = i + step; j >= 0 && j < opt->model->nlayers; j += step) {
-    int n = buckets_of_layer(opt, j, used);
+    int n = gaaw_zero_layer_buckets(opt, j, used);
     for (int q = 0; q < n; q++) {
       int started;
       GAAW_CHECK(start_gather(opt, used[q], &started));
@@ -374,7 +374,7 @@ static gaaw_status_t before_layer(gaaw_model_t m, int i, gaaw_phase phase, void 
     used[0] = opt->bucket_of_layer[i];
     n = used[0] >= 0;
   } else {
-    n = buckets_of_layer(opt, i, used);
+    n = gaaw_zero_layer_buckets(opt, i, used);
   }
   /* W reads no parameters: at stage 3 it gathers nothing */
   int reads_params = phase != GAAW_PHASE_WEIGHT;
@@ -416,7 +416,7 @@ gaaw_status_t gaaw_zero_attach(gaaw_optimizer_t opt)
   }
   if (opt->cfg.zero_stage == 3) {
     opt->keep_gathered = gaaw_ctx_bool(ctx, "zero_keep_gathered");
-    GAAW_CHECK(gaaw_zero_shard_create(opt, gaaw_zero_params_place_parse(gaaw_ctx_string(ctx, "offload_params"))));
+    GAAW_CHECK(gaaw_zero_shard_create(opt));
     for (int b = 0; b < opt->nbuckets; b++) {
       const zero_bucket *k = &opt->buckets[b];
       gaaw_tensor_t from = gaaw_params_span(&m->params, 0, k->lo + opt->dp_rank * k->piece, k->piece);

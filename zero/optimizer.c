@@ -26,7 +26,7 @@ void gaaw_optimizer_config_default(gaaw_optimizer_config_t *c)
   c->hysteresis = 2;
 }
 
-static gaaw_status_t check_config(gaaw_context_t ctx, const gaaw_optimizer_config_t *c)
+gaaw_status_t gaaw_zero_check_config(gaaw_context_t ctx, const gaaw_optimizer_config_t *c)
 {
   GAAW_ARG_CHECK(ctx, c->kind == GAAW_ADAMW || c->kind == GAAW_SGD, "kind %d is not GAAW_ADAMW or GAAW_SGD",
                  (int)c->kind);
@@ -119,6 +119,9 @@ static gaaw_status_t setup(gaaw_optimizer_t opt)
   GAAW_CHECK(gaaw_topology_comm(ctx, GAAW_GROUP_MP, &opt->mp));
   GAAW_CHECK(gaaw_topology_comm(ctx, GAAW_GROUP_WORLD, &opt->world));
   GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, &opt->dp_rank, &opt->dp_size));
+  opt->bucket_bytes = gaaw_ctx_int(ctx, "zero_bucket_bytes");
+  if (opt->cfg.zero_stage == 3) /* checked by check_store */
+    opt->params_place = (zero_params_place)gaaw_zero_params_place_parse(gaaw_ctx_string(ctx, "offload_params"));
   GAAW_CHECK(gaaw_zero_plan(opt));
   GAAW_CHECK(gaaw_zero_attach(opt));
   GAAW_CHECK(opt->store->create(opt)); /* after attach: stage 3 has moved the parameters into the shard */
@@ -146,7 +149,7 @@ gaaw_status_t gaaw_optimizer_create(gaaw_model_t model, const gaaw_optimizer_con
   gaaw_status_t st = cfg && out ? GAAW_SUCCESS
                                 : gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
                                                    "%s must not be NULL", cfg ? "out" : "cfg");
-  if (st == GAAW_SUCCESS) st = check_config(ctx, cfg);
+  if (st == GAAW_SUCCESS) st = gaaw_zero_check_config(ctx, cfg);
   if (st == GAAW_SUCCESS) st = check_store(ctx, cfg->zero_stage);
   if (st == GAAW_SUCCESS && model->hooks.before_layer)
     st = gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "backends/runtime/context_impl.h"
+#include "gaaw/estimate.h"
 #include "zero/nvme_file.h"
 #include "zero/zero_impl.h"
 
@@ -52,8 +53,21 @@ static gaaw_status_t nvme_transfer(gaaw_optimizer_t opt, int b, int write)
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_zero_shard_create(gaaw_optimizer_t opt, zero_params_place place)
+void gaaw_zero_shard_bytes(gaaw_optimizer_t opt, int64_t bytes[3])
 {
+  int64_t shard = (int64_t)gaaw_dtype_size(opt->dtype) * (opt->shard_numel ? opt->shard_numel : 1), records = 0;
+  for (int b = 0; b < opt->nbuckets; b++) records += (int64_t)record_bytes(opt, b);
+  int64_t staging = (int64_t)gaaw_dtype_size(opt->dtype) * gaaw_zero_largest_piece(opt);
+  bytes[GAAW_SPACE_DEVICE] = opt->params_place == ZERO_PARAMS_DEVICE ? shard : 0;
+  bytes[GAAW_SPACE_HOST] = opt->params_place == ZERO_PARAMS_HOST   ? shard
+             : opt->params_place == ZERO_PARAMS_NVME ? (staging + GAAW_NVME_ALIGN - 1) / GAAW_NVME_ALIGN * GAAW_NVME_ALIGN
+                                                     : 0;
+  bytes[GAAW_SPACE_NVME] = opt->params_place == ZERO_PARAMS_NVME ? records : 0;
+}
+
+gaaw_status_t gaaw_zero_shard_create(gaaw_optimizer_t opt)
+{
+  zero_params_place place = opt->params_place;
   gaaw_context_t ctx = opt->ctx;
   size_t es = gaaw_dtype_size(opt->dtype), bytes = (size_t)(opt->shard_numel ? opt->shard_numel : 1) * es;
   zero_param_shard *s = calloc(1, sizeof *s);

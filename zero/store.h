@@ -12,6 +12,17 @@
 
 #include "zero/cpu_update.h"
 
+/* What a store's state takes for a planned optimizer (its shard_numel, buckets,
+ * cfg, dtype; no memory): device bytes (category optimizer, one entry per buffer
+ * in the order it allocates them), host and nvme bytes, and the device workspace
+ * one piece's update allocates at the step (the memory estimate). */
+#define ZERO_STORE_MAX_BUFFERS 4
+typedef struct {
+  int64_t device[ZERO_STORE_MAX_BUFFERS];
+  int ndevice;
+  int64_t host, nvme, update_workspace;
+} zero_store_bytes;
+
 typedef struct zero_store_ops {
   const char *name; /* the option's value */
   /* Allocates the state of the whole shard: moments zero, master weights from the
@@ -34,6 +45,8 @@ typedef struct zero_store_ops {
    * agrees on the updates' outcome before the all-gather, so that no rank waits
    * in it for one that failed. */
   int local_failures;
+  /* What create would allocate and update use, without allocating. */
+  void (*bytes)(gaaw_optimizer_t opt, zero_store_bytes *out);
 } zero_store_ops;
 
 extern const zero_store_ops gaaw_zero_store_device;

@@ -1,23 +1,55 @@
 /* The device store: the shard's optimizer state in backend buffers, updated by
  * the backend's kernels (zero/store.h). */
+#include <string.h>
+
 #include "zero/zero_impl.h"
+
+/* The state's buffers: AdamW m and v (SGD: the momentum), and f32 master weights
+ * unless the model is f32; n of them into state (when given), each of *bytes. */
+static int state_buffers(gaaw_optimizer_t opt, gaaw_buffer_t **state, size_t *bytes)
+{
+  int count = 0;
+  *bytes = (size_t)(opt->shard_numel ? opt->shard_numel : 1) * sizeof(float);
+  if (state) state[count] = &opt->moment1;
+  count++;
+  if (opt->cfg.kind == GAAW_ADAMW) {
+    if (state) state[count] = &opt->moment2;
+    count++;
+  }
+  if (opt->dtype != GAAW_F32) {
+    if (state) state[count] = &opt->master;
+    count++;
+  }
+  return count;
+}
 
 static gaaw_status_t alloc_state(gaaw_optimizer_t opt)
 {
   gaaw_context_t ctx = opt->ctx;
-  size_t bytes = (size_t)(opt->shard_numel ? opt->shard_numel : 1) * sizeof(float);
-  /* AdamW: m and v; SGD: the momentum; both: f32 master weights unless the model is f32 */
   gaaw_buffer_t *state[3];
-  int count = 0;
-  state[count++] = &opt->moment1;
-  if (opt->cfg.kind == GAAW_ADAMW) state[count++] = &opt->moment2;
-  if (opt->dtype != GAAW_F32) state[count++] = &opt->master;
+  size_t bytes;
+  int count = state_buffers(opt, state, &bytes);
   for (int i = 0; i < count; i++) {
     GAAW_CHECK(gaaw_buffer_alloc(ctx, bytes, GAAW_MEM_OPTIMIZER, state[i]));
     gaaw_tensor_t all = gaaw_zero_view(*state[i], GAAW_F32, 0, opt->shard_numel);
     GAAW_CHECK(gaaw_fill(ctx, &all, 0.0f));
   }
   return GAAW_SUCCESS;
+}
+
+/* The state's buffers; SGD's update casts each piece's gradient into an f32
+ * workspace (sgd_update), the largest piece's at most. */
+static void device_bytes(gaaw_optimizer_t opt, zero_store_bytes *out)
+{
+  size_t bytes;
+  memset(out, 0, sizeof *out);
+  out->ndevice = state_buffers(opt, NULL, &bytes);
+  for (int i = 0; i < out->ndevice; i++) out->device[i] = (int64_t)bytes;
+  for (int b = 0; opt->cfg.kind == GAAW_SGD && b < opt->nbuckets; b++) {
+    int64_t piece = opt->buckets[b].piece * (int64_t)sizeof(float);
+    if (piece < 1) piece = 1;
+    if (piece > out->update_workspace) out->update_workspace = piece;
+  }
 }
 
 static gaaw_status_t device_create(gaaw_optimizer_t opt)
@@ -121,4 +153,5 @@ const zero_store_ops gaaw_zero_store_device = {
   .read = device_read,
   .write = device_write,
   .destroy = device_destroy,
+  .bytes = device_bytes,
 };

@@ -25,6 +25,21 @@ static void *alloc_host(host_store *s, size_t bytes)
   return p;
 }
 
+/* What host_create allocates: f32 master, m1 (and AdamW's m2) of the shard, and
+ * two compute-dtype pieces; nothing on the device. */
+static size_t state_bytes(gaaw_optimizer_t opt, size_t *piece)
+{
+  *piece = gaaw_dtype_size(opt->dtype) * (size_t)gaaw_zero_largest_piece(opt);
+  return sizeof(float) * (size_t)opt->shard_numel;
+}
+
+static void host_bytes(gaaw_optimizer_t opt, zero_store_bytes *out)
+{
+  size_t piece, state = state_bytes(opt, &piece);
+  memset(out, 0, sizeof *out);
+  out->host = (int64_t)(state * (opt->cfg.kind == GAAW_ADAMW ? 3 : 2) + 2 * piece);
+}
+
 static gaaw_status_t host_create(gaaw_optimizer_t opt)
 {
   gaaw_context_t ctx = opt->ctx;
@@ -32,8 +47,7 @@ static gaaw_status_t host_create(gaaw_optimizer_t opt)
   if (!s) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the host store");
   opt->store_state = s;
   s->simd = (gaaw_cpu_simd)gaaw_cpu_simd_parse(gaaw_ctx_string(ctx, "cpu_simd")); /* checked at create */
-  size_t state = sizeof(float) * (size_t)opt->shard_numel;
-  size_t piece = gaaw_dtype_size(opt->dtype) * (size_t)gaaw_zero_largest_piece(opt);
+  size_t piece, state = state_bytes(opt, &piece);
   s->master = alloc_host(s, state);
   s->m1 = alloc_host(s, state);
   s->m2 = opt->cfg.kind == GAAW_ADAMW ? alloc_host(s, state) : NULL;
@@ -102,4 +116,5 @@ const zero_store_ops gaaw_zero_store_host = {
   .read = host_read,
   .write = host_write,
   .destroy = host_destroy,
+  .bytes = host_bytes,
 };

@@ -186,6 +186,18 @@ static gaaw_status_t open_file(gaaw_optimizer_t opt, nvme_store *s)
   return GAAW_SUCCESS;
 }
 
+/* What nvme_create allocates: nothing on the device; on host the slots (the
+ * largest record each) and two compute-dtype pieces; in the file every record. */
+static void nvme_bytes(gaaw_optimizer_t opt, zero_store_bytes *out)
+{
+  nvme_store s = {.nstate = opt->cfg.kind == GAAW_ADAMW ? 3 : 2};
+  size_t piece = gaaw_dtype_size(opt->dtype) * (size_t)gaaw_zero_largest_piece(opt);
+  memset(out, 0, sizeof *out);
+  out->host = (int64_t)(GAAW_NVME_SLOTS * record_bytes(&s, gaaw_zero_largest_piece(opt)) +
+                        2 * ((piece + GAAW_NVME_ALIGN - 1) / GAAW_NVME_ALIGN * GAAW_NVME_ALIGN));
+  for (int b = 0; b < opt->nbuckets; b++) out->nvme += (int64_t)record_bytes(&s, opt->buckets[b].piece);
+}
+
 static gaaw_status_t nvme_create(gaaw_optimizer_t opt)
 {
   gaaw_context_t ctx = opt->ctx;
@@ -247,4 +259,5 @@ const zero_store_ops gaaw_zero_store_nvme = {
   .write = nvme_write,
   .destroy = nvme_destroy,
   .local_failures = 1,
+  .bytes = nvme_bytes,
 };

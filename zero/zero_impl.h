@@ -48,6 +48,7 @@ struct gaaw_optimizer_s {
   gaaw_comm_t dp, mp, world;
   int dp_size, dp_rank;
   gaaw_dtype_t dtype;            /* the model's compute dtype */
+  int64_t bucket_bytes;          /* option zero_bucket_bytes */
   int keep_gathered;             /* stage 3, option zero_keep_gathered: buckets stay gathered
                                     from their first use in a step to the optimizer step */
   zero_bucket *buckets;
@@ -57,7 +58,8 @@ struct gaaw_optimizer_s {
   zero_norm_segment *segments;
   int nsegments;
   gaaw_buffer_t shard_params;    /* stage 3, offload_params=none: this rank's pieces of the parameters */
-  zero_param_shard *param_shard; /* stage 3: where they are (zero/param_shard.c); NULL below */
+  zero_params_place params_place; /* stage 3: where the shard is (option offload_params); DEVICE below */
+  zero_param_shard *param_shard; /* stage 3: the shard (zero/param_shard.c); NULL below */
   gaaw_buffer_t shard_grads;     /* stages 2, 3: this rank's pieces of the reduced gradients */
   const zero_store_ops *store;   /* where the state below lives (option offload_optimizer) */
   void *store_state;             /* the store's own (host, nvme) */
@@ -86,7 +88,13 @@ const char *gaaw_zero_kind_name(gaaw_optimizer_kind_t kind);
  * (zero/optimizer.c). */
 void gaaw_zero_mark_comm(gaaw_optimizer_t opt);
 
-/* Bucket layout and shard offsets from the model's layers. */
+/* cfg's fields are in range (GAAW_ERR_INVALID_ARG naming the first that is not). */
+gaaw_status_t gaaw_zero_check_config(gaaw_context_t ctx, const gaaw_optimizer_config_t *cfg);
+/* The buckets whose parameters layer i reads (its own, and a tied weight's); returns
+ * how many (zero/hooks.c). */
+int gaaw_zero_layer_buckets(gaaw_optimizer_t opt, int i, int *out);
+
+/* Bucket layout and shard offsets from the model's layers (opt->bucket_bytes). */
 gaaw_status_t gaaw_zero_plan(gaaw_optimizer_t opt);
 /* Takes the model's buffers over as the stage says, and installs the hooks. */
 gaaw_status_t gaaw_zero_attach(gaaw_optimizer_t opt);
@@ -106,7 +114,10 @@ gaaw_tensor_t gaaw_zero_param_piece(gaaw_optimizer_t opt, int b);
 /* zero/param_shard.c: "none", "host", "nvme" -> zero_params_place, -1 otherwise;
  * the stage 3 shard's creation there (shard_params on the device) and its end. */
 int gaaw_zero_params_place_parse(const char *name);
-gaaw_status_t gaaw_zero_shard_create(gaaw_optimizer_t opt, zero_params_place place);
+gaaw_status_t gaaw_zero_shard_create(gaaw_optimizer_t opt);
+/* What the shard takes in each space (gaaw_mem_space_t: device, host, nvme) for a
+ * planned optimizer (its params_place, buckets, dtype), without allocating. */
+void gaaw_zero_shard_bytes(gaaw_optimizer_t opt, int64_t bytes[3]);
 void gaaw_zero_shard_destroy(gaaw_optimizer_t opt);
 /* Bucket b's parameter piece (piece elements of the compute dtype), wherever it
  * lives (below stage 3: the model's buffer), to and from host memory, and to and
@@ -123,5 +134,16 @@ gaaw_status_t gaaw_zero_finish_reductions(gaaw_optimizer_t opt);
 /* Stages 1, 2: the updated pieces all-gathered into the whole parameter buffer
  * (zero/step.c). Collective over dp. */
 gaaw_status_t gaaw_zero_gather_params(gaaw_optimizer_t opt);
+
+/* ZeRO on the memory estimate's ledger (zero/memory_zero.c): opt is planned
+ * (gaaw_zero_plan over a planned model, its store chosen; no memory). What the
+ * model and gaaw_optimizer_create allocate, then one step: the model's walk
+ * (gaaw_model_memory_step) with what the hooks of hooks.c allocate and free at
+ * each point, then what gaaw_optimizer_step does; ring_bytes is option
+ * allreduce_ring_bytes, scratch whether the MPI communicator's scratch is device
+ * memory (gaaw_mpi_scratch_bytes). store receives the store's bytes. Not
+ * collective. */
+gaaw_status_t gaaw_zero_memory_step(gaaw_optimizer_t opt, int microbatches, int batch, int seq, int64_t ring_bytes,
+                                    int scratch, gaaw_ledger *g, zero_store_bytes *store);
 
 #endif

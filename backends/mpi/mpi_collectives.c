@@ -47,6 +47,17 @@ static gaaw_status_t allreduce_small(gaaw_comm_t comm, const void *s, void *r, i
   return GAAW_SUCCESS;
 }
 
+size_t gaaw_mpi_scratch_bytes(gaaw_comm_op_t op, int64_t n, gaaw_dtype_t dtype, int p, int64_t ring_bytes)
+{
+  size_t es = gaaw_dtype_size(dtype);
+  int64_t total = op == GAAW_COMM_REDUCE_SCATTER ? n * p : n;
+  if (p <= 1 || n == 0) return 0;
+  if (op == GAAW_COMM_ALLREDUCE && ((int64_t)(n * (int64_t)es) < ring_bytes || n < p)) /* allreduce_small */
+    return dtype == GAAW_F32 || dtype == GAAW_I32 ? 0 : (size_t)n * sizeof(float);
+  if (op != GAAW_COMM_ALLREDUCE && op != GAAW_COMM_REDUCE_SCATTER) return 0; /* the ring all-gather works in place */
+  return 2 * (size_t)(total / p + (total % p ? 1 : 0)) * es; /* the ring's two slots */
+}
+
 gaaw_status_t gaaw_mpi_host_allreduce(gaaw_comm_t comm, const void *s, void *r, int64_t n, gaaw_dtype_t dtype,
                                       gaaw_reduce_op_t op)
 {

@@ -41,6 +41,7 @@ typedef struct {
   size_t pending_bytes;
   size_t current[GAAW_MEM_CATEGORY_COUNT];
   size_t peak[GAAW_MEM_CATEGORY_COUNT];
+  size_t total, total_peak; /* every category together: now, and at the peak instant */
   size_t held;  /* device memory taken from the backend: in use, cached and pending */
   size_t limit; /* option device_memory_limit; 0: none */
 } gaaw_allocator;

@@ -54,8 +54,11 @@ static void account(gaaw_allocator *a, gaaw_mem_category_t category, size_t byte
   if (sign > 0) {
     a->current[category] += bytes;
     if (a->current[category] > a->peak[category]) a->peak[category] = a->current[category];
+    a->total += bytes;
+    if (a->total > a->total_peak) a->total_peak = a->total;
   } else {
     a->current[category] -= bytes;
+    a->total -= bytes;
   }
 }
 
@@ -403,5 +406,14 @@ gaaw_status_t gaaw_memory_reset_peak(gaaw_context_t ctx)
 {
   GAAW_ARG_NOT_NULL(ctx, ctx);
   for (int c = 0; c < GAAW_MEM_CATEGORY_COUNT; c++) ctx->allocator.peak[c] = ctx->allocator.current[c];
+  ctx->allocator.total_peak = ctx->allocator.total;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_memory_total(gaaw_context_t ctx, size_t *current_bytes, size_t *peak_bytes)
+{
+  GAAW_ARG_NOT_NULL(ctx, ctx);
+  if (current_bytes) *current_bytes = ctx->allocator.total;
+  if (peak_bytes) *peak_bytes = ctx->allocator.total_peak;
   return GAAW_SUCCESS;
 }

@@ -86,11 +86,19 @@ int64_t gaaw_tensor_numel(const gaaw_tensor_t *t);
  * per category. Not collective. */
 gaaw_status_t gaaw_memory_usage(gaaw_context_t ctx, gaaw_mem_category_t category,
                                 size_t *current_bytes, size_t *peak_bytes);
+/* Every category together: bytes in use now, and the most in use at any one
+ * instant since the context began or the last gaaw_memory_reset_peak (what a
+ * device must hold; at most the sum of the categories' peaks, which may come at
+ * different instants). Bytes as asked for, as gaaw_memory_usage counts them: the
+ * allocator's rounding to size classes and its cache are not in it
+ * (gaaw_memory_cached). Not collective. */
+gaaw_status_t gaaw_memory_total(gaaw_context_t ctx, size_t *current_bytes, size_t *peak_bytes);
 /* Bytes held by the caching allocator but not in use, and a call that gives them back
  * to the device. Not collective. */
 gaaw_status_t gaaw_memory_cached(gaaw_context_t ctx, size_t *bytes);
 gaaw_status_t gaaw_memory_release_cached(gaaw_context_t ctx);
-/* Restarts peak tracking at the current usage. Not collective. */
+/* Restarts peak tracking (per category and in all) at the current usage. Not
+ * collective. */
 gaaw_status_t gaaw_memory_reset_peak(gaaw_context_t ctx);
 
 #ifdef __cplusplus

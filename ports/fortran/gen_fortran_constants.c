@@ -80,6 +80,9 @@ int main(void)
   printf("  ! memory categories (GAAW_MEMORY_CATEGORY_LIST, gaaw/tensor.h)\n");
   GAAW_MEMORY_CATEGORY_LIST(LIST_ENTRY)
   PARAM(GAAW_MEM_CATEGORY_COUNT);
+  printf("  ! memory spaces (GAAW_MEMORY_SPACE_LIST, gaaw/estimate.h)\n");
+  GAAW_MEMORY_SPACE_LIST(LIST_ENTRY)
+  PARAM(GAAW_MEM_SPACE_COUNT);
 
   printf("  ! reductions and communication operations (gaaw/comm.h)\n");
   PARAM(GAAW_SUM);

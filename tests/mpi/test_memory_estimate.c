@@ -1,0 +1,243 @@
+/* The memory estimate against the measured device peak on 4 ranks (built as
+ * test_memory_estimate_np4), host backend, a tiny GPT, two training steps of two
+ * microbatches each, from a fresh context per layout:
+ *  - ZeRO stages 0..3 x offload_optimizer {none, host, nvme} (at stage 3 with the
+ *    state off the device, x offload_params {none, host, nvme}) x dp {1, 2, 4} (the
+ *    world split into groups of dp ranks) x recompute {none, selective, full}: on every
+ *    rank the estimate for that rank (gaaw_memory_estimate with the context's own
+ *    options) equals the peak of gaaw_memory_total within 2%;
+ *  - pp 2 x dp 2 with gpipe, 1f1b, interleaved (2 virtual stages) and zb-h1, stage
+ *    1 and 2;
+ *  - the estimate with rank -1 is the largest of the ranks';
+ *  - a 1024-device layout of a 1.3B GPT is estimated from one process;
+ *  - bad input gets the named error on every rank.
+ * Prints the largest relative difference seen. */
+#include <math.h>
+#include <mpi.h>
+#include <time.h>
+
+#include "tests/harness/checkpoint_util.h"
+#include "tests/harness/model_util.h"
+
+enum { B = 1, T = 8, STEPS = 2, MICRO = 2 };
+static int world_rank;
+static double worst = 0;
+static int configs = 0;
+
+typedef struct {
+  int dp, stage, layers;
+  const char *options;
+} run_case;
+
+/* STEPS steps of MICRO microbatches of (B, T) each. */
+static void train(gaaw_context_t ctx, gaaw_model_t model, gaaw_optimizer_t opt, int vocab, uint64_t seed)
+{
+  int32_t tokens[MICRO * B * T], targets[MICRO * B * T];
+  for (int s = 0; s < STEPS; s++) {
+    model_random_batch(MICRO * B, T, vocab, seed + 13 * (uint64_t)s, tokens, targets);
+    gaaw_batch_t b = {.batch = B, .seq = T, .microbatches = MICRO, .tokens = tokens, .targets = targets};
+    float loss;
+    require_ok(ctx, gaaw_model_forward_backward(model, &b, &loss));
+    require_ok(ctx, gaaw_optimizer_step(opt));
+  }
+}
+
+/* Trains the case on comm and compares the estimate with the measured peak. */
+static void check_case(MPI_Comm comm, const run_case *c)
+{
+  char list[512];
+  snprintf(list, sizeof list, "backend=host comm_timeout=60 microbatches=%d %s", MICRO, c->options);
+  gaaw_context_t ctx = test_context(comm, list);
+  gaaw_gpt_config_t g = model_tiny_gpt(T, GAAW_F32);
+  g.layers = c->layers;
+  gaaw_optimizer_config_t oc;
+  gaaw_optimizer_config_default(&oc);
+  oc.zero_stage = c->stage;
+  oc.accumulation = MICRO;
+  /* the estimate first: nothing is allocated yet */
+  gaaw_estimate_options_t eo;
+  gaaw_estimate_options_default(&eo);
+  eo.batch = B;
+  eo.seq = T;
+  int rank;
+  require_ok(ctx, gaaw_topology_group_rank(ctx, GAAW_GROUP_WORLD, &rank, NULL));
+  eo.rank = rank;
+  gaaw_memory_estimate_t est, largest;
+  require_ok(ctx, gaaw_memory_estimate(ctx, &g, NULL, &oc, &eo, &est));
+  eo.rank = -1;
+  require_ok(ctx, gaaw_memory_estimate(ctx, &g, NULL, &oc, &eo, &largest));
+  size_t before;
+  require_ok(ctx, gaaw_memory_total(ctx, &before, NULL));
+  require_ok(ctx, gaaw_memory_reset_peak(ctx));
+  gaaw_model_t model;
+  gaaw_optimizer_t opt;
+  require_ok(ctx, gaaw_model_create_gpt(ctx, &g, &model));
+  require_ok(ctx, gaaw_optimizer_create(model, &oc, &opt));
+  train(ctx, model, opt, g.vocab, 77 + (uint64_t)rank);
+  size_t now, peak, cat_peak[GAAW_MEM_CATEGORY_COUNT];
+  require_ok(ctx, gaaw_memory_total(ctx, &now, &peak));
+  for (int k = 0; k < GAAW_MEM_CATEGORY_COUNT; k++)
+    require_ok(ctx, gaaw_memory_usage(ctx, (gaaw_mem_category_t)k, NULL, &cat_peak[k]));
+  double measured = (double)(peak - before), want = (double)est.total[GAAW_SPACE_DEVICE];
+  double rel = fabs(want - measured) / measured;
+  if (rel > worst) worst = rel;
+  configs++;
+  char cats[512];
+  size_t at = 0;
+  for (int k = 0; k < GAAW_MEM_CATEGORY_COUNT && at < sizeof cats; k++)
+    if (cat_peak[k] != est.bytes[GAAW_SPACE_DEVICE][k])
+      at += (size_t)snprintf(cats + at, sizeof cats - at, " %s %zu/%llu", gaaw_mem_category_name((gaaw_mem_category_t)k),
+                             cat_peak[k], (unsigned long long)est.bytes[GAAW_SPACE_DEVICE][k]);
+  cats[at] = 0;
+  expect_true(rel <= 0.02, "rank %d, dp %d stage %d %s: estimated device peak %.0f, measured %.0f (%.2f%%); "
+              "category peaks measured/estimated:%s", world_rank, c->dp, c->stage, c->options, want, measured,
+              100 * rel, cats);
+  if (world_rank == 0 && (rel > 0 || getenv("GAAW_TEST_VERBOSE")))
+    printf("dp %d stage %d %-60s estimate %8.0f measured %8.0f (%.3f%%)%s\n", c->dp, c->stage, c->options, want,
+           measured, 100 * rel, cats);
+  expect_true(largest.total[GAAW_SPACE_DEVICE] >= est.total[GAAW_SPACE_DEVICE],
+              "rank %d: the largest rank's estimate %llu is below this rank's %llu", world_rank,
+              (unsigned long long)largest.total[GAAW_SPACE_DEVICE], (unsigned long long)est.total[GAAW_SPACE_DEVICE]);
+  int host = strstr(c->options, "offload_optimizer=host") != NULL, nvme = strstr(c->options, "=nvme") != NULL;
+  expect_true(host || nvme ? est.bytes[GAAW_SPACE_DEVICE][GAAW_MEM_OPTIMIZER] == 0 && est.total[GAAW_SPACE_HOST] > 0
+                           : est.total[GAAW_SPACE_HOST] == 0,
+              "rank %d, %s: optimizer state device %llu, host %llu", world_rank, c->options,
+              (unsigned long long)est.bytes[GAAW_SPACE_DEVICE][GAAW_MEM_OPTIMIZER],
+              (unsigned long long)est.total[GAAW_SPACE_HOST]);
+  expect_true(nvme == (est.total[GAAW_SPACE_NVME] > 0), "rank %d, %s: %llu bytes on nvme", world_rank, c->options,
+              (unsigned long long)est.total[GAAW_SPACE_NVME]);
+  int params_off = strstr(c->options, "offload_params=host") || strstr(c->options, "offload_params=nvme");
+  uint64_t params_away = est.bytes[GAAW_SPACE_HOST][GAAW_MEM_PARAMS] + est.bytes[GAAW_SPACE_NVME][GAAW_MEM_PARAMS];
+  expect_true(params_off == (params_away > 0), "rank %d, %s: %llu bytes of parameters off the device", world_rank,
+              c->options, (unsigned long long)params_away);
+  gaaw_optimizer_destroy(&opt);
+  gaaw_model_destroy(&model);
+  gaaw_finalize(&ctx);
+}
+
+static void run_on_groups(const run_case *c)
+{
+  MPI_Comm comm;
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank / c->dp / (strstr(c->options, "pp=2") ? 2 : 1), world_rank, &comm);
+  check_case(comm, c);
+  MPI_Comm_free(&comm);
+}
+
+/* Bad input: the named error, the same on every rank (each rank alone decides). */
+static void bad_input(void)
+{
+  gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=host");
+  gaaw_gpt_config_t g = model_tiny_gpt(T, GAAW_F32);
+  gaaw_optimizer_config_t oc;
+  gaaw_optimizer_config_default(&oc);
+  gaaw_estimate_options_t eo;
+  gaaw_estimate_options_default(&eo);
+  eo.seq = T;
+  gaaw_memory_estimate_t out;
+  expect_status_ctx(ctx, gaaw_memory_estimate(ctx, NULL, NULL, &oc, &eo, &out), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(ctx, gaaw_memory_estimate(ctx, &g, NULL, NULL, &eo, &out), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(ctx, gaaw_memory_estimate(ctx, &g, NULL, &oc, NULL, &out), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(ctx, gaaw_memory_estimate(ctx, &g, NULL, &oc, &eo, NULL), GAAW_ERR_INVALID_ARG);
+  expect_status(gaaw_memory_estimate(NULL, &g, NULL, &oc, &eo, &out), GAAW_ERR_INVALID_ARG);
+  eo.seq = T + 1;
+  expect_status_ctx(ctx, gaaw_memory_estimate(ctx, &g, NULL, &oc, &eo, &out), GAAW_ERR_INVALID_ARG);
+  eo.seq = T;
+  eo.batch = 0;
+  expect_status_ctx(ctx, gaaw_memory_estimate(ctx, &g, NULL, &oc, &eo, &out), GAAW_ERR_INVALID_ARG);
+  eo.batch = 1;
+  eo.rank = 4;
+  expect_status_ctx(ctx, gaaw_memory_estimate(ctx, &g, NULL, &oc, &eo, &out), GAAW_ERR_INVALID_ARG);
+  eo.rank = -1;
+  oc.zero_stage = 4;
+  expect_status_ctx(ctx, gaaw_memory_estimate(ctx, &g, NULL, &oc, &eo, &out), GAAW_ERR_INVALID_ARG);
+  oc.zero_stage = 1;
+  struct {
+    const char *options, *message;
+  } layouts[] = {
+    {"tp=4", "heads (2) must be divisible by tp (4)"},
+    {"tp=3", "not divisible by tp x pp"},
+    {"pp=4 dp=1", "layers"},
+    {"pp=2 dp=2 pp_schedule=interleaved virtual_stages=2", "virtual"},
+    {"pp=2 dp=2 pp_layout=1:2", "pp_layout"},
+    {"offload_optimizer=bogus", "offload_optimizer"},
+    {"recompute=sometimes", "recompute"},
+  };
+  for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+    gaaw_config_t cfg;
+    require_ok(NULL, gaaw_config_create(&cfg));
+    require_ok(NULL, gaaw_config_parse(cfg, layouts[i].options));
+    expect_status_ctx(ctx, gaaw_memory_estimate(ctx, &g, cfg, &oc, &eo, &out), GAAW_ERR_INVALID_ARG);
+    const char *why = gaaw_last_error(ctx);
+    expect_true(why && strstr(why, layouts[i].message), "layout '%s': the error '%s' does not say '%s'",
+                layouts[i].options, why ? why : "(none)", layouts[i].message);
+    gaaw_config_destroy(&cfg);
+  }
+  /* a planner's question: a 1.3B GPT on 1024 devices, from this one process */
+  gaaw_gpt_config_t big;
+  gaaw_gpt_config_default(&big);
+  big.vocab = 50257;
+  big.max_seq = 2048;
+  big.layers = 24;
+  big.heads = 16;
+  big.dim = 2048;
+  big.dtype = GAAW_BF16;
+  gaaw_config_t cfg;
+  require_ok(NULL, gaaw_config_create(&cfg));
+  require_ok(NULL, gaaw_config_parse(cfg, "tp=4 pp=4 dp=64 microbatches=8 recompute=selective"));
+  oc.zero_stage = 3;
+  eo.batch = 1;
+  eo.seq = 2048;
+  eo.rank = -1;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  require_ok(ctx, gaaw_memory_estimate(ctx, &big, cfg, &oc, &eo, &out));
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  expect_true(out.dp == 64 && out.tp == 4 && out.pp == 4 && out.total[GAAW_SPACE_DEVICE] > 0,
+              "the 1024-device layout: dp %d tp %d pp %d, %llu bytes", out.dp, out.tp, out.pp,
+              (unsigned long long)out.total[GAAW_SPACE_DEVICE]);
+  if (world_rank == 0)
+    printf("1.3B GPT, tp 4 pp 4 dp 64, ZeRO 3, selective: rank %d needs %.2f GiB of device memory (estimated in %.3f s)\n",
+           out.rank, (double)out.total[GAAW_SPACE_DEVICE] / (1 << 30),
+           (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+  gaaw_config_destroy(&cfg);
+  gaaw_finalize(&ctx);
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  char nvme_dir[64];
+  ckpt_test_dir(nvme_dir, sizeof nvme_dir, "estimate_nvme_");
+  require_ok(NULL, nvme_dir[0] ? GAAW_SUCCESS : GAAW_ERR_IO);
+  /* the optimizer's state on the device, host or nvme; at stage 3 with it off the
+   * device, the parameter shard on the device, host or nvme too */
+  const char *offloads[] = {"none", "host", "nvme"}, *params[] = {"none", "host", "nvme"};
+  const char *recomputes[] = {"none", "selective", "full"};
+  const int dps[] = {1, 2, 4};
+  for (int d = 0; d < 3; d++)
+    for (int stage = 0; stage <= 3; stage++)
+      for (int o = 0; o < 3; o++)
+        for (int p = 0; p < (stage == 3 && o > 0 ? 3 : 1); p++)
+          for (int r = 0; r < 3; r++) {
+            char options[256];
+            snprintf(options, sizeof options, "offload_optimizer=%s offload_params=%s recompute=%s "
+                     "zero_bucket_bytes=2048 nvme_path=%s", offloads[o], params[p], recomputes[r], nvme_dir);
+            run_case c = {dps[d], stage, 2, options};
+            run_on_groups(&c);
+          }
+  const char *schedules[] = {"pp_schedule=gpipe", "pp_schedule=1f1b",
+                             "pp_schedule=interleaved virtual_stages=2", "pp_schedule=zb-h1"};
+  for (int s = 0; s < 4; s++)
+    for (int stage = 1; stage <= 2; stage++) {
+      char options[256];
+      snprintf(options, sizeof options, "pp=2 %s recompute=%s", schedules[s], s == 1 ? "full" : "none");
+      run_case c = {2, stage, 4, options};
+      run_on_groups(&c);
+    }
+  ckpt_test_dir_remove(nvme_dir);
+  bad_input();
+  if (world_rank == 0) printf("%d layouts: the largest difference between estimate and measured peak %.3f%%\n",
+                              configs, 100 * worst);
+  return test_finish_mpi("test_memory_estimate");
+}
