@@ -50,6 +50,7 @@ gaaw_status_t gaaw_model_after_layer(gaaw_model_t m, int layer, gaaw_phase phase
 
 gaaw_status_t gaaw_model_begin_pass(gaaw_model_t m, gaaw_phase phase, int microbatch, int chunk)
 {
+  if (phase != GAAW_PHASE_FORWARD) GAAW_CHECK_CTX(m->ctx, gaaw_params_ensure_grads(m->ctx, &m->params));
   if (!m->hooks.begin_pass) return GAAW_SUCCESS;
   GAAW_CHECK_CTX(m->ctx, m->hooks.begin_pass(m, phase, microbatch, chunk, m->hooks.user));
   return GAAW_SUCCESS;
@@ -65,6 +66,7 @@ gaaw_status_t gaaw_model_end_pass(gaaw_model_t m, gaaw_phase phase, int microbat
 /* The data-parallel engine's hook before gradients are read or zeroed. */
 gaaw_status_t gaaw_model_grads_access(gaaw_model_t m, int reset)
 {
+  GAAW_CHECK_CTX(m->ctx, gaaw_params_ensure_grads(m->ctx, &m->params));
   if (!m->hooks.grads_access) return GAAW_SUCCESS;
   GAAW_CHECK_CTX(m->ctx, m->hooks.grads_access(m, reset, m->hooks.user));
   return GAAW_SUCCESS;

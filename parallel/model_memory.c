@@ -135,6 +135,11 @@ static void hook_layer(gaaw_mem_walk *w, int after, int i, gaaw_phase phase)
 static void hook_pass(gaaw_mem_walk *w, int end, gaaw_phase phase, int chunk)
 {
   const gaaw_mem_hooks *h = w->hooks;
+  gaaw_param_table *t = &w->m->params;
+  if (!end && phase != GAAW_PHASE_FORWARD && t->grads == GAAW_GRADS_LATER) { /* gaaw_params_ensure_grads */
+    for (int c = 0; c < t->nchunks; c++) gaaw_ledger_add(w->g, GAAW_MEM_GRADS, (int64_t)gaaw_params_chunk_bytes(t, c));
+    t->grads = GAAW_GRADS_ALLOCATED;
+  }
   if (h && end && h->end_pass) h->end_pass(w->m, phase, chunk, w->g, h->user);
   if (h && !end && h->begin_pass) h->begin_pass(w->m, phase, chunk, w->g, h->user);
 }

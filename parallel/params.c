@@ -140,6 +140,7 @@ gaaw_tensor_t gaaw_params_span(const gaaw_param_table *table, int grad, int64_t 
 
 void gaaw_params_release(gaaw_context_t ctx, gaaw_param_table *table, int grad)
 {
+  if (grad) table->grads = GAAW_GRADS_TAKEN;
   for (int i = 0; i < table->count; i++) gaaw_param_bind(&table->items[i], grad, NULL, 0, table->dtype);
   for (int c = 0; c < table->nchunks; c++) gaaw_buffer_free(ctx, grad ? &table->chunks[c].grads : &table->chunks[c].values);
 }
@@ -150,22 +151,37 @@ size_t gaaw_params_chunk_bytes(const gaaw_param_table *table, int c)
   return (size_t)(ch->hi > ch->lo ? ch->hi - ch->lo : 1) * gaaw_dtype_size(table->dtype);
 }
 
-/* Chunk c's buffers, initialised from host (the whole table's values). */
+/* Chunk c's value buffer, initialised from host (the whole table's values). */
 static gaaw_status_t allocate_chunk(gaaw_context_t ctx, gaaw_param_table *table, int c, float *host)
 {
   gaaw_param_chunk *ch = &table->chunks[c];
-  size_t es = gaaw_dtype_size(table->dtype), bytes = gaaw_params_chunk_bytes(table, c);
-  GAAW_CHECK(gaaw_buffer_alloc(ctx, bytes, GAAW_MEM_PARAMS, &ch->values));
-  GAAW_CHECK(gaaw_buffer_alloc(ctx, bytes, GAAW_MEM_GRADS, &ch->grads));
+  size_t es = gaaw_dtype_size(table->dtype);
+  GAAW_CHECK(gaaw_buffer_alloc(ctx, gaaw_params_chunk_bytes(table, c), GAAW_MEM_PARAMS, &ch->values));
   float *mine = host + ch->lo;
   /* in place to the storage dtype (2-byte elements overwrite what was read) */
   for (size_t i = 0; i < (size_t)(ch->hi - ch->lo); i++) gaaw_store_f32(mine, table->dtype, (int64_t)i, mine[i]);
   if (ch->hi > ch->lo) GAAW_CHECK(gaaw_buffer_write(ctx, ch->values, 0, mine, (size_t)(ch->hi - ch->lo) * es));
-  void *zeros = calloc(bytes, 1);
-  if (!zeros) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %zu bytes to zero gradients", bytes);
-  gaaw_status_t st = gaaw_buffer_write(ctx, ch->grads, 0, zeros, bytes);
-  free(zeros);
-  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_params_ensure_grads(gaaw_context_t ctx, gaaw_param_table *table)
+{
+  if (table->grads != GAAW_GRADS_LATER) return GAAW_SUCCESS;
+  for (int c = 0; c < table->nchunks; c++) {
+    gaaw_param_chunk *ch = &table->chunks[c];
+    size_t bytes = gaaw_params_chunk_bytes(table, c);
+    int64_t n = (int64_t)(bytes / gaaw_dtype_size(table->dtype));
+    gaaw_tensor_t all;
+    GAAW_CHECK(gaaw_buffer_alloc(ctx, bytes, GAAW_MEM_GRADS, &ch->grads));
+    GAAW_CHECK(gaaw_tensor_view(ch->grads, 0, table->dtype, 1, &n, &all));
+    GAAW_CHECK(gaaw_fill(ctx, &all, 0.0f));
+  }
+  for (int k = 0; k < table->count; k++) {
+    gaaw_param *p = &table->items[k];
+    const gaaw_param_chunk *ch = &table->chunks[gaaw_params_chunk_of(table, p->offset)];
+    gaaw_param_bind(p, 1, ch->grads, p->offset - ch->lo, table->dtype);
+  }
+  table->grads = GAAW_GRADS_ALLOCATED;
   return GAAW_SUCCESS;
 }
 
@@ -198,7 +214,6 @@ gaaw_status_t gaaw_params_allocate(gaaw_context_t ctx, gaaw_param_table *table, 
     gaaw_param *p = &table->items[k];
     const gaaw_param_chunk *ch = &table->chunks[gaaw_params_chunk_of(table, p->offset)];
     gaaw_param_bind(p, 0, ch->values, p->offset - ch->lo, table->dtype);
-    gaaw_param_bind(p, 1, ch->grads, p->offset - ch->lo, table->dtype);
   }
   return GAAW_SUCCESS;
 }

@@ -34,12 +34,21 @@ typedef struct {
 
 /* One model chunk's flat buffers (DESIGN.md section 6): the table's elements
  * [lo, hi), element `lo` at the start of both buffers. A model has a single
- * dtype, so (chunk, dtype) pairs are chunks. ZeRO 2 and 3 free the buffers
- * (grads, then also values) and keep shards of their own. */
+ * dtype, so (chunk, dtype) pairs are chunks. The gradient buffers come with the
+ * first backward pass or gradient access (gaaw_params_ensure_grads), not with the
+ * model: ZeRO 2 and 3 take the gradients over first (and stage 3 frees the values),
+ * keeping shards of their own, so that a model larger than the device's share
+ * never needs its whole gradient there. */
 typedef struct {
   int64_t lo, hi;
   gaaw_buffer_t values, grads;
 } gaaw_param_chunk;
+
+typedef enum {
+  GAAW_GRADS_LATER = 0,     /* not yet: allocated and zeroed at the first need */
+  GAAW_GRADS_ALLOCATED = 1, /* in the chunks' grads buffers */
+  GAAW_GRADS_TAKEN = 2      /* released to the optimizer (ZeRO 2, 3), which binds its own */
+} gaaw_grads_state;
 
 typedef struct {
   gaaw_param *items;
@@ -48,6 +57,7 @@ typedef struct {
   gaaw_dtype_t dtype;      /* of values and grads */
   gaaw_param_chunk *chunks; /* in element order; one covering everything unless split */
   int nchunks;
+  gaaw_grads_state grads;  /* whether the chunks' gradient buffers exist */
 } gaaw_param_table;
 
 /* Declares a parameter; returns its index. Views are set by gaaw_params_allocate. */
@@ -61,9 +71,8 @@ void gaaw_params_align(gaaw_param_table *table, int64_t multiple);
  * (starts[0] = 0, non-decreasing, the last ending at table->numel); before
  * gaaw_params_allocate. Without it the table is one chunk. */
 gaaw_status_t gaaw_params_set_chunks(gaaw_context_t ctx, gaaw_param_table *table, int n, const int64_t *starts);
-/* Allocates each chunk's flat buffers in table->dtype, sets every view,
- * initialises the values from (seed, name, global index) and zeroes the
- * gradients. */
+/* Allocates each chunk's flat value buffer in table->dtype, sets every value view
+ * and initialises the values from (seed, name, global index). */
 gaaw_status_t gaaw_params_allocate(gaaw_context_t ctx, gaaw_param_table *table, int tp_rank, int tp_size,
                                    uint64_t seed);
 /* Bytes of chunk c's value buffer (and of its gradient buffer). */
@@ -73,7 +82,11 @@ int gaaw_params_chunk_of(const gaaw_param_table *table, int64_t at);
 /* A 1-D view of the table's elements [at, at + count), which must lie in one
  * chunk, in its value (or, with grad, gradient) buffer; buf NULL once freed. */
 gaaw_tensor_t gaaw_params_span(const gaaw_param_table *table, int grad, int64_t at, int64_t count);
-/* Frees every chunk's value (or gradient) buffer and unbinds the views into it. */
+/* The gradient buffers, allocated, zeroed and bound unless they exist or were taken
+ * (before a backward pass and any gradient access). */
+gaaw_status_t gaaw_params_ensure_grads(gaaw_context_t ctx, gaaw_param_table *table);
+/* Frees every chunk's value (or gradient: then taken for good) buffer and unbinds
+ * the views into it. */
 void gaaw_params_release(gaaw_context_t ctx, gaaw_param_table *table, int grad);
 /* Points p's value (or grad) view at element `at` of buf (NULL buf: unbound). */
 void gaaw_param_bind(gaaw_param *p, int grad, gaaw_buffer_t buf, int64_t at, gaaw_dtype_t dtype);

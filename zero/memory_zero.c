@@ -168,8 +168,8 @@ static void mem_end_pass(gaaw_model_t m, gaaw_phase phase, int chunk, gaaw_ledge
   if (completes_grads(phase) && chunk == 0) z->backward_passes++;
 }
 
-/* gaaw_model_create_gpt's buffers (gaaw_params_allocate), then setup's: attach and
- * the store's state. */
+/* gaaw_model_create_gpt's parameters (gaaw_params_allocate), then setup's: attach
+ * and the store's state. */
 static void create(zero_mem *z, const zero_store_bytes *store)
 {
   gaaw_optimizer_t opt = z->opt;
@@ -178,12 +178,13 @@ static void create(zero_mem *z, const zero_store_bytes *store)
   for (int c = 0; c < m->params.nchunks; c++) {
     int64_t bytes = (int64_t)gaaw_params_chunk_bytes(&m->params, c);
     gaaw_ledger_add(z->g, GAAW_MEM_PARAMS, bytes);
-    gaaw_ledger_add(z->g, GAAW_MEM_GRADS, bytes);
     model += bytes;
   }
+  /* the model's gradients come with its first backward pass (parallel/model_memory.c)
+   * unless stages 2 and 3 take them over first */
   if (opt->cfg.zero_stage >= 2) {
     gaaw_ledger_add(z->g, GAAW_MEM_GRADS, shard);
-    gaaw_ledger_add(z->g, GAAW_MEM_GRADS, -model);
+    m->params.grads = GAAW_GRADS_TAKEN;
   }
   if (opt->cfg.zero_stage == 3) {
     int64_t spaces[3];

@@ -305,7 +305,7 @@ static int chunk_of_layer(gaaw_model_t m, int i)
 
 /* Per-chunk flat buffers: pp 2 x 2 chunks, 4 blocks (a chunk: one block, with the
  * embedding on the first and the head on the last), ZeRO 1 with buckets as large
- * as the whole model. */
+ * as the whole model; the gradients' from the first access on. */
 static void check_chunk_buffers(void)
 {
   gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=host pp=2 pp_schedule=interleaved virtual_stages=2 "
@@ -315,6 +315,10 @@ static void check_chunk_buffers(void)
   gaaw_model_t m;
   require_ok(ctx, gaaw_model_create_gpt(ctx, &g, &m));
   const gaaw_param_table *t = &m->params;
+  /* the gradient buffers come with the first backward or gradient access */
+  expect_true(t->grads == GAAW_GRADS_LATER && !t->chunks[0].grads, "rank %d: gradient buffers at the model's creation",
+              world_rank);
+  require_ok(ctx, gaaw_model_zero_grad(m));
   expect_true(t->nchunks == 2, "rank %d: %d parameter chunks, expected 2", world_rank, t->nchunks);
   for (int c = 0; c < t->nchunks; c++) {
     const gaaw_param_chunk *ch = &t->chunks[c];
