@@ -20,14 +20,14 @@ gaaw_tensor_t gaaw_zero_view(gaaw_buffer_t buf, gaaw_dtype_t dtype, int64_t at, 
 /* Stage 0 keeps whole buckets; the others split them into dp pieces. */
 static int sharded(const gaaw_optimizer_t opt)
 {
-  return opt->cfg.zero_stage > 0;
+  return opt->is.shard_state;
 }
 
 gaaw_tensor_t gaaw_zero_grad_piece(gaaw_optimizer_t opt, int b)
 {
   const zero_bucket *k = &opt->buckets[b];
   gaaw_model_t m = opt->model;
-  if (opt->cfg.zero_stage >= 2) return gaaw_zero_view(opt->shard_grads, opt->dtype, k->shard_at, k->piece);
+  if (opt->is.shard_grads) return gaaw_zero_view(opt->shard_grads, opt->dtype, k->shard_at, k->piece);
   return gaaw_params_span(&m->params, 1, k->lo + (sharded(opt) ? opt->dp_rank * k->piece : 0), k->piece);
 }
 
@@ -35,7 +35,7 @@ gaaw_tensor_t gaaw_zero_param_piece(gaaw_optimizer_t opt, int b)
 {
   const zero_bucket *k = &opt->buckets[b];
   gaaw_model_t m = opt->model;
-  if (opt->cfg.zero_stage == 3) return gaaw_zero_view(opt->shard_params, opt->dtype, k->shard_at, k->piece);
+  if (opt->is.shard_params) return gaaw_zero_view(opt->shard_params, opt->dtype, k->shard_at, k->piece);
   return gaaw_params_span(&m->params, 0, k->lo + (sharded(opt) ? opt->dp_rank * k->piece : 0), k->piece);
 }
 

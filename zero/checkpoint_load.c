@@ -469,7 +469,7 @@ static gaaw_status_t apply(load_target *t, ckpt_meta *meta)
   GAAW_CHECK(gaaw_agree_world(ctx, t->opt ? upload_shard(t) : upload_model(t),
                               "uploading the checkpoint (the model is left partly loaded)", NULL, 0));
   if (t->opt) {
-    if (t->opt->cfg.zero_stage == 1 || t->opt->cfg.zero_stage == 2) GAAW_CHECK(gaaw_zero_gather_params(t->opt));
+    GAAW_CHECK(gaaw_zero_gather_params(t->opt)); /* stages 1, 2 */
     restore_counters(t->opt, meta);
     for (int k = 0; k < t->nsamplers; k++)
       gaaw_sampler_set_state(t->opt->ckpt->samplers[k], t->sampler_rows[k], t->sampler_part[k]->held,

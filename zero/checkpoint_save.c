@@ -181,7 +181,7 @@ static gaaw_status_t plan_file(gaaw_optimizer_t opt, gaaw_ckpt_pending *p)
   int nranges = 0, nruns = 0, nfields = gaaw_ckpt_nfields(opt);
   gaaw_status_t st = GAAW_SUCCESS;
   /* at ZeRO 0 every dp replica holds everything: dp rank 0 writes it */
-  if (opt->cfg.zero_stage > 0 || opt->dp_rank == 0) {
+  if (opt->is.shard_state || opt->dp_rank == 0) {
     GAAW_CHECK_GOTO(st, gaaw_ckpt_shard_ranges(opt, &ranges, &nranges), out);
     GAAW_CHECK_GOTO(st, gaaw_ckpt_owned_runs(m, ranges, nranges, 1, &runs, &nruns), out);
   }

@@ -119,18 +119,19 @@ static gaaw_status_t start_reduction(gaaw_optimizer_t opt, int b)
 {
   gaaw_context_t ctx = opt->ctx;
   zero_bucket *k = &opt->buckets[b];
-  int stage = opt->cfg.zero_stage;
   if (k->reduction != ZERO_LOCAL) return GAAW_SUCCESS;
   /* (len) the bucket's gradient: whole_grads, or its span of the chunk's buffer */
-  gaaw_tensor_t whole = stage >= 2 ? gaaw_zero_view(k->whole_grads, opt->dtype, 0, k->len)
-                                   : gaaw_params_span(&opt->model->params, 1, k->lo, k->len);
+  gaaw_tensor_t whole = opt->is.shard_grads ? gaaw_zero_view(k->whole_grads, opt->dtype, 0, k->len)
+                                            : gaaw_params_span(&opt->model->params, 1, k->lo, k->len);
   if (!whole.buf) return GAAW_SUCCESS;
   gaaw_tensor_t mine = whole; /* (piece) this rank's */
   mine.offset += (size_t)(opt->dp_rank * k->piece) * gaaw_dtype_size(opt->dtype);
   mine.shape[0] = k->piece;
-  if (opt->dp_size > 1 && stage == 0) GAAW_CHECK(gaaw_comm_allreduce_start(opt->dp, &whole, &whole, GAAW_SUM, &k->reduce));
-  if (opt->dp_size > 1 && stage > 0) GAAW_CHECK(gaaw_comm_reduce_scatter_start(opt->dp, &whole, &mine, GAAW_SUM, &k->reduce));
-  if (stage >= 2) bind_bucket(opt, b, 1, NULL);
+  if (opt->dp_size > 1 && !opt->is.shard_state)
+    GAAW_CHECK(gaaw_comm_allreduce_start(opt->dp, &whole, &whole, GAAW_SUM, &k->reduce));
+  if (opt->dp_size > 1 && opt->is.shard_state)
+    GAAW_CHECK(gaaw_comm_reduce_scatter_start(opt->dp, &whole, &mine, GAAW_SUM, &k->reduce));
+  if (opt->is.shard_grads) bind_bucket(opt, b, 1, NULL);
   k->reduction = ZERO_REDUCING;
   return GAAW_SUCCESS;
 }
@@ -144,7 +145,7 @@ static gaaw_status_t finish_reduction(gaaw_optimizer_t opt, int b)
   if (k->reduction != ZERO_REDUCING) return GAAW_SUCCESS;
   GAAW_CHECK(gaaw_comm_wait(&k->reduce));
   k->reduction = ZERO_REDUCED;
-  if (opt->cfg.zero_stage < 2) return GAAW_SUCCESS;
+  if (!opt->is.shard_grads) return GAAW_SUCCESS;
   gaaw_tensor_t mine = gaaw_zero_view(k->whole_grads, opt->dtype, opt->dp_rank * k->piece, k->piece);
   gaaw_tensor_t shard = gaaw_zero_grad_piece(opt, b);
   GAAW_CHECK(gaaw_axpy(ctx, 1.0f, &mine, &shard));
@@ -204,13 +205,13 @@ static gaaw_status_t tied_grads(gaaw_optimizer_t opt)
 gaaw_status_t gaaw_zero_finish_reductions(gaaw_optimizer_t opt)
 {
   gaaw_context_t ctx = opt->ctx;
-  if (opt->cfg.zero_stage >= 2) drop_open_grad_buckets(opt, 1);
+  if (opt->is.shard_grads) drop_open_grad_buckets(opt, 1);
   GAAW_CHECK(tied_grads(opt));
   for (int b = 0; b < opt->nbuckets; b++) {
     /* stages 0, 1 after fewer backward passes than accumulation; tied buckets
      * (every stage) only now */
     zero_bucket *k = &opt->buckets[b];
-    if ((opt->cfg.zero_stage < 2 && opt->dp_size > 1) || k->tied || k->held) GAAW_CHECK(start_reduction(opt, b));
+    if ((!opt->is.shard_grads && opt->dp_size > 1) || k->tied || k->held) GAAW_CHECK(start_reduction(opt, b));
     k->held = 0;
     GAAW_CHECK(finish_reduction(opt, b));
   }
@@ -235,12 +236,12 @@ static gaaw_status_t close_grad_bucket(gaaw_optimizer_t opt, int b)
   zero_bucket *k = &opt->buckets[b];
   if (k->tied) return GAAW_SUCCESS; /* reduced at the step, after tied_grads */
   int last = opt->backward_passes + 1 >= opt->cfg.accumulation;
-  if (opt->cfg.zero_stage == 2 && opt->model->pp_size > 1 && !last) {
+  if (opt->is.shard_grads && !opt->is.shard_params && opt->model->pp_size > 1 && !last) { /* stage 2 */
     k->held = 1;
     return GAAW_SUCCESS;
   }
   k->held = 0;
-  if (opt->cfg.zero_stage >= 2) {
+  if (opt->is.shard_grads) {
     GAAW_CHECK(finish_started_reductions(opt, b));
   } else if (opt->dp_size == 1 || !last) {
     return GAAW_SUCCESS;
@@ -256,11 +257,11 @@ static gaaw_status_t grads_access(gaaw_model_t m, int reset, void *user)
   gaaw_optimizer_t opt = user;
   gaaw_context_t ctx = opt->ctx;
   (void)m;
-  if (opt->cfg.zero_stage >= 2) drop_open_grad_buckets(opt, !reset);
+  if (opt->is.shard_grads) drop_open_grad_buckets(opt, !reset);
   GAAW_CHECK(finish_started_reductions(opt, -1));
   if (!reset) return GAAW_SUCCESS;
   restart_accumulation(opt);
-  if (opt->cfg.zero_stage >= 2) {
+  if (opt->is.shard_grads) {
     gaaw_tensor_t all = gaaw_zero_view(opt->shard_grads, opt->dtype, 0, opt->shard_numel);
     GAAW_CHECK(gaaw_fill(ctx, &all, 0.0f));
   }
@@ -327,7 +328,7 @@ static gaaw_status_t check_pass(gaaw_model_t m, gaaw_phase phase, int passes, vo
 static gaaw_status_t begin_backward(gaaw_optimizer_t opt, int drop_open)
 {
   gaaw_context_t ctx = opt->ctx;
-  if (opt->cfg.zero_stage >= 2) {
+  if (opt->is.shard_grads) {
     GAAW_CHECK(finish_started_reductions(opt, -1));
     if (drop_open) drop_open_grad_buckets(opt, 1); /* left by a failed pass */
   }
@@ -369,7 +370,7 @@ static gaaw_status_t before_layer(gaaw_model_t m, int i, gaaw_phase phase, void 
 {
   gaaw_optimizer_t opt = user;
   gaaw_context_t ctx = opt->ctx;
-  int stage = opt->cfg.zero_stage, used[GAAW_LAYER_MAX_PARAMS], n;
+  int used[GAAW_LAYER_MAX_PARAMS], n;
   if (phase == GAAW_PHASE_ACCESS) { /* one parameter of layer i is read or written */
     used[0] = opt->bucket_of_layer[i];
     n = used[0] >= 0;
@@ -379,10 +380,10 @@ static gaaw_status_t before_layer(gaaw_model_t m, int i, gaaw_phase phase, void 
   /* W reads no parameters: at stage 3 it gathers nothing */
   int reads_params = phase != GAAW_PHASE_WEIGHT;
   for (int q = 0; q < n; q++) {
-    if (stage == 3 && reads_params) GAAW_CHECK(gather_bucket(opt, used[q]));
-    if (is_backward(phase) && stage >= 2) GAAW_CHECK(open_grad_bucket(opt, used[q]));
+    if (opt->is.shard_params && reads_params) GAAW_CHECK(gather_bucket(opt, used[q]));
+    if (is_backward(phase) && opt->is.shard_grads) GAAW_CHECK(open_grad_bucket(opt, used[q]));
   }
-  if (stage == 3 && phase != GAAW_PHASE_ACCESS && reads_params) GAAW_CHECK(prefetch_after(opt, i, phase));
+  if (opt->is.shard_params && phase != GAAW_PHASE_ACCESS && reads_params) GAAW_CHECK(prefetch_after(opt, i, phase));
   return GAAW_SUCCESS;
 }
 
@@ -398,7 +399,7 @@ static gaaw_status_t after_layer(gaaw_model_t m, int i, gaaw_phase phase, void *
     if (!done) continue;
     if (completes_grads(phase)) GAAW_CHECK(close_grad_bucket(opt, b));
     int access = phase == GAAW_PHASE_ACCESS, kept = opt->keep_gathered && !access;
-    if (opt->cfg.zero_stage == 3 && phase != GAAW_PHASE_WEIGHT && !kept) GAAW_CHECK(release_bucket(opt, b, access));
+    if (opt->is.shard_params && phase != GAAW_PHASE_WEIGHT && !kept) GAAW_CHECK(release_bucket(opt, b, access));
   }
   return GAAW_SUCCESS;
 }
@@ -408,13 +409,13 @@ gaaw_status_t gaaw_zero_attach(gaaw_optimizer_t opt)
   gaaw_model_t m = opt->model;
   gaaw_context_t ctx = opt->ctx;
   size_t es = gaaw_dtype_size(opt->dtype), shard_bytes = (size_t)(opt->shard_numel ? opt->shard_numel : 1) * es;
-  if (opt->cfg.zero_stage >= 2) {
+  if (opt->is.shard_grads) {
     GAAW_CHECK(gaaw_buffer_alloc(ctx, shard_bytes, GAAW_MEM_GRADS, &opt->shard_grads));
     gaaw_tensor_t all = gaaw_zero_view(opt->shard_grads, opt->dtype, 0, opt->shard_numel);
     GAAW_CHECK(gaaw_fill(ctx, &all, 0.0f));
     gaaw_params_release(ctx, &m->params, 1);
   }
-  if (opt->cfg.zero_stage == 3) {
+  if (opt->is.shard_params) {
     opt->keep_gathered = gaaw_ctx_bool(ctx, "zero_keep_gathered");
     GAAW_CHECK(gaaw_zero_shard_create(opt));
     for (int b = 0; b < opt->nbuckets; b++) {

@@ -100,13 +100,14 @@ static gaaw_status_t estimate_rank(gaaw_context_t ctx, const gaaw_gpt_config_t *
   opt.model = m;
   opt.ctx = ctx;
   opt.cfg = *ocfg;
+  opt.is = gaaw_zero_flags_of(ocfg);
   opt.dtype = m->dtype;
   opt.dp_size = t->dp;
   opt.dp_rank = t->dp_rank;
   opt.bucket_bytes = L->bucket_bytes;
-  opt.keep_gathered = ocfg->zero_stage == 3 && L->keep_gathered;
+  opt.keep_gathered = opt.is.shard_params && L->keep_gathered;
   opt.store = L->store;
-  if (ocfg->zero_stage == 3) opt.params_place = (zero_params_place)gaaw_zero_params_place_parse(L->offload_params);
+  if (opt.is.shard_params) opt.params_place = (zero_params_place)gaaw_zero_params_place_parse(L->offload_params);
   gaaw_status_t st = GAAW_SUCCESS;
   if (o->seq > model->max_seq)
     st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,

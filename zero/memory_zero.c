@@ -64,9 +64,9 @@ static void start_reduction(zero_mem *z, int b)
 {
   gaaw_optimizer_t opt = z->opt;
   const zero_bucket *k = &opt->buckets[b];
-  if (z->reducing[b] || (opt->cfg.zero_stage >= 2 && !z->open[b])) return;
-  if (opt->dp_size > 1) comm_scratch(z, opt->cfg.zero_stage == 0 ? GAAW_COMM_ALLREDUCE : GAAW_COMM_REDUCE_SCATTER,
-                                     opt->cfg.zero_stage == 0 ? k->len : k->piece);
+  if (z->reducing[b] || (opt->is.shard_grads && !z->open[b])) return;
+  if (opt->dp_size > 1) comm_scratch(z, opt->is.shard_state ? GAAW_COMM_REDUCE_SCATTER : GAAW_COMM_ALLREDUCE,
+                                     opt->is.shard_state ? k->piece : k->len);
   z->reducing[b] = 1;
 }
 
@@ -75,7 +75,7 @@ static void finish_reduction(zero_mem *z, int b)
 {
   if (!z->reducing[b]) return;
   z->reducing[b] = 0;
-  if (z->opt->cfg.zero_stage < 2) return;
+  if (!z->opt->is.shard_grads) return;
   gaaw_ledger_add(z->g, GAAW_MEM_GRADS, -bucket_bytes(z, b));
   z->open[b] = 0;
 }
@@ -92,12 +92,12 @@ static void close_grads(zero_mem *z, int b)
   gaaw_optimizer_t opt = z->opt;
   if (opt->buckets[b].tied) return;
   int last = z->backward_passes + 1 >= opt->cfg.accumulation;
-  if (opt->cfg.zero_stage == 2 && opt->model->pp_size > 1 && !last) {
+  if (opt->is.shard_grads && !opt->is.shard_params && opt->model->pp_size > 1 && !last) { /* stage 2 */
     z->held[b] = 1;
     return;
   }
   z->held[b] = 0;
-  if (opt->cfg.zero_stage >= 2)
+  if (opt->is.shard_grads)
     finish_started(z, b);
   else if (opt->dp_size == 1 || !last)
     return;
@@ -119,14 +119,14 @@ static void mem_before_layer(gaaw_model_t m, int i, gaaw_phase phase, gaaw_ledge
 {
   zero_mem *z = user;
   gaaw_optimizer_t opt = z->opt;
-  int stage = opt->cfg.zero_stage, used[GAAW_LAYER_MAX_PARAMS], reads = phase != GAAW_PHASE_WEIGHT;
+  int used[GAAW_LAYER_MAX_PARAMS], reads = phase != GAAW_PHASE_WEIGHT;
   int n = gaaw_zero_layer_buckets(opt, i, used);
   (void)g;
   for (int q = 0; q < n; q++) {
-    if (stage == 3 && reads) gather(z, used[q]);
-    if (is_backward(phase) && stage >= 2) open_grads(z, used[q]);
+    if (opt->is.shard_params && reads) gather(z, used[q]);
+    if (is_backward(phase) && opt->is.shard_grads) open_grads(z, used[q]);
   }
-  if (stage != 3 || !reads) return;
+  if (!opt->is.shard_params || !reads) return;
   int step = phase == GAAW_PHASE_FORWARD ? 1 : -1;
   for (int j = i + step; j >= 0 && j < m->nlayers; j += step) {
     n = gaaw_zero_layer_buckets(opt, j, used);
@@ -148,7 +148,7 @@ static void mem_after_layer(gaaw_model_t m, int i, gaaw_phase phase, gaaw_ledger
                                            : opt->bucket_of_layer[i] == b;
     if (!done) continue;
     if (completes_grads(phase)) close_grads(z, b);
-    if (opt->cfg.zero_stage == 3 && phase != GAAW_PHASE_WEIGHT && !opt->keep_gathered) release(z, b);
+    if (opt->is.shard_params && phase != GAAW_PHASE_WEIGHT && !opt->keep_gathered) release(z, b);
   }
 }
 
@@ -157,7 +157,7 @@ static void mem_begin_pass(gaaw_model_t m, gaaw_phase phase, int chunk, gaaw_led
 {
   zero_mem *z = user;
   (void)m, (void)chunk, (void)g;
-  if (is_backward(phase) && z->opt->cfg.zero_stage >= 2) finish_started(z, -1);
+  if (is_backward(phase) && z->opt->is.shard_grads) finish_started(z, -1);
 }
 
 /* end_pass */
@@ -182,11 +182,11 @@ static void create(zero_mem *z, const zero_store_bytes *store)
   }
   /* the model's gradients come with its first backward pass (parallel/model_memory.c)
    * unless stages 2 and 3 take them over first */
-  if (opt->cfg.zero_stage >= 2) {
+  if (opt->is.shard_grads) {
     gaaw_ledger_add(z->g, GAAW_MEM_GRADS, shard);
     m->params.grads = GAAW_GRADS_TAKEN;
   }
-  if (opt->cfg.zero_stage == 3) {
+  if (opt->is.shard_params) {
     int64_t spaces[3];
     gaaw_zero_shard_bytes(opt, spaces); /* offload_params: none on the device */
     gaaw_ledger_add(z->g, GAAW_MEM_PARAMS, spaces[GAAW_SPACE_DEVICE]);
@@ -201,7 +201,7 @@ static void step(zero_mem *z, const zero_store_bytes *store)
 {
   gaaw_optimizer_t opt = z->opt;
   gaaw_model_t m = opt->model;
-  if (opt->cfg.zero_stage >= 2)
+  if (opt->is.shard_grads)
     for (int b = 0; b < opt->nbuckets; b++)
       if (z->open[b] && !z->reducing[b] && !opt->buckets[b].tied && !z->held[b]) {
         gaaw_ledger_add(z->g, GAAW_MEM_GRADS, -bucket_bytes(z, b));
@@ -214,7 +214,7 @@ static void step(zero_mem *z, const zero_store_bytes *store)
       gaaw_ledger_add(z->g, GAAW_MEM_COMMUNICATION, -bytes);
     }
   for (int b = 0; b < opt->nbuckets; b++) {
-    if ((opt->cfg.zero_stage < 2 && opt->dp_size > 1) || opt->buckets[b].tied || z->held[b]) start_reduction(z, b);
+    if ((!opt->is.shard_grads && opt->dp_size > 1) || opt->buckets[b].tied || z->held[b]) start_reduction(z, b);
     z->held[b] = 0;
     finish_reduction(z, b);
   }

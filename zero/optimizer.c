@@ -76,6 +76,16 @@ static gaaw_status_t check_store(gaaw_context_t ctx, int zero_stage)
   return GAAW_SUCCESS;
 }
 
+zero_flags gaaw_zero_flags_of(const gaaw_optimizer_config_t *cfg)
+{
+  zero_flags f;
+  f.shard_state = cfg->zero_stage >= 1;
+  f.shard_grads = cfg->zero_stage >= 2;
+  f.shard_params = cfg->zero_stage == 3;
+  f.moments = cfg->kind == GAAW_ADAMW ? 2 : 1;
+  return f;
+}
+
 const char *gaaw_zero_kind_name(gaaw_optimizer_kind_t kind)
 {
   return kind == GAAW_SGD ? "sgd" : "adamw";
@@ -120,7 +130,7 @@ static gaaw_status_t setup(gaaw_optimizer_t opt)
   GAAW_CHECK(gaaw_topology_comm(ctx, GAAW_GROUP_WORLD, &opt->world));
   GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, &opt->dp_rank, &opt->dp_size));
   opt->bucket_bytes = gaaw_ctx_int(ctx, "zero_bucket_bytes");
-  if (opt->cfg.zero_stage == 3) /* checked by check_store */
+  if (opt->is.shard_params) /* checked by check_store */
     opt->params_place = (zero_params_place)gaaw_zero_params_place_parse(gaaw_ctx_string(ctx, "offload_params"));
   GAAW_CHECK(gaaw_zero_plan(opt));
   GAAW_CHECK(gaaw_zero_attach(opt));
@@ -167,6 +177,7 @@ gaaw_status_t gaaw_optimizer_create(gaaw_model_t model, const gaaw_optimizer_con
     opt->model = model;
     opt->ctx = ctx;
     opt->cfg = *cfg;
+    opt->is = gaaw_zero_flags_of(cfg);
     opt->dtype = model->dtype;
     opt->store = gaaw_zero_store_find(gaaw_ctx_string(ctx, "offload_optimizer")); /* check_store */
     st = setup(opt);

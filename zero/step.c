@@ -9,7 +9,7 @@
 gaaw_status_t gaaw_zero_gather_params(gaaw_optimizer_t opt)
 {
   gaaw_context_t ctx = opt->ctx;
-  if (opt->dp_size == 1 || opt->cfg.zero_stage == 0 || opt->cfg.zero_stage == 3) return GAAW_SUCCESS;
+  if (opt->dp_size == 1 || !opt->is.shard_state || opt->is.shard_params) return GAAW_SUCCESS;
   for (int b = 0; b < opt->nbuckets; b++) {
     const zero_bucket *k = &opt->buckets[b];
     gaaw_tensor_t whole = gaaw_params_span(&opt->model->params, 0, k->lo, k->len);
@@ -60,7 +60,7 @@ static gaaw_status_t global_sum_squares(gaaw_optimizer_t opt, double *total)
   if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, t.buf, 0, &v, sizeof v);
   gaaw_buffer_free(ctx, &t.buf);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
-  *total = opt->cfg.zero_stage == 0 ? (double)v / opt->dp_size : (double)v;
+  *total = opt->is.shard_state ? (double)v : (double)v / opt->dp_size;
   return GAAW_SUCCESS;
 }
 

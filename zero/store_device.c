@@ -12,7 +12,7 @@ static int state_buffers(gaaw_optimizer_t opt, gaaw_buffer_t **state, size_t *by
   *bytes = (size_t)(opt->shard_numel ? opt->shard_numel : 1) * sizeof(float);
   if (state) state[count] = &opt->moment1;
   count++;
-  if (opt->cfg.kind == GAAW_ADAMW) {
+  if (opt->is.moments == 2) {
     if (state) state[count] = &opt->moment2;
     count++;
   }
@@ -45,7 +45,7 @@ static void device_bytes(gaaw_optimizer_t opt, zero_store_bytes *out)
   memset(out, 0, sizeof *out);
   out->ndevice = state_buffers(opt, NULL, &bytes);
   for (int i = 0; i < out->ndevice; i++) out->device[i] = (int64_t)bytes;
-  for (int b = 0; opt->cfg.kind == GAAW_SGD && b < opt->nbuckets; b++) {
+  for (int b = 0; opt->is.moments == 1 && b < opt->nbuckets; b++) { /* SGD's gradient copy */
     int64_t piece = opt->buckets[b].piece * (int64_t)sizeof(float);
     if (piece < 1) piece = 1;
     if (piece > out->update_workspace) out->update_workspace = piece;

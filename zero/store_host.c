@@ -37,7 +37,7 @@ static void host_bytes(gaaw_optimizer_t opt, zero_store_bytes *out)
 {
   size_t piece, state = state_bytes(opt, &piece);
   memset(out, 0, sizeof *out);
-  out->host = (int64_t)(state * (opt->cfg.kind == GAAW_ADAMW ? 3 : 2) + 2 * piece);
+  out->host = (int64_t)(state * (1 + opt->is.moments) + 2 * piece);
 }
 
 static gaaw_status_t host_create(gaaw_optimizer_t opt)
@@ -50,10 +50,10 @@ static gaaw_status_t host_create(gaaw_optimizer_t opt)
   size_t piece, state = state_bytes(opt, &piece);
   s->master = alloc_host(s, state);
   s->m1 = alloc_host(s, state);
-  s->m2 = opt->cfg.kind == GAAW_ADAMW ? alloc_host(s, state) : NULL;
+  s->m2 = opt->is.moments == 2 ? alloc_host(s, state) : NULL;
   s->grad = alloc_host(s, piece);
   s->out = alloc_host(s, piece);
-  if (!s->master || !s->m1 || (opt->cfg.kind == GAAW_ADAMW && !s->m2) || !s->grad || !s->out)
+  if (!s->master || !s->m1 || (opt->is.moments == 2 && !s->m2) || !s->grad || !s->out)
     GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "offload_optimizer=host: cannot allocate %zu bytes of host memory for the "
               "optimizer state of %lld parameters", s->bytes, (long long)opt->shard_numel);
   memset(s->m1, 0, state);

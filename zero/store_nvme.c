@@ -190,7 +190,7 @@ static gaaw_status_t open_file(gaaw_optimizer_t opt, nvme_store *s)
  * largest record each) and two compute-dtype pieces; in the file every record. */
 static void nvme_bytes(gaaw_optimizer_t opt, zero_store_bytes *out)
 {
-  nvme_store s = {.nstate = opt->cfg.kind == GAAW_ADAMW ? 3 : 2};
+  nvme_store s = {.nstate = 1 + opt->is.moments};
   size_t piece = gaaw_dtype_size(opt->dtype) * (size_t)gaaw_zero_largest_piece(opt);
   memset(out, 0, sizeof *out);
   out->host = (int64_t)(GAAW_NVME_SLOTS * record_bytes(&s, gaaw_zero_largest_piece(opt)) +
@@ -205,7 +205,7 @@ static gaaw_status_t nvme_create(gaaw_optimizer_t opt)
   if (!s) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the nvme store");
   opt->store_state = s;
   s->simd = (gaaw_cpu_simd)gaaw_cpu_simd_parse(gaaw_ctx_string(ctx, "cpu_simd")); /* checked at create */
-  s->nstate = opt->cfg.kind == GAAW_ADAMW ? 3 : 2;
+  s->nstate = 1 + opt->is.moments;
   s->record_at = calloc((size_t)opt->nbuckets + 1, sizeof *s->record_at);
   size_t largest_record = record_bytes(s, gaaw_zero_largest_piece(opt));
   size_t piece = gaaw_dtype_size(opt->dtype) * (size_t)gaaw_zero_largest_piece(opt);

@@ -41,10 +41,25 @@ typedef struct {
   int64_t at, len; /* relative to the piece */
 } zero_norm_segment;
 
+/* What the ZeRO stage and the optimizer kind mean for the code, decided once
+ * (gaaw_zero_flags_of) instead of comparisons repeated where they act. */
+typedef struct {
+  int shard_state;  /* stages 1-3: the optimizer state and the update are this rank's pieces'
+                       (else stage 0: whole buckets, all-reduced) */
+  int shard_grads;  /* stages 2, 3: backward fills whole-bucket gradients, reduce-scattered into
+                       shard_grads (else the model's gradient buffers) */
+  int shard_params; /* stage 3: parameters gathered per bucket before use, freed after (else
+                       the model's whole parameter buffers) */
+  int moments;      /* f32 moments per element: 2 (AdamW's m, v) or 1 (SGD's momentum) */
+} zero_flags;
+
+zero_flags gaaw_zero_flags_of(const gaaw_optimizer_config_t *cfg);
+
 struct gaaw_optimizer_s {
   gaaw_model_t model;
   gaaw_context_t ctx;
   gaaw_optimizer_config_t cfg;
+  zero_flags is;                 /* from cfg (zero_stage, kind) */
   gaaw_comm_t dp, mp, world;
   int dp_size, dp_rank;
   gaaw_dtype_t dtype;            /* the model's compute dtype */
