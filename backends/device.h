@@ -94,6 +94,11 @@ typedef struct gaaw_device_ops {
   gaaw_status_t (*mem_read)(gaaw_context_t ctx, void *handle, size_t offset, void *dst, size_t bytes);
   /* The host address of handle + offset, or NULL when device memory has none. */
   void *(*host_ptr)(void *handle, size_t offset);
+  /* Host memory the device copies to and from at full speed (CUDA: page-locked),
+   * page-aligned, for the offloaded optimizer state and its staging; NULL where
+   * ordinary host memory is as good (host, OpenCL): see gaaw_host_alloc. */
+  gaaw_status_t (*pinned_alloc)(gaaw_context_t ctx, size_t bytes, void **ptr);
+  void (*pinned_free)(gaaw_context_t ctx, void *ptr);
   /* Events on the device's streams, for the stream-aware caching allocator
    * (runtime/allocator.h). event_record makes an event that happens once the work
    * queued so far on `stream` (GAAW_STREAM_*) is done; event_query says whether it

@@ -27,6 +27,7 @@
 
 #include "bench/bench_util.h"
 #include "gaaw.h"
+#include "backends/runtime/allocator.h"
 #include "zero/nvme_file.h"
 
 #define CHECK(call) BENCH_CHECK("offload bench", ctx, call)
@@ -153,7 +154,7 @@ static void bench_io(gaaw_context_t ctx, const char *dir, const bench_options *o
   posix_fallocate(fd, 0, (off_t)records * (off_t)record);
   char *slot[GAAW_NVME_SLOTS];
   for (int i = 0; i < GAAW_NVME_SLOTS; i++) {
-    slot[i] = gaaw_nvme_alloc(record);
+    slot[i] = gaaw_host_alloc(ctx, record);
     memset(slot[i], 1 + i, record);
   }
   double *g[2], *p[2];
@@ -176,7 +177,7 @@ static void bench_io(gaaw_context_t ctx, const char *dir, const bench_options *o
              "ratio=%.2f\n", w ? "write" : "read", (size_t)records * record, record, gbs, gaaw_nvme_direct(f),
              gaaw_nvme_async(f), pbs, direct, gbs / pbs);
     }
-  for (int i = 0; i < GAAW_NVME_SLOTS; i++) free(slot[i]);
+  for (int i = 0; i < GAAW_NVME_SLOTS; i++) gaaw_host_free(ctx, slot[i]);
   for (int w = 0; w < 2; w++) free(g[w]), free(p[w]);
   close(fd);
   gaaw_nvme_close(&f);

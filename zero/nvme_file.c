@@ -39,14 +39,6 @@ struct gaaw_nvme_file {
 #endif
 };
 
-void *gaaw_nvme_alloc(size_t bytes)
-{
-  size_t rounded = (bytes + GAAW_NVME_ALIGN - 1) / GAAW_NVME_ALIGN * GAAW_NVME_ALIGN;
-  void *p = NULL;
-  if (posix_memalign(&p, GAAW_NVME_ALIGN, rounded ? rounded : GAAW_NVME_ALIGN) != 0) return NULL;
-  return p;
-}
-
 int gaaw_nvme_direct(const gaaw_nvme_file *f) { return f->direct; }
 int gaaw_nvme_async(const gaaw_nvme_file *f) { return f->async; }
 const char *gaaw_nvme_path(const gaaw_nvme_file *f) { return f->path; }

@@ -39,9 +39,5 @@ int gaaw_nvme_direct(const gaaw_nvme_file *f);
 int gaaw_nvme_async(const gaaw_nvme_file *f);
 /* The file's path as created (it is unlinked at once), for messages. */
 const char *gaaw_nvme_path(const gaaw_nvme_file *f);
-
-/* Memory for transfers: bytes rounded up to GAAW_NVME_ALIGN, aligned to it; NULL
- * when none. Free with free(). */
-void *gaaw_nvme_alloc(size_t bytes);
-
+/* Buffers of transfers: gaaw_host_alloc's (4096-aligned, pinned on CUDA). */
 #endif

@@ -1,7 +1,8 @@
 /* Where ZeRO stage 3 keeps this rank's shard of the parameters, in the compute
  * dtype (option offload_params):
  *   none  a device buffer (opt->shard_params)
- *   host  host memory: a bucket's piece is uploaded into the gather's buffer
+ *   host  host memory (pinned on CUDA): a bucket's piece is uploaded into the
+ *         gather's buffer
  *   nvme  a file under nvme_path (zero/nvme_file.h), a record per piece: a piece
  *         is read into host staging, then uploaded
  * The gathers (zero/hooks.c) and the CPU optimizer stores (zero/store_cpu.c) move
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backends/runtime/allocator.h"
 #include "backends/runtime/context_impl.h"
 #include "gaaw/estimate.h"
 #include "zero/nvme_file.h"
@@ -75,11 +77,11 @@ gaaw_status_t gaaw_zero_shard_create(gaaw_optimizer_t opt)
   opt->param_shard = s;
   s->place = place;
   if (place == ZERO_PARAMS_DEVICE) GAAW_CHECK(gaaw_buffer_alloc(ctx, bytes, GAAW_MEM_PARAMS, &opt->shard_params));
-  if (place == ZERO_PARAMS_HOST && !(s->host = malloc(bytes)))
+  if (place == ZERO_PARAMS_HOST && !(s->host = gaaw_host_alloc(ctx, bytes)))
     GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "offload_params=host: cannot allocate %zu bytes of host memory", bytes);
   if (place != ZERO_PARAMS_NVME) return GAAW_SUCCESS;
   s->record_at = calloc((size_t)opt->nbuckets + 1, sizeof *s->record_at);
-  s->staging = gaaw_nvme_alloc((size_t)gaaw_zero_largest_piece(opt) * es);
+  s->staging = gaaw_host_alloc(ctx, (size_t)gaaw_zero_largest_piece(opt) * es);
   if (!s->record_at || !s->staging) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "offload_params=nvme: cannot allocate its staging");
   for (int b = 0; b < opt->nbuckets; b++) s->record_at[b + 1] = s->record_at[b] + record_bytes(opt, b);
   static int created; /* shards of this process so far: each its own file */
@@ -98,9 +100,9 @@ void gaaw_zero_shard_destroy(gaaw_optimizer_t opt)
   gaaw_buffer_free(opt->ctx, &opt->shard_params);
   if (!s) return;
   gaaw_nvme_close(&s->file);
-  free(s->host);
+  gaaw_host_free(opt->ctx, s->host);
   free(s->record_at);
-  free(s->staging);
+  gaaw_host_free(opt->ctx, s->staging);
   free(s);
   opt->param_shard = NULL;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/runtime/allocator.h"
 #include "backends/runtime/context_impl.h"
 #include "zero/zero_impl.h"
 
@@ -17,12 +18,10 @@ typedef struct {
   size_t bytes;             /* all of the above */
 } host_store;
 
-static void *alloc_host(host_store *s, size_t bytes)
+static void *alloc_host(gaaw_optimizer_t opt, host_store *s, size_t bytes)
 {
-  void *p = NULL;
-  if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) return NULL;
   s->bytes += bytes;
-  return p;
+  return gaaw_host_alloc(opt->ctx, bytes); /* pinned on CUDA */
 }
 
 /* What host_create allocates: f32 master, m1 (and AdamW's m2) of the shard, and
@@ -48,11 +47,11 @@ static gaaw_status_t host_create(gaaw_optimizer_t opt)
   opt->store_state = s;
   s->simd = (gaaw_cpu_simd)gaaw_cpu_simd_parse(gaaw_ctx_string(ctx, "cpu_simd")); /* checked at create */
   size_t piece, state = state_bytes(opt, &piece);
-  s->master = alloc_host(s, state);
-  s->m1 = alloc_host(s, state);
-  s->m2 = opt->is.moments == 2 ? alloc_host(s, state) : NULL;
-  s->grad = alloc_host(s, piece);
-  s->out = alloc_host(s, piece);
+  s->master = alloc_host(opt, s, state);
+  s->m1 = alloc_host(opt, s, state);
+  s->m2 = opt->is.moments == 2 ? alloc_host(opt, s, state) : NULL;
+  s->grad = alloc_host(opt, s, piece);
+  s->out = alloc_host(opt, s, piece);
   if (!s->master || !s->m1 || (opt->is.moments == 2 && !s->m2) || !s->grad || !s->out)
     GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "offload_optimizer=host: cannot allocate %zu bytes of host memory for the "
               "optimizer state of %lld parameters", s->bytes, (long long)opt->shard_numel);
@@ -100,11 +99,8 @@ static void host_destroy(gaaw_optimizer_t opt)
 {
   host_store *s = opt->store_state;
   if (!s) return;
-  free(s->master);
-  free(s->m1);
-  free(s->m2);
-  free(s->grad);
-  free(s->out);
+  void *all[] = {s->master, s->m1, s->m2, s->grad, s->out};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gaaw_host_free(opt->ctx, all[i]);
   free(s);
   opt->store_state = NULL;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backends/runtime/allocator.h"
 #include "backends/runtime/context_impl.h"
 #include "zero/nvme_file.h"
 #include "zero/zero_impl.h"
@@ -209,11 +210,11 @@ static gaaw_status_t nvme_create(gaaw_optimizer_t opt)
   s->record_at = calloc((size_t)opt->nbuckets + 1, sizeof *s->record_at);
   size_t largest_record = record_bytes(s, gaaw_zero_largest_piece(opt));
   size_t piece = gaaw_dtype_size(opt->dtype) * (size_t)gaaw_zero_largest_piece(opt);
-  s->grad = gaaw_nvme_alloc(piece);
-  s->out = gaaw_nvme_alloc(piece);
+  s->grad = gaaw_host_alloc(ctx, piece); /* pinned on CUDA, page-aligned for O_DIRECT */
+  s->out = gaaw_host_alloc(ctx, piece);
   int ok = s->record_at && s->grad && s->out;
   for (int i = 0; i < GAAW_NVME_SLOTS; i++) {
-    s->slot[i] = gaaw_nvme_alloc(largest_record);
+    s->slot[i] = gaaw_host_alloc(ctx, largest_record);
     s->slot_bucket[i] = -1;
     ok = ok && s->slot[i];
   }
@@ -242,10 +243,10 @@ static void nvme_destroy(gaaw_optimizer_t opt)
   nvme_store *s = opt->store_state;
   if (!s) return;
   gaaw_nvme_close(&s->file); /* waits for what is in flight into the slots */
-  for (int i = 0; i < GAAW_NVME_SLOTS; i++) free(s->slot[i]);
+  for (int i = 0; i < GAAW_NVME_SLOTS; i++) gaaw_host_free(opt->ctx, s->slot[i]);
   free(s->record_at);
-  free(s->grad);
-  free(s->out);
+  gaaw_host_free(opt->ctx, s->grad);
+  gaaw_host_free(opt->ctx, s->out);
   free(s);
   opt->store_state = NULL;
 }

@@ -159,6 +159,26 @@ static gaaw_status_t cuda_mem_alloc(gaaw_context_t ctx, size_t bytes, void **han
   return GAAW_SUCCESS;
 }
 
+/* Page-locked host memory, usable by every device of the process (portable). */
+static gaaw_status_t cuda_pinned_alloc(gaaw_context_t ctx, size_t bytes, void **ptr)
+{
+  *ptr = NULL;
+  cudaError_t err = cudaHostAlloc(ptr, bytes, cudaHostAllocPortable);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    *ptr = NULL;
+    GAAW_FAIL(ctx, err == cudaErrorMemoryAllocation ? GAAW_ERR_NO_MEMORY : GAAW_ERR_BACKEND,
+              "cudaHostAlloc of %zu bytes failed: %s (%s)", bytes, cudaGetErrorString(err), cudaGetErrorName(err));
+  }
+  return GAAW_SUCCESS;
+}
+
+static void cuda_pinned_free(gaaw_context_t ctx, void *ptr)
+{
+  (void)ctx;
+  cudaFreeHost(ptr);
+}
+
 static void cuda_mem_free(gaaw_context_t ctx, void *handle)
 {
   (void)ctx;
@@ -281,6 +301,8 @@ const gaaw_device_ops gaaw_cuda_device_ops = {
   .mem_write = cuda_mem_write,
   .mem_read = cuda_mem_read,
   .host_ptr = cuda_host_ptr,
+  .pinned_alloc = cuda_pinned_alloc,
+  .pinned_free = cuda_pinned_free,
   .event_record = cuda_event_record,
   .event_query = cuda_event_query,
   .event_destroy = cuda_event_destroy,

@@ -59,4 +59,11 @@ void gaaw_allocator_release_cached(gaaw_context_t ctx);
  * after its streams are idle. */
 void gaaw_allocator_release_pending(gaaw_context_t ctx);
 
+/* Host memory for data that moves to and from the device (offload): pinned where
+ * the backend has it, else aligned to 4096 bytes (O_DIRECT) from the heap; bytes 0
+ * allocates one page. NULL when none; free with gaaw_host_free on the same ctx
+ * (NULL is a no-op). Not collective. */
+void *gaaw_host_alloc(gaaw_context_t ctx, size_t bytes);
+void gaaw_host_free(gaaw_context_t ctx, void *ptr);
+
 #endif

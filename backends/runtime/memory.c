@@ -417,3 +417,19 @@ gaaw_status_t gaaw_memory_total(gaaw_context_t ctx, size_t *current_bytes, size_
   if (peak_bytes) *peak_bytes = ctx->allocator.total_peak;
   return GAAW_SUCCESS;
 }
+
+void *gaaw_host_alloc(gaaw_context_t ctx, size_t bytes)
+{
+  size_t rounded = (bytes + 4095) / 4096 * 4096;
+  void *p = NULL;
+  if (!rounded) rounded = 4096;
+  if (ctx->device->pinned_alloc) return ctx->device->pinned_alloc(ctx, rounded, &p) == GAAW_SUCCESS ? p : NULL;
+  return posix_memalign(&p, 4096, rounded) == 0 ? p : NULL;
+}
+
+void gaaw_host_free(gaaw_context_t ctx, void *ptr)
+{
+  if (!ptr) return;
+  if (ctx->device->pinned_free) ctx->device->pinned_free(ctx, ptr);
+  else free(ptr);
+}
