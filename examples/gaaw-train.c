@@ -149,10 +149,15 @@ static void train_loop(trainer *t, FILE *metrics, int64_t start, double peak)
     s.ms = (MPI_Wtime() - began) * 1000;
     s.tokens = (double)o->accum * t->microbatches * o->batch * o->seq * t->dp;
     if (gaaw_optimizer_stats(t->opt, &stats) || gaaw_optimizer_memory(t->opt, &s.params_bytes, &s.grads_bytes, &s.optimizer_bytes) ||
-        gaaw_memory_usage(t->ctx, GAAW_MEM_ACTIVATIONS, &current, &s.activation_peak)) {
+        gaaw_memory_usage(t->ctx, GAAW_MEM_ACTIVATIONS, &current, &s.activation_peak) ||
+        gaaw_memory_total(t->ctx, &current, &s.device_peak)) {
       snprintf(t->err, sizeof t->err, "reading the step's statistics failed:\n%s", gaaw_last_error(t->ctx));
       abort_run(t);
     }
+    /* the largest rank's device peak so far, for rank 0's line */
+    unsigned long long mine = s.device_peak, largest = 0;
+    MPI_Reduce(&mine, &largest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+    s.device_peak = (size_t)largest;
     if (t->pp > 1) { /* every rank's measured bubble and activation peak, for rank 0's line */
       double mine[2] = {t->busy > 0 ? t->idle / t->busy : 0, (double)s.activation_peak};
       MPI_Gather(mine, 2, MPI_DOUBLE, ranks, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
@@ -209,6 +214,7 @@ static int find_peak(trainer *t, double *peak)
     if (code) return code;
     MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     *peak = sum / world_size;
+    gaaw_memory_reset_peak(t->ctx); /* the GEMM's tensors are not the run's memory */
   }
   if (world_rank == 0) {
     const char *backend = "?";
