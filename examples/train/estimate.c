@@ -229,7 +229,7 @@ static void refusal(gaaw_context_t ctx, const train_options *o, gaaw_config_t cf
   /* what fits with the rounding; of the smaller microbatches only the largest */
   for (int i = 0; i < count; i++) {
     if (!c[i].ok || with_rounding(c[i].need) > e->cap || (c[i].batch && batch_named++)) continue;
-    append(err, len, &n, "%s\n  %s: %.2f MiB", fits++ ? "" : " These fit it (estimated device peaks):", c[i].flags,
+    append(err, len, &n, "%s\n  %s: %.2f MiB", fits++ ? "" : "\nThese fit it (estimated device peaks):", c[i].flags,
            mib(c[i].need));
     append_off_device(err, len, &n, &c[i].est);
   }
