@@ -12,13 +12,17 @@
  * stopped; doc/gaaw-train.md). --help lists every
  * option. Exit status: 0 done, 1 a failure while running, 2 bad options (the
  * trainer's and the library's), config file, data or layout, or a model and batch
- * that cannot fit the node's memory (reported before any training, by one rank,
- * the same on all; everything but the data and what only gaaw_init can judge, such
- * as a device index, before the data file is read).
+ * that cannot fit the node's memory or whose memory estimate exceeds
+ * device_memory_limit (reported before any training, by one rank,
+ * the same on all; everything but the data, what only gaaw_init can judge, such
+ * as a device index, and the memory estimate, which needs the context, before the
+ * data file is read).
  *
  * Files: train/options.c (the options and their checks), train/data.c (the text,
  * its split and microbatches), train/trainer.c (steps, validation, sampling),
- * train/report.c (log lines and the metrics file), train/peak.c (the peak
+ * train/estimate.c (the memory estimate before training, and the refusal of a
+ * job that exceeds device_memory_limit), train/report.c (log lines and the
+ * metrics file), train/peak.c (the peak
  * behind the MFU), train/progress.c (the progress line on stderr), train/plot.c
  * (--plot: gaaw-plot on the metrics file at the end). */
 #include <errno.h>
@@ -29,6 +33,7 @@
 #include <unistd.h>
 
 #include "examples/train/data.h"
+#include "examples/train/estimate.h"
 #include "examples/train/options.h"
 #include "examples/train/plot.h"
 #include "examples/train/progress.h"
@@ -149,10 +154,15 @@ static void train_loop(trainer *t, FILE *metrics, int64_t start, double peak)
     s.ms = (MPI_Wtime() - began) * 1000;
     s.tokens = (double)o->accum * t->microbatches * o->batch * o->seq * t->dp;
     if (gaaw_optimizer_stats(t->opt, &stats) || gaaw_optimizer_memory(t->opt, &s.params_bytes, &s.grads_bytes, &s.optimizer_bytes) ||
-        gaaw_memory_usage(t->ctx, GAAW_MEM_ACTIVATIONS, &current, &s.activation_peak)) {
+        gaaw_memory_usage(t->ctx, GAAW_MEM_ACTIVATIONS, &current, &s.activation_peak) ||
+        gaaw_memory_total(t->ctx, &current, &s.device_peak)) {
       snprintf(t->err, sizeof t->err, "reading the step's statistics failed:\n%s", gaaw_last_error(t->ctx));
       abort_run(t);
     }
+    /* the largest rank's device peak so far, for rank 0's line */
+    unsigned long long own = s.device_peak, largest = 0;
+    MPI_Reduce(&own, &largest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+    s.device_peak = (size_t)largest;
     if (t->pp > 1) { /* every rank's measured bubble and activation peak, for rank 0's line */
       double mine[2] = {t->busy > 0 ? t->idle / t->busy : 0, (double)s.activation_peak};
       MPI_Gather(mine, 2, MPI_DOUBLE, ranks, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
@@ -209,6 +219,7 @@ static int find_peak(trainer *t, double *peak)
     if (code) return code;
     MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     *peak = sum / world_size;
+    gaaw_memory_reset_peak(t->ctx); /* the GEMM's tensors are not the run's memory */
   }
   if (world_rank == 0) {
     const char *backend = "?";
@@ -233,7 +244,7 @@ static int usage_or_failure(gaaw_status_t st)
                                                                                             : TRAIN_EXIT_FAILURE;
 }
 
-/* Prints the header, then --resume's checkpoint, loaded into t: *start is its
+/* --resume's checkpoint, loaded into t: *start is its
  * step, 0 for a fresh start (--resume auto with no checkpoint in --save-dir, or no
  * --resume). A checkpoint beyond --steps (but for --steps 0) is a usage error. */
 static int resume(trainer *t, int64_t *start)
@@ -242,7 +253,6 @@ static int resume(trainer *t, int64_t *start)
   int automatic = !strcmp(o->resume, "auto");
   const char *path = automatic ? o->save_dir : o->resume;
   *start = 0;
-  if (world_rank == 0) print_header(t);
   if (!o->resume[0]) return TRAIN_EXIT_OK;
   gaaw_status_t st = trainer_resume(t, path, start);
   if (st == GAAW_ERR_NOT_FOUND && automatic) { /* the first run of a resubmitted job */
@@ -284,11 +294,22 @@ static int train(gaaw_config_t cfg, const train_options *o, const train_data *da
     snprintf(err, sizeof err, "gaaw_init failed:\n%s", gaaw_last_error(NULL));
     return agree(bad_option ? TRAIN_EXIT_USAGE : TRAIN_EXIT_FAILURE, err);
   }
+  /* before the model: a job whose estimate exceeds device_memory_limit stops here */
+  train_estimate estimate;
+  int code = agree(train_estimate_check(ctx, o, &estimate, err, sizeof err), err);
+  if (code != TRAIN_EXIT_OK) {
+    gaaw_finalize(&ctx);
+    return code;
+  }
   /* the library refuses a model or optimizer whose settings differ across ranks
    * (an MPMD launch with other options) as invalid: a usage error too */
   gaaw_status_t setup = trainer_setup(&t, ctx, o, data);
-  int code = agree(usage_or_failure(setup), t.err);
+  code = agree(usage_or_failure(setup), t.err);
   int64_t start = 0;
+  if (code == TRAIN_EXIT_OK && world_rank == 0) {
+    print_header(&t);
+    train_estimate_print(&estimate);
+  }
   if (code == TRAIN_EXIT_OK) code = resume(&t, &start);
   double peak = 0;
   if (code == TRAIN_EXIT_OK) code = find_peak(&t, &peak);

@@ -32,9 +32,9 @@ void report_step(train_report *r, const train_step_info *s)
     r->timed_tokens += s->tokens;
   }
   printf("step %5lld/%lld | loss %.4f | lr %.3e | norm %.4f | %8.1f ms | %9.0f tok/s | state %.2f+%.2f+%.2f MiB "
-         "| act peak %.2f MiB | dp comm %.2f MiB",
+         "| act peak %.2f MiB | device peak %.2f MiB | dp comm %.2f MiB",
          (long long)s->step, (long long)r->steps, s->loss, st->lr, st->grad_norm, s->ms, s->tokens / (s->ms / 1000),
-         mib(s->params_bytes), mib(s->grads_bytes), mib(s->optimizer_bytes), mib(s->activation_peak),
+         mib(s->params_bytes), mib(s->grads_bytes), mib(s->optimizer_bytes), mib(s->activation_peak), mib(s->device_peak),
          mib((size_t)st->comm_bytes));
   printf(" | %.3g TFLOP/s", step_tflops(r, s));
   if (r->peak_tflops > 0) printf(" | MFU %.1f%%", 100 * step_tflops(r, s) / r->peak_tflops);
@@ -86,8 +86,8 @@ void report_metrics(train_report *r, const train_step_info *s, int have_val, flo
   if (r->peak_tflops > 0) fprintf(f, ",\"mfu\":%.9g", step_tflops(r, s) / r->peak_tflops);
   if (s->save_ms >= 0) fprintf(f, ",\"save_ms\":%.3f", s->save_ms);
   fprintf(f, ",\"skipped\":%d", s->stats->skipped ? 1 : 0);
-  fprintf(f, ",\"params_bytes\":%zu,\"grads_bytes\":%zu,\"optimizer_bytes\":%zu,\"activation_peak_bytes\":%zu",
-          s->params_bytes, s->grads_bytes, s->optimizer_bytes, s->activation_peak);
+  fprintf(f, ",\"params_bytes\":%zu,\"grads_bytes\":%zu,\"optimizer_bytes\":%zu,\"activation_peak_bytes\":%zu,\"device_peak_bytes\":%zu",
+          s->params_bytes, s->grads_bytes, s->optimizer_bytes, s->activation_peak, s->device_peak);
   fprintf(f, ",\"dp_comm_bytes\":%llu}\n", (unsigned long long)s->stats->comm_bytes);
   fflush(f);
 }

@@ -34,7 +34,7 @@ static gaaw_dtype_t dtype_of(const char *name)
   return !strcmp(name, "bf16") ? GAAW_BF16 : !strcmp(name, "f16") ? GAAW_F16 : GAAW_F32;
 }
 
-static void gpt_config(const train_options *o, gaaw_gpt_config_t *g)
+void trainer_gpt_config(const train_options *o, gaaw_gpt_config_t *g)
 {
   gaaw_gpt_config_default(g);
   g->vocab = (int)o->vocab;
@@ -47,7 +47,7 @@ static void gpt_config(const train_options *o, gaaw_gpt_config_t *g)
   g->dtype = dtype_of(o->dtype);
 }
 
-static void optimizer_config(const train_options *o, int microbatches, gaaw_optimizer_config_t *c)
+void trainer_optimizer_config(const train_options *o, int microbatches, gaaw_optimizer_config_t *c)
 {
   gaaw_optimizer_config_default(c);
   c->kind = !strcmp(o->optimizer, "sgd") ? GAAW_SGD : GAAW_ADAMW;
@@ -90,8 +90,8 @@ gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options 
 
   gaaw_gpt_config_t g;
   gaaw_optimizer_config_t oc;
-  gpt_config(opts, &g);
-  optimizer_config(opts, t->microbatches, &oc);
+  trainer_gpt_config(opts, &g);
+  trainer_optimizer_config(opts, t->microbatches, &oc);
   TRY(t, gaaw_model_create_gpt(ctx, &g, &t->model));
   if (opts->import[0]) { /* before the optimizer copies them */
     gaaw_status_t st = gaaw_model_import(t->model, opts->import);

@@ -4,8 +4,9 @@
 #  (a) 12 steps saving every 4 (--save-dir, --save-every, --keep): a save on steps 4, 8
 #      and 12, its time on those step lines and as save_ms in those metrics lines,
 #      `latest` naming step-00000012; resumed from step-00000004 (--resume DIR), the
-#      run trains steps 5-12 and its metrics lines (all but the times) are bitwise
-#      those of the uninterrupted run; the same with checkpoint_async (its last save
+#      run trains steps 5-12 and its metrics lines (all but the times and the device
+#      peak, which a new process measures afresh) are bitwise those of the
+#      uninterrupted run; the same with checkpoint_async (its last save
 #      committed before the run ends);
 #  (b) --resume auto with an empty --save-dir says it starts fresh; that run, killed
 #      with SIGKILL (the whole mpiexec) while training, then the same command again
@@ -52,8 +53,11 @@ ok() {
   grep '^done: ' "$tmp/$1.out" >/dev/null || { err "$1: no 'done:' line"; return 1; }
 }
 # strip FILE [FROM]: the metrics lines of steps FROM.. (default all) without the times
+# and the device peak (a resumed process starts its peak afresh: its first step has
+# no communicator scratch from an earlier one yet)
 strip() {
-  sed 's/,"ms":[0-9.]*,"tokens_per_s":[0-9.]*,"tflops":[-0-9.e+]*\(,"mfu":[-0-9.e+]*\)\{0,1\}\(,"save_ms":[0-9.]*\)\{0,1\}//' "$1" |
+  sed 's/,"ms":[0-9.]*,"tokens_per_s":[0-9.]*,"tflops":[-0-9.e+]*\(,"mfu":[-0-9.e+]*\)\{0,1\}\(,"save_ms":[0-9.]*\)\{0,1\}//
+       s/,"device_peak_bytes":[0-9]*//' "$1" |
     awk -v from=${2:-1} '{ s = $0; sub(/^{"step":/, "", s); sub(/,.*/, "", s) } s + 0 >= from'
 }
 # same WHAT A B: files A and B are the same
