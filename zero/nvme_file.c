@@ -10,7 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backends/runtime/context_impl.h"
 #include "backends/runtime/log.h"
+#include "gaaw/topology.h"
 #include "zero/nvme_file.h"
 
 #ifdef GAAW_HAVE_LIBURING
@@ -217,6 +219,17 @@ gaaw_status_t gaaw_nvme_open(gaaw_context_t ctx, const char *dir, const char *na
 #endif
   say_once(f);
   *out = f;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_nvme_create(gaaw_context_t ctx, const char *kind, size_t bytes, gaaw_nvme_file **out)
+{
+  static int created; /* files of this process so far: each its own name */
+  int rank = 0, size = 1;
+  GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_WORLD, &rank, &size));
+  char name[96];
+  snprintf(name, sizeof name, "gaaw-%s-rank%05d-pid%ld-%d.bin", kind, rank, (long)getpid(), created++);
+  GAAW_CHECK(gaaw_nvme_open(ctx, gaaw_ctx_string(ctx, "nvme_path"), name, bytes, out));
   return GAAW_SUCCESS;
 }
 

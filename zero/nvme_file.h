@@ -25,6 +25,10 @@ typedef struct gaaw_nvme_file gaaw_nvme_file;
  * in the middle of a step). Not collective. */
 gaaw_status_t gaaw_nvme_open(gaaw_context_t ctx, const char *dir, const char *name, size_t bytes,
                              gaaw_nvme_file **out);
+/* gaaw_nvme_open in option nvme_path's directory, the file named after kind
+ * ("optimizer", "params"), the world rank, the process and a counter of the
+ * process's files: DIR/gaaw-KIND-rankNNNNN-pidP-K.bin. Not collective. */
+gaaw_status_t gaaw_nvme_create(gaaw_context_t ctx, const char *kind, size_t bytes, gaaw_nvme_file **out);
 /* Starts reading (write = 0) or writing bytes at file offset into or from buf
  * through slot, which must be idle (gaaw_nvme_wait). buf stays the caller's and
  * untouched until the wait. Not collective. */

@@ -84,13 +84,7 @@ gaaw_status_t gaaw_zero_shard_create(gaaw_optimizer_t opt)
   s->staging = gaaw_host_alloc(ctx, (size_t)gaaw_zero_largest_piece(opt) * es);
   if (!s->record_at || !s->staging) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "offload_params=nvme: cannot allocate its staging");
   for (int b = 0; b < opt->nbuckets; b++) s->record_at[b + 1] = s->record_at[b] + record_bytes(opt, b);
-  static int created; /* shards of this process so far: each its own file */
-  int rank = 0, size = 1;
-  GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_WORLD, &rank, &size));
-  char name[96];
-  snprintf(name, sizeof name, "gaaw-params-rank%05d-pid%ld-%d.bin", rank, (long)getpid(), created++);
-  GAAW_CHECK(gaaw_nvme_open(ctx, gaaw_ctx_string(ctx, "nvme_path"), name, (size_t)s->record_at[opt->nbuckets],
-                            &s->file));
+  GAAW_CHECK(gaaw_nvme_create(ctx, "params", (size_t)s->record_at[opt->nbuckets], &s->file));
   return GAAW_SUCCESS;
 }
 

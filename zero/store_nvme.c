@@ -174,19 +174,6 @@ static gaaw_status_t nvme_write(gaaw_optimizer_t opt, int b, const float *values
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t open_file(gaaw_optimizer_t opt, nvme_store *s)
-{
-  gaaw_context_t ctx = opt->ctx;
-  static int created; /* optimizers of this process so far: each its own file */
-  int rank = 0, size = 1;
-  GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_WORLD, &rank, &size));
-  char name[96];
-  snprintf(name, sizeof name, "gaaw-optimizer-rank%05d-pid%ld-%d.bin", rank, (long)getpid(), created++);
-  GAAW_CHECK(gaaw_nvme_open(ctx, gaaw_ctx_string(ctx, "nvme_path"), name, (size_t)s->record_at[opt->nbuckets],
-                            &s->file));
-  return GAAW_SUCCESS;
-}
-
 /* What nvme_create allocates: nothing on the device; on host the slots (the
  * largest record each) and two compute-dtype pieces; in the file every record. */
 static void nvme_bytes(gaaw_optimizer_t opt, zero_store_bytes *out)
@@ -223,7 +210,7 @@ static gaaw_status_t nvme_create(gaaw_optimizer_t opt)
               GAAW_NVME_SLOTS * largest_record + 2 * piece);
   for (int b = 0; b < opt->nbuckets; b++)
     s->record_at[b + 1] = s->record_at[b] + record_bytes(s, opt->buckets[b].piece);
-  GAAW_CHECK(open_file(opt, s));
+  GAAW_CHECK(gaaw_nvme_create(ctx, "optimizer", (size_t)s->record_at[opt->nbuckets], &s->file));
   /* the master weights from the parameters, the moments zero; written behind */
   for (int b = 0; b < opt->nbuckets; b++) {
     int64_t piece = opt->buckets[b].piece;

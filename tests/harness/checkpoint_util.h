@@ -3,6 +3,7 @@
 #ifndef GAAW_TEST_CHECKPOINT_UTIL_H
 #define GAAW_TEST_CHECKPOINT_UTIL_H
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -110,6 +111,19 @@ static inline void ckpt_test_dir(char *base, int size, const char *prefix)
   snprintf(base, (size_t)size, "%sXXXXXX", prefix);
   if (rank == 0 && !mkdtemp(base)) base[0] = '\0';
   MPI_Bcast(base, size, MPI_CHAR, 0, MPI_COMM_WORLD);
+}
+
+/* Whether dir holds no entry but . and .. (what the nvme offload must leave). */
+static inline int test_dir_empty(const char *dir)
+{
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  int n = 0;
+  if (!d) return 0;
+  while ((e = readdir(d)))
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
+  closedir(d);
+  return n == 0;
 }
 
 /* Removes it when every check passed here (left for a look otherwise). Collective. */

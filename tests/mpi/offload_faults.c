@@ -10,7 +10,6 @@
  *  - afterwards a good nvme_path trains, and leaves no file behind.
  * argv[1], argv[2]: a read-only directory and one on a tiny filesystem, or "-"
  * where the script could not make one (that case is then skipped, and said). */
-#include <dirent.h>
 #include <mpi.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -66,18 +65,6 @@ static void expect_create_fails(const char *what, const char *options0, const ch
   gaaw_finalize(&ctx);
 }
 
-static int dir_empty(const char *dir)
-{
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  int n = 0;
-  if (!d) return 0;
-  while ((e = readdir(d)))
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
-  closedir(d);
-  return n == 0;
-}
-
 /* Two good steps; then rank 1's writes fail: the third step fails on both ranks
  * with GAAW_ERR_IO. Then a fresh optimizer on a good nvme_path trains. */
 static void check_failing_step(const char *dir)
@@ -117,7 +104,7 @@ static void check_failing_step(const char *dir)
   model_train(ctx, model, opt, 1, B, T, 40, 12 + (uint64_t)world_rank, 0, loss);
   expect_true(isfinite(loss[0]), "rank %d: a new optimizer after the failure gave loss %g", world_rank, loss[0]);
   gaaw_optimizer_destroy(&opt);
-  expect_true(dir_empty(dir), "rank %d: files left in %s", world_rank, dir);
+  expect_true(test_dir_empty(dir), "rank %d: files left in %s", world_rank, dir);
   gaaw_model_destroy(&model);
   gaaw_finalize(&ctx);
 }
@@ -148,7 +135,7 @@ int main(int argc, char **argv)
   } else if (world_rank == 0)
     printf("skipped: a full nvme_path (no small filesystem could be mounted)\n");
   check_failing_step(good);
-  expect_true(dir_empty(good), "rank %d: files left in %s", world_rank, good);
+  expect_true(test_dir_empty(good), "rank %d: files left in %s", world_rank, good);
   ckpt_test_dir_remove(good);
   return test_finish_mpi("offload_faults");
 }

@@ -13,7 +13,6 @@
  *  - ranks given different offload_optimizer values get the same named error;
  *    an unknown value is refused.
  * The nvme store's failures are tests/mpi/test_offload_faults.sh's. */
-#include <dirent.h>
 #include <mpi.h>
 
 #include "tests/harness/checkpoint_util.h"
@@ -88,19 +87,6 @@ typedef struct {
   const char *params; /* offload_params of the offloaded runs (stage 3); NULL: none */
 } parity_case;
 
-/* Whether dir holds no entry but . and .. (the nvme store leaves nothing). */
-static int dir_empty(const char *dir)
-{
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  int n = 0;
-  if (!d) return 0;
-  while ((e = readdir(d)))
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
-  closedir(d);
-  return n == 0;
-}
-
 /* The case offloaded to store (host or nvme) with cpu_simd=version, against want. */
 static void check_offloaded(const parity_case *p, MPI_Comm comm, const result *want, const char *store,
                             const char *version, const char *nvme_dir)
@@ -118,9 +104,13 @@ static void check_offloaded(const parity_case *p, MPI_Comm comm, const result *w
   if (p->params)
     expect_true(got.params_bytes == 0, "%s: %zu bytes of parameters still on the device after the step", what,
                 got.params_bytes);
-  MPI_Barrier(MPI_COMM_WORLD); /* at dp 1 the other rank may be creating its own (then unlinked) files */
+  /* at dp 1 the ranks train alone: neither may be creating its own (then unlinked)
+   * files while the other looks */
+  MPI_Barrier(MPI_COMM_WORLD);
   if (strcmp(store, "nvme") == 0 || p->params)
-    expect_true(dir_empty(nvme_dir), "%s: files left in nvme_path %s after the optimizer's destroy", what, nvme_dir);
+    expect_true(test_dir_empty(nvme_dir), "%s: files left in nvme_path %s after the optimizer's destroy", what,
+                nvme_dir);
+  MPI_Barrier(MPI_COMM_WORLD);
   free(got.params);
 }
 
