@@ -11,8 +11,8 @@
  * N (lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0.01, step counting up).
  * T OpenMP threads (default: the processors OpenMP sees); every array is first
  * touched in parallel, by the threads that later use it. Each round times every
- * configuration once, in turn, then the triad and the traffic pass (below); W untimed
- * rounds, then R timed ones; each figure is the median of its R times.
+ * configuration once, in turn, then the triad; W untimed rounds, then R timed ones;
+ * each figure is the median of its R times.
  *
  * Bytes per element of one update, the ones the program must move at least:
  *   f32:  reads w, m, v, g (16 B), writes w, m, v, out (16 B): 32 B
@@ -21,18 +21,22 @@
  * (default 2 N: 3 x 256 MiB, far beyond the caches), counted the standard way, 3 x
  * 8 = 24 B per element (the write-allocate read of a, which the cache does too, is
  * not counted, as STREAM does not). stream_fraction = elements/s x bytes/element /
- * the triad's bytes/s. The traffic pass ("pass") reads and writes the same arrays as
- * the update with one addition per array instead of Adam's arithmetic: the bandwidth
- * this access pattern itself reaches here, the update's ceiling.
+ * the triad's bytes/s.
+ *
+ * incache: the same configuration on a piece of INCACHE elements (256 Ki: 4-5 MiB,
+ * inside the last-level cache), INCACHE_CALLS calls per timing, as many rounds: what
+ * the version computes per second when memory is not what bounds it (the scalar
+ * version's ceiling: its divisions and square root, one element at a time).
  *
  * Before timing, every version's result (w, m, v, out after two steps on the first
  * min(N, 4 Mi) + 7 elements, the second at an unaligned start) is compared bit for
  * bit with the scalar version's.
- * Prints one line per configuration, then the triad and the pass:
+ * Prints one line per configuration, then the triad:
  *   cpu_adam simd=V dtype=D elements=N threads=T repeats=R value=X unit=elements/s
- *     bytes_per_element=B gbytes_s=.. stream_gbytes_s=.. stream_fraction=.. same_bits=1
+ *     bytes_per_element=B gbytes_s=.. stream_gbytes_s=.. stream_fraction=..
+ *     incache=.. same_bits=1
  *   cpu_adam_stream kernel=triad type=f64 elements=S threads=T repeats=R value=.. unit=GB/s bytes_per_element=24
- *   cpu_adam_pass dtype=D elements=N threads=T repeats=R value=.. unit=elements/s bytes_per_element=B gbytes_s=.. */
+ */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +52,8 @@
 
 #define PROGRAM "cpu_adam bench"
 #define MAX_CONFIGS (2 * GAAW_CPU_SIMD_COUNT)
+#define INCACHE (256 * 1024)
+#define INCACHE_CALLS 20
 
 static double now(void)
 {
@@ -175,39 +181,6 @@ static double triad_seconds(triad_arrays *t, double s)
   return now() - t0;
 }
 
-/* The update's traffic without its arithmetic: w, m, v, g read, w, m, v, out
- * written (out = the new w in dtype's size, by bits for bf16). */
-static double pass_seconds(piece *p, int64_t n)
-{
-  float *w = p->w, *m = p->m, *v = p->v;
-  double t0 = now();
-  if (p->dtype == GAAW_F32) {
-    const float *g = p->g;
-    float *out = p->out;
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-      float x = w[i] + g[i];
-      m[i] = m[i] + g[i];
-      v[i] = v[i] + g[i];
-      w[i] = x;
-      out[i] = x;
-    }
-  } else {
-    const uint16_t *g = p->g;
-    uint16_t *out = p->out;
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-      float gi = (float)g[i];
-      float x = w[i] + gi;
-      m[i] = m[i] + gi;
-      v[i] = v[i] + gi;
-      w[i] = x;
-      out[i] = (uint16_t)g[i] + 1u;
-    }
-  }
-  return now() - t0;
-}
-
 static int64_t bytes_per_element(gaaw_dtype_t dtype)
 {
   return 2 * (12 + (int64_t)gaaw_dtype_size(dtype)); /* w, m, v and one dtype array, each way */
@@ -239,7 +212,7 @@ int main(int argc, char **argv)
     gaaw_cpu_simd simd;
     int dtype_index;
     int same;
-    double *t;
+    double *t, large, incache; /* median seconds of the large piece; elements/s in cache */
   } cfg[MAX_CONFIGS];
   int ncfg = 0;
   /* 4 Mi elements move 112-128 MiB, beyond zero/cpu_update.c's threshold for
@@ -265,7 +238,6 @@ int main(int argc, char **argv)
     tri.c[i] = 2.0;
   }
   double *t_triad = alloc_or_die((size_t)repeats * sizeof(double));
-  double *t_pass[2] = {alloc_or_die((size_t)repeats * sizeof(double)), alloc_or_die((size_t)repeats * sizeof(double))};
 
   int64_t step = 0;
   for (int r = -warmup; r < repeats; r++) {
@@ -281,32 +253,40 @@ int main(int argc, char **argv)
     }
     double dt = triad_seconds(&tri, 3.0);
     if (r >= 0) t_triad[r] = dt;
-    for (int d = 0; d < 2; d++) {
-      dt = pass_seconds(&pieces[d], n);
-      if (r >= 0) t_pass[d][r] = dt;
-    }
   }
+  for (int c = 0; c < ncfg; c++) cfg[c].large = bench_median(cfg[c].t, repeats);
+
+  /* in cache: INCACHE_CALLS calls per timing, configurations in turn */
+  piece small[2];
+  int64_t small_n = n < INCACHE ? n : INCACHE;
+  for (int d = 0; d < 2; d++) piece_create(&small[d], dtypes[d], small_n);
+  for (int r = -warmup; r < repeats; r++)
+    for (int c = 0; c < ncfg; c++) {
+      piece *p = &small[cfg[c].dtype_index];
+      double t0 = now();
+      for (int k = 0; k < INCACHE_CALLS; k++) {
+        gaaw_cpu_update_args a = adam_args(++step);
+        gaaw_cpu_update(cfg[c].simd, small_n, p->w, p->m, p->v, p->g, p->out, p->dtype, &a);
+      }
+      if (r >= 0) cfg[c].t[r] = now() - t0;
+    }
+  for (int c = 0; c < ncfg; c++) cfg[c].incache = (double)small_n * INCACHE_CALLS / bench_median(cfg[c].t, repeats);
+  for (int d = 0; d < 2; d++) piece_free(&small[d]);
 
   double stream_bps = 24.0 * (double)sn / bench_median(t_triad, repeats);
   for (int c = 0; c < ncfg; c++) {
     gaaw_dtype_t dtype = dtypes[cfg[c].dtype_index];
-    double eps = (double)n / bench_median(cfg[c].t, repeats);
+    double eps = (double)n / cfg[c].large;
     double bps = eps * (double)bytes_per_element(dtype);
     printf("cpu_adam simd=%s dtype=%s elements=%lld threads=%d repeats=%d value=%.4g unit=elements/s "
-           "bytes_per_element=%lld gbytes_s=%.2f stream_gbytes_s=%.2f stream_fraction=%.3f same_bits=%d\n",
+           "bytes_per_element=%lld gbytes_s=%.2f stream_gbytes_s=%.2f stream_fraction=%.3f incache=%.4g same_bits=%d\n",
            gaaw_cpu_simd_name(cfg[c].simd), gaaw_dtype_name(dtype), (long long)n, threads, repeats, eps,
-           (long long)bytes_per_element(dtype), 1e-9 * bps, 1e-9 * stream_bps, bps / stream_bps, cfg[c].same);
+           (long long)bytes_per_element(dtype), 1e-9 * bps, 1e-9 * stream_bps, bps / stream_bps, cfg[c].incache,
+           cfg[c].same);
   }
   printf("cpu_adam_stream kernel=triad type=f64 elements=%lld threads=%d repeats=%d value=%.2f unit=GB/s "
          "bytes_per_element=24\n",
          (long long)sn, threads, repeats, 1e-9 * stream_bps);
-  for (int d = 0; d < 2; d++) {
-    double eps = (double)n / bench_median(t_pass[d], repeats);
-    printf("cpu_adam_pass dtype=%s elements=%lld threads=%d repeats=%d value=%.4g unit=elements/s "
-           "bytes_per_element=%lld gbytes_s=%.2f\n",
-           gaaw_dtype_name(dtypes[d]), (long long)n, threads, repeats, eps, (long long)bytes_per_element(dtypes[d]),
-           1e-9 * eps * (double)bytes_per_element(dtypes[d]));
-  }
   fflush(stdout);
 
   int all_same = 1;
@@ -314,10 +294,7 @@ int main(int argc, char **argv)
     all_same &= cfg[c].same;
     free(cfg[c].t);
   }
-  for (int d = 0; d < 2; d++) {
-    piece_free(&pieces[d]);
-    free(t_pass[d]);
-  }
+  for (int d = 0; d < 2; d++) piece_free(&pieces[d]);
   free(tri.a);
   free(tri.b);
   free(tri.c);
