@@ -16,12 +16,15 @@
 #   bench=cpu_adam_torch foreach=F wait=W elements=N threads=T rounds=R value=Y unit=elements/s
 #   bench=cpu_adam simd=V dtype=D elements=N threads=T rounds=R value=X unit=elements/s
 #   bytes_per_element=B gbytes_s=.. stream_gbytes_s=.. stream_fraction=.. goal_stream_fraction=0.8
-#   incache=.. peer=torch peer_dtype=f32 peer_value=Y peer_setting=foreach=F,wait=W ratio=X/Y
+#   incache=.. incache_stream_fraction=.. peer=torch peer_dtype=f32 peer_value=Y peer_setting=foreach=F,wait=W ratio=X/Y
 #   goal_ratio=5 stream_ceiling_ratio=.. openblas_coretype=..
 # then the same as a table (lines starting with '#'). bytes_per_element is what one
 # update must move (bench/cpu_adam.c: f32 32, bf16 28); stream_fraction = value x
 # bytes_per_element / the triad's bytes/s (3 x 8 B per element, STREAM's count),
-# the median of each run's own fraction. stream_ceiling_ratio = (the triad's bytes/s
+# the median of each run's own fraction. incache is the version's elements/s on a
+# piece inside the cache (bench/cpu_adam.c), and incache_stream_fraction = incache x
+# bytes_per_element / the triad's bytes/s: the fraction this version could reach if
+# memory cost it nothing (below 0.8, the goal is out of its reach). stream_ceiling_ratio = (the triad's bytes/s
 # / bytes_per_element) / peer_value: the ratio gaaw would reach moving its bytes at
 # the triad's rate. PyTorch has no bf16-weights-over-f32-master AdamW on CPU, so the
 # bf16 rows are compared with its f32 figure (peer_dtype=f32). Every run's own lines
@@ -129,18 +132,20 @@ for key in "${keys[@]}"; do
       -v ct="$coretype" 'BEGIN {
     printf "bench=cpu_adam simd=%s dtype=%s elements=%d threads=%d rounds=%d value=%.4g unit=elements/s " \
            "bytes_per_element=%d gbytes_s=%.2f stream_gbytes_s=%.2f stream_fraction=%.3f goal_stream_fraction=0.8 " \
-           "incache=%.4g peer=torch peer_dtype=f32 peer_value=%.4g peer_setting=%s ratio=%.2f goal_ratio=5 " \
+           "incache=%.4g incache_stream_fraction=%.3f peer=torch peer_dtype=f32 peer_value=%.4g peer_setting=%s ratio=%.2f goal_ratio=5 " \
            "stream_ceiling_ratio=%.2f openblas_coretype=%s\n",
-           simd, dtype, n, t, rounds, v, b, 1e-9 * v * b, s, f, c, p, ps, v / p, 1e9 * s / b / p, ct }')")
+           simd, dtype, n, t, rounds, v, b, 1e-9 * v * b, s, f, c, 1e-9 * c * b / s, p, ps, v / p, 1e9 * s / b / p,
+           ct }')")
   echo "${results[-1]}"
 done
 
-echo "# simd   dtype | gaaw elements/s  GB/s (B/elem)  of STREAM  in cache | torch best (setting)  ratio" \
-     "| STREAM-rate ceiling ratio"
+echo "# simd   dtype | gaaw elements/s  GB/s (B/elem)  of STREAM | in cache (of STREAM) |" \
+     "torch best (setting)  ratio | STREAM-rate ceiling ratio"
 for line in "${results[@]}"; do
-  printf '# %-6s %-5s | %10s %6s (%s) %6s %10s | %10s (%s) %5s | %5s\n' "$(field simd "$line")" \
+  printf '# %-6s %-5s | %10s %6s (%s) %6s | %10s (%s) | %10s (%s) %5s | %5s\n' "$(field simd "$line")" \
     "$(field dtype "$line")" "$(field value "$line")" "$(field gbytes_s "$line")" \
     "$(field bytes_per_element "$line")" "$(field stream_fraction "$line")" "$(field incache "$line")" \
+    "$(field incache_stream_fraction "$line")" \
     "$(field peer_value "$line")" "$(field peer_setting "$line")" "$(field ratio "$line")" \
     "$(field stream_ceiling_ratio "$line")"
 done
