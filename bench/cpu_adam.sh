@@ -22,7 +22,7 @@
 # update must move (bench/cpu_adam.c: f32 32, bf16 28); stream_fraction = value x
 # bytes_per_element / the triad's bytes/s (3 x 8 B per element, STREAM's count),
 # the median of each run's own fraction. incache is the version's elements/s on a
-# piece inside the cache (bench/cpu_adam.c), and incache_stream_fraction = incache x
+# piece inside the cache (bench/cpu_adam.c; the best run's, being a ceiling), and incache_stream_fraction = incache x
 # bytes_per_element / the triad's bytes/s: the fraction this version could reach if
 # memory cost it nothing (below 0.8, the goal is out of its reach). stream_ceiling_ratio = (the triad's bytes/s
 # / bytes_per_element) / peer_value: the ratio gaaw would reach moving its bytes at
@@ -126,7 +126,8 @@ peer_setting="foreach=${best_key%/*},wait=${best_key#*/}"
 results=()
 for key in "${keys[@]}"; do
   # shellcheck disable=SC2086
-  v=$(median ${g_value[$key]}) f=$(median ${g_fraction[$key]}) c=$(median ${g_incache[$key]})
+  v=$(median ${g_value[$key]}) f=$(median ${g_fraction[$key]})
+  c=$(printf '%s\n' ${g_incache[$key]} | sort -g | tail -1) # a ceiling: the best run's
   results+=("$(awk -v simd="${key%/*}" -v dtype="${key#*/}" -v n="$ELEMENTS" -v t="$THREADS" -v rounds="$ROUNDS" \
       -v v="$v" -v b="${g_bytes[$key]}" -v s="$stream_gbs" -v f="$f" -v c="$c" -v p="$best" -v ps="$peer_setting" \
       -v ct="$coretype" 'BEGIN {
