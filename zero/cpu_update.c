@@ -178,7 +178,7 @@ typedef void (*range_fn)(int64_t lo, int64_t hi, const update_job *j);
 /* The scalar version writes out with plain stores (it is bound by its divisions,
  * not by memory). Its loops stay scalar through `omp simd if (simd: 0)`; it has no
  * optimize attribute, which would keep the per-element helpers from being inlined
- * into it (a call per element and per conversion: 1.5-2x slower). */
+ * into it (a call per element and per conversion: 1.1-1.5x slower here). */
 static void range_scalar(int64_t lo, int64_t hi, const update_job *j)
 {
   update_job scalar = *j;
