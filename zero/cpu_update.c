@@ -2,8 +2,10 @@
  * three times: plain (no vectorization), AVX2 and AVX-512, each through its own
  * target attribute. The pass goes chunk by chunk (CPU_CHUNK elements, on the
  * stack): the gradient converted to f32, the update, the weights converted out,
- * so each element is read and written once from memory. */
+ * so each element is read and written once from memory; on a large piece the
+ * vector versions write out with non-temporal stores. */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "backends/host/host_math.h" /* no FMA contraction, no trapping math: same bits in every version */
@@ -12,15 +14,20 @@
 
 #define CPU_CHUNK 1024                 /* elements per pass through the three phases */
 #define CPU_PARALLEL_MIN (64 * 1024)   /* fewer elements run on one thread */
+/* From this many bytes of traffic (w, m, v, grad, out, each way) on, the output is
+ * written with non-temporal stores: a piece this much larger than the caches has left
+ * them by the time anyone reads it, and a plain store would first read each line of
+ * it from memory (write-allocate), 4 more bytes of traffic per element on top of
+ * 32 (f32), 2 on top of 28 (bf16). */
+#define CPU_STREAM_MIN_BYTES ((int64_t)64 << 20)
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#include <immintrin.h>
 #define CPU_HAVE_X86_VERSIONS 1
 #define CPU_TARGET_AVX2 __attribute__((target("avx2")))
 #define CPU_TARGET_AVX512 __attribute__((target("avx512f")))
-#define CPU_NO_VECTORIZE __attribute__((optimize("no-tree-vectorize")))
 #else
 #define CPU_HAVE_X86_VERSIONS 0
-#define CPU_NO_VECTORIZE
 #endif
 #define CPU_INLINE static inline __attribute__((always_inline))
 
@@ -79,6 +86,14 @@ CPU_INLINE void load_chunk(int n, const void *src, gaaw_dtype_t dtype, float *ds
   }
 }
 
+/* Copies bytes from src to dst: memcpy, or the version's non-temporal stores. */
+typedef void (*put_fn)(void *dst, const void *src, size_t bytes);
+
+static void put_plain(void *dst, const void *src, size_t bytes)
+{
+  memcpy(dst, src, bytes);
+}
+
 CPU_INLINE void store_chunk(int n, const float *src, void *dst, gaaw_dtype_t dtype, int vectorize)
 {
   if (dtype == GAAW_F32) {
@@ -132,36 +147,79 @@ typedef struct {
   gaaw_dtype_t dtype;
   size_t esize;
   update_consts c;
+  int stream; /* write out through the version's put (non-temporal stores) */
 } update_job;
 
-CPU_INLINE void update_range(int64_t lo, int64_t hi, const update_job *j)
+/* put: how the version writes out when j->stream (through a buffer on the stack,
+ * in out's dtype). */
+CPU_INLINE void update_range(int64_t lo, int64_t hi, const update_job *j, put_fn put)
 {
   float g[CPU_CHUNK], copy[CPU_CHUNK];
+  uint16_t half[CPU_CHUNK];
   for (int64_t at = lo; at < hi; at += CPU_CHUNK) {
     int n = hi - at < CPU_CHUNK ? (int)(hi - at) : CPU_CHUNK;
     load_chunk(n, j->grad + (size_t)at * j->esize, j->dtype, g, j->c.vectorize);
     if (j->c.kind == GAAW_ADAMW) adamw_chunk(n, j->w + at, g, j->m1 + at, j->m2 + at, copy, &j->c);
     else sgd_chunk(n, j->w + at, g, j->m1 + at, copy, &j->c);
-    store_chunk(n, copy, j->out + (size_t)at * j->esize, j->dtype, j->c.vectorize);
+    char *out = j->out + (size_t)at * j->esize;
+    if (!j->stream) {
+      store_chunk(n, copy, out, j->dtype, j->c.vectorize);
+    } else if (j->dtype == GAAW_F32) {
+      put(out, copy, sizeof(float) * (size_t)n);
+    } else {
+      store_chunk(n, copy, half, j->dtype, j->c.vectorize);
+      put(out, half, sizeof(uint16_t) * (size_t)n);
+    }
   }
 }
 
 typedef void (*range_fn)(int64_t lo, int64_t hi, const update_job *j);
 
-CPU_NO_VECTORIZE static void range_scalar(int64_t lo, int64_t hi, const update_job *j)
+/* The scalar version writes out with plain stores (it is bound by its divisions,
+ * not by memory). Its loops stay scalar through `omp simd if (simd: 0)`; it has no
+ * optimize attribute, which would keep the per-element helpers from being inlined
+ * into it (a call per element and per conversion: 1.1-1.5x slower here). */
+static void range_scalar(int64_t lo, int64_t hi, const update_job *j)
 {
   update_job scalar = *j;
   scalar.c.vectorize = 0;
-  update_range(lo, hi, &scalar);
+  scalar.stream = 0;
+  update_range(lo, hi, &scalar, put_plain);
 }
 #if CPU_HAVE_X86_VERSIONS
+/* Non-temporal copies: plain stores up to dst's first 32 (64)-byte boundary and
+ * after its last, whole aligned vectors in between; an sfence ends the range. */
+CPU_TARGET_AVX2 static void put_avx2(void *dst, const void *src, size_t bytes)
+{
+  char *d = dst;
+  const char *s = src;
+  size_t head = (size_t)(-(uintptr_t)d & 31u);
+  if (head > bytes) head = bytes;
+  memcpy(d, s, head);
+  size_t at = head;
+  for (; at + 32 <= bytes; at += 32) _mm256_stream_si256((__m256i *)(d + at), _mm256_loadu_si256((const __m256i *)(s + at)));
+  memcpy(d + at, s + at, bytes - at);
+}
+CPU_TARGET_AVX512 static void put_avx512(void *dst, const void *src, size_t bytes)
+{
+  char *d = dst;
+  const char *s = src;
+  size_t head = (size_t)(-(uintptr_t)d & 63u);
+  if (head > bytes) head = bytes;
+  memcpy(d, s, head);
+  size_t at = head;
+  for (; at + 64 <= bytes; at += 64) _mm512_stream_si512((void *)(d + at), _mm512_loadu_si512((const void *)(s + at)));
+  memcpy(d + at, s + at, bytes - at);
+}
 CPU_TARGET_AVX2 static void range_avx2(int64_t lo, int64_t hi, const update_job *j)
 {
-  update_range(lo, hi, j);
+  update_range(lo, hi, j, put_avx2);
+  if (j->stream) _mm_sfence();
 }
 CPU_TARGET_AVX512 static void range_avx512(int64_t lo, int64_t hi, const update_job *j)
 {
-  update_range(lo, hi, j);
+  update_range(lo, hi, j, put_avx512);
+  if (j->stream) _mm_sfence();
 }
 static const range_fn versions[GAAW_CPU_SIMD_COUNT] = {range_scalar, range_avx2, range_avx512};
 #else
@@ -175,7 +233,8 @@ void gaaw_cpu_update(gaaw_cpu_simd simd, int64_t n, float *w, float *m1, float *
   update_job j = {w, m1, m2, grad, out, dtype, gaaw_dtype_size(dtype),
                   {p->lr, p->beta1, p->beta2, p->eps, p->weight_decay, p->grad_scale,
                    (float)(1.0 - pow((double)p->beta1, (double)p->step)),
-                   (float)(1.0 - pow((double)p->beta2, (double)p->step)), a->momentum, a->kind, 1}};
+                   (float)(1.0 - pow((double)p->beta2, (double)p->step)), a->momentum, a->kind, 1},
+                  n * (int64_t)(2 * (12 + gaaw_dtype_size(dtype))) >= CPU_STREAM_MIN_BYTES};
   range_fn run = versions[simd >= 0 && simd < GAAW_CPU_SIMD_COUNT ? simd : 0];
   int64_t blocks = (n + 16 * CPU_CHUNK - 1) / (16 * CPU_CHUNK); /* threads take 16 chunks at a time */
 #pragma omp parallel for if (n > CPU_PARALLEL_MIN) schedule(static)
