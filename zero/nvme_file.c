@@ -43,12 +43,11 @@ struct gaaw_nvme_file {
 
 int gaaw_nvme_direct(const gaaw_nvme_file *f) { return f->direct; }
 int gaaw_nvme_async(const gaaw_nvme_file *f) { return f->async; }
-const char *gaaw_nvme_path(const gaaw_nvme_file *f) { return f->path; }
 
 static gaaw_status_t io_error(gaaw_nvme_file *f, const nvme_slot *s, int err, const char *what)
 {
   return gaaw_error_raise(f->ctx, GAAW_ERR_IO, __FILE__, __LINE__, __func__,
-                          "offload_optimizer=nvme: %s of %zu bytes at offset %llu of %s failed: %s",
+                          "nvme offload: %s of %zu bytes at offset %llu of %s failed: %s",
                           s->write ? "write" : "read", s->bytes - s->done, (unsigned long long)(s->offset + s->done),
                           f->path, err ? strerror(err) : what);
 }
@@ -102,7 +101,7 @@ static gaaw_status_t complete_one(gaaw_nvme_file *f)
   int r;
   while ((r = io_uring_wait_cqe(&f->ring, &cqe)) == -EINTR) {}
   if (r < 0) return gaaw_error_raise(f->ctx, GAAW_ERR_IO, __FILE__, __LINE__, __func__,
-                                     "offload_optimizer=nvme: waiting for I/O on %s failed: %s", f->path, strerror(-r));
+                                     "nvme offload: waiting for I/O on %s failed: %s", f->path, strerror(-r));
   int i = (int)io_uring_cqe_get_data64(cqe);
   long long res = cqe->res;
   io_uring_cqe_seen(&f->ring, cqe);
@@ -171,10 +170,10 @@ static void say_once(const gaaw_nvme_file *f)
   if (said) return;
   said = 1;
   if (!f->direct)
-    gaaw_log(GAAW_LOG_WARN, "offload_optimizer=nvme: the filesystem of %s does not take O_DIRECT; buffered I/O "
+    gaaw_log(GAAW_LOG_WARN, "nvme offload: the filesystem of %s does not take O_DIRECT; buffered I/O "
              "(the page cache holds the state too)", f->path);
   if (!f->async)
-    gaaw_log(GAAW_LOG_WARN, "offload_optimizer=nvme: %s; pread/pwrite instead (no overlap of reads, updates and writes)",
+    gaaw_log(GAAW_LOG_WARN, "nvme offload: %s; pread/pwrite instead (no overlap of reads, updates and writes)",
 #ifdef GAAW_HAVE_LIBURING
              "io_uring is not available on this system"
 #else
@@ -197,7 +196,7 @@ gaaw_status_t gaaw_nvme_open(gaaw_context_t ctx, const char *dir, const char *na
   int err = create_file(f);
   if (err) {
     gaaw_status_t st = gaaw_error_raise(ctx, GAAW_ERR_IO, __FILE__, __LINE__, __func__,
-                                        "offload_optimizer=nvme: cannot create %s (option nvme_path=%s): %s", f->path,
+                                        "nvme offload: cannot create %s (option nvme_path=%s): %s", f->path,
                                         dir, strerror(err));
     free(f);
     return st;
@@ -208,7 +207,7 @@ gaaw_status_t gaaw_nvme_open(gaaw_context_t ctx, const char *dir, const char *na
   if (err == EOPNOTSUPP || err == EINVAL) err = ftruncate(f->fd, (off_t)bytes) == 0 ? 0 : errno;
   if (err) {
     gaaw_status_t st = gaaw_error_raise(ctx, GAAW_ERR_IO, __FILE__, __LINE__, __func__,
-                                        "offload_optimizer=nvme: cannot reserve %zu bytes (offset 0) for %s: %s", bytes,
+                                        "nvme offload: cannot reserve %zu bytes (offset 0) for %s: %s", bytes,
                                         f->path, strerror(err));
     close(f->fd);
     free(f);

@@ -1,5 +1,6 @@
-/* The file behind the nvme store (offload_optimizer=nvme): one file per rank and
- * optimizer under nvme_path, read and written asynchronously through a few slots,
+/* A file of the nvme offload (offload_optimizer=nvme: the optimizer state;
+ * offload_params=nvme: the stage 3 parameter shard): one per rank and kind under
+ * nvme_path, read and written asynchronously through a few slots,
  * each slot one transfer in flight at a time. io_uring where the build has
  * liburing and the kernel allows it, else pread/pwrite done at start (the caller's
  * code is the same). O_DIRECT where the filesystem takes it, else buffered I/O,
@@ -41,7 +42,5 @@ void gaaw_nvme_close(gaaw_nvme_file **f);
 /* Whether the file is read with O_DIRECT and through io_uring (logs, tests). */
 int gaaw_nvme_direct(const gaaw_nvme_file *f);
 int gaaw_nvme_async(const gaaw_nvme_file *f);
-/* The file's path as created (it is unlinked at once), for messages. */
-const char *gaaw_nvme_path(const gaaw_nvme_file *f);
 /* Buffers of transfers: gaaw_host_alloc's (4096-aligned, pinned on CUDA). */
 #endif
