@@ -54,16 +54,6 @@ fi
 
 # shellcheck source=bench/bench_util.sh
 . "$here/bench_util.sh"
-# runs "$@" with OMP_WAIT_POLICY as WAIT ($1) says, under a deadline
-with_wait() {
-  local wait=$1
-  shift
-  if [ "$wait" = default ]; then
-    timeout "$RUN_TIMEOUT" env -u OMP_WAIT_POLICY "$@"
-  else
-    OMP_WAIT_POLICY=$wait timeout "$RUN_TIMEOUT" "$@"
-  fi
-}
 
 declare -A g_value=() g_fraction=() g_incache=() g_bytes=() t_value=()
 stream=""

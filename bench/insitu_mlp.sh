@@ -62,18 +62,6 @@ fi
 
 # shellcheck source=bench/bench_util.sh
 . "$here/bench_util.sh"
-# runs "$@" with OMP_WAIT_POLICY as the variant's WAIT says
-with_wait() {
-  local wait=$1
-  shift
-  # under a deadline: a PyTorch DDP process was once seen waiting forever for a peer
-  # that had gone; measure then retries
-  if [ "$wait" = default ]; then
-    timeout "$RUN_TIMEOUT" env -u OMP_WAIT_POLICY "$@"
-  else
-    OMP_WAIT_POLICY=$wait timeout "$RUN_TIMEOUT" "$@"
-  fi
-}
 # is $1 < $2 (or $2 empty)?
 is_less() { [ -z "$2" ] || awk -v a="$1" -v b="$2" 'BEGIN {exit !(a < b)}'; }
 

@@ -45,6 +45,12 @@ static size_t record_bytes(gaaw_optimizer_t opt, int b)
   return (piece_bytes(opt, b) + GAAW_NVME_ALIGN - 1) / GAAW_NVME_ALIGN * GAAW_NVME_ALIGN;
 }
 
+/* host: bucket b's piece in the host shard. */
+static char *host_piece(gaaw_optimizer_t opt, int b)
+{
+  return opt->param_shard->host + (size_t)opt->buckets[b].shard_at * gaaw_dtype_size(opt->dtype);
+}
+
 /* nvme: one synchronous transfer of bucket b's record through slot 0. */
 static gaaw_status_t nvme_transfer(gaaw_optimizer_t opt, int b, int write)
 {
@@ -105,14 +111,13 @@ gaaw_status_t gaaw_zero_shard_read(gaaw_optimizer_t opt, int b, void *dst)
 {
   gaaw_context_t ctx = opt->ctx;
   zero_param_shard *s = opt->param_shard;
-  const zero_bucket *k = &opt->buckets[b];
   size_t bytes = piece_bytes(opt, b);
   if (!bytes) return GAAW_SUCCESS;
   if (!s || s->place == ZERO_PARAMS_DEVICE) {
     gaaw_tensor_t piece = gaaw_zero_param_piece(opt, b);
     GAAW_CHECK(gaaw_buffer_read(ctx, piece.buf, piece.offset, dst, bytes));
   } else if (s->place == ZERO_PARAMS_HOST) {
-    memcpy(dst, s->host + (size_t)k->shard_at * gaaw_dtype_size(opt->dtype), bytes);
+    memcpy(dst, host_piece(opt, b), bytes);
   } else {
     GAAW_CHECK(nvme_transfer(opt, b, 0));
     memcpy(dst, s->staging, bytes);
@@ -124,14 +129,13 @@ gaaw_status_t gaaw_zero_shard_write(gaaw_optimizer_t opt, int b, const void *src
 {
   gaaw_context_t ctx = opt->ctx;
   zero_param_shard *s = opt->param_shard;
-  const zero_bucket *k = &opt->buckets[b];
   size_t bytes = piece_bytes(opt, b);
   if (!bytes) return GAAW_SUCCESS;
   if (!s || s->place == ZERO_PARAMS_DEVICE) {
     gaaw_tensor_t piece = gaaw_zero_param_piece(opt, b);
     GAAW_CHECK(gaaw_buffer_write(ctx, piece.buf, piece.offset, src, bytes));
   } else if (s->place == ZERO_PARAMS_HOST) {
-    memcpy(s->host + (size_t)k->shard_at * gaaw_dtype_size(opt->dtype), src, bytes);
+    memcpy(host_piece(opt, b), src, bytes);
   } else {
     memcpy(s->staging, src, bytes);
     GAAW_CHECK(nvme_transfer(opt, b, 1));
@@ -150,9 +154,7 @@ gaaw_status_t gaaw_zero_shard_to_device(gaaw_optimizer_t opt, int b, gaaw_tensor
     gaaw_tensor_t piece = gaaw_zero_param_piece(opt, b);
     GAAW_CHECK(gaaw_cast(ctx, &piece, dst));
   } else if (s->place == ZERO_PARAMS_HOST) {
-    GAAW_CHECK(gaaw_buffer_write(ctx, dst->buf, dst->offset,
-                                 s->host + (size_t)opt->buckets[b].shard_at * gaaw_dtype_size(opt->dtype),
-                                 piece_bytes(opt, b)));
+    GAAW_CHECK(gaaw_buffer_write(ctx, dst->buf, dst->offset, host_piece(opt, b), piece_bytes(opt, b)));
   } else {
     GAAW_CHECK(nvme_transfer(opt, b, 0));
     GAAW_CHECK(gaaw_buffer_write(ctx, dst->buf, dst->offset, s->staging, piece_bytes(opt, b)));
@@ -169,9 +171,7 @@ gaaw_status_t gaaw_zero_shard_from_device(gaaw_optimizer_t opt, int b, const gaa
     gaaw_tensor_t piece = gaaw_zero_param_piece(opt, b);
     GAAW_CHECK(gaaw_cast(ctx, src, &piece));
   } else if (s->place == ZERO_PARAMS_HOST) {
-    GAAW_CHECK(gaaw_buffer_read(ctx, src->buf, src->offset,
-                                s->host + (size_t)opt->buckets[b].shard_at * gaaw_dtype_size(opt->dtype),
-                                piece_bytes(opt, b)));
+    GAAW_CHECK(gaaw_buffer_read(ctx, src->buf, src->offset, host_piece(opt, b), piece_bytes(opt, b)));
   } else {
     GAAW_CHECK(gaaw_buffer_read(ctx, src->buf, src->offset, s->staging, piece_bytes(opt, b)));
     GAAW_CHECK(nvme_transfer(opt, b, 1));
