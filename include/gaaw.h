@@ -18,5 +18,6 @@
 #include "gaaw/schedule.h"
 #include "gaaw/sampler.h"
 #include "gaaw/checkpoint.h"
+#include "gaaw/plan.h"
 
 #endif
