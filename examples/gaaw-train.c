@@ -34,6 +34,7 @@
 
 #include "examples/train/data.h"
 #include "examples/train/estimate.h"
+#include "examples/train/layout.h"
 #include "examples/train/options.h"
 #include "examples/train/plot.h"
 #include "examples/train/progress.h"
@@ -281,11 +282,13 @@ static int resume(trainer *t, int64_t *start)
   return TRAIN_EXIT_OK;
 }
 
-static int train(gaaw_config_t cfg, const train_options *o, const train_data *data, FILE *metrics)
+static int train(gaaw_config_t cfg, train_options *o, const train_data *data, FILE *metrics)
 {
   gaaw_context_t ctx = NULL;
   trainer t;
-  char err[4096];
+  char err[4096], chosen[512];
+  int planned = agree(train_layout_auto(cfg, o, chosen, sizeof chosen, err, sizeof err), err);
+  if (planned != TRAIN_EXIT_OK) return planned;
   gaaw_status_t st = gaaw_init(MPI_COMM_WORLD, cfg, &ctx);
   if (st != GAAW_SUCCESS) {
     /* an option gaaw_init judges with the device in hand (a device index that does
@@ -307,6 +310,7 @@ static int train(gaaw_config_t cfg, const train_options *o, const train_data *da
   code = agree(usage_or_failure(setup), t.err);
   int64_t start = 0;
   if (code == TRAIN_EXIT_OK && world_rank == 0) {
+    if (chosen[0]) printf("%s\n", chosen);
     print_header(&t);
     train_estimate_print(&estimate);
   }

@@ -522,6 +522,7 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
   CHECK(o->clip >= 0, "--clip must be >= 0 (0 = off), got %g", o->clip);
   CHECK(o->seed >= 0, "--seed must be >= 0, got %ld", o->seed);
   CHECK(o->eval_every >= 0, "--eval-every must be >= 0, got %ld", o->eval_every);
+  CHECK(!o->layout[0] || !strcmp(o->layout, "auto"), "--layout must be auto or empty, got '%s'", o->layout);
   CHECK(o->eval_batches >= 1, "--eval-batches must be >= 1, got %ld", o->eval_batches);
   CHECK(o->sample >= 0, "--sample must be >= 0, got %ld", o->sample);
   CHECK(o->temperature >= 0, "--temperature must be >= 0 (0 = greedy), got %g", o->temperature);

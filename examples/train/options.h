@@ -24,6 +24,7 @@
   X(seq, INT, "128", "N", "tokens per sequence (the model's context)")                              \
   X(vocab, INT, "256", "N", "vocabulary; every byte of the data must be below it")                  \
   X(dtype, STRING, "f32", "T", "compute dtype: f32, bf16 or f16 (f16 with dynamic loss scaling)")   \
+  X(layout, STRING, "", "auto", "auto = the planner (gaaw-plan) chooses tp, pp, dp, virtual stages, microbatches, schedule, --zero, recompute and --batch for the global batch --batch x --accum x microbatches x dp, after calibrating this machine, and prints its choice; empty = the layout options as given") \
   /* optimization */                                                                                 \
   X(zero, INT, "0", "S", "ZeRO stage 0..3")                                                         \
   X(optimizer, STRING, "adamw", "NAME", "adamw or sgd")                                             \

@@ -1,0 +1,90 @@
+/* gaaw-train --layout auto. */
+#include "examples/train/layout.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "examples/train/trainer.h"
+
+/* The planner's request for the job of o: its GPT and global batch; every ZeRO
+ * stage, schedule and recompute; the offload the options name (none if unset). */
+static void job_request(const train_options *o, int64_t global_batch, gaaw_plan_request_t *req)
+{
+  memset(req, 0, sizeof *req);
+  trainer_gpt_config(o, &req->model);
+  req->global_batch = global_batch;
+  if (!strcmp(o->offload_optimizer, "host")) req->offload = 1u << 1;
+  else if (!strcmp(o->offload_optimizer, "nvme")) req->offload = 1u << 2;
+  else req->offload = 1u << 0;
+  req->max_layouts = 1;
+}
+
+/* Calibrates on a probe context of the whole world with tp = pp = 1. */
+static gaaw_status_t calibrate(gaaw_config_t cfg, const gaaw_gpt_config_t *model, gaaw_plan_cluster_t *cluster,
+                               char *err, size_t len)
+{
+  gaaw_context_t probe = NULL;
+  gaaw_status_t st = gaaw_config_parse(cfg, "tp=1 pp=1 dp=0 virtual_stages=1 microbatches=1");
+  if (st == GAAW_SUCCESS) st = gaaw_config_set_string(cfg, "pp_layout", "");
+  if (st == GAAW_SUCCESS) st = gaaw_init(MPI_COMM_WORLD, cfg, &probe);
+  if (st == GAAW_SUCCESS) st = gaaw_plan_calibrate(probe, model, cluster);
+  if (st != GAAW_SUCCESS)
+    snprintf(err, len, "--layout auto: calibrating this machine failed:\n%s",
+             gaaw_last_error(probe)[0] ? gaaw_last_error(probe) : gaaw_last_error(NULL));
+  gaaw_finalize(&probe);
+  return st;
+}
+
+int train_layout_auto(gaaw_config_t cfg, train_options *o, char *chosen, size_t chosen_len, char *err, size_t len)
+{
+  chosen[0] = '\0';
+  if (strcmp(o->layout, "auto")) return TRAIN_EXIT_OK;
+  int world;
+  int64_t tp = 1, pp = 1, dp = 0, microbatches = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  gaaw_config_get_int(cfg, "tp", &tp);
+  gaaw_config_get_int(cfg, "pp", &pp);
+  gaaw_config_get_int(cfg, "dp", &dp);
+  gaaw_config_get_int(cfg, "microbatches", &microbatches);
+  if (dp == 0) dp = world / (tp * pp);
+  gaaw_plan_request_t req;
+  job_request(o, dp * microbatches * o->batch * o->accum, &req);
+
+  gaaw_plan_cluster_t cluster;
+  if (calibrate(cfg, &req.model, &cluster, err, len) != GAAW_SUCCESS) return TRAIN_EXIT_FAILURE;
+  gaaw_plan_t plan = NULL;
+  gaaw_plan_layout_t best;
+  if (gaaw_plan_create(NULL, &req, &cluster, &plan) != GAAW_SUCCESS) {
+    snprintf(err, len, "--layout auto: the planner failed:\n%s", gaaw_last_error(NULL));
+    return TRAIN_EXIT_USAGE;
+  }
+  if (gaaw_plan_count(plan) == 0) {
+    size_t n = (size_t)snprintf(err, len, "--layout auto: no layout of %d ranks fits this job (global batch %lld):",
+                                world, (long long)req.global_batch);
+    gaaw_plan_rejected_t r;
+    for (int i = 0; i < gaaw_plan_rejected_count(plan) && i < 8 && n < len; i++)
+      if (gaaw_plan_rejected(plan, i, &r) == GAAW_SUCCESS)
+        n += (size_t)snprintf(err + n, len - n, "\n  dp %d pp %d tp %d: %s", r.dp, r.pp, r.tp, r.reason);
+    gaaw_plan_destroy(&plan);
+    return TRAIN_EXIT_USAGE;
+  }
+  gaaw_plan_layout(plan, 0, &best);
+  gaaw_plan_destroy(&plan);
+  if (gaaw_plan_apply(&best, cfg) != GAAW_SUCCESS) {
+    snprintf(err, len, "--layout auto: %s", gaaw_last_error(NULL));
+    return TRAIN_EXIT_FAILURE;
+  }
+  o->zero = best.zero_stage;
+  o->batch = best.microbatch;
+  o->accum = 1;
+  static const char *const recompute[] = {"none", "selective", "full"}, *const offload[] = {"none", "host", "nvme"};
+  snprintf(chosen, chosen_len,
+           "layout auto: dp %d x pp %d x tp %d, %d virtual stage%s, %d microbatch%s of %d, %s, ZeRO %d, recompute %s, "
+           "offload %s: predicted %.4g s per step, %.4g tok/s, %.3g GiB per rank (calibrated %s, %.3g TFLOP/s)",
+           best.dp, best.pp, best.tp, best.virtual_stages, best.virtual_stages == 1 ? "" : "s", best.microbatches,
+           best.microbatches == 1 ? "" : "es", best.microbatch, gaaw_sched_kind_name(best.schedule), best.zero_stage,
+           recompute[best.recompute], offload[best.offload], best.step_seconds, best.tokens_per_s,
+           best.memory_bytes_per_rank / (1024.0 * 1024 * 1024), cluster.device.name, cluster.device.peak_tflops);
+  return TRAIN_EXIT_OK;
+}

@@ -1,0 +1,77 @@
+/* gaaw_plan_calibrate on 2 ranks: every figure measured and plausible, the same
+ * bits on every rank (so that a planner fed with them chooses the same layout
+ * everywhere), and a bad or differing model on one rank the same named error on
+ * every rank, after which a good call works. */
+#include <math.h>
+#include <mpi.h>
+#include <string.h>
+
+#include "tests/harness/test_util.h"
+
+static int world_rank;
+
+static int positive(double x) { return isfinite(x) && x > 0; }
+
+static void check_figures(const gaaw_plan_cluster_t *c, const gaaw_gpt_config_t *g)
+{
+  expect_true(c->nodes == 1 && c->devices_per_node == 2, "one node of 2 devices, got %d x %d", c->nodes,
+              c->devices_per_node);
+  expect_true(c->device.gemm_points >= 4 && c->device.gemm_points <= GAAW_PLAN_GEMM_POINTS, "gemm points %d",
+              c->device.gemm_points);
+  double best = 0;
+  int qkv = 0;
+  for (int i = 0; i < c->device.gemm_points; i++) {
+    const gaaw_plan_gemm_point_t *p = &c->device.gemm[i];
+    expect_true(positive(p->tflops) && p->tflops < 100, "point %d: %g TFLOP/s", i, p->tflops);
+    qkv += p->m == g->max_seq && p->n == 3.0 * g->dim && p->k == g->dim;
+    best = fmax(best, p->tflops);
+  }
+  expect_true(qkv == 1, "one point has the QKV shape (seq, 3 dim, dim), found %d", qkv);
+  expect_true(c->device.peak_tflops == best, "the peak %g is the best point %g", c->device.peak_tflops, best);
+  expect_true(positive(c->device.memory_gbps) && c->device.memory_gbps < 10000, "memory %g GB/s",
+              c->device.memory_gbps);
+  expect_true(positive(c->host_update_gbps), "host update %g GB/s", c->host_update_gbps);
+  expect_true(positive(c->intra_node_gbps) && positive(c->intra_node_latency_us), "all-reduce %g GB/s, %g us",
+              c->intra_node_gbps, c->intra_node_latency_us);
+  expect_true(positive(c->device.memory_bytes), "device memory %g", c->device.memory_bytes);
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=host threads=1 comm_timeout=60");
+  gaaw_gpt_config_t g;
+  gaaw_gpt_config_default(&g);
+  g.dim = 64, g.max_seq = 32;
+  gaaw_plan_cluster_t c, first;
+  memset(&c, 0, sizeof c);
+  expect_status_ctx(ctx, gaaw_plan_calibrate(ctx, &g, &c), GAAW_SUCCESS);
+  check_figures(&c, &g);
+  first = c;
+  /* the same bits on both ranks */
+  gaaw_plan_cluster_t root = c;
+  MPI_Bcast(&root, sizeof root, MPI_BYTE, 0, MPI_COMM_WORLD);
+  expect_true(memcmp(&root, &c, sizeof c) == 0, "rank %d's calibration differs from rank 0's", world_rank);
+
+  /* rank 1 alone: a dim that heads does not divide, then NULL, then another dim */
+  for (int k = 0; k < 3; k++) {
+    gaaw_gpt_config_t bad = g;
+    if (world_rank == 1 && k == 0) bad.dim = 63;
+    if (world_rank == 1 && k == 2) bad.dim = 128;
+    double t0 = MPI_Wtime();
+    expect_status_ctx(ctx, gaaw_plan_calibrate(ctx, world_rank == 1 && k == 1 ? NULL : &bad, &c),
+                      GAAW_ERR_INVALID_ARG);
+    expect_true(MPI_Wtime() - t0 < 5, "case %d: the error took %.1f s", k, MPI_Wtime() - t0);
+    const char *want = k == 0 ? "dim 63" : k == 1 ? "model must not be NULL" : "dim";
+    expect_true(strstr(gaaw_last_error(ctx), want) != NULL, "case %d: the message names '%s': %s", k, want,
+                gaaw_last_error(ctx));
+  }
+  /* and then a good call works again */
+  memset(&c, 0, sizeof c);
+  expect_status_ctx(ctx, gaaw_plan_calibrate(ctx, &g, &c), GAAW_SUCCESS);
+  check_figures(&c, &g);
+  expect_true(c.device.gemm_points == first.device.gemm_points, "the same shapes measured");
+  gaaw_finalize(&ctx);
+  return test_finish_mpi("test_plan_calibrate_np2");
+}
