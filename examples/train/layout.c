@@ -20,6 +20,14 @@ static void job_request(const train_options *o, int64_t global_batch, gaaw_plan_
   req->max_layouts = 1;
 }
 
+/* Whether v is the same on every rank (an MPMD launch may give ranks other options). */
+static int same_on_every_rank(int64_t v)
+{
+  int64_t mine[2] = {v, -v}, most[2];
+  MPI_Allreduce(mine, most, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+  return most[0] == -most[1];
+}
+
 /* Calibrates on a probe context of the whole world with tp = pp = 1. */
 static gaaw_status_t calibrate(gaaw_config_t cfg, const gaaw_gpt_config_t *model, gaaw_plan_cluster_t *cluster,
                                char *err, size_t len)
@@ -39,7 +47,12 @@ static gaaw_status_t calibrate(gaaw_config_t cfg, const gaaw_gpt_config_t *model
 int train_layout_auto(gaaw_config_t cfg, train_options *o, char *chosen, size_t chosen_len, char *err, size_t len)
 {
   chosen[0] = '\0';
-  if (strcmp(o->layout, "auto")) return TRAIN_EXIT_OK;
+  const int automatic = !strcmp(o->layout, "auto");
+  if (!same_on_every_rank(automatic)) {
+    snprintf(err, len, "--layout is auto on some ranks only: give every rank the same --layout");
+    return TRAIN_EXIT_USAGE;
+  }
+  if (!automatic) return TRAIN_EXIT_OK;
   int world;
   int64_t tp = 1, pp = 1, dp = 0, microbatches = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -50,6 +63,11 @@ int train_layout_auto(gaaw_config_t cfg, train_options *o, char *chosen, size_t 
   if (dp == 0) dp = world / (tp * pp);
   gaaw_plan_request_t req;
   job_request(o, dp * microbatches * o->batch * o->accum, &req);
+  if (!same_on_every_rank(req.global_batch)) {
+    snprintf(err, len, "--layout auto: the global batch (--batch x --accum x microbatches x dp, %lld here) differs "
+             "across ranks", (long long)req.global_batch);
+    return TRAIN_EXIT_USAGE;
+  }
 
   gaaw_plan_cluster_t cluster;
   if (calibrate(cfg, &req.model, &cluster, err, len) != GAAW_SUCCESS) return TRAIN_EXIT_FAILURE;
