@@ -4,11 +4,8 @@
 #  (a) it prints the planner's "layout auto: dp A x pp B x tp C, ..." line before the
 #      first step, A x B x C = 4, the header that follows reports the same dp and tp,
 #      the tokens per step are those of 16 rows, and 3 steps train (exit 0);
-#  (b) a second run chooses the same layout (the calibration is agreed, so any
-#      choice is the same on every rank; two runs may measure differently, so this
-#      only checks that the line is well formed again) and trains;
-#  (c) --layout bogus: exit 2 naming --layout, before any step;
-#  (d) MPMD, --layout auto on rank 0 only: exit 2 on every rank, naming --layout, at
+#  (b) --layout bogus: exit 2 naming --layout, before any step;
+#  (c) MPMD, --layout auto on rank 0 only: exit 2 on every rank, naming --layout, at
 #      once (well inside the 60 s timeout), never a hang.
 # GAAW_TRAIN overrides the program (default ./examples/gaaw-train in the build tree).
 prog=${GAAW_TRAIN:-./examples/gaaw-train}
@@ -23,8 +20,8 @@ err() { echo "FAIL: $*"; fail=1; }
 small="--backend host --steps 3 --layers 2 --heads 2 --dim 64 --seq 32 --batch 4 --lr 0.005 --warmup 2
        --eval-every 0 --eval-batches 1 --sample 0 --seed 7 --comm-timeout 60"
 
-# (a), (b)
-for run in a b; do
+# (a)
+for run in a; do
   timeout -k 5 300 $MPIEXEC -n 4 $prog $small --layout auto >"$tmp/$run.out" 2>"$tmp/$run.err"
   rc=$?
   cat "$tmp/$run.out"
@@ -44,19 +41,19 @@ for run in a b; do
   grep -q '^step  *3/3' "$tmp/$run.out" || err "($run) 3 steps did not run"
 done
 
-# (c) a bad value
-timeout -k 5 60 $MPIEXEC -n 4 $prog $small --layout bogus >"$tmp/c.out" 2>"$tmp/c.err"
+# (b) a bad value
+timeout -k 5 60 $MPIEXEC -n 4 $prog $small --layout bogus >"$tmp/b.out" 2>"$tmp/b.err"
 rc=$?
-test $rc -eq 2 || err "(c) --layout bogus: exit $rc, expected 2"
-grep -q -- "--layout" "$tmp/c.err" || err "(c) the message does not name --layout: `cat $tmp/c.err`"
-grep -q '^step ' "$tmp/c.out" && err "(c) steps ran"
+test $rc -eq 2 || err "(b) --layout bogus: exit $rc, expected 2"
+grep -q -- "--layout" "$tmp/b.err" || err "(b) the message does not name --layout: `cat $tmp/b.err`"
+grep -q '^step ' "$tmp/b.out" && err "(b) steps ran"
 
-# (d) auto on rank 0 only
+# (c) auto on rank 0 only
 began=`date +%s`
-timeout -k 5 60 $MPIEXEC -n 1 $prog $small --layout auto : -n 3 $prog $small >"$tmp/d.out" 2>"$tmp/d.err"
+timeout -k 5 60 $MPIEXEC -n 1 $prog $small --layout auto : -n 3 $prog $small >"$tmp/c.out" 2>"$tmp/c.err"
 rc=$?
 took=$((`date +%s` - began))
-test $rc -eq 2 || err "(d) MPMD --layout: exit $rc, expected 2"
-grep -q -- "--layout is auto on some ranks only" "$tmp/d.err" || err "(d) the message: `cat $tmp/d.err`"
-test $took -lt 30 || err "(d) took $took s"
+test $rc -eq 2 || err "(c) MPMD --layout: exit $rc, expected 2"
+grep -q -- "--layout is auto on some ranks only" "$tmp/c.err" || err "(c) the message: `cat $tmp/c.err`"
+test $took -lt 30 || err "(c) took $took s"
 exit $fail
