@@ -41,6 +41,20 @@
 extern "C" {
 #endif
 
+/* The pipeline schedules, as the option pp_schedule names them (gaaw/schedule.h):
+ * the values and their order are the runtime's. */
+typedef enum {
+  GAAW_PLAN_GPIPE = 0,       /* "gpipe" */
+  GAAW_PLAN_1F1B = 1,        /* "1f1b" */
+  GAAW_PLAN_INTERLEAVED = 2, /* "interleaved" (virtual_stages >= 2) */
+  GAAW_PLAN_ZB_H1 = 3        /* "zb-h1" */
+} gaaw_plan_schedule_t;
+#define GAAW_PLAN_SCHEDULE_COUNT 4
+
+/* The pp_schedule value of a gaaw_plan_schedule_t ("1f1b"), "?" outside the list.
+ * Not collective. */
+const char *gaaw_plan_schedule_name(int schedule);
+
 /* A device's GEMM throughput at one shape: C (m, n) = A (m, k) B (k, n). */
 typedef struct {
   double m, n, k;
@@ -84,7 +98,7 @@ typedef struct {
   int virtual_stages;
   int microbatch;      /* rows (sequences) per microbatch per dp rank (the even share) */
   int microbatches;    /* per step: global_batch = dp x microbatch x microbatches */
-  int schedule;        /* gaaw_sched_kind_t (gaaw/schedule.h) */
+  int schedule;        /* gaaw_plan_schedule_t: the pp_schedule option's values */
   int zero_stage;      /* 0..3 */
   int recompute;       /* 0 none, 1 selective, 2 full (option recompute) */
   int offload;         /* 0 none, 1 host, 2 nvme (option offload_optimizer) */
@@ -104,7 +118,7 @@ typedef struct {
   gaaw_gpt_config_t model;  /* max_seq is the sequence length trained */
   int64_t global_batch;     /* sequences per optimizer step */
   unsigned zero_stages;     /* bits 0..3 */
-  unsigned schedules;       /* bits of gaaw_sched_kind_t */
+  unsigned schedules;       /* bits of gaaw_plan_schedule_t */
   unsigned recompute;       /* bits 0..2 */
   unsigned offload;         /* bits 0..2 */
   int max_layouts;          /* how many of the best to keep; 0 = 10 */
