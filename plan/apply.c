@@ -18,8 +18,9 @@ gaaw_status_t gaaw_plan_apply(const gaaw_plan_layout_t *layout, gaaw_config_t cf
   return GAAW_SUCCESS;
 }
 
-_Static_assert(GAAW_PLAN_GPIPE == GAAW_SCHED_GPIPE && GAAW_PLAN_1F1B == GAAW_SCHED_1F1B &&
-                 GAAW_PLAN_INTERLEAVED == GAAW_SCHED_INTERLEAVED && GAAW_PLAN_ZB_H1 == GAAW_SCHED_ZB_H1 &&
+_Static_assert((int)GAAW_PLAN_GPIPE == (int)GAAW_SCHED_GPIPE && (int)GAAW_PLAN_1F1B == (int)GAAW_SCHED_1F1B &&
+                 (int)GAAW_PLAN_INTERLEAVED == (int)GAAW_SCHED_INTERLEAVED &&
+                 (int)GAAW_PLAN_ZB_H1 == (int)GAAW_SCHED_ZB_H1 &&
                  GAAW_PLAN_SCHEDULE_COUNT == GAAW_SCHED_KIND_COUNT,
                "gaaw_plan_schedule_t must follow gaaw_sched_kind_t");
 

@@ -228,6 +228,7 @@ static gaaw_status_t enumerate(gaaw_context_t ctx, const gaaw_plan_request_t *r,
     for (int pp = 1; pp <= world / tp; pp++) {
       if ((world / tp) % pp) continue;
       int dp = world / tp / pp;
+      if ((r->tp && tp != r->tp) || (r->pp && pp != r->pp)) continue;
       if (g->heads % tp || ffn % tp) {
         GAAW_CHECK(reject(ctx, plan, dp, pp, tp, "divisibility: heads %d or ffn %d not divisible by tp %d", g->heads,
                           ffn, tp));
@@ -270,6 +271,8 @@ gaaw_status_t gaaw_plan_create(gaaw_context_t ctx, const gaaw_plan_request_t *re
   *plan = NULL;
   GAAW_ARG_NOT_NULL(ctx, request);
   GAAW_ARG_NOT_NULL(ctx, cluster);
+  GAAW_ARG_CHECK(ctx, request->tp >= 0 && request->pp >= 0, "request tp %d and pp %d must be >= 0 (0: searched)",
+                 request->tp, request->pp);
   GAAW_ARG_CHECK(ctx, request->max_layouts >= 0, "max_layouts must be >= 0 (0: 10), got %d", request->max_layouts);
   GAAW_ARG_CHECK(ctx, request->zero_stages < 16u && request->recompute < 8u && request->offload < 8u &&
                         request->schedules < (1u << GAAW_SCHED_KIND_COUNT),

@@ -121,6 +121,7 @@ typedef struct {
   unsigned schedules;       /* bits of gaaw_plan_schedule_t */
   unsigned recompute;       /* bits 0..2 */
   unsigned offload;         /* bits 0..2 */
+  int tp, pp;               /* 0: searched; > 0: only this value */
   int max_layouts;          /* how many of the best to keep; 0 = 10 */
 } gaaw_plan_request_t;
 
