@@ -112,7 +112,8 @@ double plan_step_bound(const gaaw_plan_request_t *r, const gaaw_plan_cluster_t *
   step_parts sp;
   step_parts_of(r, c, sh, l, &sp);
   double busy = (double)l->microbatches * l->virtual_stages * (sp.chunk.f + sp.chunk.b + sp.chunk.w);
-  return busy + sp.dp_exposed + sp.optimizer;
+  /* the last stage's first forward waits for p - 1 chunk forwards upstream */
+  return busy + (l->pp - 1) * sp.chunk.f + sp.dp_exposed + sp.optimizer;
 }
 
 gaaw_status_t plan_step_time(gaaw_context_t ctx, const gaaw_plan_request_t *r, const gaaw_plan_cluster_t *c,

@@ -87,8 +87,9 @@ gaaw_status_t plan_job_check(gaaw_context_t ctx, const gaaw_plan_request_t *r, c
  * time, or NULL to generate one. */
 gaaw_status_t plan_step_time(gaaw_context_t ctx, const gaaw_plan_request_t *r, const gaaw_plan_cluster_t *c,
                              const plan_shape *sh, gaaw_sched_t *sched, gaaw_plan_layout_t *l);
-/* A lower bound of step_seconds without the simulator: the busy time of the
- * slowest rank, with no bubble and every reduction hidden. */
+/* A lower bound of step_seconds without the simulator: a rank's busy time, plus
+ * the p - 1 chunk forwards the last stage waits for before its first one, plus the
+ * exposed reductions and the optimizer. */
 double plan_step_bound(const gaaw_plan_request_t *r, const gaaw_plan_cluster_t *c, const plan_shape *sh,
                        const gaaw_plan_layout_t *l);
 

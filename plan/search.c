@@ -12,7 +12,8 @@
  * 1. memory guessed (plan_memory_bound, analytic): a layout guessed at over 1.25
  *    times the device is dropped; a family all of whose layouts are is rejected for
  *    memory, naming its smallest guess;
- * 2. a lower bound of the step (plan_step_bound: no bubble, reductions hidden):
+ * 2. a lower bound of the step (plan_step_bound: a rank's busy time and the
+ *    pipeline's fill, no other idle time):
  *    layouts are timed in its order and the search stops when the bound of the
  *    next exceeds the max_layouts-th best step found;
  * 3. the simulator times a layout (plan_step_time), and only one that would enter
