@@ -37,6 +37,16 @@ static void gpt_175b(gaaw_plan_request_t *r)
   r->global_batch = 1536;
 }
 
+/* gpt_175b's GPT at a smaller size. */
+static void gpt_small(gaaw_plan_request_t *r, int layers, int dim, int heads, int seq)
+{
+  gpt_175b(r);
+  r->model.layers = layers;
+  r->model.dim = dim;
+  r->model.heads = heads;
+  r->model.max_seq = seq;
+}
+
 static void cluster_of(gaaw_context_t ctx, const char *device, int nodes, gaaw_plan_cluster_t *c)
 {
   memset(c, 0, sizeof *c);
@@ -119,11 +129,7 @@ static void check_bubble(gaaw_context_t ctx)
 {
   gaaw_plan_request_t r;
   gaaw_plan_cluster_t c;
-  gpt_175b(&r);
-  r.model.layers = 8;
-  r.model.dim = 1024;
-  r.model.heads = 8;
-  r.model.max_seq = 256;
+  gpt_small(&r, 8, 1024, 8, 256);
   for (int p = 2; p <= 8; p *= 2) {
     int m = 12;
     r.global_batch = m;
@@ -160,10 +166,7 @@ static void check_zero_memory(gaaw_context_t ctx)
 {
   gaaw_plan_request_t r;
   gaaw_plan_cluster_t c;
-  gpt_175b(&r);
-  r.model.layers = 8;
-  r.model.dim = 2048;
-  r.model.heads = 16;
+  gpt_small(&r, 8, 2048, 16, 2048);
   r.global_batch = 16;
   cluster_of(ctx, "a100-80g", 1, &c);
   double bytes[4];
