@@ -293,13 +293,14 @@ int main(int argc, char **argv)
   gaaw_config_t cfg = NULL;
   gaaw_context_t ctx = NULL;
   gaaw_plan_t plan = NULL;
+  gaaw_status_t st;
   if (gaaw_config_create(&cfg) != GAAW_SUCCESS || gaaw_config_set(cfg, "backend", "host") != GAAW_SUCCESS ||
       gaaw_init(MPI_COMM_SELF, cfg, &ctx) != GAAW_SUCCESS) {
     fprintf(stderr, "%s: cannot start gaaw: %s\n", argv[0], gaaw_last_error(ctx));
     rc = 1;
-  } else if (gaaw_plan_create(ctx, &o.req, &o.cluster, &plan) != GAAW_SUCCESS) {
+  } else if ((st = gaaw_plan_create(ctx, &o.req, &o.cluster, &plan)) != GAAW_SUCCESS) {
     fprintf(stderr, "%s: %s\n", argv[0], gaaw_last_error(ctx));
-    rc = 2; /* the job itself is wrong: flags that do not make a GPT or a cluster */
+    rc = st == GAAW_ERR_INVALID_ARG ? 2 : 1; /* 2: flags that make no GPT or no cluster */
   } else if (o.json)
     print_json(plan);
   else

@@ -147,13 +147,23 @@ gaaw_status_t gaaw_plan_calibrate(gaaw_context_t ctx, const gaaw_gpt_config_t *m
 
 /* The prediction of one layout (its dp, pp, tp, virtual_stages, microbatch,
  * microbatches, schedule, zero_stage, recompute and offload are read; the rest is
- * filled). GAAW_ERR_INVALID_ARG when the layout does not divide the model or the
- * cluster. Not collective. */
+ * filled; memory_bytes_per_rank from gaaw_memory_estimate). GAAW_ERR_INVALID_ARG when
+ * the layout does not divide the model, the batch (dp x microbatch x microbatches =
+ * global_batch) or the cluster (dp x pp x tp = nodes x devices_per_node). Not
+ * collective. */
 gaaw_status_t gaaw_plan_predict(gaaw_context_t ctx, const gaaw_plan_request_t *request,
                                 const gaaw_plan_cluster_t *cluster, gaaw_plan_layout_t *layout);
 
 /* Searches the layouts of request on cluster: *plan holds the best that fit, fastest
- * first, and the rejected families. Not collective. */
+ * first, and the rejected families. gaaw_memory_estimate takes milliseconds per rank
+ * for a 100B model, too slow for the tens of thousands of layouts of a 1000-device
+ * job, so the search prunes with an analytic guess of the memory (model states and
+ * activations in flight; a layout guessed at over 1.25 times the device is dropped)
+ * and a lower bound of the step, times the rest in the order of that bound with the
+ * simulator, and asks gaaw_memory_estimate only about the layouts that would enter
+ * the best max_layouts (at most 400 of them): every layout in *plan fits by the
+ * ledger, and its memory_bytes_per_rank is the ledger's. doc/plan.md has the
+ * details. Not collective. */
 gaaw_status_t gaaw_plan_create(gaaw_context_t ctx, const gaaw_plan_request_t *request,
                                const gaaw_plan_cluster_t *cluster, gaaw_plan_t *plan);
 int gaaw_plan_count(gaaw_plan_t plan);
