@@ -8,7 +8,8 @@
  *   reduce-scatters of the same time); the LM head, loss and embedding spread over
  *   the p v chunks, as the runtime's balanced stage cut spreads them; ZeRO 3's
  *   per-block all-gathers (forward and backward) and reduce-scatter run behind the
- *   previous block's compute, so a block takes the longer of the two; a message
+ *   previous block's compute, so a block takes the longer of the two, and a chunk's
+ *   first block waits for its gather, forward and backward; a message
  *   between stages is N C elements on the pp neighbours' link;
  * - the makespan: the schedule (gaaw_sched_create) timed by the simulator with
  *   those costs (gaaw_sched_verify); compute_seconds is the busiest rank's busy time,
@@ -68,17 +69,19 @@ static void step_parts_of(const gaaw_plan_request_t *r, const gaaw_plan_cluster_
   plan_head_work(sh, d, l->tp, l->microbatch, &head);
   double ar = plan_allreduce_seconds(&tpl, N * sh->h * e);
   double f = blk.f * slow + 2 * ar, b = blk.b * slow + (l->recompute == 2 ? 4 : 2) * ar, w = blk.w * slow;
+  double first_gather = 0; /* ZeRO 3: the chunk's first block has no block before it to hide behind */
   if (l->zero_stage == 3) {
     double piece = sh->block_params / l->tp * e;
     double gather = plan_all_gather_seconds(&dpl, piece), scatter = plan_reduce_scatter_seconds(&dpl, piece);
     f = fmax(f, gather);
     b += fmax(0, gather + scatter - (b + w));
+    first_gather = gather;
   }
   /* the head's logits all-gather nothing (vocab-parallel loss: three small all-reduces);
    * the embedding's lookup all-reduces N C elements forward */
   double spread = ((head.f + head.b + head.w) * slow + ar) / (l->pp * l->virtual_stages);
-  out->chunk.f = nb * f + spread / 2;
-  out->chunk.b = nb * b + spread / 2;
+  out->chunk.f = nb * f + spread / 2 + first_gather;
+  out->chunk.b = nb * b + spread / 2 + first_gather;
   out->chunk.w = nb * w;
   out->chunk.p2p = plan_p2p_seconds(&ppl, N * sh->h * e / (r->model.sequence_parallel ? l->tp : 1));
 

@@ -170,11 +170,23 @@ static gaaw_status_t cached_schedule(gaaw_context_t ctx, sched_cache *cache, con
   return GAAW_SUCCESS;
 }
 
-/* Inserts l among the plan's best (fastest first, at most max). */
+/* Whether a goes before b: faster; at the same time (within 1e-9), the simpler (the
+ * lower sum of ZeRO stage, recompute and offload), then the one using less memory. */
+static int better(const gaaw_plan_layout_t *a, const gaaw_plan_layout_t *b)
+{
+  double tol = 1e-9 * fmax(a->step_seconds, b->step_seconds);
+  if (fabs(a->step_seconds - b->step_seconds) > tol) return a->step_seconds < b->step_seconds;
+  int ca = a->zero_stage + a->recompute + a->offload, cb = b->zero_stage + b->recompute + b->offload;
+  if (ca != cb) return ca < cb;
+  return a->memory_bytes_per_rank < b->memory_bytes_per_rank;
+}
+
+/* Inserts l among the plan's best (at most max, best first). */
 static void insert_best(gaaw_plan_t plan, const gaaw_plan_layout_t *l)
 {
+  if (plan->count == plan->max && !better(l, &plan->best[plan->max - 1])) return;
   int i = plan->count < plan->max ? plan->count++ : plan->max - 1;
-  while (i > 0 && plan->best[i - 1].step_seconds > l->step_seconds) {
+  while (i > 0 && better(l, &plan->best[i - 1])) {
     plan->best[i] = plan->best[i - 1];
     i--;
   }
@@ -193,11 +205,11 @@ static gaaw_status_t choose(gaaw_context_t ctx, const gaaw_plan_request_t *r, co
   for (size_t i = 0; i < list->count && ledger < PLAN_LEDGER_CALLS; i++) {
     gaaw_plan_layout_t *l = &list->items[i].l;
     double worst = plan->count == plan->max ? plan->best[plan->max - 1].step_seconds : INFINITY;
-    if (list->items[i].bound >= worst) break;
+    if (list->items[i].bound > worst * (1 + 1e-9)) break;
     gaaw_sched_t *s = NULL;
     GAAW_CHECK_GOTO(st, cached_schedule(ctx, &cache, l, &s), out);
     GAAW_CHECK_GOTO(st, plan_step_time(ctx, r, c, sh, s, l), out);
-    if (l->step_seconds >= worst) continue;
+    if (l->step_seconds > worst * (1 + 1e-9)) continue;
     ledger++;
     double bytes;
     if (plan_memory_estimate(ctx, r, l, &bytes) != GAAW_SUCCESS) {
