@@ -18,7 +18,7 @@
 
 #include "plan/plan_impl.h"
 
-double plan_memory_bound(const gaaw_plan_request_t *r, const plan_shape *sh, const gaaw_plan_layout_t *l)
+double plan_memory_guess(const gaaw_plan_request_t *r, const plan_shape *sh, const gaaw_plan_layout_t *l)
 {
   double t = l->tp, p = l->pp, v = l->virtual_stages, m = l->microbatches, dp = l->dp, e = sh->e;
   double psi = sh->L / p * sh->block_params / t + sh->V * sh->h / t + sh->s * sh->h;

@@ -64,7 +64,7 @@ double plan_p2p_seconds(const plan_link *l, double bytes);
 /* Device bytes of the largest rank guessed without the ledger (cost_memory.c): the
  * model states of DESIGN.md section 10 and the activations the schedule keeps in
  * flight, without workspaces. */
-double plan_memory_bound(const gaaw_plan_request_t *r, const plan_shape *sh, const gaaw_plan_layout_t *l);
+double plan_memory_guess(const gaaw_plan_request_t *r, const plan_shape *sh, const gaaw_plan_layout_t *l);
 /* The ledger's device peak of the largest of the first and the last stage's rank 0
  * (gaaw_memory_estimate; other ranks of a stage differ at most in the vocabulary's
  * padding). */

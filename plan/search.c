@@ -9,7 +9,7 @@
  *
  * Three filters, cheapest first, so that a thousand-device search of a 100B GPT
  * takes a second or two:
- * 1. memory guessed (plan_memory_bound, analytic): a layout guessed at over 1.25
+ * 1. memory guessed (plan_memory_guess, analytic): a layout guessed at over 1.25
  *    times the device is dropped; a family all of whose layouts are is rejected for
  *    memory, naming its smallest guess;
  * 2. a lower bound of the step (plan_step_bound: a rank's busy time and the
@@ -125,7 +125,7 @@ static gaaw_status_t enumerate_family(gaaw_context_t ctx, const gaaw_plan_reques
               l.recompute = rc;
               l.zero_stage = z;
               l.offload = off;
-              double guess = plan_memory_bound(r, sh, &l);
+              double guess = plan_memory_guess(r, sh, &l);
               if (guess < *smallest) {
                 *smallest = guess;
                 *smallest_layout = l;

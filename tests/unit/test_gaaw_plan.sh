@@ -3,7 +3,7 @@
 # that python3's json reads, each object with the fields the issue names, each
 # layout dividing the job (dp x pp x tp = 1024, dp x microbatch x microbatches =
 # 1536) within the device's memory and fastest first; the tables name the rejected
-# families; bad flags exit 2 naming the flag. Skips (77) without /usr/bin/python3.
+# families; --help exits 0; bad flags exit 2 naming the flag. Skips (77) without /usr/bin/python3.
 prog=./examples/gaaw-plan
 py=/usr/bin/python3
 test -x $py || { echo "SKIP: no $py"; exit 77; }
@@ -48,6 +48,10 @@ for bad in "--layers x" "--no-such-flag 1" "--device v100" "--zero-stages 0,5" "
   test $rc -eq 2 || err "$bad exited with $rc, expected 2"
   echo "$msg" | grep -- "$flag" >/dev/null || err "$bad: the message does not name $flag: $msg"
 done
+help=`$prog --help`
+test $? -eq 0 || err "--help did not exit 0"
+echo "$help" | grep -- '--global-batch' >/dev/null || err "--help does not list --global-batch"
+
 msg=`$prog --layers 4 2>&1 >/dev/null`
 test $? -eq 2 || err "without --global-batch: not 2"
 echo "$msg" | grep -- '--global-batch' >/dev/null || err "without --global-batch: $msg"
