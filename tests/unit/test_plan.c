@@ -7,7 +7,8 @@
  *  - twice the device peak halves the compute time (no points, no comm, no
  *    elementwise: a fast memory);
  *  - memory per rank falls with the ZeRO stage (3 < 2 < 1 < 0) at dp > 1;
- *  - layouts that do not divide are GAAW_ERR_INVALID_ARG; unknown devices too;
+ *  - layouts that do not divide are GAAW_ERR_INVALID_ARG; so are unknown devices,
+ *    NULL arguments, a cluster without links and request masks out of range;
  *  - a 175B GPT on 1024 H100s: the search answers with layouts that fit, in
  *    seconds (the time is printed; the claim is < 10 s here, the check < 30 s). */
 #include <math.h>
@@ -202,7 +203,38 @@ static void check_bad_layouts(gaaw_context_t ctx)
   }
   gaaw_plan_device_t d;
   expect_status(gaaw_plan_device_named(NULL, "v100", &d), GAAW_ERR_INVALID_ARG);
+  expect_status(gaaw_plan_device_named(NULL, NULL, &d), GAAW_ERR_INVALID_ARG);
   expect_status(gaaw_plan_apply(NULL, NULL), GAAW_ERR_INVALID_ARG);
+  gaaw_plan_layout_t ok = layout_of(16, 8, 8, 1, 1, 96, GAAW_PLAN_1F1B, 1, 2), odd = ok;
+  odd.recompute = 3;
+  gaaw_config_t cfg;
+  require_ok(ctx, gaaw_config_create(&cfg));
+  expect_status(gaaw_plan_apply(&odd, cfg), GAAW_ERR_INVALID_ARG);
+  gaaw_config_destroy(&cfg);
+
+  /* NULL arguments, a cluster without links, masks out of range */
+  gaaw_plan_t plan = NULL;
+  expect_status_ctx(ctx, gaaw_plan_predict(ctx, NULL, &c, &ok), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(ctx, gaaw_plan_predict(ctx, &r, NULL, &ok), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(ctx, gaaw_plan_predict(ctx, &r, &c, NULL), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(ctx, gaaw_plan_create(ctx, &r, &c, NULL), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(ctx, gaaw_plan_create(ctx, NULL, &c, &plan), GAAW_ERR_INVALID_ARG);
+  expect_true(plan == NULL, "a failed create leaves a plan");
+  gaaw_plan_cluster_t slow = c;
+  slow.inter_node_gbps = 0;
+  expect_status_ctx(ctx, gaaw_plan_predict(ctx, &r, &slow, &ok), GAAW_ERR_INVALID_ARG);
+  gaaw_plan_request_t masks = r;
+  masks.zero_stages = 1u << 4;
+  expect_status_ctx(ctx, gaaw_plan_create(ctx, &masks, &c, &plan), GAAW_ERR_INVALID_ARG);
+  masks = r;
+  masks.tp = -1;
+  expect_status_ctx(ctx, gaaw_plan_create(ctx, &masks, &c, &plan), GAAW_ERR_INVALID_ARG);
+  gaaw_clear_error(ctx);
+  expect_true(gaaw_plan_count(NULL) == 0 && gaaw_plan_rejected_count(NULL) == 0, "counts of a NULL plan");
+  gaaw_plan_destroy(NULL);
+  gaaw_plan_destroy(&plan);
+  expect_true(gaaw_plan_schedule_name(GAAW_PLAN_ZB_H1)[0] == 'z' && gaaw_plan_schedule_name(9)[0] == '?',
+              "schedule names: %s, %s", gaaw_plan_schedule_name(GAAW_PLAN_ZB_H1), gaaw_plan_schedule_name(9));
 }
 
 /* 175B on 1024 H100-80G: the search's time and the memory of what it returns. */
