@@ -210,6 +210,8 @@ static gaaw_status_t check_offload(gaaw_context_t ctx, const gaaw_plan_cluster_t
 gaaw_status_t plan_job_check(gaaw_context_t ctx, const gaaw_plan_request_t *r, const gaaw_plan_cluster_t *c,
                              int offload)
 {
+  GAAW_ARG_NOT_NULL(ctx, r);
+  GAAW_ARG_NOT_NULL(ctx, c);
   GAAW_CHECK(check_job(ctx, r, c));
   GAAW_CHECK(check_offload(ctx, c, offload));
   return GAAW_SUCCESS;
@@ -219,8 +221,6 @@ gaaw_status_t gaaw_plan_predict(gaaw_context_t ctx, const gaaw_plan_request_t *r
                                 const gaaw_plan_cluster_t *cluster, gaaw_plan_layout_t *layout)
 {
   GAAW_ARG_NOT_NULL(ctx, ctx);
-  GAAW_ARG_NOT_NULL(ctx, request);
-  GAAW_ARG_NOT_NULL(ctx, cluster);
   GAAW_ARG_NOT_NULL(ctx, layout);
   GAAW_CHECK(plan_job_check(ctx, request, cluster, layout->offload));
   GAAW_CHECK(plan_layout_check(ctx, request, cluster, layout));

@@ -78,7 +78,8 @@ gaaw_status_t plan_layout_options(const gaaw_plan_layout_t *l, gaaw_config_t cfg
 gaaw_status_t plan_layout_check(gaaw_context_t ctx, const gaaw_plan_request_t *r, const gaaw_plan_cluster_t *c,
                                 const gaaw_plan_layout_t *l);
 
-/* The request and the cluster (with the rates offload needs when offload > 0). */
+/* The request and the cluster, not NULL and sound (with the rates offload needs when
+ * offload > 0). */
 gaaw_status_t plan_job_check(gaaw_context_t ctx, const gaaw_plan_request_t *r, const gaaw_plan_cluster_t *c,
                              int offload);
 

@@ -282,8 +282,7 @@ gaaw_status_t gaaw_plan_create(gaaw_context_t ctx, const gaaw_plan_request_t *re
   GAAW_ARG_NOT_NULL(ctx, ctx);
   GAAW_ARG_NOT_NULL(ctx, plan);
   *plan = NULL;
-  GAAW_ARG_NOT_NULL(ctx, request);
-  GAAW_ARG_NOT_NULL(ctx, cluster);
+  GAAW_CHECK(plan_job_check(ctx, request, cluster, 0));
   GAAW_ARG_CHECK(ctx, request->tp >= 0 && request->pp >= 0, "request tp %d and pp %d must be >= 0 (0: searched)",
                  request->tp, request->pp);
   GAAW_ARG_CHECK(ctx, request->max_layouts >= 0, "max_layouts must be >= 0 (0: 10), got %d", request->max_layouts);
@@ -293,7 +292,6 @@ gaaw_status_t gaaw_plan_create(gaaw_context_t ctx, const gaaw_plan_request_t *re
                  "0x%x, offload 0x%x (bits 0..2)",
                  request->zero_stages, request->schedules, GAAW_SCHED_KIND_COUNT - 1, request->recompute,
                  request->offload);
-  GAAW_CHECK(plan_job_check(ctx, request, cluster, 0));
   plan_shape sh;
   plan_shape_of(request, &sh);
   gaaw_plan_t p = calloc(1, sizeof *p);
