@@ -41,6 +41,20 @@
 extern "C" {
 #endif
 
+/* The pipeline schedules, as the option pp_schedule names them (gaaw/schedule.h):
+ * the values and their order are the runtime's. */
+typedef enum {
+  GAAW_PLAN_GPIPE = 0,       /* "gpipe" */
+  GAAW_PLAN_1F1B = 1,        /* "1f1b" */
+  GAAW_PLAN_INTERLEAVED = 2, /* "interleaved" (virtual_stages >= 2) */
+  GAAW_PLAN_ZB_H1 = 3        /* "zb-h1" */
+} gaaw_plan_schedule_t;
+#define GAAW_PLAN_SCHEDULE_COUNT 4
+
+/* The pp_schedule value of a gaaw_plan_schedule_t ("1f1b"), "?" outside the list.
+ * Not collective. */
+const char *gaaw_plan_schedule_name(int schedule);
+
 /* A device's GEMM throughput at one shape: C (m, n) = A (m, k) B (k, n). */
 typedef struct {
   double m, n, k;
@@ -84,7 +98,7 @@ typedef struct {
   int virtual_stages;
   int microbatch;      /* rows (sequences) per microbatch per dp rank (the even share) */
   int microbatches;    /* per step: global_batch = dp x microbatch x microbatches */
-  int schedule;        /* gaaw_sched_kind_t (gaaw/schedule.h) */
+  int schedule;        /* gaaw_plan_schedule_t: the pp_schedule option's values */
   int zero_stage;      /* 0..3 */
   int recompute;       /* 0 none, 1 selective, 2 full (option recompute) */
   int offload;         /* 0 none, 1 host, 2 nvme (option offload_optimizer) */
@@ -104,9 +118,10 @@ typedef struct {
   gaaw_gpt_config_t model;  /* max_seq is the sequence length trained */
   int64_t global_batch;     /* sequences per optimizer step */
   unsigned zero_stages;     /* bits 0..3 */
-  unsigned schedules;       /* bits of gaaw_sched_kind_t */
+  unsigned schedules;       /* bits of gaaw_plan_schedule_t */
   unsigned recompute;       /* bits 0..2 */
   unsigned offload;         /* bits 0..2 */
+  int tp, pp;               /* 0: searched; > 0: only this value */
   int max_layouts;          /* how many of the best to keep; 0 = 10 */
 } gaaw_plan_request_t;
 
@@ -132,13 +147,23 @@ gaaw_status_t gaaw_plan_calibrate(gaaw_context_t ctx, const gaaw_gpt_config_t *m
 
 /* The prediction of one layout (its dp, pp, tp, virtual_stages, microbatch,
  * microbatches, schedule, zero_stage, recompute and offload are read; the rest is
- * filled). GAAW_ERR_INVALID_ARG when the layout does not divide the model or the
- * cluster. Not collective. */
+ * filled; memory_bytes_per_rank from gaaw_memory_estimate). GAAW_ERR_INVALID_ARG when
+ * the layout does not divide the model, the batch (dp x microbatch x microbatches =
+ * global_batch) or the cluster (dp x pp x tp = nodes x devices_per_node). Not
+ * collective. */
 gaaw_status_t gaaw_plan_predict(gaaw_context_t ctx, const gaaw_plan_request_t *request,
                                 const gaaw_plan_cluster_t *cluster, gaaw_plan_layout_t *layout);
 
 /* Searches the layouts of request on cluster: *plan holds the best that fit, fastest
- * first, and the rejected families. Not collective. */
+ * first, and the rejected families. gaaw_memory_estimate takes milliseconds per rank
+ * for a 100B model, too slow for the tens of thousands of layouts of a 1000-device
+ * job, so the search prunes with an analytic guess of the memory (model states and
+ * activations in flight; a layout guessed at over 1.25 times the device is dropped)
+ * and a lower bound of the step, times the rest in the order of that bound with the
+ * simulator, and asks gaaw_memory_estimate only about the layouts that would enter
+ * the best max_layouts (at most 400 of them): every layout in *plan fits by the
+ * ledger, and its memory_bytes_per_rank is the ledger's. doc/plan.md has the
+ * details. Not collective. */
 gaaw_status_t gaaw_plan_create(gaaw_context_t ctx, const gaaw_plan_request_t *request,
                                const gaaw_plan_cluster_t *cluster, gaaw_plan_t *plan);
 int gaaw_plan_count(gaaw_plan_t plan);

@@ -78,6 +78,7 @@ module gaaw
 #include "gaaw_sampler.inc"
 #include "gaaw_checkpoint.inc"
 #include "gaaw_checkpoint_safetensors.inc"
+#include "gaaw_plan.inc"
 #undef GAAW_FORTRAN_DECLARATIONS
 
 contains
@@ -139,5 +140,6 @@ contains
 #include "gaaw_sampler.inc"
 #include "gaaw_checkpoint.inc"
 #include "gaaw_checkpoint_safetensors.inc"
+#include "gaaw_plan.inc"
 
 end module gaaw

@@ -96,6 +96,17 @@ int main(void)
   PARAM(GAAW_SAMPLER_NEWEST);
   PARAM(GAAW_SAMPLER_RESERVOIR);
 
+  printf("  ! the planner (gaaw/plan.h)\n");
+  n = 0;
+  MEMBER(GAAW_PLAN_GPIPE);
+  MEMBER(GAAW_PLAN_1F1B);
+  MEMBER(GAAW_PLAN_INTERLEAVED);
+  MEMBER(GAAW_PLAN_ZB_H1);
+  PARAM(GAAW_PLAN_SCHEDULE_COUNT);
+  bad |= check_count("plan schedules", n, GAAW_PLAN_SCHEDULE_COUNT);
+  PARAM(GAAW_PLAN_GEMM_POINTS);
+  PARAM(GAAW_PLAN_NAME_MAX);
+
   printf("  ! tunable types (gaaw/config.h)\n");
   PARAM(GAAW_TUNABLE_INT);
   PARAM(GAAW_TUNABLE_DOUBLE);

@@ -1,0 +1,58 @@
+#!/bin/sh
+# gaaw-plan runs without mpiexec. --json on a 175B GPT on 1024 A100-80G is an array
+# that python3's json reads, each object with the fields the issue names, each
+# layout dividing the job (dp x pp x tp = 1024, dp x microbatch x microbatches =
+# 1536) within the device's memory and fastest first; the tables name the rejected
+# families; --help exits 0; bad flags exit 2 naming the flag. Skips (77) without /usr/bin/python3.
+prog=./examples/gaaw-plan
+py=/usr/bin/python3
+test -x $py || { echo "SKIP: no $py"; exit 77; }
+fail=0
+err() { echo "FAIL: $*"; fail=1; }
+job="--layers 96 --heads 96 --dim 12288 --seq 2048 --vocab 51200 --global-batch 1536 --nodes 128 --devices-per-node 8 --device a100-80g"
+
+out=`$prog $job --json --top 5`
+rc=$?
+test $rc -eq 0 || err "--json exited with $rc"
+echo "$out" | $py -c '
+import json, sys
+rows = json.load(sys.stdin)
+assert isinstance(rows, list) and 1 <= len(rows) <= 5, "want 1..5 layouts, got %r" % (rows,)
+need = ["dp", "pp", "tp", "virtual_stages", "microbatch", "schedule", "zero_stage", "recompute", "offload",
+        "memory_bytes_per_rank", "step_seconds", "tokens_per_s", "tflops_per_device", "mfu"]
+prev = 0
+for i, r in enumerate(rows):
+    missing = [k for k in need if k not in r]
+    assert not missing, "layout %d lacks %s" % (i, missing)
+    assert r["dp"] * r["pp"] * r["tp"] == 1024, "layout %d: %r" % (i, r)
+    assert r["dp"] * r["microbatch"] * r["microbatches"] == 1536, "layout %d: %r" % (i, r)
+    assert 0 < r["memory_bytes_per_rank"] <= 80e9, "layout %d needs %r bytes" % (i, r["memory_bytes_per_rank"])
+    assert r["step_seconds"] >= prev, "layout %d is faster than the one before" % i
+    assert abs(r["tokens_per_s"] * r["step_seconds"] - 1536 * 2048) < 1e-3 * 1536 * 2048, "tokens/s of %d" % i
+    assert abs(r["mfu"] - r["tflops_per_device"] / 312) < 1e-4, "mfu of %d" % i
+    prev = r["step_seconds"]
+print("json: %d layouts, first %s" % (len(rows), rows[0]))
+' || err "the --json output is not what it should be"
+
+table=`$prog $job --top 3`
+test $? -eq 0 || err "the tables exited non-zero"
+echo "$table"
+echo "$table" | grep '^rejected families' >/dev/null || err "no rejected families section"
+echo "$table" | grep 'divisibility: heads 96 or ffn 49152 not divisible by tp 1024' >/dev/null ||
+  err "tp 1024 is not rejected for divisibility"
+
+for bad in "--layers x" "--no-such-flag 1" "--device v100" "--zero-stages 0,5" "--schedules 1f1b,fast"; do
+  msg=`$prog $job $bad 2>&1 >/dev/null`
+  rc=$?
+  flag=`echo $bad | cut -d' ' -f1`
+  test $rc -eq 2 || err "$bad exited with $rc, expected 2"
+  echo "$msg" | grep -- "$flag" >/dev/null || err "$bad: the message does not name $flag: $msg"
+done
+help=`$prog --help`
+test $? -eq 0 || err "--help did not exit 0"
+echo "$help" | grep -- '--global-batch' >/dev/null || err "--help does not list --global-batch"
+
+msg=`$prog --layers 4 2>&1 >/dev/null`
+test $? -eq 2 || err "without --global-batch: not 2"
+echo "$msg" | grep -- '--global-batch' >/dev/null || err "without --global-batch: $msg"
+exit $fail
