@@ -8,19 +8,24 @@
  * with any change of summation order, uneven rows or another layout alike).
  *
  *   mpiexec -n 2 ./bench/uneven : -n 2 env GAAW_COMPUTE_SLOWDOWN=2 ./bench/uneven
- *           [--steps K >= 5] [--global-batch G] [--zero Z] [--eps-exp E] [--GAAW_OPTION=VALUE ...]
+ *           [--steps K > 5] [--global-batch G] [--zero Z] [--eps-exp E] [--GAAW_OPTION=VALUE ...]
  *
- * Each split trains a fresh model K steps on the same global batches (G sequences a
- * step, rows of one stream, dp rank d taking the rows after those of ranks < d).
- * A step is timed from a barrier to the last rank's return; the step time is the
- * median of steps 2..K. The speeds come from the even run: each rank's rows per
- * second of its layers' own compute (gaaw_model_layer_times over steps 2..K, which
- * leaves out the waits for slower ranks). Rank 0 prints one line:
+ * Each split trains a fresh model K steps (default 15) on the same global batches (G
+ * sequences a step, default 16, rows of one stream, dp rank d taking the rows after
+ * those of ranks < d). The even split runs 5 steps first: the speeds are each rank's
+ * rows per second of its layers' own compute, the median of steps 2..5
+ * (gaaw_model_layer_times, which leaves out the waits for slower ranks), all-gathered,
+ * and gaaw_plan_shares sizes the planned split from them; that one runs its first 5
+ * steps, then the two alternate step by step, so both see the same load on a shared
+ * machine. A step is timed from a barrier to the slowest rank's return; each split's
+ * step time is the median of its steps 6..K. Rank 0 prints one line:
  *   uneven np=P dp=D zero=Z global_batch=G steps=K slowdowns=a,b,.. speeds=.. shares=..
- *   even_step_s=.. planned_step_s=.. speedup=.. param_rel_diff=.. loss_even=.. loss_planned=..
+ *   even_step_s=.. planned_step_s=.. speedup=.. param_rel_diff=.. worst_param=NAME
+ *   eps=.. loss_even=.. loss_planned=..
+ * slowdowns are the ranks' GAAW_COMPUTE_SLOWDOWN, speeds relative to the fastest;
  * param_rel_diff is the largest parameter difference between the two runs after 5
- * steps over the largest parameter magnitude; loss_* the global loss of step 5 (the
- * row-weighted mean of the replicas'). */
+ * steps over the largest parameter magnitude (worst_param: where it is); loss_* the
+ * global loss of step 5 (the row-weighted mean of the replicas'). */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -32,7 +37,7 @@
 #include "tests/harness/model_util.h"
 
 #define CHECK(call) BENCH_CHECK("uneven bench", ctx, call)
-enum { COMPARE_STEP = 5 };
+enum { COMPARE_STEP = 5, CALIBRATE = 5 };
 
 typedef struct {
   int steps, global_batch, zero, eps_exp;
@@ -47,17 +52,20 @@ static int32_t stream_byte(int row, int step, int pos)
   return (int32_t)(h & 255u);
 }
 
-/* What one split gave. */
+/* One split's training: its model, its rows, and what it gave. */
 typedef struct {
-  double step_s;        /* median over steps 2..K */
-  double compute_s;     /* this rank's layer time over steps 2..K */
-  float loss;           /* global, after COMPARE_STEP steps */
-  float *params;        /* after COMPARE_STEP steps */
+  gaaw_model_t model;
+  gaaw_optimizer_t opt;
+  int mine, first, seq, done; /* this rank's rows, the first of them, steps done */
+  int32_t *tokens, *targets;
+  double *times;              /* each step's, the slowest rank's */
+  float loss;                 /* global, after COMPARE_STEP steps */
+  float *params;              /* after COMPARE_STEP steps */
   long count;
-  model_layout layout;  /* which parameter each of params is */
-} run_result;
+  model_layout layout;        /* which parameter each of params is */
+} run;
 
-static run_result train(gaaw_context_t ctx, const bench_options *o, const int64_t *rows, int dp_rank)
+static void run_open(gaaw_context_t ctx, const bench_options *o, run *r)
 {
   gaaw_gpt_config_t g;
   gaaw_gpt_config_default(&g);
@@ -65,54 +73,70 @@ static run_result train(gaaw_context_t ctx, const bench_options *o, const int64_
   gaaw_optimizer_config_default(&oc);
   oc.zero_stage = o->zero;
   oc.eps = (float)pow(10, -o->eps_exp);
-  gaaw_model_t model;
-  gaaw_optimizer_t opt;
-  CHECK(gaaw_model_create_gpt(ctx, &g, &model));
-  CHECK(gaaw_optimizer_create(model, &oc, &opt));
-  int seq = g.max_seq, mine = (int)rows[dp_rank], first = 0;
-  for (int d = 0; d < dp_rank; d++) first += (int)rows[d];
-  size_t n = (size_t)mine * (size_t)seq;
-  int32_t *tokens = malloc(n * sizeof *tokens), *targets = malloc(n * sizeof *targets);
-  double *times = malloc((size_t)o->steps * sizeof *times);
-  if (!tokens || !targets || !times) MPI_Abort(MPI_COMM_WORLD, 1);
-  run_result r = {0};
-  for (int step = 0; step < o->steps; step++) {
-    for (int b = 0; b < mine; b++)
-      for (int t = 0; t < seq; t++) {
-        tokens[b * seq + t] = stream_byte(first + b, step, t);
-        targets[b * seq + t] = stream_byte(first + b, step, t + 1);
-      }
-    gaaw_batch_t batch = {.batch = mine, .seq = seq, .tokens = tokens, .targets = targets};
-    if (step == 1) CHECK(gaaw_model_reset_times(model));
-    float loss;
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = MPI_Wtime();
-    CHECK(gaaw_model_forward_backward(model, &batch, &loss));
-    CHECK(gaaw_optimizer_step(opt));
-    double took = MPI_Wtime() - t0;
-    MPI_Allreduce(&took, &times[step], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (step + 1 == COMPARE_STEP) {
-      double part[2] = {(double)mine * loss, (double)mine}, sum[2];
-      MPI_Allreduce(part, sum, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      r.loss = (float)(sum[0] / sum[1]);
-      r.params = model_snapshot(model, 0, &r.count);
-      r.layout = model_layout_of(model);
+  CHECK(gaaw_model_create_gpt(ctx, &g, &r->model));
+  CHECK(gaaw_optimizer_create(r->model, &oc, &r->opt));
+  r->seq = g.max_seq;
+  r->times = malloc((size_t)o->steps * sizeof *r->times);
+  if (!r->times) MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* This rank takes rows[dp_rank] rows of each step's global batch from now on. */
+static void run_rows(run *r, const int64_t *rows, int dp_rank)
+{
+  r->mine = (int)rows[dp_rank];
+  r->first = 0;
+  for (int d = 0; d < dp_rank; d++) r->first += (int)rows[d];
+  size_t n = (size_t)r->mine * (size_t)r->seq;
+  r->tokens = malloc(n * sizeof *r->tokens), r->targets = malloc(n * sizeof *r->targets);
+  if (!r->tokens || !r->targets) MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* One timed step (from a barrier to the slowest rank's return). */
+static void run_step(gaaw_context_t ctx, run *r)
+{
+  int step = r->done++, seq = r->seq;
+  for (int b = 0; b < r->mine; b++)
+    for (int t = 0; t < seq; t++) {
+      r->tokens[b * seq + t] = stream_byte(r->first + b, step, t);
+      r->targets[b * seq + t] = stream_byte(r->first + b, step, t + 1);
     }
+  gaaw_batch_t batch = {.batch = r->mine, .seq = seq, .tokens = r->tokens, .targets = r->targets};
+  float loss;
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = MPI_Wtime();
+  CHECK(gaaw_model_forward_backward(r->model, &batch, &loss));
+  CHECK(gaaw_optimizer_step(r->opt));
+  double took = MPI_Wtime() - t0;
+  MPI_Allreduce(&took, &r->times[step], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (step + 1 == COMPARE_STEP) {
+    double part[2] = {(double)r->mine * loss, (double)r->mine}, sum[2];
+    MPI_Allreduce(part, sum, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    r->loss = (float)(sum[0] / sum[1]);
+    r->params = model_snapshot(r->model, 0, &r->count);
+    r->layout = model_layout_of(r->model);
   }
-  r.step_s = bench_median(times + 1, o->steps - 1);
+}
+
+/* This rank's seconds in its layers' own compute since the last reset. */
+static double run_compute_seconds(gaaw_context_t ctx, run *r)
+{
   int layers;
-  CHECK(gaaw_model_layer_count(model, &layers));
+  double sum = 0;
+  CHECK(gaaw_model_layer_count(r->model, &layers));
   for (int i = 0; i < layers; i++) {
     double f, b;
-    CHECK(gaaw_model_layer_times(model, i, NULL, &f, &b));
-    r.compute_s += f + b;
+    CHECK(gaaw_model_layer_times(r->model, i, NULL, &f, &b));
+    sum += f + b;
   }
-  free(tokens);
-  free(targets);
-  free(times);
-  CHECK(gaaw_optimizer_destroy(&opt));
-  CHECK(gaaw_model_destroy(&model));
-  return r;
+  return sum;
+}
+
+static void run_close(gaaw_context_t ctx, run *r)
+{
+  free(r->tokens), free(r->targets), free(r->times), free(r->params);
+  model_layout_free(&r->layout);
+  CHECK(gaaw_optimizer_destroy(&r->opt));
+  CHECK(gaaw_model_destroy(&r->model));
 }
 
 /* "a,b,c" of n values. */
@@ -133,13 +157,13 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   gaaw_context_t ctx = NULL;
-  bench_options o = {.steps = 8, .global_batch = 16, .zero = 0, .eps_exp = 5};
+  bench_options o = {.steps = 15, .global_batch = 16, .zero = 0, .eps_exp = 5};
   static const char *const keys[] = {"steps", "global-batch", "zero", "eps-exp"};
   int *const slots[] = {&o.steps, &o.global_batch, &o.zero, &o.eps_exp};
-  if (!bench_take_int_options("uneven bench", &argc, argv, keys, slots, 4) || o.steps < COMPARE_STEP) {
+  if (!bench_take_int_options("uneven bench", &argc, argv, keys, slots, 4) || o.steps <= CALIBRATE) {
     if (rank == 0)
-      fprintf(stderr, "usage: uneven [--steps K>=%d] [--global-batch G] [--zero 0..3] [--eps-exp E] "
-              "[--GAAW_OPTION=VALUE ...]\n", COMPARE_STEP);
+      fprintf(stderr, "usage: uneven [--steps K>%d] [--global-batch G] [--zero 0..3] [--eps-exp E] "
+              "[--GAAW_OPTION=VALUE ...]\n", CALIBRATE);
     MPI_Finalize();
     return 2;
   }
@@ -166,12 +190,30 @@ int main(int argc, char **argv)
   for (int d = 0; d < dp; d++) speeds[d] = 1;
   CHECK(gaaw_plan_shares(ctx, dp, speeds, o.global_batch, even));
 
-  run_result a = train(ctx, &o, even, dp_rank);
-  /* measured speeds: rows per second of each rank's own compute */
-  double mine = (double)even[dp_rank] * (o.steps - 1) / a.compute_s;
+  /* the even split's first CALIBRATE steps (the first untimed: allocations) give
+   * the speeds; then the planned split catches up, and the two alternate, so that
+   * both see the same load on a shared machine */
+  run a = {0}, b = {0};
+  run_open(ctx, &o, &a);
+  run_rows(&a, even, dp_rank);
+  double compute[CALIBRATE];
+  for (int step = 0; step < CALIBRATE; step++) {
+    CHECK(gaaw_model_reset_times(a.model));
+    run_step(ctx, &a);
+    compute[step] = run_compute_seconds(ctx, &a);
+  }
+  double mine = (double)even[dp_rank] / bench_median(compute + 1, CALIBRATE - 1);
   MPI_Allgather(&mine, 1, MPI_DOUBLE, speeds, 1, MPI_DOUBLE, MPI_COMM_WORLD);
   CHECK(gaaw_plan_shares(ctx, dp, speeds, o.global_batch, shares));
-  run_result b = train(ctx, &o, shares, dp_rank);
+  run_open(ctx, &o, &b);
+  run_rows(&b, shares, dp_rank);
+  while (b.done < a.done) run_step(ctx, &b);
+  while (a.done < o.steps) {
+    run_step(ctx, &a);
+    run_step(ctx, &b);
+  }
+  int timed = o.steps - CALIBRATE;
+  double even_s = bench_median(a.times + CALIBRATE, timed), planned_s = bench_median(b.times + CALIBRATE, timed);
 
   double diff = 0, scale = 0;
   long worst = 0;
@@ -192,12 +234,12 @@ int main(int argc, char **argv)
     join(s_share, sizeof s_share, NULL, shares, dp);
     printf("uneven np=%d dp=%d zero=%d global_batch=%d steps=%d slowdowns=%s speeds=%s shares=%s even_step_s=%.4f "
            "planned_step_s=%.4f speedup=%.3f param_rel_diff=%.3g worst_param=%s eps=%g loss_even=%.6f loss_planned=%.6f\n",
-           world, dp, o.zero, o.global_batch, o.steps, s_slow, s_speed, s_share, a.step_s, b.step_s,
-           a.step_s / b.step_s, diff / scale, a.layout.name[worst_param], pow(10, -o.eps_exp), a.loss, b.loss);
+           world, dp, o.zero, o.global_batch, o.steps, s_slow, s_speed, s_share, even_s, planned_s,
+           even_s / planned_s, diff / scale, a.layout.name[worst_param], pow(10, -o.eps_exp), a.loss, b.loss);
     fflush(stdout);
   }
-  free(a.params), free(b.params);
-  model_layout_free(&a.layout), model_layout_free(&b.layout);
+  run_close(ctx, &a);
+  run_close(ctx, &b);
   free(speeds), free(slowdowns), free(even), free(shares);
   CHECK(gaaw_finalize(&ctx));
   CHECK(gaaw_config_destroy(&cfg));
