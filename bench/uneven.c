@@ -13,7 +13,7 @@
  * Each split trains a fresh model K steps (default 15) on the same global batches (G
  * sequences a step, default 16, rows of one stream, dp rank d taking the rows after
  * those of ranks < d). The even split runs 5 steps first: the speeds are each rank's
- * rows per second of its layers' own compute, the median of steps 2..5
+ * rows per second of its layers' own compute in the fastest of steps 2..5
  * (gaaw_model_layer_times, which leaves out the waits for slower ranks), all-gathered,
  * and gaaw_plan_shares sizes the planned split from them; that one runs its first 5
  * steps, then the two alternate step by step, so both see the same load on a shared
@@ -202,7 +202,9 @@ int main(int argc, char **argv)
     run_step(ctx, &a);
     compute[step] = run_compute_seconds(ctx, &a);
   }
-  double mine = (double)even[dp_rank] / bench_median(compute + 1, CALIBRATE - 1);
+  double fastest = compute[1]; /* the step least disturbed by the ranks sharing its cores */
+  for (int step = 2; step < CALIBRATE; step++) fastest = fmin(fastest, compute[step]);
+  double mine = (double)even[dp_rank] / fastest;
   MPI_Allgather(&mine, 1, MPI_DOUBLE, speeds, 1, MPI_DOUBLE, MPI_COMM_WORLD);
   CHECK(gaaw_plan_shares(ctx, dp, speeds, o.global_batch, shares));
   run_open(ctx, &o, &b);
