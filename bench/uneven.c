@@ -43,15 +43,6 @@ typedef struct {
   int steps, global_batch, zero, eps_exp;
 } bench_options;
 
-/* One byte of the global batch's stream: row `row` of step `step`. */
-static int32_t stream_byte(int row, int step, int pos)
-{
-  uint32_t h = (uint32_t)row * 1000003u + (uint32_t)step * 7919u + (uint32_t)pos;
-  h *= 2654435761u;
-  h ^= h >> 15;
-  return (int32_t)(h & 255u);
-}
-
 /* One split's training: its model, its rows, and what it gave. */
 typedef struct {
   gaaw_model_t model;
@@ -97,8 +88,8 @@ static void run_step(gaaw_context_t ctx, run *r)
   int step = r->done++, seq = r->seq;
   for (int b = 0; b < r->mine; b++)
     for (int t = 0; t < seq; t++) {
-      r->tokens[b * seq + t] = stream_byte(r->first + b, step, t);
-      r->targets[b * seq + t] = stream_byte(r->first + b, step, t + 1);
+      r->tokens[b * seq + t] = bench_stream_byte(r->first + b, step, t);
+      r->targets[b * seq + t] = bench_stream_byte(r->first + b, step, t + 1);
     }
   gaaw_batch_t batch = {.batch = r->mine, .seq = seq, .tokens = r->tokens, .targets = r->targets};
   float loss;
