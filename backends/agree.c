@@ -191,15 +191,35 @@ static gaaw_status_t report_mismatch(gaaw_context_t ctx, MPI_Comm mc, const char
   return st;
 }
 
+/* After the round: each slot's largest value at in[0..slots), the bitwise
+ * complement of its smallest at in[slots..2 slots). */
+static gaaw_status_t read_slots(gaaw_context_t ctx, const char *group, const char *what, const int64_t *out,
+                                gaaw_agree_slots *s)
+{
+  for (int k = 0; k < s->slots; k++) {
+    int64_t hi = out[k], lo = ~out[s->slots + k];
+    if (hi != lo)
+      GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: %s must be the same on every rank of one %s of group %s (it may differ "
+                "between %ss): %s %d has ranks with %s %lld and %lld", what, s->name, s->slot_name, group,
+                s->slot_name, s->slot_name, k, s->name, (long long)lo, (long long)hi);
+    s->values[k] = hi;
+  }
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t agree_over(gaaw_context_t ctx, MPI_Comm mc, const char *group, gaaw_status_t local,
-                                const char *what, const gaaw_field *fields, int n)
+                                const char *what, const gaaw_field *fields, int n, gaaw_agree_slots *slots)
 {
   if (n < 0 || n > GAAW_AGREE_MAX_FIELDS)
     local = gaaw_error_raise(ctx, GAAW_ERR_INTERNAL, __FILE__, __LINE__, __func__, "%s: %d fields to agree on, "
                              "more than %d", what, n, GAAW_AGREE_MAX_FIELDS);
   int size = 1;
   if (mc != MPI_COMM_NULL) MPI_Comm_size(mc, &size);
-  if (size == 1) return local;
+  if (size == 1) {
+    if (slots && local == GAAW_SUCCESS)
+      for (int k = 0; k < slots->slots; k++) slots->values[k] = slots->value;
+    return local;
+  }
   /* an aborted rank still takes part (its peers may not know yet), as a failure */
   if (local == GAAW_SUCCESS && gaaw_context_check_live(ctx) != GAAW_SUCCESS) local = GAAW_ERR_COMM;
   if (local != GAAW_SUCCESS) n = 0;
@@ -210,18 +230,48 @@ static gaaw_status_t agree_over(gaaw_context_t ctx, MPI_Comm mc, const char *gro
   /* max(-status) is the worst status (errors are negative); max(-rank) the
    * lowest failing rank; max(h) == ~max(~h) when every hash is the same */
   int failed = local != GAAW_SUCCESS;
-  int64_t in[5] = {-(int64_t)local, failed ? -(int64_t)me : INT64_MIN, failed ? -(int64_t)ctx->rank : INT64_MIN,
-                   (int64_t)hash, ~(int64_t)hash};
-  int64_t out[5];
+  /* with slots, 2 x slots more: this rank's value at its slot, and its complement
+   * (max(~v) = ~min(v)), INT64_MIN elsewhere (and everywhere on a failing rank) */
+  enum { HEAD = 5, STACK_SLOTS = 64 };
+  int extra = slots ? 2 * slots->slots : 0;
+  int64_t in_stack[HEAD + 2 * STACK_SLOTS], out_stack[HEAD + 2 * STACK_SLOTS];
+  int64_t *in = in_stack, *out = out_stack;
+  if (extra > 2 * STACK_SLOTS) {
+    in = malloc((size_t)(HEAD + extra) * sizeof *in);
+    out = malloc((size_t)(HEAD + extra) * sizeof *out);
+    if (!in || !out) {
+      free(in), free(out);
+      gaaw_context_abort(ctx); /* the peers' round cannot complete: they time out */
+      GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "%s: cannot allocate the agreement of %d slots", what, slots->slots);
+    }
+  }
+  in[0] = -(int64_t)local;
+  in[1] = failed ? -(int64_t)me : INT64_MIN;
+  in[2] = failed ? -(int64_t)ctx->rank : INT64_MIN;
+  in[3] = (int64_t)hash;
+  in[4] = ~(int64_t)hash;
+  for (int k = 0; k < extra / 2; k++) {
+    int mine = !failed && k == slots->slot;
+    in[HEAD + k] = mine ? slots->value : INT64_MIN;
+    in[HEAD + extra / 2 + k] = mine ? ~slots->value : INT64_MIN;
+  }
   MPI_Request req;
-  GAAW_CHECK(finish_round(ctx, MPI_Iallreduce(in, out, 5, MPI_INT64_T, MPI_MAX, mc, &req), &req, what));
-  if (out[0] != 0)
-    return report_failure(ctx, mc, local, (gaaw_status_t)-out[0], (int)-out[1], (int)-out[2], what);
-  if (out[3] != ~out[4]) return report_mismatch(ctx, mc, group, what, fields, n);
-  return GAAW_SUCCESS;
+  gaaw_status_t st = finish_round(ctx, MPI_Iallreduce(in, out, HEAD + extra, MPI_INT64_T, MPI_MAX, mc, &req), &req,
+                                  what);
+  if (st == GAAW_SUCCESS) {
+    if (out[0] != 0)
+      st = report_failure(ctx, mc, local, (gaaw_status_t)-out[0], (int)-out[1], (int)-out[2], what);
+    else if (out[3] != ~out[4])
+      st = report_mismatch(ctx, mc, group, what, fields, n);
+    else if (slots)
+      st = read_slots(ctx, group, what, out + HEAD, slots);
+  }
+  if (in != in_stack) free(in), free(out);
+  return st;
 }
 
-gaaw_status_t gaaw_agree(gaaw_comm_t group, gaaw_status_t local, const char *what, const gaaw_field *fields, int n)
+gaaw_status_t gaaw_agree_slotted(gaaw_comm_t group, gaaw_status_t local, const char *what, const gaaw_field *fields,
+                                 int n, gaaw_agree_slots *s)
 {
   if (!group) return local;
   gaaw_context_t ctx = group->ctx;
@@ -229,15 +279,20 @@ gaaw_status_t gaaw_agree(gaaw_comm_t group, gaaw_status_t local, const char *wha
     local = gaaw_error_raise(ctx, GAAW_ERR_COMM, __FILE__, __LINE__, __func__,
                              "communicator %s was aborted after an earlier failure (%s)", group->name,
                              ctx->aborted ? ctx->abort_reason : "see the log");
-  gaaw_status_t st = agree_over(ctx, group->control, group->name, local, what, fields, n);
+  gaaw_status_t st = agree_over(ctx, group->control, group->name, local, what, fields, n, s);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_agree(gaaw_comm_t group, gaaw_status_t local, const char *what, const gaaw_field *fields, int n)
+{
+  return gaaw_agree_slotted(group, local, what, fields, n, NULL);
 }
 
 gaaw_status_t gaaw_agree_world(gaaw_context_t ctx, gaaw_status_t local, const char *what, const gaaw_field *fields,
                                int n)
 {
-  gaaw_status_t st = agree_over(ctx, ctx->control, "world", local, what, fields, n);
+  gaaw_status_t st = agree_over(ctx, ctx->control, "world", local, what, fields, n, NULL);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }

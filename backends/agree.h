@@ -59,6 +59,23 @@ uint64_t gaaw_digest(const void *data, size_t bytes);
  * With a group of one rank it returns local without communicating. */
 gaaw_status_t gaaw_agree(gaaw_comm_t group, gaaw_status_t local, const char *what, const gaaw_field *fields, int n);
 
+/* A value that may differ between the slots of a group (its data-parallel
+ * replicas) but must be the same on every rank of one slot (a replica's tp x pp
+ * ranks): every rank learns every slot's value in the agreement's own round. */
+typedef struct {
+  const char *name;      /* as the user knows it: "batch" */
+  const char *slot_name; /* what a slot is: "dp rank" */
+  int slot, slots;       /* this rank's slot (0..slots-1), and how many; each slot has ranks */
+  int64_t value;         /* this rank's */
+  int64_t *values;       /* out: slots entries, each slot's value (filled on success) */
+} gaaw_agree_slots;
+
+/* gaaw_agree, and s's value agreed per slot in the same all-reduce (2 x slots
+ * more integers): GAAW_ERR_INVALID_ARG on every rank naming s->name, the slot and
+ * its values when the ranks of a slot differ. Collective over group. */
+gaaw_status_t gaaw_agree_slotted(gaaw_comm_t group, gaaw_status_t local, const char *what, const gaaw_field *fields,
+                                 int n, gaaw_agree_slots *s);
+
 /* The same over every rank of the context's world, also before its topology
  * exists (gaaw_init). Collective over world. */
 gaaw_status_t gaaw_agree_world(gaaw_context_t ctx, gaaw_status_t local, const char *what, const gaaw_field *fields,

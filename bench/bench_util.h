@@ -1,10 +1,12 @@
-/* What the benchmark programs share: the median of timed repeats, the CPU time
- * the process has used, the parsing of their own integer options, gaaw's start
- * from the command line, and the check that ends the job on a failed gaaw call. */
+/* What the benchmark programs share: a synthetic token stream, the median of timed
+ * repeats, the CPU time the process has used, the parsing of their own integer
+ * options, gaaw's start from the command line, and the check that ends the job on a
+ * failed gaaw call. */
 #ifndef GAAW_BENCH_UTIL_H
 #define GAAW_BENCH_UTIL_H
 
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,16 @@ static int bench_cmp_double(const void *a, const void *b)
 {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
+}
+
+/* One byte of the benchmarks' synthetic token stream (bench/train_gpt_torch.py
+ * computes the same): stream `stream` (a dp rank, a row), step `step`, position pos. */
+static inline int32_t bench_stream_byte(int stream, int step, int pos)
+{
+  uint32_t h = (uint32_t)stream * 1000003u + (uint32_t)step * 7919u + (uint32_t)pos;
+  h *= 2654435761u;
+  h ^= h >> 15;
+  return (int32_t)(h & 255u);
 }
 
 /* The median of v[0..n) (the mean of the middle two for even n); v is not changed. */

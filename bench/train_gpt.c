@@ -39,23 +39,14 @@ static int parse_options(int *argc, char **argv, bench_options *o)
   return o->steps > 0 && o->tp > 0 && o->batch > 0;
 }
 
-/* One byte of the synthetic stream; bench/train_gpt_torch.py computes the same. */
-static int32_t stream_byte(int dp_rank, int step, int pos)
-{
-  uint32_t h = (uint32_t)dp_rank * 1000003u + (uint32_t)step * 7919u + (uint32_t)pos;
-  h *= 2654435761u;
-  h ^= h >> 15;
-  return (int32_t)(h & 255u);
-}
-
 /* tokens, targets: (batch, seq); each row is seq + 1 consecutive stream bytes. */
 static void make_batch(int dp_rank, int step, int batch, int seq, int32_t *tokens, int32_t *targets)
 {
   for (int b = 0; b < batch; b++)
     for (int t = 0; t < seq; t++) {
       int pos = b * (seq + 1) + t;
-      tokens[b * seq + t] = stream_byte(dp_rank, step, pos);
-      targets[b * seq + t] = stream_byte(dp_rank, step, pos + 1);
+      tokens[b * seq + t] = bench_stream_byte(dp_rank, step, pos);
+      targets[b * seq + t] = bench_stream_byte(dp_rank, step, pos + 1);
     }
 }
 

@@ -85,7 +85,7 @@ class GPT(nn.Module):
 
 
 def stream_bytes(dp_rank, step, count):
-    """The synthetic byte stream of bench/train_gpt.c's stream_byte."""
+    """The synthetic byte stream of bench/bench_util.h's bench_stream_byte."""
     out = []
     for pos in range(count):
         h = (dp_rank * 1000003 + step * 7919 + pos) & 0xFFFFFFFF

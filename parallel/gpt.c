@@ -201,7 +201,7 @@ static gaaw_status_t head_backward_body(gaaw_model_t m, gaaw_layer *l, gaaw_fram
   int64_t C = m->gpt.dim, N = f->rows;
   gaaw_tensor_t *sv = gaaw_layer_saved(f, l), *dlogits, *dhg, *dh;
   const gaaw_tensor_t *hg = sequence_parallel(m) ? &sv[HS_HG] : &sv[HS_H];
-  float dloss = f->counted ? m->loss_scale / (float)f->counted : 0.0f;
+  float dloss = f->counted ? gaaw_model_seed_scale(m) / (float)f->counted : 0.0f;
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(N, m->vocab_valid_local), &dlogits));
   GAAW_CHECK(gaaw_cross_entropy_backward(ctx, &sv[HS_LOGITS], &sv[HS_MAX], &sv[HS_SUMEXP], &f->targets,
                                          vocab_start(m), dloss, dlogits));

@@ -56,8 +56,23 @@ gaaw_status_t gaaw_model_load_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_ba
   return GAAW_SUCCESS;
 }
 
+/* The rows of a step may differ between data-parallel replicas (sized to their
+ * devices' speeds): with the data-parallel hooks, the dp mean of the gradients is
+ * then the global batch's mean when each replica's backward starts from
+ * dp x batch / (sum of batch over dp) times the usual seed. Exactly 1 when the rows
+ * are even, so that even batches give the bits they always did. */
+static float rows_weight(const int64_t *rows, int dp, int dp_rank)
+{
+  int64_t sum = 0;
+  for (int i = 0; i < dp; i++) sum += rows[i];
+  return (float)((double)dp * (double)rows[dp_rank] / (double)sum);
+}
+
 /* Every rank of the work group learns whether each one's batch was good, and that
- * they fit together: the same data over tp, the same shape over world. */
+ * they fit together: the same data over tp, the same seq and microbatches over
+ * world, the same rows over a replica's tp x pp ranks (they may differ between dp
+ * replicas: every rank learns each replica's rows in the same round, for
+ * rows_weight). */
 gaaw_status_t gaaw_model_agree_batch(gaaw_model_t m, gaaw_status_t st, const gaaw_batch_t *b, int microbatches)
 {
   gaaw_context_t ctx = m->ctx;
@@ -74,7 +89,22 @@ gaaw_status_t gaaw_model_agree_batch(gaaw_model_t m, gaaw_status_t st, const gaa
     st = gaaw_agree(m->tp, st, "the batch of a tp group", fields,
                     st == GAAW_SUCCESS ? n + m->kind_ops->batch_digests(m, b, (size_t)microbatches * (size_t)b->batch, fields + n) : 0);
   gaaw_comm_t group = gaaw_model_work_group(m);
-  if (group != m->tp) st = gaaw_agree(group, st, "the batch's shape", fields, st == GAAW_SUCCESS ? n : 0);
+  m->rows_weight = 1.0f;
+  if (group != m->tp) {
+    int dp_rank = 0, dp_size = 1;
+    gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, &dp_rank, &dp_size);
+    enum { STACK_DP = 64 };
+    int64_t rows_stack[STACK_DP], *rows = dp_size <= STACK_DP ? rows_stack : malloc((size_t)dp_size * sizeof *rows);
+    if (!rows && st == GAAW_SUCCESS)
+      st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__, "cannot allocate the rows of %d "
+                            "dp ranks", dp_size);
+    gaaw_agree_slots per_replica = {"batch", "dp rank", dp_rank, dp_size, st == GAAW_SUCCESS ? b->batch : 0, rows};
+    /* batch, the first field, is agreed per replica; seq and microbatches over world */
+    int shared = st == GAAW_SUCCESS ? n - 1 : 0;
+    st = gaaw_agree_slotted(group, st, "the batch's shape", fields + 1, shared, rows ? &per_replica : NULL);
+    if (st == GAAW_SUCCESS && m->hooks.user && dp_size > 1) m->rows_weight = rows_weight(rows, dp_size, dp_rank);
+    if (rows != rows_stack) free(rows);
+  }
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }

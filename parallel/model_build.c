@@ -38,6 +38,7 @@ static gaaw_status_t model_begin(gaaw_context_t ctx, const gaaw_model_kind_ops *
   m->kind_ops = kind;
   m->dtype = m->params.dtype = dtype;
   m->loss_scale = 1.0f;
+  m->rows_weight = 1.0f;
   m->recompute = (gaaw_recompute_mode)L->recompute;
   m->chunks = L->chunks;
   m->default_microbatches = L->microbatches;

@@ -209,6 +209,9 @@ struct gaaw_model_s {
   gaaw_dtype_t dtype;          /* compute dtype of parameters and activations */
   int dp_size;                 /* buckets split into this many equal shards */
   float loss_scale;            /* backward starts from loss_scale * d loss (f16) */
+  float rows_weight;           /* and from rows_weight times that: with the data-parallel hooks, this
+                                  replica's share of the step's rows, dp x batch / (sum of batch over
+                                  dp), so that their mean over dp is the global batch's; 1 when even */
   gaaw_recompute_mode recompute; /* option recompute */
   gaaw_model_hooks hooks;
   gaaw_gpt_config_t gpt;
@@ -349,7 +352,14 @@ gaaw_status_t gaaw_model_end_pass(gaaw_model_t m, gaaw_phase phase, int microbat
 /* ---- batches (model_batch.c) */
 /* Checks microbatch b and uploads what this stage reads of it into f. Local. */
 gaaw_status_t gaaw_model_load_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_batch_t *b);
-/* The agreement on a step's batch (microbatches of b), joined by st. */
+/* What a loss layer's backward starts from, times d loss: loss_scale x rows_weight
+ * (exactly loss_scale with even rows). */
+static inline float gaaw_model_seed_scale(gaaw_model_t m)
+{
+  return m->loss_scale * m->rows_weight;
+}
+/* The agreement on a step's batch (microbatches of b), joined by st; sets
+ * rows_weight. Collective over the work group. */
 gaaw_status_t gaaw_model_agree_batch(gaaw_model_t m, gaaw_status_t st, const gaaw_batch_t *b, int microbatches);
 /* b is one microbatch (what = the calling function, for the message). Local. */
 gaaw_status_t gaaw_model_check_one_microbatch(gaaw_model_t m, const gaaw_batch_t *b, const char *what);

@@ -138,7 +138,8 @@ static gaaw_status_t backward_from_local(gaaw_model_t m, const float *d_outputs,
   } else {
     GAAW_CHECK(gaaw_batch_upload_f32(m, f->batch, m->seq_outputs, d_outputs, dy));
   }
-  if (m->loss_scale != 1.0f) GAAW_CHECK(gaaw_scale(ctx, dy, m->loss_scale)); /* as the loss layer's would be */
+  float seed = gaaw_model_seed_scale(m);
+  if (seed != 1.0f) GAAW_CHECK(gaaw_scale(ctx, dy, seed)); /* as the loss layer's would be */
   return GAAW_SUCCESS;
 }
 

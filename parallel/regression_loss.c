@@ -57,7 +57,7 @@ static gaaw_status_t regression_backward(gaaw_model_t m, gaaw_layer *l, gaaw_fra
   gaaw_context_t ctx = m->ctx;
   const gaaw_tensor_t *grad = &gaaw_layer_saved(f, l)[RL_GRAD];
   GAAW_CHECK(gaaw_act_zeros(m, grad->ndim, grad->shape, dy));
-  GAAW_CHECK(gaaw_axpy(ctx, (float)(m->loss_scale / f->weight_sum), grad, dy));
+  GAAW_CHECK(gaaw_axpy(ctx, (float)(gaaw_model_seed_scale(m) / f->weight_sum), grad, dy));
   return GAAW_SUCCESS;
 }
 

@@ -3,6 +3,7 @@
  * C GEMM without CBLAS, and bf16/f16 through f32 copies (host_stage). */
 #include <limits.h>
 #include <string.h>
+#include <time.h>
 
 #include "config.h"
 #include "backends/host/host.h"
@@ -210,6 +211,24 @@ static void matrix_dims(const gaaw_tensor_t *t, int64_t *batch, int64_t *rows, i
   for (int i = 0; i < t->ndim - 2; i++) *batch *= t->shape[i];
 }
 
+/* The option compute_slowdown (benchmarks and tests of planners): a GEMM that took
+ * t seconds is followed by a sleep of (factor - 1) t, so the rank computes as a
+ * device factor times slower would, and a core it shares is the other ranks' meanwhile. */
+static double now(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void throttle(gaaw_context_t ctx, double t0)
+{
+  if (ctx->compute_slowdown <= 1) return;
+  double wait = (ctx->compute_slowdown - 1) * (now() - t0);
+  struct timespec d = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+  while (nanosleep(&d, &d) != 0) {} /* resumed after a signal */
+}
+
 gaaw_status_t host_gemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, float alpha, gaaw_cten a,
                         gaaw_cten b, float beta, gaaw_ten c)
 {
@@ -218,7 +237,9 @@ gaaw_status_t host_gemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_
   host_stage_init(&s, ctx);
   const float *pa = host_in(&s, a), *pb = host_in(&s, b);
   float *pc = beta == 0.0f ? host_out(&s, c) : host_inout(&s, c);
+  double t0 = now();
   if (s.status == GAAW_SUCCESS) s.status = gaaw_host_sgemm(ctx, ta, tb, m, n, k, alpha, pa, pb, beta, pc);
+  throttle(ctx, t0);
   return host_stage_end(&s);
 }
 
@@ -233,7 +254,9 @@ gaaw_status_t host_gemm_batched(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_tr
   host_stage_init(&s, ctx);
   const float *pa = host_in(&s, a), *pb = host_in(&s, b);
   float *pc = beta == 0.0f ? host_out(&s, c) : host_inout(&s, c);
+  double t0 = now();
   if (s.status == GAAW_SUCCESS)
     s.status = gaaw_host_sgemm_batched(ctx, ta, tb, batch, m, n, k, alpha, pa, pb, beta, pc);
+  throttle(ctx, t0);
   return host_stage_end(&s);
 }

@@ -382,6 +382,7 @@ typedef struct {
 static const number_range ranges[] = {
   {"device", -1, INT_MAX},
   {"threads", 0, 4096},
+  {"compute_slowdown", 1, HUGE_VAL},
   {"opencl_device", -1, INT_MAX},
   {"tp", 1, INT_MAX},
   {"pp", 1, INT_MAX},

@@ -176,6 +176,7 @@ static gaaw_status_t setup(gaaw_context_t ctx, MPI_Comm comm, gaaw_config_t cfg)
   GAAW_CHECK(gaaw_log_configure(gaaw_log_level_parse(gaaw_ctx_string(ctx, "log")), gaaw_ctx_string(ctx, "log_file"),
                                 ctx->rank));
   ctx->comm_timeout = gaaw_ctx_double(ctx, "comm_timeout");
+  ctx->compute_slowdown = gaaw_ctx_double(ctx, "compute_slowdown");
   ctx->allocator.cache_enabled = gaaw_ctx_bool(ctx, "allocator_cache");
   gaaw_bytes_parse(gaaw_ctx_string(ctx, "device_memory_limit"), &ctx->allocator.limit); /* checked above */
   return GAAW_SUCCESS;
@@ -199,6 +200,7 @@ gaaw_status_t gaaw_runtime_open(MPI_Comm comm, gaaw_config_t cfg, int header_ver
   if (!ctx) GAAW_FAIL(NULL, GAAW_ERR_NO_MEMORY, "cannot allocate a context (%zu bytes)", sizeof *ctx);
   ctx->world = ctx->control = MPI_COMM_NULL;
   ctx->comm_timeout = 300;
+  ctx->compute_slowdown = 1;
   gaaw_status_t st = setup(ctx, comm, cfg);
   if (ctx->control != MPI_COMM_NULL) {
     /* From here on every rank fails together, so no rank waits for a dead peer. */

@@ -30,6 +30,7 @@ struct gaaw_context_s {
   gaaw_allocator allocator;
   gaaw_topology topo;
   double comm_timeout;      /* seconds, 0 = none */
+  double compute_slowdown;  /* >= 1: the host backend's GEMMs take this many times as long */
   MPI_Comm control;         /* a duplicate of world for agreements and abort notices (runtime/abort.c) */
   int aborted;              /* after a failed collective here or on another rank: no more communication */
   char abort_reason[GAAW_ABORT_REASON_MAX]; /* the original failure, for every later error */

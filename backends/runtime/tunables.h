@@ -28,6 +28,11 @@
     "peak TFLOP/s of one rank's device, the denominator of the MFU that gaaw-train reports: a "  \
     "number > 0; measure = time f32 GEMMs through gaaw_gemm at start, on every rank; empty = "   \
     "unknown (no backend reports a peak yet), and no MFU is shown")                               \
+  X(compute_slowdown, DOUBLE, "1",                                                                \
+    "for benchmarks and tests of planners only: the host backend emulates a device this many "   \
+    "times slower, sleeping (factor - 1) x the time of each GEMM after it (a shared core goes to " \
+    "the other ranks); a number >= 1, per rank (set GAAW_COMPUTE_SLOWDOWN per rank with an MPMD " \
+    "mpiexec); 1 = off")                                                                           \
   /* topology */                                                                                  \
   X(tp, INT, "1", "tensor-parallel size")                                                         \
   X(pp, INT, "1", "pipeline-parallel size")                                                       \

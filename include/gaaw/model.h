@@ -151,7 +151,16 @@ gaaw_status_t gaaw_model_destroy(gaaw_model_t *model);
  * loss is sum(w l) / sum(w) over a microbatch's elements, so a microbatch's weights
  * must not all be 0. GPT batches and gaaw_model_predict ignore weights. With
  * pp > 1 only the first pipeline stage reads tokens or inputs and only the last
- * reads targets, outputs or weights: the others may pass NULL. */
+ * reads targets, outputs or weights: the others may pass NULL.
+ * Uneven rows (doc/uneven.md): `batch` may differ between data-parallel replicas
+ * (devices of unequal speed, shares from gaaw_plan_shares); it must be the same on
+ * every rank of one replica (its tp x pp ranks), and seq and microbatches the same
+ * everywhere. With an optimizer the gradient is then the mean over the global
+ * batch (each replica's weighed by dp x batch / the sum of batch over dp, learned
+ * in the batch agreement's own round; exactly 1 with even rows, so even batches
+ * give the same bits as ever), equal to the same global batch split evenly; *loss
+ * stays this replica's own mean (the global one is sum(batch x loss) / sum(batch)
+ * over dp). */
 typedef struct {
   int batch, seq;
   const int32_t *tokens, *targets;
@@ -166,9 +175,10 @@ typedef struct {
  * below are collective over it. Each checks its arguments locally and then the
  * ranks agree before anything runs: a bad batch on one rank only (NULL, batch 0, a
  * token or target outside the vocabulary) fails every rank of the work group at
- * once with that rank's message, batch and seq must be the same on every rank of
- * it, and the ranks of a tp group must be given the same data (compared by a
- * hash). Such a failure leaves the model as it was: the next good call gives the
+ * once with that rank's message, seq (and microbatches) must be the same on every
+ * rank of it and batch on every rank of a replica (it may differ between dp
+ * replicas, see gaaw_batch_t), and the ranks of a tp group must be given the same
+ * data (compared by a hash). Such a failure leaves the model as it was: the next good call gives the
  * result it would have given without it. A failure after the agreement (inside a
  * layer) aborts the context (gaaw/comm.h), since the peers may be inside a
  * collective this rank will not join. */

@@ -1,8 +1,9 @@
 /* One rank's part of the MPMD agreement test (tests/mpi/test_agree_mpmd.sh): ranks
  * started with different arguments must all stop with the same named error.
  * Arguments are key=value: the tiny GPT's fields (vocab, max_seq, layers, heads,
- * dim, dtype, seed, norm, activation, tied_embeddings) and the optimizer's (zero_stage, lr,
- * kind); anything else is a gaaw option (tp, ...). The program builds the model and
+ * dim, dtype, seed, norm, activation, tied_embeddings), the optimizer's (zero_stage, lr,
+ * kind) and the training batch's (batch <= 2 rows, seq <= 8); anything else is a gaaw
+ * option (tp, ...). The program builds the model and
  * the optimizer and trains one step. It prints one line,
  *   "rank R: trained" or "rank R: failed in STAGE after S s: REPORT",
  * and exits 0 or 3. */
@@ -23,6 +24,7 @@ int main(int argc, char **argv)
   gaaw_gpt_config_t g = model_tiny_gpt(8, GAAW_F32);
   gaaw_optimizer_config_t oc;
   gaaw_optimizer_config_default(&oc);
+  int rows = 2, seq = 8;
   gaaw_config_t cfg;
   require_ok(NULL, gaaw_config_create(&cfg));
   require_ok(NULL, gaaw_config_parse(cfg, "backend=host comm_timeout=60"));
@@ -45,6 +47,8 @@ int main(int argc, char **argv)
     else if (!strcmp(key, "zero_stage")) oc.zero_stage = atoi(v);
     else if (!strcmp(key, "lr")) oc.lr = (float)atof(v);
     else if (!strcmp(key, "kind")) oc.kind = !strcmp(v, "sgd") ? GAAW_SGD : GAAW_ADAMW;
+    else if (!strcmp(key, "batch")) rows = atoi(v) < 2 ? atoi(v) : 2;
+    else if (!strcmp(key, "seq")) seq = atoi(v) < 8 ? atoi(v) : 8;
     else require_ok(NULL, gaaw_config_parse(cfg, argv[i]));
   }
   double start = MPI_Wtime();
@@ -59,7 +63,7 @@ int main(int argc, char **argv)
     stage = "training";
     int32_t tokens[2 * 8], targets[2 * 8];
     model_random_batch(2, 8, 40, 5, tokens, targets);
-    gaaw_batch_t batch = {.batch = 2, .seq = 8, .tokens = tokens, .targets = targets};
+    gaaw_batch_t batch = {.batch = rows, .seq = seq, .tokens = tokens, .targets = targets};
     float loss;
     st = gaaw_model_forward_backward(model, &batch, &loss);
     if (st == GAAW_SUCCESS) st = gaaw_optimizer_step(opt);

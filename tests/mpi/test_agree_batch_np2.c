@@ -1,4 +1,6 @@
-/* A bad batch on one rank only, at tp 2 and at dp 2 (comm_timeout 60 s): every rank
+/* A bad batch on one rank only, at tp 2 and at dp 2 (comm_timeout 60 s; at dp 2
+ * another batch size is agreed, not refused, so rank 1 passes seq 0 there
+ * instead: tests/mpi/test_uneven_rows_np4.c has uneven rows): every rank
  * gets the error at once (well under 2 s, not at the deadline), and the next good
  * step succeeds on every rank with the result it would have had without the bad
  * call (the parameters are bit-identical to a run that never made it). Then an
@@ -13,10 +15,11 @@ enum { B = 2, T = 8, VOCAB = 40, STEPS = 6 };
 static int world_rank;
 
 /* What rank 1 does wrong in bad call k (rank 0's batch stays good). */
-static const char *const bad_kinds[STEPS] = {"batch 0", "a NULL batch", "another seq", "another batch size",
+static const char *const bad_kinds[STEPS] = {"batch 0", "a NULL batch", "another seq",
+                                             "another batch size (tp), seq 0 (dp)",
                                              "a token outside the vocabulary", "a target outside the vocabulary"};
 
-static gaaw_status_t bad_call(gaaw_model_t model, int k, int32_t *tokens, int32_t *targets)
+static gaaw_status_t bad_call(gaaw_model_t model, int tp, int k, int32_t *tokens, int32_t *targets)
 {
   gaaw_batch_t b = {.batch = B, .seq = T, .tokens = tokens, .targets = targets};
   int32_t saved_token = tokens[3], saved_target = targets[5];
@@ -24,7 +27,8 @@ static gaaw_status_t bad_call(gaaw_model_t model, int k, int32_t *tokens, int32_
   if (world_rank == 1) {
     if (k == 0) b.batch = 0;
     if (k == 2) b.seq = T - 1;
-    if (k == 3) b.batch = B - 1;
+    if (k == 3 && tp) b.batch = B - 1;
+    if (k == 3 && !tp) b.seq = 0;
     if (k == 4) tokens[3] = VOCAB;
     if (k == 5) targets[5] = VOCAB + 3;
   }
@@ -53,7 +57,7 @@ static float *train(const char *layout, int bad_first, long *count)
     model_random_batch(B, T, VOCAB, 100 + (uint64_t)s, tokens, targets);
     if (bad_first) {
       double t0 = MPI_Wtime();
-      gaaw_status_t st = bad_call(model, s, tokens, targets);
+      gaaw_status_t st = bad_call(model, strstr(layout, "tp") != NULL, s, tokens, targets);
       double took = MPI_Wtime() - t0;
       expect_true(st == GAAW_ERR_INVALID_ARG, "%s, rank %d, %s on rank 1: %s, expected GAAW_ERR_INVALID_ARG: %s",
                   layout, world_rank, bad_kinds[s], gaaw_status_name(st), gaaw_last_error(ctx));

@@ -50,6 +50,18 @@ differ gaaw_init comm_timeout 60 30
 q="'"
 differ gaaw_init peak_tflops 1 measure
 q=
+# a batch: seq the same everywhere, rows the same inside a tp or pp group (they may
+# differ between dp replicas: below)
+differ training seq 8 4
+differ training batch 2 1 tp=2
+timeout -k 5 60 $MPIEXEC -n 1 $prog batch=2 pp=2 : -n 1 $prog batch=1 pp=2 >"$tmp/out" 2>"$tmp/err"
+for r in 0 1; do
+  grep -q "^rank $r: failed in training after.*batch must be the same on every rank of one dp rank.*dp rank 0 has ranks with batch 1 and 2" "$tmp/out" ||
+    { echo "FAIL: batch differs in a pp group: rank $r said '`grep "^rank $r: " "$tmp/out"`'"; cat "$tmp/err"; fail=1; }
+done
+echo "ok: batch in a pp group: `sed -n 's/^rank 0: failed in [^:]*: //p' "$tmp/out" | cut -c1-160`"
+timeout -k 5 60 $MPIEXEC -n 1 $prog batch=2 : -n 1 $prog batch=1 >"$tmp/out" 2>"$tmp/err"
+test `grep -c trained "$tmp/out"` -eq 2 || { echo "FAIL: rows differing over dp did not train: `cat $tmp/out $tmp/err`"; fail=1; }
 # the same arguments train
 timeout -k 5 60 $MPIEXEC -n 2 $prog dim=16 >"$tmp/out" 2>"$tmp/err"
 test `grep -c trained "$tmp/out"` -eq 2 || { echo "FAIL: equal arguments did not train: `cat $tmp/out $tmp/err`"; fail=1; }

@@ -1,7 +1,7 @@
 /* GEMM and batched GEMM == a naive double-precision loop, for every transpose
  * combination and float dtype; the blocked C GEMM (the fallback without CBLAS) is
  * checked directly, so it is tested even in builds that use CBLAS; so is the split of
- * one CBLAS GEMM over OpenMP threads. */
+ * one CBLAS GEMM over OpenMP threads, and the option compute_slowdown. */
 #include "tests/unit/test_kernel_util.h"
 #include "backends/host/host.h"
 
@@ -200,6 +200,50 @@ static void check_repeat(gaaw_context_t ctx, uint64_t *seed)
   kt_free(ctx, &tc);
 }
 
+/* Seconds of one 192^3 gemm on ctx (after one untimed), and its result's bytes. */
+static double timed_gemm(gaaw_context_t ctx, uint64_t seed, void **bytes)
+{
+  enum { N = 192 };
+  float *a = malloc(sizeof(float) * N * N), *b = malloc(sizeof(float) * N * N);
+  gaaw_tensor_t ta = kt_random_tensor(ctx, GAAW_F32, 2, (int64_t[]){N, N}, -1, 1, &seed, a);
+  gaaw_tensor_t tb = kt_random_tensor(ctx, GAAW_F32, 2, (int64_t[]){N, N}, -1, 1, &seed, b);
+  gaaw_tensor_t tc = KT_NEW(ctx, GAAW_F32, N, N);
+  require_ok(ctx, gaaw_gemm(ctx, GAAW_OP_N, GAAW_OP_N, 1.0f, &ta, &tb, 0.0f, &tc));
+  double t0 = MPI_Wtime();
+  require_ok(ctx, gaaw_gemm(ctx, GAAW_OP_N, GAAW_OP_N, 1.0f, &ta, &tb, 0.0f, &tc));
+  double took = MPI_Wtime() - t0;
+  *bytes = kt_bytes(ctx, &tc);
+  kt_free(ctx, &ta);
+  kt_free(ctx, &tb);
+  kt_free(ctx, &tc);
+  free(a);
+  free(b);
+  return took;
+}
+
+/* Option compute_slowdown 4: a gemm takes about 4 times as long (the median of 7
+ * alternating pairs at least 2.5 times), with the same bits. */
+static void check_slowdown(gaaw_context_t ctx)
+{
+  gaaw_context_t slow = test_context(MPI_COMM_SELF, "backend=host compute_slowdown=4");
+  double ratio[7];
+  for (int i = 0; i < 7; i++) {
+    void *plain_bytes, *slow_bytes;
+    double plain_s = timed_gemm(ctx, 7, &plain_bytes), slow_s = timed_gemm(slow, 7, &slow_bytes);
+    ratio[i] = slow_s / plain_s;
+    expect_true(memcmp(plain_bytes, slow_bytes, sizeof(float) * 192 * 192) == 0, "compute_slowdown changed a gemm's bits");
+    free(plain_bytes);
+    free(slow_bytes);
+  }
+  for (int i = 1; i < 7; i++) /* insertion sort for the median */
+    for (int j = i; j > 0 && ratio[j] < ratio[j - 1]; j--) {
+      double t = ratio[j];
+      ratio[j] = ratio[j - 1], ratio[j - 1] = t;
+    }
+  expect_true(ratio[3] >= 2.5, "compute_slowdown 4: a gemm took %.2f times as long (median of 7)", ratio[3]);
+  require_ok(slow, gaaw_finalize(&slow));
+}
+
 int main(int argc, char **argv)
 {
   gaaw_context_t ctx = kt_init(&argc, &argv);
@@ -221,5 +265,6 @@ int main(int argc, char **argv)
   check_blocked(ctx, &seed);
   check_split(ctx, &seed);
   check_repeat(ctx, &seed);
+  check_slowdown(ctx);
   return kt_finish(&ctx, "test_kernel_gemm");
 }
