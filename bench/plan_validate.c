@@ -154,7 +154,8 @@ static void calibrate_and_predict(gaaw_plan_cluster_t *cluster)
     memset(p, 0, sizeof *p);
     p->dp = l->dp, p->pp = l->pp, p->tp = l->tp, p->virtual_stages = l->v;
     p->microbatch = rows_per_microbatch(l), p->microbatches = l->microbatches;
-    CHECK(ctx, gaaw_sched_kind_parse(ctx, l->schedule, (gaaw_sched_kind_t *)&p->schedule));
+    for (int k = 0; k < GAAW_PLAN_SCHEDULE_COUNT; k++)
+      if (!strcmp(gaaw_plan_schedule_name(k), l->schedule)) p->schedule = k;
     p->zero_stage = l->zero, p->recompute = l->recompute, p->offload = 0;
     CHECK(ctx, gaaw_plan_predict(ctx, &req, cluster, p));
   }

@@ -20,6 +20,7 @@ enum {
   CALIBRATE_REPEATS = 3,          /* timed blocks per figure; their median counts */
   CALIBRATE_STREAM_FLOATS = 1 << 22, /* 16 MiB per array: beyond the caches */
   CALIBRATE_LARGE_MESSAGE = 1 << 20, /* floats of the all-reduce that measures bandwidth */
+  CALIBRATE_ELEMENTWISE_FLOATS = 1 << 20, /* 4 MiB tensors: a block's activations, roughly */
 };
 #define CALIBRATE_BLOCK_SECONDS 0.02 /* each timed block lasts at least this long */
 
@@ -136,11 +137,44 @@ done:
   return st;
 }
 
-/* y = a + b over CALIBRATE_STREAM_FLOATS: 12 bytes per element. */
-static gaaw_status_t add_op(calibration *c, void *arg)
+/* The elementwise kernels of a block, as the cost model counts their bytes (each
+ * tensor read and written once): GELU on x into y (8 bytes per element), the causal
+ * softmax of x seen as (B, T, T) score matrices into y (8), and the residual add
+ * y = x + y (12). Their time over those bytes is the device's elementwise rate,
+ * which on a CPU is set by the exp and tanh as much as by memory. */
+typedef struct {
+  tensor_set set;
+  gaaw_tensor_t scores_in, scores_out; /* views of x and y as (B, T, T) */
+} elementwise_state;
+
+static gaaw_status_t elementwise_op(calibration *c, void *arg)
 {
-  tensor_set *s = arg;
-  return gaaw_add(c->ctx, &s->t[0], &s->t[1], &s->t[2]);
+  elementwise_state *e = arg;
+  gaaw_tensor_t *x = &e->set.t[0], *y = &e->set.t[1];
+  GAAW_CHECK_CTX(c->ctx, gaaw_gelu_forward(c->ctx, x, y));
+  GAAW_CHECK_CTX(c->ctx, gaaw_causal_softmax_forward(c->ctx, 0.125f, &e->scores_in, &e->scores_out));
+  return gaaw_add(c->ctx, x, y, y);
+}
+
+/* Elementwise GB/s over CALIBRATE_ELEMENTWISE_FLOATS (softmax rows of seq). */
+static gaaw_status_t elementwise_gbps(calibration *c, int seq, double *gbps)
+{
+  gaaw_context_t ctx = c->ctx;
+  elementwise_state e;
+  memset(&e, 0, sizeof e);
+  const int64_t T = seq, B = CALIBRATE_ELEMENTWISE_FLOATS / (T * T) > 0 ? CALIBRATE_ELEMENTWISE_FLOATS / (T * T) : 1;
+  const int64_t n = B * T * T, flat[1] = {n}, scores[3] = {B, T, T};
+  double seconds = 0;
+  gaaw_status_t st;
+  GAAW_CHECK_GOTO(st, set_add(ctx, &e.set, 1, flat, 0.5f), done);
+  GAAW_CHECK_GOTO(st, set_add(ctx, &e.set, 1, flat, 0.0f), done);
+  GAAW_CHECK_GOTO(st, gaaw_tensor_view(e.set.t[0].buf, e.set.t[0].offset, GAAW_F32, 3, scores, &e.scores_in), done);
+  GAAW_CHECK_GOTO(st, gaaw_tensor_view(e.set.t[1].buf, e.set.t[1].offset, GAAW_F32, 3, scores, &e.scores_out), done);
+  GAAW_CHECK_GOTO(st, time_op(c, elementwise_op, &e, &seconds), done);
+  *gbps = (8.0 + 8.0 + 12.0) * n / seconds / 1e9;
+done:
+  set_free(ctx, &e.set);
+  return st;
 }
 
 static gaaw_status_t allreduce_op(calibration *c, void *arg)
@@ -270,21 +304,9 @@ gaaw_status_t gaaw_plan_calibrate(gaaw_context_t ctx, const gaaw_gpt_config_t *m
   }
   out.device.gemm_efficiency = 1.0;
 
-  /* memory bandwidth (an elementwise add), the CPU optimizer's, and all-reduces */
+  /* the elementwise rate, the CPU optimizer's bandwidth, and all-reduces */
   double figures[4];
-  {
-    tensor_set s = {0};
-    const int64_t n = CALIBRATE_STREAM_FLOATS;
-    double seconds = 0;
-    GAAW_CHECK_GOTO(st, set_add(ctx, &s, 1, &n, 1.0f), stream_done);
-    GAAW_CHECK_GOTO(st, set_add(ctx, &s, 1, &n, 2.0f), stream_done);
-    GAAW_CHECK_GOTO(st, set_add(ctx, &s, 1, &n, 0.0f), stream_done);
-    GAAW_CHECK_GOTO(st, time_op(&c, add_op, &s, &seconds), stream_done);
-    figures[0] = 12.0 * n / seconds / 1e9;
-  stream_done:
-    set_free(ctx, &s);
-    GAAW_CHECK(st);
-  }
+  GAAW_CHECK(elementwise_gbps(&c, model->max_seq, &figures[0]));
   GAAW_CHECK(cpu_adam_gbps(&c, &figures[1]));
   GAAW_CHECK(allreduce_seconds(&c, 1, &figures[2]));
   GAAW_CHECK(allreduce_seconds(&c, CALIBRATE_LARGE_MESSAGE, &figures[3]));

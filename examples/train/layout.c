@@ -101,7 +101,7 @@ int train_layout_auto(gaaw_config_t cfg, train_options *o, char *chosen, size_t 
            "layout auto: dp %d x pp %d x tp %d, %d virtual stage%s, %d microbatch%s of %d, %s, ZeRO %d, recompute %s, "
            "offload %s: predicted %.4g s per step, %.4g tok/s, %.3g GiB per rank (calibrated %s, %.3g TFLOP/s)",
            best.dp, best.pp, best.tp, best.virtual_stages, best.virtual_stages == 1 ? "" : "s", best.microbatches,
-           best.microbatches == 1 ? "" : "es", best.microbatch, gaaw_sched_kind_name(best.schedule), best.zero_stage,
+           best.microbatches == 1 ? "" : "es", best.microbatch, gaaw_plan_schedule_name(best.schedule), best.zero_stage,
            recompute[best.recompute], offload[best.offload], best.step_seconds, best.tokens_per_s,
            best.memory_bytes_per_rank / (1024.0 * 1024 * 1024), cluster.device.name, cluster.device.peak_tflops);
   return TRAIN_EXIT_OK;
