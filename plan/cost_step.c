@@ -23,8 +23,11 @@
  *   host_update_gbps and moves the gradients down and the parameters up the host
  *   link; nvme also reads and writes the 24 bytes at the node's nvme_gbps shared by
  *   its devices.
- * A cluster with speeds runs every compute at the slowest rank's speed (the even
- * share); the uneven shares are gaaw_plan_shares'. */
+ * A cluster with speeds: a dp replica runs at its slowest rank's speed, and the
+ * planner gives it the share of each microbatch's dp x microbatch rows that
+ * gaaw_plan_shares sizes by those speeds (what a job of uneven rows then passes as
+ * gaaw_batch_t.batch on each replica); every compute runs at the pace of the
+ * replica whose rows take longest for its speed. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -39,12 +42,27 @@ typedef struct {
   double optimizer;
 } step_parts;
 
-static double slowest_speed(const gaaw_plan_cluster_t *c)
+/* How much longer than on `device` the slowest replica's compute takes: with speeds,
+ * max over dp replicas of rows_r / (microbatch x speed_r), rows_r the replica's
+ * gaaw_plan_shares of dp x microbatch rows by the replicas' speeds (the slowest
+ * rank of each); 1 without speeds. */
+static double replica_pace(const gaaw_plan_cluster_t *c, const gaaw_plan_layout_t *l)
 {
-  double s = 1;
-  if (c->speeds)
-    for (int i = 0; i < c->nodes * c->devices_per_node; i++) s = fmin(s, c->speeds[i]);
-  return s;
+  if (!c->speeds) return 1;
+  double *speed = malloc(sizeof(double) * (size_t)l->dp);
+  int64_t *rows = malloc(sizeof(int64_t) * (size_t)l->dp);
+  double pace = 0;
+  for (int d = 0; speed && rows && d < l->dp; d++) {
+    speed[d] = INFINITY;
+    for (int p = 0; p < l->pp; p++)
+      for (int t = 0; t < l->tp; t++) speed[d] = fmin(speed[d], c->speeds[((int64_t)p * l->dp + d) * l->tp + t]);
+  }
+  if (speed && rows && gaaw_plan_shares(NULL, l->dp, speed, (int64_t)l->dp * l->microbatch, rows) == GAAW_SUCCESS)
+    for (int d = 0; d < l->dp; d++) pace = fmax(pace, (double)rows[d] / (l->microbatch * speed[d]));
+  else /* no memory: the slowest rank on the even share */
+    for (int i = 0; i < c->nodes * c->devices_per_node; i++) pace = fmax(pace, 1 / c->speeds[i]);
+  free(speed), free(rows);
+  return pace;
 }
 
 /* The largest stage's parameters on one rank of its tp group. */
@@ -57,7 +75,7 @@ static void step_parts_of(const gaaw_plan_request_t *r, const gaaw_plan_cluster_
                           const gaaw_plan_layout_t *l, step_parts *out)
 {
   const gaaw_plan_device_t *d = &c->device;
-  double slow = 1 / slowest_speed(c);
+  double slow = replica_pace(c, l);
   double N = (double)l->microbatch * sh->s, e = sh->e, nb = sh->L / (l->pp * l->virtual_stages);
   plan_link tpl, dpl, ppl;
   plan_link_of(c, l->tp, 1, &tpl);

@@ -237,6 +237,35 @@ static void check_bad_layouts(gaaw_context_t ctx)
               "schedule names: %s, %s", gaaw_plan_schedule_name(GAAW_PLAN_ZB_H1), gaaw_plan_schedule_name(9));
 }
 
+/* Devices of unequal speed: at dp 4 with two ranks at half speed, each replica gets
+ * the gaaw_plan_shares of the 16 rows of a microbatch step (5, 5, 3, 3), so the
+ * compute takes max(5/4, 3/(4 x 0.5)) = 1.5 times the even cluster's, not 2 (the
+ * slowest rank on the even split); all ranks at half speed take exactly 2. */
+static void check_speeds(gaaw_context_t ctx)
+{
+  gaaw_plan_request_t r;
+  gaaw_plan_cluster_t c;
+  gpt_small(&r, 4, 256, 4, 128);
+  r.global_batch = 16;
+  cluster_of(ctx, "h100-80g", 1, &c);
+  c.devices_per_node = 4;
+  gaaw_plan_layout_t even = layout_of(4, 1, 1, 1, 4, 1, GAAW_PLAN_1F1B, 0, 0), mixed = even, half = even;
+  require_ok(ctx, gaaw_plan_predict(ctx, &r, &c, &even));
+  const double two_slow[4] = {1, 1, 0.5, 0.5}, all_slow[4] = {0.5, 0.5, 0.5, 0.5};
+  c.speeds = two_slow;
+  require_ok(ctx, gaaw_plan_predict(ctx, &r, &c, &mixed));
+  c.speeds = all_slow;
+  require_ok(ctx, gaaw_plan_predict(ctx, &r, &c, &half));
+  double ratio = mixed.compute_seconds / even.compute_seconds, ratio_half = half.compute_seconds / even.compute_seconds;
+  expect_true(fabs(ratio - 1.5) < 1e-9, "two ranks at half speed: compute %.6g of the even cluster's, want 1.5",
+              ratio);
+  expect_true(fabs(ratio_half - 2) < 1e-9, "every rank at half speed: compute %.6g, want 2", ratio_half);
+  int64_t rows[4];
+  require_ok(ctx, gaaw_plan_shares(ctx, 4, two_slow, 16, rows));
+  expect_true(rows[0] == 5 && rows[1] == 5 && rows[2] == 3 && rows[3] == 3, "shares %lld %lld %lld %lld",
+              (long long)rows[0], (long long)rows[1], (long long)rows[2], (long long)rows[3]);
+}
+
 /* 175B on 1024 H100-80G: the search's time and the memory of what it returns. */
 static void check_search(gaaw_context_t ctx)
 {
@@ -305,6 +334,7 @@ int main(int argc, char **argv)
   check_peak(ctx);
   check_zero_memory(ctx);
   check_bad_layouts(ctx);
+  check_speeds(ctx);
   check_search(ctx);
   gaaw_finalize(&ctx);
   gaaw_config_destroy(&cfg);
