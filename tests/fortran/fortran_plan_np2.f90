@@ -2,7 +2,9 @@
 ! alone (nothing here is collective): the named device as C fills it, a layout's
 ! prediction read back through the bind(C) types (the FLOPs per token it implies
 ! are 6 N + 12 L s h computed here), the search's best layouts fitting the device,
-! a rejected family's reason, a layout applied to a config, and a bad layout.
+! a rejected family's reason, a layout applied to a config, and a bad layout; then
+! the collective calibration of this machine (its figures the same on both ranks)
+! and the shares of rows by speed.
 program fortran_plan_np2
   use, intrinsic :: iso_c_binding
   use mpi
@@ -17,7 +19,9 @@ program fortran_plan_np2
   type(gaaw_plan_layout_t) :: l, best
   type(gaaw_plan_rejected_t) :: rej
   integer :: ierr, i
-  integer(c_int64_t) :: tp
+  integer(c_int64_t) :: tp, shares(4)
+  type(gaaw_plan_cluster_t) :: measured
+  real(c_double) :: root(2)
   real(c_double) :: h, f, block, n, want, got
 
   call MPI_Init(ierr)
@@ -88,6 +92,25 @@ program fortran_plan_np2
   call check_true("destroyed", .not. c_associated(plan%ptr))
 
   call check_status("config_destroy", gaaw_config_destroy(layout_cfg), GAAW_SUCCESS, ctx)
+
+  ! this machine calibrated, every rank at once: plausible and the same everywhere
+  req%model%dim = 64
+  req%model%heads = 4
+  req%model%max_seq = 32
+  req%model%vocab = 256
+  call check_status("calibrate", gaaw_plan_calibrate(ctx, req%model, measured), GAAW_SUCCESS, ctx)
+  call check_true("calibrated peak", measured%device%peak_tflops > 0 .and. measured%device%memory_gbps > 0)
+  call check_true("calibrated world", measured%nodes == 1 .and. measured%devices_per_node == 2)
+  root = [measured%device%peak_tflops, measured%intra_node_gbps]
+  call MPI_Bcast(root, 2, MPI_DOUBLE_PRECISION, 0, MPI_COMM_WORLD, ierr)
+  call check_true("the same on every rank", root(1) == measured%device%peak_tflops .and. &
+                  root(2) == measured%intra_node_gbps)
+  call check_status("shares", gaaw_plan_shares(ctx, [1d0, 1d0, 0.5d0, 0.5d0], 16_c_int64_t, shares), &
+                    GAAW_SUCCESS, ctx)
+  call check_true("shares 5 5 3 3", all(shares == [5, 5, 3, 3]))
+  call check_failure("more consumers than rows", gaaw_plan_shares(ctx, [1d0, 1d0, 1d0, 1d0], 3_c_int64_t, shares), &
+                     GAAW_ERR_INVALID_ARG, ctx, "rows")
+
   call check_status("finalize", gaaw_finalize(ctx), GAAW_SUCCESS)
   call check_status("config_destroy", gaaw_config_destroy(cfg), GAAW_SUCCESS)
   call test_finish("fortran_plan_np2")
