@@ -155,8 +155,15 @@ contains
                        GAAW_ERR_INVALID_ARG, ctx, "inputs hold 64 samples of 2 features; the model takes 1")
     call check_failure("63 targets for 64 inputs on the last rank", step_with_bad_rank(model, last, x, short_y), &
                        GAAW_ERR_INVALID_ARG, ctx, "outputs hold 63 samples")
+    ! rows that differ inside a tp group are refused; over dp alone they are agreed
+    ! (uneven rows, doc/uneven.md), and the step completes
     st = step_with_bad_rank(model, 0, x(:, 1:nbatch / 2), y(:, 1:nbatch / 2))
-    call check_failure("batch 32 on rank 0, 64 elsewhere", st, GAAW_ERR_INVALID_ARG, ctx, "batch")
+    if (tp > 1) then
+      call check_failure("batch 32 on rank 0, 64 on its tp peer", st, GAAW_ERR_INVALID_ARG, ctx, "batch")
+    else
+      call check_status("batch 32 on rank 0, 64 elsewhere (uneven rows over dp)", st, GAAW_SUCCESS, ctx)
+      call check_status("its optimizer step", gaaw_optimizer_step(opt), GAAW_SUCCESS, ctx)
+    end if
 
     call check_status("predict into (2, ntest)", gaaw_model_predict(model, xtest, yhat2), GAAW_ERR_INVALID_ARG, ctx)
 
