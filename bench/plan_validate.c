@@ -182,12 +182,11 @@ int main(int argc, char **argv)
   size_t n = (size_t)global_batch * SEQ;
   tokens = malloc(n * sizeof *tokens);
   targets = malloc(n * sizeof *targets);
-  uint64_t x = 12345;
-  for (size_t i = 0; i < n; i++) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    tokens[i] = (int32_t)((x >> 33) % 256);
-  }
-  for (size_t i = 0; i < n; i++) targets[i] = tokens[(i + 1) % n];
+  for (int row = 0; row < global_batch; row++) /* row r of every step: stream r */
+    for (int t = 0; t < SEQ; t++) {
+      tokens[(size_t)row * SEQ + t] = bench_stream_byte(row, 0, t);
+      targets[(size_t)row * SEQ + t] = bench_stream_byte(row, 0, t + 1);
+    }
 
   gaaw_plan_cluster_t cluster;
   calibrate_and_predict(&cluster);
