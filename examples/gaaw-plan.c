@@ -37,6 +37,10 @@ static void usage(FILE *out, const char *prog)
           "  --intra-node-gbps G --inter-node-gbps G  links per device and direction (defaults:\n"
           "                                NVLink and InfiniBand of the device's generation:\n"
           "                                a100-80g 300 and 25, h100-80g and h200 450 and 50)\n"
+          "  --speeds LIST                 devices of unequal speed: each world rank's speed\n"
+          "                                relative to --device, in world order, as a comma\n"
+          "                                list of S or KxS (K ranks at S), e.g. 512x1,512x0.5;\n"
+          "                                dp replicas then get rows by speed (printed)\n"
           "search (comma lists; default all):\n"
           "  --zero-stages 0,1,2,3  --schedules gpipe,1f1b,interleaved,zb-h1\n"
           "  --recompute none,selective,full  --offload none,host,nvme\n"
@@ -53,6 +57,8 @@ typedef struct {
   gaaw_plan_cluster_t cluster;
   const char *device;
   double device_memory, peak_tflops, memory_gbps, gemm_efficiency, intra, inter;
+  const char *speeds; /* --speeds as given, expanded by fill_cluster */
+  double *speed;      /* world entries, or NULL */
   int json;
 } plan_options;
 
@@ -174,6 +180,7 @@ static int parse_args(int argc, char **argv, plan_options *o)
     else if (!strcmp(f, "--gemm-efficiency")) rc = parse_double(prog, f, v, &o->gemm_efficiency);
     else if (!strcmp(f, "--intra-node-gbps")) rc = parse_double(prog, f, v, &o->intra);
     else if (!strcmp(f, "--inter-node-gbps")) rc = parse_double(prog, f, v, &o->inter);
+    else if (!strcmp(f, "--speeds")) o->speeds = v;
     else if (!strcmp(f, "--zero-stages")) rc = parse_list(prog, f, v, NULL, 4, &o->req.zero_stages);
     else if (!strcmp(f, "--schedules"))
       rc = parse_list(prog, f, v, schedule_names, GAAW_PLAN_SCHEDULE_COUNT, &o->req.schedules);
@@ -193,6 +200,41 @@ static int parse_args(int argc, char **argv, plan_options *o)
     fprintf(stderr, "%s: give --device NAME, or --device-memory BYTES with --peak-tflops T\n", prog);
     return 2;
   }
+  return 0;
+}
+
+/* --speeds "S,KxS,...": one speed per world rank, in world order. */
+static int expand_speeds(const char *prog, plan_options *o)
+{
+  const long world = (long)o->cluster.nodes * o->cluster.devices_per_node;
+  long n = 0;
+  if (!(o->speed = malloc(sizeof(double) * (size_t)world))) {
+    fprintf(stderr, "%s: --speeds: out of memory\n", prog);
+    return 1;
+  }
+  for (const char *p = o->speeds; *p;) {
+    char *end;
+    long count = 1;
+    double speed = strtod(p, &end);
+    if (*end == 'x') { /* K x S */
+      count = (long)speed;
+      if (count < 1 || (double)count != speed) break;
+      speed = strtod(end + 1, &end);
+    }
+    if (end == p || !(speed > 0) || speed > 1e6 || (*end && *end != ',') || n + count > world) {
+      fprintf(stderr, "%s: --speeds: '%s' is not a comma list of S or KxS (S > 0) for %ld ranks\n", prog, o->speeds,
+              world);
+      return 2;
+    }
+    while (count-- > 0) o->speed[n++] = speed;
+    p = *end ? end + 1 : end;
+  }
+  if (n != world) {
+    fprintf(stderr, "%s: --speeds gives %ld speeds; the cluster has %ld ranks (--nodes x --devices-per-node)\n",
+            prog, n, world);
+    return 2;
+  }
+  o->cluster.speeds = o->speed;
   return 0;
 }
 
@@ -225,7 +267,7 @@ static int fill_cluster(const char *prog, plan_options *o)
   c->inter_node_latency_us = 8;
   c->host_update_gbps = 50; /* a device's share of its node's CPU Adam */
   c->nvme_gbps = 25;        /* a node's NVMe drives together */
-  return 0;
+  return o->speeds ? expand_speeds(prog, o) : 0;
 }
 
 static void print_json(gaaw_plan_t plan)
@@ -245,6 +287,28 @@ static void print_json(gaaw_plan_t plan)
            l.optimizer_seconds, l.tokens_per_s, l.tflops_per_device, l.mfu);
   }
   printf("\n]\n");
+}
+
+/* With speeds: the rows per microbatch each dp replica of the first layout takes. */
+static void print_replica_rows(const gaaw_plan_cluster_t *c, gaaw_plan_t plan)
+{
+  gaaw_plan_layout_t l;
+  gaaw_plan_layout(plan, 0, &l);
+  int64_t *rows = malloc(sizeof(int64_t) * (size_t)l.dp);
+  if (!rows || gaaw_plan_replica_rows(NULL, c, &l, rows) != GAAW_SUCCESS) {
+    free(rows);
+    return;
+  }
+  printf("\nrows per microbatch of layout 1's dp replicas (gaaw_batch_t.batch), by speed:");
+  for (int d = 0; d < l.dp; d++) {
+    int k = d;
+    while (k + 1 < l.dp && rows[k + 1] == rows[d]) k++;
+    if (k > d) printf(" %d-%d: %lld", d, k, (long long)rows[d]);
+    else printf(" %d: %lld", d, (long long)rows[d]);
+    d = k;
+  }
+  printf("\n");
+  free(rows);
 }
 
 static void print_tables(const plan_options *o, gaaw_plan_t plan)
@@ -269,6 +333,7 @@ static void print_tables(const plan_options *o, gaaw_plan_t plan)
            l.tflops_per_device, 100 * l.mfu);
   }
   if (gaaw_plan_count(plan) == 0) printf("(no layout fits)\n");
+  else if (c->speeds) print_replica_rows(c, plan);
   printf("\nrejected families (dp x pp x tp):\n");
   for (int i = 0; i < gaaw_plan_rejected_count(plan); i++) {
     gaaw_plan_rejected_t r;
@@ -308,6 +373,7 @@ int main(int argc, char **argv)
   gaaw_plan_destroy(&plan);
   gaaw_finalize(&ctx);
   gaaw_config_destroy(&cfg);
+  free(o.speed);
   MPI_Finalize();
   return rc;
 }

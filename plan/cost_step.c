@@ -43,25 +43,18 @@ typedef struct {
 } step_parts;
 
 /* How much longer than on `device` the slowest replica's compute takes: with speeds,
- * max over dp replicas of rows_r / (microbatch x speed_r), rows_r the replica's
- * gaaw_plan_shares of dp x microbatch rows by the replicas' speeds (the slowest
- * rank of each); 1 without speeds. */
+ * max over dp replicas of rows_r / (microbatch x speed_r), rows_r its
+ * gaaw_plan_replica_rows; 1 without speeds. */
 static double replica_pace(const gaaw_plan_cluster_t *c, const gaaw_plan_layout_t *l)
 {
   if (!c->speeds) return 1;
-  double *speed = malloc(sizeof(double) * (size_t)l->dp);
   int64_t *rows = malloc(sizeof(int64_t) * (size_t)l->dp);
   double pace = 0;
-  for (int d = 0; speed && rows && d < l->dp; d++) {
-    speed[d] = INFINITY;
-    for (int p = 0; p < l->pp; p++)
-      for (int t = 0; t < l->tp; t++) speed[d] = fmin(speed[d], c->speeds[((int64_t)p * l->dp + d) * l->tp + t]);
-  }
-  if (speed && rows && gaaw_plan_shares(NULL, l->dp, speed, (int64_t)l->dp * l->microbatch, rows) == GAAW_SUCCESS)
-    for (int d = 0; d < l->dp; d++) pace = fmax(pace, (double)rows[d] / (l->microbatch * speed[d]));
+  if (rows && gaaw_plan_replica_rows(NULL, c, l, rows) == GAAW_SUCCESS)
+    for (int d = 0; d < l->dp; d++) pace = fmax(pace, (double)rows[d] / (l->microbatch * plan_replica_speed(c, l, d)));
   else /* no memory: the slowest rank on the even share */
     for (int i = 0; i < c->nodes * c->devices_per_node; i++) pace = fmax(pace, 1 / c->speeds[i]);
-  free(speed), free(rows);
+  free(rows);
   return pace;
 }
 

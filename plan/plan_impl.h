@@ -61,6 +61,10 @@ double plan_reduce_scatter_seconds(const plan_link *l, double bytes); /* bytes: 
 double plan_all_gather_seconds(const plan_link *l, double bytes);     /* bytes: the whole buffer */
 double plan_p2p_seconds(const plan_link *l, double bytes);
 
+/* Replica d's speed under cluster c's speeds (not NULL): its slowest rank's
+ * (plan_shares.c). */
+double plan_replica_speed(const gaaw_plan_cluster_t *c, const gaaw_plan_layout_t *l, int d);
+
 /* Device bytes of the largest rank guessed without the ledger (cost_memory.c): the
  * model states of DESIGN.md section 10 and the activations the schedule keeps in
  * flight, without workspaces. */

@@ -1,10 +1,11 @@
 /* gaaw_plan_shares: a global batch's rows split over consumers of unequal speed
  * (gaaw/plan.h), by largest remainder so that the split is proportional to the
- * speeds as far as whole rows allow. */
+ * speeds as far as whole rows allow; gaaw_plan_replica_rows: a layout's dp replicas
+ * as such consumers. */
 #include <math.h>
 #include <stdlib.h>
 
-#include "gaaw/plan.h"
+#include "plan/plan_impl.h"
 #include "backends/runtime/runtime.h"
 
 gaaw_status_t gaaw_plan_shares(gaaw_context_t ctx, int n, const double *speeds, int64_t rows, int64_t *out)
@@ -56,4 +57,35 @@ gaaw_status_t gaaw_plan_shares(gaaw_context_t ctx, int n, const double *speeds, 
   }
   free(rest);
   return GAAW_SUCCESS;
+}
+
+double plan_replica_speed(const gaaw_plan_cluster_t *c, const gaaw_plan_layout_t *l, int d)
+{
+  double speed = INFINITY;
+  for (int p = 0; p < l->pp; p++)
+    for (int t = 0; t < l->tp; t++) speed = fmin(speed, c->speeds[((int64_t)p * l->dp + d) * l->tp + t]);
+  return speed;
+}
+
+gaaw_status_t gaaw_plan_replica_rows(gaaw_context_t ctx, const gaaw_plan_cluster_t *cluster,
+                                     const gaaw_plan_layout_t *layout, int64_t *rows)
+{
+  GAAW_ARG_NOT_NULL(ctx, cluster);
+  GAAW_ARG_NOT_NULL(ctx, layout);
+  GAAW_ARG_NOT_NULL(ctx, rows);
+  const gaaw_plan_layout_t *l = layout;
+  const int64_t world = (int64_t)cluster->nodes * cluster->devices_per_node;
+  GAAW_ARG_CHECK(ctx, l->dp >= 1 && l->pp >= 1 && l->tp >= 1 && (int64_t)l->dp * l->pp * l->tp == world,
+                 "dp %d x pp %d x tp %d is not the cluster's %lld devices", l->dp, l->pp, l->tp, (long long)world);
+  GAAW_ARG_CHECK(ctx, l->microbatch >= 1, "microbatch must be >= 1, got %d", l->microbatch);
+  if (!cluster->speeds) {
+    for (int d = 0; d < l->dp; d++) rows[d] = l->microbatch;
+    return GAAW_SUCCESS;
+  }
+  double *speed = malloc(sizeof(double) * (size_t)l->dp);
+  if (!speed) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d replica speeds", l->dp);
+  for (int d = 0; d < l->dp; d++) speed[d] = plan_replica_speed(cluster, l, d);
+  gaaw_status_t st = gaaw_plan_shares(ctx, l->dp, speed, (int64_t)l->dp * l->microbatch, rows);
+  free(speed);
+  return st;
 }

@@ -107,8 +107,16 @@ static gaaw_status_t enumerate_family(gaaw_context_t ctx, const gaaw_plan_reques
     gaaw_plan_layout_t l = base;
     l.microbatch = (int)mb;
     l.microbatches = (int)(rows / mb);
+    /* without a pipeline the microbatches run one after the other whatever the
+     * schedule: one layout, 1f1b (the option's default) when allowed */
+    int only = -1;
+    if (l.pp == 1) {
+      for (int kind = 0; kind < GAAW_SCHED_KIND_COUNT && only < 0; kind++)
+        if (allowed(r->schedules, kind) && kind != GAAW_SCHED_INTERLEAVED) only = kind;
+      if (allowed(r->schedules, GAAW_SCHED_1F1B)) only = GAAW_SCHED_1F1B;
+    }
     for (int kind = 0; kind < GAAW_SCHED_KIND_COUNT; kind++) {
-      if (!allowed(r->schedules, kind)) continue;
+      if (!allowed(r->schedules, kind) || (l.pp == 1 && kind != only)) continue;
       int interleaved = kind == GAAW_SCHED_INTERLEAVED;
       if (interleaved && (l.pp == 1 || l.microbatches % l.pp)) continue;
       for (int v = interleaved ? 2 : 1; v <= (interleaved ? r->model.layers / l.pp : 1); v++) {

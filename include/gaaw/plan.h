@@ -183,6 +183,16 @@ gaaw_status_t gaaw_plan_apply(const gaaw_plan_layout_t *layout, gaaw_config_t cf
  * or a speed is not > 0. Not collective. */
 gaaw_status_t gaaw_plan_shares(gaaw_context_t ctx, int n, const double *speeds, int64_t rows, int64_t *out);
 
+/* The rows per microbatch of each of layout's dp replicas, rows[0..dp): what a job
+ * passes as gaaw_batch_t.batch on the ranks of replica d. Without cluster->speeds
+ * every replica has layout->microbatch; with them, the gaaw_plan_shares of dp x
+ * microbatch rows by each replica's speed (its slowest rank's, world rank = (pp_rank
+ * x dp + d) x tp + tp_rank), the split the cost model times. GAAW_ERR_INVALID_ARG
+ * for a NULL argument, a layout whose dp x pp x tp is not the cluster's world, or a
+ * speed that is not > 0. Not collective. */
+gaaw_status_t gaaw_plan_replica_rows(gaaw_context_t ctx, const gaaw_plan_cluster_t *cluster,
+                                     const gaaw_plan_layout_t *layout, int64_t *rows);
+
 #ifdef __cplusplus
 }
 #endif

@@ -19,7 +19,7 @@ program fortran_plan_np2
   type(gaaw_plan_layout_t) :: l, best
   type(gaaw_plan_rejected_t) :: rej
   integer :: ierr, i
-  integer(c_int64_t) :: tp, shares(4)
+  integer(c_int64_t) :: tp, shares(4), rows8(8)
   type(gaaw_plan_cluster_t) :: measured
   real(c_double) :: root(2)
   real(c_double) :: h, f, block, n, want, got
@@ -108,6 +108,9 @@ program fortran_plan_np2
   call check_status("shares", gaaw_plan_shares(ctx, [1d0, 1d0, 0.5d0, 0.5d0], 16_c_int64_t, shares), &
                     GAAW_SUCCESS, ctx)
   call check_true("shares 5 5 3 3", all(shares == [5, 5, 3, 3]))
+  l = gaaw_plan_layout_t(dp=8, pp=1, tp=1, microbatch=2, microbatches=4, schedule=GAAW_PLAN_1F1B)
+  call check_status("replica rows", gaaw_plan_replica_rows(ctx, cluster, l, rows8), GAAW_SUCCESS, ctx)
+  call check_true("replica rows without speeds", all(rows8 == 2))
   call check_failure("more consumers than rows", gaaw_plan_shares(ctx, [1d0, 1d0, 1d0, 1d0], 3_c_int64_t, shares), &
                      GAAW_ERR_INVALID_ARG, ctx, "rows")
 

@@ -3,7 +3,8 @@
 # that python3's json reads, each object with the fields the issue names, each
 # layout dividing the job (dp x pp x tp = 1024, dp x microbatch x microbatches =
 # 1536) within the device's memory and fastest first; the tables name the rejected
-# families; --help exits 0; bad flags exit 2 naming the flag. Skips (77) without /usr/bin/python3.
+# families; --speeds prints each replica's rows; --help exits 0; bad flags exit 2
+# naming the flag. Skips (77) without /usr/bin/python3.
 prog=./examples/gaaw-plan
 py=/usr/bin/python3
 test -x $py || { echo "SKIP: no $py"; exit 77; }
@@ -41,13 +42,21 @@ echo "$table" | grep '^rejected families' >/dev/null || err "no rejected familie
 echo "$table" | grep 'divisibility: heads 96 or ffn 49152 not divisible by tp 1024' >/dev/null ||
   err "tp 1024 is not rejected for divisibility"
 
-for bad in "--layers x" "--no-such-flag 1" "--device v100" "--zero-stages 0,5" "--schedules 1f1b,fast"; do
+for bad in "--layers x" "--no-such-flag 1" "--device v100" "--zero-stages 0,5" "--schedules 1f1b,fast" \
+           "--speeds 1023x1" "--speeds 1000x1,24x0" "--speeds 1024xa"; do
   msg=`$prog $job $bad 2>&1 >/dev/null`
   rc=$?
   flag=`echo $bad | cut -d' ' -f1`
   test $rc -eq 2 || err "$bad exited with $rc, expected 2"
   echo "$msg" | grep -- "$flag" >/dev/null || err "$bad: the message does not name $flag: $msg"
 done
+# --speeds: 4 ranks, two at half speed: dp 4 takes rows 5, 5, 3, 3 of 16
+small="--layers 4 --heads 4 --dim 256 --seq 128 --vocab 256 --global-batch 16 --devices-per-node 4 --device h100-80g"
+rows=`$prog $small --speeds 2x1,2x0.5 --tp 1 --pp 1 --zero-stages 0 --recompute none --top 1`
+test $? -eq 0 || err "--speeds 2x1,2x0.5 exited non-zero"
+echo "$rows" | grep "^  1     4    1    1 .*  4     1 " >/dev/null || err "--speeds: layout 1 is not dp 4 x 4 rows: $rows"
+echo "$rows" | grep "dp replicas (gaaw_batch_t.batch), by speed: 0-1: 5 2-3: 3$" >/dev/null ||
+  err "--speeds: the replicas' rows are not 5, 5, 3, 3: $rows"
 help=`$prog --help`
 test $? -eq 0 || err "--help did not exit 0"
 echo "$help" | grep -- '--global-batch' >/dev/null || err "--help does not list --global-batch"

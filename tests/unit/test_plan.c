@@ -9,6 +9,8 @@
  *  - memory per rank falls with the ZeRO stage (3 < 2 < 1 < 0) at dp > 1;
  *  - layouts that do not divide are GAAW_ERR_INVALID_ARG; so are unknown devices,
  *    NULL arguments, a cluster without links and request masks out of range;
+ *  - devices of unequal speed: each replica's rows (gaaw_plan_replica_rows) and the
+ *    step paced by the slowest replica for its rows;
  *  - a 175B GPT on 1024 H100s: the search answers with layouts that fit, in
  *    seconds (the time is printed; the claim is < 10 s here, the check < 30 s). */
 #include <math.h>
@@ -261,9 +263,26 @@ static void check_speeds(gaaw_context_t ctx)
               ratio);
   expect_true(fabs(ratio_half - 2) < 1e-9, "every rank at half speed: compute %.6g, want 2", ratio_half);
   int64_t rows[4];
-  require_ok(ctx, gaaw_plan_shares(ctx, 4, two_slow, 16, rows));
-  expect_true(rows[0] == 5 && rows[1] == 5 && rows[2] == 3 && rows[3] == 3, "shares %lld %lld %lld %lld",
+  c.speeds = two_slow;
+  require_ok(ctx, gaaw_plan_replica_rows(ctx, &c, &mixed, rows));
+  expect_true(rows[0] == 5 && rows[1] == 5 && rows[2] == 3 && rows[3] == 3, "replica rows %lld %lld %lld %lld",
               (long long)rows[0], (long long)rows[1], (long long)rows[2], (long long)rows[3]);
+  c.speeds = NULL;
+  require_ok(ctx, gaaw_plan_replica_rows(ctx, &c, &even, rows));
+  expect_true(rows[0] == 4 && rows[3] == 4, "even replica rows %lld .. %lld", (long long)rows[0], (long long)rows[3]);
+
+  /* tp 2 x dp 2: replica 0 is ranks 0 and 1, as slow as rank 1 (0.5); 8 rows of a
+   * microbatch step split 0.5 : 1, 2.67 : 5.33, so 3 and 5 */
+  const double one_slow[4] = {1, 0.5, 1, 1};
+  gaaw_plan_layout_t tp2 = layout_of(2, 1, 2, 1, 4, 2, GAAW_PLAN_1F1B, 0, 0);
+  c.speeds = one_slow;
+  require_ok(ctx, gaaw_plan_replica_rows(ctx, &c, &tp2, rows));
+  expect_true(rows[0] == 3 && rows[1] == 5, "tp 2 x dp 2 replica rows %lld %lld", (long long)rows[0],
+              (long long)rows[1]);
+  gaaw_plan_layout_t wrong = layout_of(2, 1, 1, 1, 4, 2, GAAW_PLAN_1F1B, 0, 0); /* 2 ranks of 4 */
+  expect_status_ctx(ctx, gaaw_plan_replica_rows(ctx, &c, &wrong, rows), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(ctx, gaaw_plan_replica_rows(ctx, &c, &tp2, NULL), GAAW_ERR_INVALID_ARG);
+  gaaw_clear_error(ctx);
 }
 
 /* 175B on 1024 H100-80G: the search's time and the memory of what it returns. */
