@@ -352,7 +352,10 @@ int main(int argc, char **argv)
   o.cluster.devices_per_node = 8;
   int rc = parse_args(argc, argv, &o);
   if (!rc) rc = fill_cluster(argv[0], &o);
-  if (rc) return rc;
+  if (rc) {
+    free(o.speed);
+    return rc;
+  }
 
   MPI_Init(&argc, &argv);
   gaaw_config_t cfg = NULL;
