@@ -10,6 +10,39 @@
 #include <stdio.h>
 
 #include "backends/runtime/context_impl.h"
+#include "backends/runtime/trace.h"
+
+/* ---------------------------------------------------------------- the kernels lane */
+
+/* With option trace_kernels every call below is a span on the timeline's `kernels`
+ * lane, named after its operation, with the shape that sizes its work. */
+static double kernel_start(gaaw_context_t ctx)
+{
+  return gaaw_trace_kernel_lane(ctx) ? gaaw_clock_seconds() : 0.0;
+}
+
+static void kernel_end(gaaw_context_t ctx, const char *op, double t0, const gaaw_tensor_t *t);
+
+/* A gemm's span: "[batch x ]MxNxK AB", A and B each N or T. */
+static void gemm_end(gaaw_context_t ctx, const char *op, double t0, gaaw_transpose_t ta, gaaw_transpose_t tb,
+                     int64_t batch, int64_t m, int64_t n, int64_t k)
+{
+  int lane = t0 > 0 ? gaaw_trace_kernel_lane(ctx) : 0;
+  if (!lane) return;
+  char count[32] = "";
+  if (batch > 1) snprintf(count, sizeof count, "%lld x ", (long long)batch);
+  gaaw_trace_span(ctx, lane, op, t0, "\"shape\":\"%s%lldx%lldx%lld %c%c\"", count, (long long)m, (long long)n,
+                  (long long)k, ta == GAAW_OP_N ? 'N' : 'T', tb == GAAW_OP_N ? 'N' : 'T');
+}
+
+/* The backend's entry `op` with ctx and the arguments after the tensor t that
+ * names the call's shape on the kernels lane. */
+#define RUN(op, t, ...)                                                                                      \
+  do {                                                                                                       \
+    double t0_ = kernel_start(ctx);                                                                          \
+    GAAW_CHECK(ctx->device->op(ctx, __VA_ARGS__));                                                           \
+    kernel_end(ctx, #op, t0_, t);                                                                            \
+  } while (0)
 
 /* ---------------------------------------------------------------- checks */
 
@@ -65,6 +98,12 @@ static int64_t batch_of(const gaaw_tensor_t *t)
 static int64_t second_last(const gaaw_tensor_t *t)
 {
   return t->ndim >= 2 ? t->shape[t->ndim - 2] : 1;
+}
+
+static void kernel_end(gaaw_context_t ctx, const char *op, double t0, const gaaw_tensor_t *t)
+{
+  int lane = t0 > 0 ? gaaw_trace_kernel_lane(ctx) : 0;
+  if (lane) gaaw_trace_span(ctx, lane, op, t0, "\"shape\":\"%s\"", shape_of(t).s);
 }
 
 static gaaw_status_t check_ctx(gaaw_context_t ctx)
@@ -201,7 +240,9 @@ gaaw_status_t gaaw_gemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_
   GAAW_CHECK(check_transpose(ctx, tb, "tb"));
   CHECK_FLOATS(NT(a), NT(b), NT(c));
   GAAW_CHECK(check_gemm_shapes(ctx, ta, tb, lead(a), last(a), lead(b), last(b), lead(c), last(c), a, b, c));
+  double t0 = kernel_start(ctx);
   GAAW_CHECK(ctx->device->gemm(ctx, ta, tb, alpha, a, b, beta, c));
+  gemm_end(ctx, "gemm", t0, ta, tb, 1, lead(c), last(c), ta == GAAW_OP_N ? last(a) : lead(a));
   return GAAW_SUCCESS;
 }
 
@@ -218,7 +259,10 @@ gaaw_status_t gaaw_gemm_batched(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_tr
                  shape_of(b).s, shape_of(c).s);
   GAAW_CHECK(check_gemm_shapes(ctx, ta, tb, second_last(a), last(a), second_last(b), last(b), second_last(c),
                                last(c), a, b, c));
+  double t0 = kernel_start(ctx);
   GAAW_CHECK(ctx->device->gemm_batched(ctx, ta, tb, alpha, a, b, beta, c));
+  gemm_end(ctx, "gemm_batched", t0, ta, tb, batch_of(c), second_last(c), last(c),
+           ta == GAAW_OP_N ? last(a) : second_last(a));
   return GAAW_SUCCESS;
 }
 
@@ -238,7 +282,7 @@ gaaw_status_t gaaw_layernorm_forward(gaaw_context_t ctx, const gaaw_tensor_t *x,
   GAAW_CHECK(check_numel(ctx, mean, "mean", N, "N"));
   GAAW_CHECK(check_numel(ctx, rstd, "rstd", N, "N"));
   GAAW_CHECK(check_positive(ctx, eps, "eps"));
-  GAAW_CHECK(ctx->device->layernorm_forward(ctx, x, w, b, eps, y, mean, rstd));
+  RUN(layernorm_forward, y, x, w, b, eps, y, mean, rstd);
   return GAAW_SUCCESS;
 }
 
@@ -257,7 +301,7 @@ gaaw_status_t gaaw_layernorm_backward(gaaw_context_t ctx, const gaaw_tensor_t *d
   GAAW_CHECK(check_numel(ctx, db, "db", C, "C"));
   GAAW_CHECK(check_numel(ctx, mean, "mean", N, "N"));
   GAAW_CHECK(check_numel(ctx, rstd, "rstd", N, "N"));
-  GAAW_CHECK(ctx->device->layernorm_backward(ctx, dy, x, w, mean, rstd, dx, dw, db));
+  RUN(layernorm_backward, dx, dy, x, w, mean, rstd, dx, dw, db);
   return GAAW_SUCCESS;
 }
 
@@ -272,7 +316,7 @@ gaaw_status_t gaaw_rmsnorm_forward(gaaw_context_t ctx, const gaaw_tensor_t *x, c
   GAAW_CHECK(check_numel(ctx, w, "w", C, "C"));
   GAAW_CHECK(check_numel(ctx, rstd, "rstd", N, "N"));
   GAAW_CHECK(check_positive(ctx, eps, "eps"));
-  GAAW_CHECK(ctx->device->rmsnorm_forward(ctx, x, w, eps, y, rstd));
+  RUN(rmsnorm_forward, y, x, w, eps, y, rstd);
   return GAAW_SUCCESS;
 }
 
@@ -289,7 +333,7 @@ gaaw_status_t gaaw_rmsnorm_backward(gaaw_context_t ctx, const gaaw_tensor_t *dy,
   GAAW_CHECK(check_numel(ctx, w, "w", C, "C"));
   GAAW_CHECK(check_numel(ctx, dw, "dw", C, "C"));
   GAAW_CHECK(check_numel(ctx, rstd, "rstd", N, "N"));
-  GAAW_CHECK(ctx->device->rmsnorm_backward(ctx, dy, x, w, rstd, dx, dw));
+  RUN(rmsnorm_backward, dx, dy, x, w, rstd, dx, dw);
   return GAAW_SUCCESS;
 }
 
@@ -310,7 +354,7 @@ gaaw_status_t gaaw_activation_forward(gaaw_context_t ctx, gaaw_activation_t act,
   GAAW_CHECK(check_elementwise_kind(ctx, act));
   CHECK_FLOATS(NT(x), NT(y));
   GAAW_CHECK(check_numel(ctx, y, "y", gaaw_tensor_numel(x), "numel(x)"));
-  GAAW_CHECK(ctx->device->activation_forward(ctx, act, x, y));
+  RUN(activation_forward, y, act, x, y);
   return GAAW_SUCCESS;
 }
 
@@ -322,7 +366,7 @@ gaaw_status_t gaaw_activation_backward(gaaw_context_t ctx, gaaw_activation_t act
   CHECK_FLOATS(NT(dy), NT(x), NT(dx));
   GAAW_CHECK(check_numel(ctx, dy, "dy", gaaw_tensor_numel(x), "numel(x)"));
   GAAW_CHECK(check_numel(ctx, dx, "dx", gaaw_tensor_numel(x), "numel(x)"));
-  GAAW_CHECK(ctx->device->activation_backward(ctx, act, dy, x, dx));
+  RUN(activation_backward, dx, act, dy, x, dx);
   return GAAW_SUCCESS;
 }
 
@@ -342,7 +386,7 @@ gaaw_status_t gaaw_swiglu_forward(gaaw_context_t ctx, const gaaw_tensor_t *x, ga
   GAAW_CHECK(check_ctx(ctx));
   CHECK_FLOATS(NT(x), NT(y));
   GAAW_CHECK(check_mat(ctx, x, "x", lead(y), 2 * last(y), "(N, 2H) for y (N, H)"));
-  GAAW_CHECK(ctx->device->swiglu_forward(ctx, x, y));
+  RUN(swiglu_forward, x, x, y);
   return GAAW_SUCCESS;
 }
 
@@ -353,7 +397,7 @@ gaaw_status_t gaaw_swiglu_backward(gaaw_context_t ctx, const gaaw_tensor_t *dy, 
   CHECK_FLOATS(NT(dy), NT(x), NT(dx));
   GAAW_CHECK(check_mat(ctx, x, "x", lead(dy), 2 * last(dy), "(N, 2H) for dy (N, H)"));
   GAAW_CHECK(check_mat(ctx, dx, "dx", lead(dy), 2 * last(dy), "(N, 2H) for dy (N, H)"));
-  GAAW_CHECK(ctx->device->swiglu_backward(ctx, dy, x, dx));
+  RUN(swiglu_backward, dx, dy, x, dx);
   return GAAW_SUCCESS;
 }
 
@@ -364,7 +408,7 @@ gaaw_status_t gaaw_bias_add(gaaw_context_t ctx, gaaw_tensor_t *y, const gaaw_ten
   GAAW_CHECK(check_ctx(ctx));
   CHECK_FLOATS(NT(y), NT(b));
   GAAW_CHECK(check_numel(ctx, b, "b", last(y), "y's last extent C"));
-  GAAW_CHECK(ctx->device->bias_add(ctx, y, b));
+  RUN(bias_add, y, y, b);
   return GAAW_SUCCESS;
 }
 
@@ -373,7 +417,7 @@ gaaw_status_t gaaw_bias_backward(gaaw_context_t ctx, const gaaw_tensor_t *dy, ga
   GAAW_CHECK(check_ctx(ctx));
   CHECK_FLOATS(NT(dy), NT(db));
   GAAW_CHECK(check_numel(ctx, db, "db", last(dy), "dy's last extent C"));
-  GAAW_CHECK(ctx->device->bias_backward(ctx, dy, db));
+  RUN(bias_backward, dy, dy, db);
   return GAAW_SUCCESS;
 }
 
@@ -383,7 +427,7 @@ gaaw_status_t gaaw_add(gaaw_context_t ctx, const gaaw_tensor_t *a, const gaaw_te
   CHECK_FLOATS(NT(a), NT(b), NT(y));
   GAAW_CHECK(check_numel(ctx, b, "b", gaaw_tensor_numel(a), "numel(a)"));
   GAAW_CHECK(check_numel(ctx, y, "y", gaaw_tensor_numel(a), "numel(a)"));
-  GAAW_CHECK(ctx->device->add(ctx, a, b, y));
+  RUN(add, y, a, b, y);
   return GAAW_SUCCESS;
 }
 
@@ -392,7 +436,7 @@ gaaw_status_t gaaw_axpy(gaaw_context_t ctx, float alpha, const gaaw_tensor_t *x,
   GAAW_CHECK(check_ctx(ctx));
   CHECK_FLOATS(NT(x), NT(y));
   GAAW_CHECK(check_numel(ctx, y, "y", gaaw_tensor_numel(x), "numel(x)"));
-  GAAW_CHECK(ctx->device->axpy(ctx, alpha, x, y));
+  RUN(axpy, y, alpha, x, y);
   return GAAW_SUCCESS;
 }
 
@@ -400,7 +444,7 @@ gaaw_status_t gaaw_scale(gaaw_context_t ctx, gaaw_tensor_t *x, float alpha)
 {
   GAAW_CHECK(check_ctx(ctx));
   CHECK_FLOATS(NT(x));
-  GAAW_CHECK(ctx->device->scale(ctx, x, alpha));
+  RUN(scale, x, x, alpha);
   return GAAW_SUCCESS;
 }
 
@@ -421,7 +465,7 @@ gaaw_status_t gaaw_causal_softmax_forward(gaaw_context_t ctx, float scale, const
   GAAW_CHECK(check_square(ctx, x, "x"));
   GAAW_CHECK(check_bmat(ctx, y, "y", batch_of(x), last(x), last(x), "x's (B, T, T)"));
   GAAW_CHECK(check_finite_arg(ctx, scale, "scale"));
-  GAAW_CHECK(ctx->device->causal_softmax_forward(ctx, scale, x, y));
+  RUN(causal_softmax_forward, x, scale, x, y);
   return GAAW_SUCCESS;
 }
 
@@ -434,7 +478,7 @@ gaaw_status_t gaaw_causal_softmax_backward(gaaw_context_t ctx, float scale, cons
   GAAW_CHECK(check_bmat(ctx, dy, "dy", batch_of(y), last(y), last(y), "y's (B, T, T)"));
   GAAW_CHECK(check_bmat(ctx, dx, "dx", batch_of(y), last(y), last(y), "y's (B, T, T)"));
   GAAW_CHECK(check_finite_arg(ctx, scale, "scale"));
-  GAAW_CHECK(ctx->device->causal_softmax_backward(ctx, scale, y, dy, dx));
+  RUN(causal_softmax_backward, dx, scale, y, dy, dx);
   return GAAW_SUCCESS;
 }
 
@@ -456,7 +500,7 @@ gaaw_status_t gaaw_attention_forward(gaaw_context_t ctx, const gaaw_tensor_t *q,
   GAAW_CHECK(check_ctx(ctx));
   CHECK_FLOATS(NT(q), NT(k), NT(v), NT(probs), NT(out));
   GAAW_CHECK(check_attention(ctx, q, 3, (named_tensor[]){NT(k), NT(v), NT(out)}, probs, "probs"));
-  GAAW_CHECK(ctx->device->attention_forward(ctx, q, k, v, probs, out));
+  RUN(attention_forward, probs, q, k, v, probs, out);
   return GAAW_SUCCESS;
 }
 
@@ -469,7 +513,7 @@ gaaw_status_t gaaw_attention_backward(gaaw_context_t ctx, const gaaw_tensor_t *d
   GAAW_CHECK(check_attention(ctx, q, 6, (named_tensor[]){NT(dout), NT(k), NT(v), NT(dq), NT(dk), NT(dv)}, probs,
                              "probs"));
   GAAW_CHECK(check_bmat(ctx, dprobs, "dprobs", batch_of(probs), last(probs), last(probs), "probs' (BH, T, T)"));
-  GAAW_CHECK(ctx->device->attention_backward(ctx, dout, q, k, v, probs, dprobs, dq, dk, dv));
+  RUN(attention_backward, probs, dout, q, k, v, probs, dprobs, dq, dk, dv);
   return GAAW_SUCCESS;
 }
 
@@ -483,7 +527,7 @@ gaaw_status_t gaaw_embedding_forward(gaaw_context_t ctx, const gaaw_tensor_t *to
   CHECK_FLOATS(NT(table), NT(y));
   GAAW_CHECK(check_mat(ctx, y, "y", gaaw_tensor_numel(tokens), last(table), "(numel(tokens), C)"));
   GAAW_CHECK(check_vocab_start(ctx, vocab_start));
-  GAAW_CHECK(ctx->device->embedding_forward(ctx, tokens, table, vocab_start, y));
+  RUN(embedding_forward, y, tokens, table, vocab_start, y);
   return GAAW_SUCCESS;
 }
 
@@ -495,7 +539,7 @@ gaaw_status_t gaaw_embedding_backward(gaaw_context_t ctx, const gaaw_tensor_t *t
   CHECK_FLOATS(NT(dy), NT(dtable));
   GAAW_CHECK(check_mat(ctx, dy, "dy", gaaw_tensor_numel(tokens), last(dtable), "(numel(tokens), C)"));
   GAAW_CHECK(check_vocab_start(ctx, vocab_start));
-  GAAW_CHECK(ctx->device->embedding_backward(ctx, tokens, dy, vocab_start, dtable));
+  RUN(embedding_backward, dy, tokens, dy, vocab_start, dtable);
   return GAAW_SUCCESS;
 }
 
@@ -507,7 +551,7 @@ gaaw_status_t gaaw_row_max(gaaw_context_t ctx, const gaaw_tensor_t *logits, gaaw
   CHECK_FLOATS(NT(logits));
   CHECK_F32(NT(max));
   GAAW_CHECK(check_numel(ctx, max, "max", lead(logits), "logits' N"));
-  GAAW_CHECK(ctx->device->row_max(ctx, logits, max));
+  RUN(row_max, logits, logits, max);
   return GAAW_SUCCESS;
 }
 
@@ -519,7 +563,7 @@ gaaw_status_t gaaw_row_sum_exp(gaaw_context_t ctx, const gaaw_tensor_t *logits, 
   CHECK_F32(NT(max), NT(sumexp));
   GAAW_CHECK(check_numel(ctx, max, "max", lead(logits), "logits' N"));
   GAAW_CHECK(check_numel(ctx, sumexp, "sumexp", lead(logits), "logits' N"));
-  GAAW_CHECK(ctx->device->row_sum_exp(ctx, logits, max, sumexp));
+  RUN(row_sum_exp, logits, logits, max, sumexp);
   return GAAW_SUCCESS;
 }
 
@@ -533,7 +577,7 @@ gaaw_status_t gaaw_target_logit(gaaw_context_t ctx, const gaaw_tensor_t *logits,
   GAAW_CHECK(check_numel(ctx, targets, "targets", lead(logits), "logits' N"));
   GAAW_CHECK(check_numel(ctx, target, "target", lead(logits), "logits' N"));
   GAAW_CHECK(check_vocab_start(ctx, vocab_start));
-  GAAW_CHECK(ctx->device->target_logit(ctx, logits, targets, vocab_start, target));
+  RUN(target_logit, logits, logits, targets, vocab_start, target);
   return GAAW_SUCCESS;
 }
 
@@ -552,7 +596,7 @@ gaaw_status_t gaaw_cross_entropy_backward(gaaw_context_t ctx, const gaaw_tensor_
   GAAW_CHECK(check_numel(ctx, targets, "targets", N, "logits' N"));
   GAAW_CHECK(check_vocab_start(ctx, vocab_start));
   GAAW_CHECK(check_finite_arg(ctx, dloss, "dloss"));
-  GAAW_CHECK(ctx->device->cross_entropy_backward(ctx, logits, max, sumexp, targets, vocab_start, dloss, dlogits));
+  RUN(cross_entropy_backward, logits, logits, max, sumexp, targets, vocab_start, dloss, dlogits);
   return GAAW_SUCCESS;
 }
 
@@ -573,7 +617,7 @@ gaaw_status_t gaaw_regression_loss(gaaw_context_t ctx, gaaw_loss_t kind, float d
     CHECK_F32(NT(weights));
     GAAW_CHECK(check_numel(ctx, weights, "weights", n, "numel(pred)"));
   }
-  GAAW_CHECK(ctx->device->regression_loss(ctx, kind, delta, pred, target, weights, loss, grad));
+  RUN(regression_loss, pred, kind, delta, pred, target, weights, loss, grad);
   return GAAW_SUCCESS;
 }
 
@@ -609,7 +653,7 @@ gaaw_status_t gaaw_adamw_update(gaaw_context_t ctx, gaaw_tensor_t *params, const
   GAAW_CHECK(check_numel(ctx, v, "v", n, "numel(params)"));
   if (master) GAAW_CHECK(check_numel(ctx, master, "master", n, "numel(params)"));
   GAAW_CHECK(check_adamw_args(ctx, args));
-  GAAW_CHECK(ctx->device->adamw_update(ctx, params, grads, master, m, v, args));
+  RUN(adamw_update, params, params, grads, master, m, v, args);
   return GAAW_SUCCESS;
 }
 
@@ -620,7 +664,7 @@ gaaw_status_t gaaw_cast(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_
   GAAW_CHECK(check_ctx(ctx));
   GAAW_CHECK(GROUP(MASK_ANY, 0, NT(x), NT(y)));
   GAAW_CHECK(check_numel(ctx, y, "y", gaaw_tensor_numel(x), "numel(x)"));
-  GAAW_CHECK(ctx->device->cast(ctx, x, y));
+  RUN(cast, x, x, y);
   return GAAW_SUCCESS;
 }
 
@@ -632,7 +676,7 @@ gaaw_status_t gaaw_permute_0213(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw
                           y->shape[2] == x->shape[1] && y->shape[3] == x->shape[3],
                  "permute_0213 maps x (A, B, C, D) to y (A, C, B, D); got x %s and y %s", shape_of(x).s,
                  shape_of(y).s);
-  GAAW_CHECK(ctx->device->permute_0213(ctx, x, y));
+  RUN(permute_0213, x, x, y);
   return GAAW_SUCCESS;
 }
 
@@ -642,7 +686,7 @@ gaaw_status_t gaaw_sum_squares(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_
   GAAW_CHECK(GROUP(MASK_FLOAT, 0, NT(x)));
   CHECK_F32(NT(out));
   GAAW_CHECK(check_numel(ctx, out, "out", 1, "one"));
-  GAAW_CHECK(ctx->device->sum_squares(ctx, x, out));
+  RUN(sum_squares, x, x, out);
   return GAAW_SUCCESS;
 }
 
@@ -652,7 +696,7 @@ gaaw_status_t gaaw_check_finite(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw
   GAAW_CHECK(GROUP(MASK_FLOAT, 0, NT(x)));
   CHECK_I32(NT(flag));
   GAAW_CHECK(check_numel(ctx, flag, "flag", 1, "one"));
-  GAAW_CHECK(ctx->device->check_finite(ctx, x, flag));
+  RUN(check_finite, x, x, flag);
   return GAAW_SUCCESS;
 }
 
@@ -663,7 +707,7 @@ gaaw_status_t gaaw_fill(gaaw_context_t ctx, gaaw_tensor_t *x, float value)
   /* i32 rounds toward zero; values outside the int32 range have no conversion. */
   GAAW_ARG_CHECK(ctx, x->dtype != GAAW_I32 || (value > -2147483904.0f && value < 2147483648.0f),
                  "value %g does not fit the i32 tensor x", (double)value);
-  GAAW_CHECK(ctx->device->fill(ctx, x, value));
+  RUN(fill, x, x, value);
   return GAAW_SUCCESS;
 }
 

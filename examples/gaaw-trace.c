@@ -2,19 +2,25 @@
  * `trace` writes into one Chrome trace / Perfetto file, a process row per rank
  * (and a thread row per lane, as each rank named them). The ranks' timestamps
  * are already on one clock (rank 0's); a file whose run died before
- * gaaw_finalize lacks its closing ']' and is read all the same. */
+ * gaaw_finalize lacks its closing ']' and is read all the same.
+ * gaaw-trace summary [--lane NAME] FILE...: the table of trace_summary.c. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "examples/trace_summary.h"
 
 #define MAX_RANKS 65536
 
 static void usage(FILE *to)
 {
   fprintf(to, "usage: gaaw-trace merge -o OUT FILE...\n"
-              "Joins the timelines written by gaaw's option trace=FILE (one per rank, %%r in FILE)\n"
-              "into OUT, one process row per rank, for chrome://tracing or https://ui.perfetto.dev.\n");
+              "       gaaw-trace summary [--lane NAME] FILE...\n"
+              "merge joins the timelines written by gaaw's option trace=FILE (one per rank, %%r in FILE)\n"
+              "into OUT, one process row per rank, for chrome://tracing or https://ui.perfetto.dev.\n"
+              "summary prints the milliseconds per rank and step of each kernel and shape on the lane\n"
+              "NAME (default kernels: run with trace_kernels=yes), over the steps after the first.\n");
 }
 
 static char *read_text(const char *path, size_t *n)
@@ -135,6 +141,16 @@ int main(int argc, char **argv)
   if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
     usage(stdout);
     return 0;
+  }
+  if (argc >= 3 && !strcmp(argv[1], "summary")) {
+    int first = 2;
+    const char *lane = "kernels";
+    if (!strcmp(argv[2], "--lane")) lane = argc > 3 ? argv[3] : NULL, first = 4;
+    if (!lane || first >= argc) {
+      usage(stderr);
+      return 2;
+    }
+    return gaaw_trace_summary(lane, argv + first, argc - first, load_events);
   }
   if (argc < 5 || strcmp(argv[1], "merge") != 0 || strcmp(argv[2], "-o") != 0) {
     usage(stderr);

@@ -30,6 +30,7 @@ struct gaaw_trace_s {
   char lanes[TRACE_LANES][32];
   int nlanes;
   int failed; /* a write failed: said once, later events dropped */
+  int kernel_lane; /* option trace_kernels: the `kernels` lane; 0: off */
   pthread_mutex_t lock;
 };
 
@@ -117,6 +118,7 @@ gaaw_status_t gaaw_trace_open(gaaw_context_t ctx)
   }
   t->used = (size_t)snprintf(t->buf, TRACE_BUFFER_BYTES, "[\n");
   ctx->trace = t;
+  if (gaaw_ctx_bool(ctx, "trace_kernels")) t->kernel_lane = gaaw_trace_lane(ctx, "kernels");
   gaaw_log(GAAW_LOG_INFO, "trace: rank %d writes its timeline to %s", ctx->rank, t->path);
   return GAAW_SUCCESS;
 }
@@ -158,6 +160,11 @@ int gaaw_trace_lane(gaaw_context_t ctx, const char *name)
   if (lane == TRACE_LANES) lane = TRACE_LANES - 1; /* shares the last row */
   pthread_mutex_unlock(&t->lock);
   return lane + 1; /* tid 0 is often drawn apart: lanes start at 1 */
+}
+
+int gaaw_trace_kernel_lane(gaaw_context_t ctx)
+{
+  return ctx && ctx->trace ? ctx->trace->kernel_lane : 0;
 }
 
 void gaaw_trace_span(gaaw_context_t ctx, int lane, const char *name, double start, const char *args_fmt, ...)

@@ -36,6 +36,9 @@ int gaaw_trace_lane(gaaw_context_t ctx, const char *name);
 void gaaw_trace_span(gaaw_context_t ctx, int lane, const char *name, double start, const char *args_fmt, ...)
   GAAW_PRINTF(5, 6);
 
+/* The `kernels` lane when option trace_kernels is on (and the trace), else 0. */
+int gaaw_trace_kernel_lane(gaaw_context_t ctx);
+
 /* Opens ctx's trace when the option `trace` names a file (local). */
 gaaw_status_t gaaw_trace_open(gaaw_context_t ctx);
 /* This rank's clock offset to world rank 0, when the trace is on. Collective over

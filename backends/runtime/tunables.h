@@ -17,6 +17,10 @@
   X(trace, STRING, "",                                                                            \
     "write a timeline of this rank (Chrome trace / Perfetto JSON) to this file; %r is the world "  \
     "rank (needed with more than one rank); empty: off")                                          \
+  X(trace_kernels, BOOL, "no",                                                                    \
+    "with trace on, also a span per kernel call (lane `kernels`, with its shape; gemms with m, n, " \
+    "k): the call's host time, which on the host backend is the kernel's run and on CUDA and "    \
+    "OpenCL its launch; gaaw-trace summary sums them per kernel and shape")                       \
   X(device_memory_limit, STRING, "",                                                              \
     "the most device memory the allocator holds (in use, cached and pending), as bytes or with K, " \
     "M, G, T (powers of 1024): beyond it an allocation fails with GAAW_ERR_NO_MEMORY; empty: none") \
