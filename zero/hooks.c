@@ -391,6 +391,7 @@ static gaaw_status_t after_layer(gaaw_model_t m, int i, gaaw_phase phase, void *
 {
   gaaw_optimizer_t opt = user;
   gaaw_context_t ctx = opt->ctx;
+  int started = opt->reductions_in_backward;
   for (int b = 0; b < opt->nbuckets; b++) {
     zero_bucket *k = &opt->buckets[b];
     int done = phase == GAAW_PHASE_FORWARD ? k->last_forward == i
@@ -401,6 +402,12 @@ static gaaw_status_t after_layer(gaaw_model_t m, int i, gaaw_phase phase, void *
     int access = phase == GAAW_PHASE_ACCESS, kept = opt->keep_gathered && !access;
     if (opt->is.shard_params && phase != GAAW_PHASE_WEIGHT && !kept) GAAW_CHECK(release_bucket(opt, b, access));
   }
+  /* A communicator without a communication stream (MPI) runs started collectives
+   * only when they are waited for: run the reductions this layer started now,
+   * between this layer's backward and the next, while the bucket is still in cache,
+   * rather than all at the step. Every dp rank closes the same buckets after the
+   * same layer, so the ranks run them in the same order. */
+  if (opt->reductions_in_backward > started) GAAW_CHECK(gaaw_comm_run_deferred(opt->dp, NULL));
   return GAAW_SUCCESS;
 }
 
