@@ -56,7 +56,7 @@ categories() {
       return "other"
     }
     /^ *[0-9.]+%/ {
-      pct = $1; sub(/%/, "", pct); dso = $2; sym = $NF
+      pct = $1; sub(/%/, "", pct); dso = $2; sym = $4 # after the [.] or [k] column
       share[kind(sym, dso)] += pct
     }
     END { for (k in share) printf "%6.1f%%  %s\n", share[k], k }' | sort -rn
