@@ -47,6 +47,11 @@ void *host_raw(host_stage *s, const gaaw_tensor_t *t);
 /* Writes staged outputs back (if no error), frees the copies, returns the status. */
 gaaw_status_t host_stage_end(host_stage *s);
 
+/* Rounds p[0..n) to the precision of dtype (nothing for f32), as storing them in a
+ * 16-bit tensor and loading them back would: fused kernels round an intermediate
+ * that the unfused sequence stores, so that their results are the same bits. */
+void host_round(float *p, int64_t n, gaaw_dtype_t dtype);
+
 /* f32 scratch of n floats from the workspace cache (NULL after an error). Freed by
  * host_stage_end. */
 float *host_scratch(host_stage *s, int64_t n);
@@ -96,10 +101,12 @@ gaaw_status_t gaaw_host_gemm_blocked(gaaw_context_t ctx, gaaw_transpose_t ta, ga
 
 #define HOST_DECLARE(name, params) gaaw_status_t host_##name params;
 GAAW_DEVICE_KERNEL_LIST(HOST_DECLARE)
+GAAW_DEVICE_FUSED_LIST(HOST_DECLARE)
 #undef HOST_DECLARE
 
-/* The kernels this backend implements, as designated initialisers of its table. */
+/* The kernels this backend implements, fused ones included, as designated
+ * initialisers of its table. */
 #define HOST_TABLE_ENTRY(name, params) .name = host_##name,
-#define GAAW_HOST_KERNEL_ENTRIES GAAW_DEVICE_KERNEL_LIST(HOST_TABLE_ENTRY)
+#define GAAW_HOST_KERNEL_ENTRIES GAAW_DEVICE_KERNEL_LIST(HOST_TABLE_ENTRY) GAAW_DEVICE_FUSED_LIST(HOST_TABLE_ENTRY)
 
 #endif

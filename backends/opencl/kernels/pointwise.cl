@@ -83,6 +83,15 @@ __kernel void bias_add(TEN(y), TEN(b), long C, long n)
   ST(y, i, LD(y, i) + LD(b, i % C));
 }
 
+/* u: (N, F) += b: (F), then a = gelu(u) from the stored (rounded) u */
+__kernel void bias_gelu_forward(TEN(u), TEN(b), TEN(a), long F, long n)
+{
+  long i = get_global_id(0);
+  if (i >= n) return;
+  ST(u, i, LD(u, i) + LD(b, i % F));
+  ST(a, i, act_value(ACT_GELU, LD(u, i)));
+}
+
 /* y = a + b (y may be a or b) */
 __kernel void add(TEN(a), TEN(b), TEN(y), long n)
 {
