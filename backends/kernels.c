@@ -1,5 +1,6 @@
 /* The public kernel functions (include/gaaw/kernels.h): every argument is checked
- * here, once for all backends, then the call goes to the context's device table.
+ * here (with the helpers of kernel_check.h, shared with the fused kernels of
+ * fused.c), once for all backends, then the call goes to the context's device table.
  *
  * Shapes: "(N, C)" in the header means any tensor whose last extent is C; N is the
  * product of the others, so (B, T, C) activations pass as (B*T, C). Likewise a
