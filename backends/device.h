@@ -75,6 +75,7 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
  * backends/fused.c runs the unfused sequence instead. */
 #define GAAW_DEVICE_FUSED_LIST(X)                                                                  \
   X(bias_gelu_forward, (gaaw_context_t ctx, gaaw_ten u, gaaw_cten b, gaaw_ten a))                   \
+  X(bias_residual_add, (gaaw_context_t ctx, gaaw_cten x, gaaw_cten y, gaaw_cten bias, gaaw_ten out))   \
   X(add_layernorm_forward, (gaaw_context_t ctx, gaaw_cten x, gaaw_cten y, gaaw_cten bias,           \
                             gaaw_cten w, gaaw_cten b, float eps, gaaw_ten x2, gaaw_ten h,           \
                             gaaw_ten mean, gaaw_ten rstd))                                          \

@@ -19,6 +19,24 @@ gaaw_status_t gaaw_bias_gelu_forward(gaaw_context_t ctx, gaaw_tensor_t *u, const
   return GAAW_SUCCESS;
 }
 
+gaaw_status_t gaaw_bias_residual_add(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *y,
+                                     const gaaw_tensor_t *bias, gaaw_tensor_t *out)
+{
+  GAAW_CHECK(check_ctx(ctx));
+  CHECK_FLOATS(NT(x), NT(y), NT(bias), NT(out));
+  int64_t N = lead(x), C = last(x);
+  GAAW_CHECK(check_mat(ctx, y, "y", N, C, "x's (N, C)"));
+  GAAW_CHECK(check_mat(ctx, out, "out", N, C, "x's (N, C)"));
+  GAAW_CHECK(check_numel(ctx, bias, "bias", C, "C"));
+  if (!gaaw_device_has_bias_residual_add(ctx->device)) {
+    GAAW_CHECK(gaaw_bias_add(ctx, y, bias));
+    GAAW_CHECK(gaaw_add(ctx, x, y, out));
+    return GAAW_SUCCESS;
+  }
+  GAAW_CHECK(ctx->device->bias_residual_add(ctx, x, y, bias, out));
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_add_layernorm_forward(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *y,
                                          const gaaw_tensor_t *bias, const gaaw_tensor_t *w,
                                          const gaaw_tensor_t *b, float eps, gaaw_tensor_t *x2, gaaw_tensor_t *h,

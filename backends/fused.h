@@ -21,6 +21,13 @@
 gaaw_status_t gaaw_bias_gelu_forward(gaaw_context_t ctx, gaaw_tensor_t *u, const gaaw_tensor_t *b,
                                      gaaw_tensor_t *a);
 
+/* The residual add of a branch whose bias is still to come: out = x + (y + bias).
+ * x, y, out: (N, C)   bias: (C). out may be x or y. y is the caller's scratch: its
+ * contents are unspecified afterwards (the unfused sequence adds the bias into it).
+ * Bit-identical to gaaw_bias_add(y, bias); gaaw_add(x, y, out). */
+gaaw_status_t gaaw_bias_residual_add(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *y,
+                                     const gaaw_tensor_t *bias, gaaw_tensor_t *out);
+
 /* The residual add and the layernorm after it:
  *   x2 = x + (y + bias);  h = (x2 - mean) rstd w + b,  mean, rstd per row.
  * x, y, x2, h: (N, C)   bias, w, b: (C)   mean, rstd: (N) f32

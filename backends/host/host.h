@@ -83,6 +83,14 @@ void host_sum_chunks(const float *partial, int64_t chunks, int64_t cols, float *
 
 /* ---------------------------------------------------------------- f32 cores used across files */
 
+/* One row of a residual add: out = x + (y + bias) (bias NULL: x + y), a 16-bit
+ * y + bias and out rounded to dtype as the unfused kernels store them. out may be
+ * x or y in f32; in a 16-bit dtype x and y are staged copies and out is not.
+ * x, y, out, bias: (C)   (host_elementwise.c) */
+void host_add_bias_row(int64_t C, const float *x, const float *y, const float *bias, float *out,
+                       gaaw_dtype_t dtype);
+
+
 /* Row-major c = alpha op(a) op(b) + beta c on contiguous f32 matrices; CBLAS when the
  * build has it, the blocked GEMM otherwise. beta == 0 ignores c's contents. */
 gaaw_status_t gaaw_host_sgemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m, int64_t n,

@@ -40,31 +40,15 @@ static void layernorm_forward_f32(int64_t N, int64_t C, const float *x, const fl
 }
 
 /* x2 = x + (y + bias) (bias NULL: x + y), then layernorm_row of x2, row by row.
- * x, y, x2, h: (N, C)   bias, w, b: (C)   mean, rstd: (N). For a 16-bit dtype y + bias
- * and x2 are rounded as the unfused sequence stores them (x2 serves as the
- * temporary: x and y are staged copies then, never x2). */
+ * x, y, x2, h: (N, C)   bias, w, b: (C)   mean, rstd: (N) */
 static void add_layernorm_forward_f32(int64_t N, int64_t C, const float *x, const float *y, const float *bias,
                                       const float *w, const float *b, float eps, float *x2, float *h, float *mean,
                                       float *rstd, gaaw_dtype_t dtype)
 {
 #pragma omp parallel for if (N * C > HOST_PARALLEL_MIN) schedule(static)
   for (int64_t n = 0; n < N; n++) {
-    const float *xr = x + n * C, *yr = y + n * C;
     float *x2r = x2 + n * C;
-    if (!bias) {
-#pragma omp simd
-      for (int64_t c = 0; c < C; c++) x2r[c] = xr[c] + yr[c];
-    } else if (dtype == GAAW_F32) {
-#pragma omp simd
-      for (int64_t c = 0; c < C; c++) x2r[c] = xr[c] + (yr[c] + bias[c]);
-    } else {
-#pragma omp simd
-      for (int64_t c = 0; c < C; c++) x2r[c] = yr[c] + bias[c];
-      host_round(x2r, C, dtype);
-#pragma omp simd
-      for (int64_t c = 0; c < C; c++) x2r[c] = xr[c] + x2r[c];
-    }
-    host_round(x2r, C, dtype);
+    host_add_bias_row(C, x + n * C, y + n * C, bias, x2r, dtype);
     layernorm_row(C, x2r, w, b, eps, h + n * C, mean + n, rstd + n);
   }
 }

@@ -54,6 +54,14 @@ gaaw_status_t ocl_bias_gelu_forward(gaaw_context_t ctx, gaaw_ten u, gaaw_cten b,
                  OCL_VAL(F), OCL_VAL(n));
 }
 
+gaaw_status_t ocl_bias_residual_add(gaaw_context_t ctx, gaaw_cten x, gaaw_cten y, gaaw_cten bias, gaaw_ten out)
+{
+  OCL_CHECK_F16("bias_residual_add", x, y, bias, out);
+  cl_long C = ocl_cols(x), n = gaaw_tensor_numel(x);
+  return OCL_RUN(ctx, OCL_K_bias_residual_add, ocl_ew_groups(n), OCL_EW_WG, OCL_TEN(x), OCL_TEN(y), OCL_TEN(bias),
+                 OCL_TEN(out), OCL_VAL(C), OCL_VAL(n));
+}
+
 gaaw_status_t ocl_add(gaaw_context_t ctx, gaaw_cten a, gaaw_cten b, gaaw_ten y)
 {
   OCL_CHECK_F16("add", a, b, y);

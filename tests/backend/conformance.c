@@ -305,6 +305,17 @@ static gaaw_status_t case_bias_gelu(run_t *r)
   return GAAW_SUCCESS;
 }
 
+static gaaw_status_t case_bias_residual_add(run_t *r)
+{
+  gaaw_tensor_t x = RAND(DT, -2, 2, 40, 33), y = RAND(DT, -1, 1, 40, 33), b = RAND(DT, -1, 1, 33);
+  gaaw_tensor_t out = RAND(DT, 0, 1, 40, 33);
+  CALL(gaaw_bias_residual_add(CTX, &x, &y, &b, &out));
+  keep(r, &out, "out");
+  CALL(gaaw_bias_residual_add(CTX, &x, &y, &b, &y)); /* out aliases y */
+  keep(r, &y, "out = y");
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t case_add_layernorm(run_t *r)
 {
   int64_t N = 19, C = 150;
@@ -438,6 +449,7 @@ static const struct {
   {"fill", case_fill, 0},
   {"bias_gelu (fused)", case_bias_gelu, 1e-5}, {"add_layernorm (fused)", case_add_layernorm, 1e-4},
   {"cross_entropy (fused)", case_cross_entropy_fused, 1e-5},
+  {"bias_residual_add (fused)", case_bias_residual_add, 1e-5},
 };
 
 /* ---------------------------------------------------------------- driver */

@@ -58,6 +58,17 @@ static void run_bias_gelu(gaaw_context_t ctx, gaaw_dtype_t dt, int64_t N, int64_
   kt_free(ctx, &u), kt_free(ctx, &b), kt_free(ctx, &a);
 }
 
+/* out = x + (y + bias), into a new tensor or in place of y. */
+static void run_bias_residual_add(gaaw_context_t ctx, gaaw_dtype_t dt, int64_t N, int64_t C, int into_y, outputs *o)
+{
+  uint64_t seed = 29;
+  gaaw_tensor_t x = rnd(ctx, dt, N, C, -2, 3, &seed), y = rnd(ctx, dt, N, C, -1, 1, &seed);
+  gaaw_tensor_t bias = rnd(ctx, dt, 0, C, -1, 1, &seed), out = rnd(ctx, dt, N, C, 0, 1, &seed);
+  expect_status_ctx(ctx, gaaw_bias_residual_add(ctx, &x, &y, &bias, into_y ? &y : &out), GAAW_SUCCESS);
+  keep(ctx, o, into_y ? &y : &out, "out");
+  kt_free(ctx, &x), kt_free(ctx, &y), kt_free(ctx, &bias), kt_free(ctx, &out);
+}
+
 static void run_add_layernorm(gaaw_context_t ctx, gaaw_dtype_t dt, int64_t N, int64_t C, int with_bias,
                               outputs *o)
 {
@@ -115,11 +126,14 @@ static void run_case(gaaw_context_t ctx, int c, gaaw_dtype_t dt, int64_t rows, i
   case 1: run_add_layernorm(ctx, dt, rows, cols, 1, o); break;
   case 2: run_add_layernorm(ctx, dt, rows, cols, 0, o); break;
   case 3: run_cross_entropy(ctx, dt, rows, cols, 1, o); break;
-  default: run_cross_entropy(ctx, dt, rows, cols, 0, o); break;
+  case 4: run_cross_entropy(ctx, dt, rows, cols, 0, o); break;
+  case 5: run_bias_residual_add(ctx, dt, rows, cols, 0, o); break;
+  default: run_bias_residual_add(ctx, dt, rows, cols, 1, o); break;
   }
 }
-static const char *const case_names[] = {"bias_gelu", "add_layernorm with bias", "add_layernorm",
-                                         "cross_entropy with gradient", "cross_entropy"};
+static const char *const case_names[] = {"bias_gelu",     "add_layernorm with bias",     "add_layernorm",
+                                         "cross_entropy with gradient", "cross_entropy", "bias_residual_add",
+                                         "bias_residual_add into y"};
 
 static void check_same(gaaw_context_t ctx, int c, gaaw_dtype_t dt, int64_t rows, int64_t cols, int threads)
 {
@@ -168,6 +182,14 @@ static void check_bad_input(gaaw_context_t ctx)
   BAD(gaaw_bias_gelu_forward(ctx, &x, &c6, &xh));  /* mixed dtypes */
   BAD(gaaw_bias_gelu_forward(ctx, &ids, &c6, &y)); /* i32 */
 
+  expect_status_ctx(ctx, gaaw_bias_residual_add(ctx, &x, &y, &c6, &x2), GAAW_SUCCESS);
+  expect_status_ctx(ctx, gaaw_bias_residual_add(ctx, &x, &y, &c6, &y), GAAW_SUCCESS);
+  BAD(gaaw_bias_residual_add(ctx, &x, &y, NULL, &x2)); /* the bias is required */
+  BAD(gaaw_bias_residual_add(ctx, &x, &y, &c5, &x2));
+  BAD(gaaw_bias_residual_add(ctx, &x, &x5, &c6, &x2));
+  BAD(gaaw_bias_residual_add(ctx, &x, &y, &c6, &x5));
+  BAD(gaaw_bias_residual_add(ctx, &x, &y, &c6, &xh));
+
   expect_status_ctx(ctx, gaaw_add_layernorm_forward(ctx, &x, &y, &c6, &c6, &c6, 1e-5f, &x2, &h, &n4, &n4b),
                     GAAW_SUCCESS);
   expect_status_ctx(ctx, gaaw_add_layernorm_forward(ctx, &x, &y, NULL, &c6, &c6, 1e-5f, &x2, &h, &n4, &n4b),
@@ -203,7 +225,7 @@ int main(int argc, char **argv)
   GAAW_DEVICE_FUSED_LIST(NO_FUSED)
 #undef NO_FUSED
   expect_true(gaaw_device_has_bias_gelu_forward(ctx->device) && gaaw_device_has_add_layernorm_forward(ctx->device) &&
-                  gaaw_device_has_cross_entropy_forward(ctx->device),
+                  gaaw_device_has_cross_entropy_forward(ctx->device) && gaaw_device_has_bias_residual_add(ctx->device),
               "the host backend should have every fused kernel");
   expect_true(!gaaw_device_has_bias_gelu_forward(&unfused_ops), "a NULL entry should count as missing");
   for (int c = 0; c < (int)(sizeof case_names / sizeof *case_names); c++)

@@ -37,11 +37,8 @@ __kernel void add_layernorm_forward(TEN(x), TEN(y), TEN(bias), int has_bias, TEN
 {
   __local float scratch[ROW_WG];
   long n = get_group_id(0), row = n * C;
-  for (long c = get_local_id(0); c < C; c += ROW_WG) {
-    float v = LD(y, row + c);
-    if (has_bias) v = gaaw_round(v + LD(bias, c), y_t);
-    ST(x2, row + c, LD(x, row + c) + v);
-  }
+  for (long c = get_local_id(0); c < C; c += ROW_WG)
+    ST(x2, row + c, add_bias_at(PASS(x), PASS(y), PASS(bias), has_bias, row + c, c));
   layernorm_row(PASS(x2), PASS(w), PASS(b), eps, PASS(h), PASS(mean), PASS(rstd), n, C, scratch);
 }
 
