@@ -165,7 +165,8 @@ static gaaw_status_t attention_forward(gaaw_model_t m, gaaw_layer *l, const bloc
 }
 
 /* x2 = x + y + attention's output bias, fused with norm_2; then the MLP branch,
- * its bias fused with the GELU. y (Nl, C) is attention_forward's scratch. */
+ * its bias fused with the GELU, c_proj's with the residual add. y (Nl, C) is
+ * attention_forward's scratch. */
 static gaaw_status_t mlp_forward(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
                                  const gaaw_tensor_t *x, gaaw_tensor_t *ya, gaaw_tensor_t *out)
 {
@@ -185,8 +186,8 @@ static gaaw_status_t mlp_forward(gaaw_model_t m, gaaw_layer *l, const block_dims
   GAAW_CHECK(swiglu ? gaaw_swiglu_forward(ctx, u, a) : gaaw_bias_gelu_forward(ctx, u, PARAM(P_FC_B), a));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &z));
   GAAW_CHECK(gaaw_linear_forward(ctx, a, PARAM(P_FC2_W), NULL, z));
-  GAAW_CHECK(leave_tp(m, d, s, z, PARAM(P_FC2_B), &y));
-  GAAW_CHECK(gaaw_add(ctx, x2, y, out));
+  GAAW_CHECK(leave_tp(m, d, s, z, NULL, &y));
+  GAAW_CHECK(gaaw_bias_residual_add(ctx, x2, y, PARAM(P_FC2_B), out));
   return GAAW_SUCCESS;
 }
 
