@@ -68,6 +68,21 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
   X(fill, (gaaw_context_t ctx, gaaw_ten x, float value))                                            \
   X(synchronize, (gaaw_context_t ctx))
 
+/* X(name, (parameters)): fused kernels, internal (backends/fused.h): each does in one
+ * pass what a sequence of the kernels above does. A backend need not have them: its
+ * tables are built from GAAW_DEVICE_KERNEL_LIST alone, and an entry left NULL gets
+ * the unsupported stub, which gaaw_device_has_NAME reports, so the dispatch in
+ * backends/fused.c runs the unfused sequence instead. */
+#define GAAW_DEVICE_FUSED_LIST(X)                                                                  \
+  X(bias_gelu_forward, (gaaw_context_t ctx, gaaw_ten u, gaaw_cten b, gaaw_ten a))                   \
+  X(bias_residual_add, (gaaw_context_t ctx, gaaw_cten x, gaaw_cten y, gaaw_cten bias, gaaw_ten out))   \
+  X(add_layernorm_forward, (gaaw_context_t ctx, gaaw_cten x, gaaw_cten y, gaaw_cten bias,           \
+                            gaaw_cten w, gaaw_cten b, float eps, gaaw_ten x2, gaaw_ten h,           \
+                            gaaw_ten mean, gaaw_ten rstd))                                          \
+  X(cross_entropy_forward, (gaaw_context_t ctx, gaaw_cten logits, gaaw_cten targets,                \
+                            int64_t vocab_start, float dloss, gaaw_ten max, gaaw_ten sumexp,         \
+                            gaaw_ten target, gaaw_ten dlogits))
+
 #define GAAW_DEVICE_OP_FIELD(name, params) gaaw_status_t(*name) params;
 
 /* A device's streams: kernels, copies and allocations are ordered on the compute
@@ -108,7 +123,14 @@ typedef struct gaaw_device_ops {
   gaaw_status_t (*event_query)(gaaw_context_t ctx, void *event, int *done);
   void (*event_destroy)(gaaw_context_t ctx, void *event);
   GAAW_DEVICE_KERNEL_LIST(GAAW_DEVICE_OP_FIELD)
+  GAAW_DEVICE_FUSED_LIST(GAAW_DEVICE_OP_FIELD)
 } gaaw_device_ops;
+
+/* Whether a completed table (gaaw_device_backends) has fused kernel NAME, i.e. its
+ * entry is not the unsupported stub: int gaaw_device_has_NAME(ops). */
+#define GAAW_DEVICE_HAS_DECLARE(name, params) int gaaw_device_has_##name(const gaaw_device_ops *ops);
+GAAW_DEVICE_FUSED_LIST(GAAW_DEVICE_HAS_DECLARE)
+#undef GAAW_DEVICE_HAS_DECLARE
 
 /* Backends known to this build, in auto-selection order (cuda > opencl > host);
  * count receives their number. */

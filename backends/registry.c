@@ -15,6 +15,7 @@ extern const gaaw_device_ops gaaw_cuda_device_ops; /* backends/cuda/cuda_device.
     GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "the %s backend has no %s kernel", ctx->device->name, #op); \
   }
 GAAW_DEVICE_KERNEL_LIST(GAAW_UNSUPPORTED_STUB)
+GAAW_DEVICE_FUSED_LIST(GAAW_UNSUPPORTED_STUB)
 #undef GAAW_UNSUPPORTED_STUB
 
 #ifdef GAAW_HAVE_OPENCL
@@ -44,10 +45,20 @@ static void complete_tables(void)
 #define GAAW_FILL_STUB(op, params) \
   if (!completed[i].op) completed[i].op = unsupported_##op;
     GAAW_DEVICE_KERNEL_LIST(GAAW_FILL_STUB)
+    GAAW_DEVICE_FUSED_LIST(GAAW_FILL_STUB)
 #undef GAAW_FILL_STUB
     completed_ptrs[i] = &completed[i];
   }
 }
+
+/* A NULL entry counts as missing too (a table not completed here, as tests build). */
+#define GAAW_DEVICE_HAS(name, params)                                  \
+  int gaaw_device_has_##name(const gaaw_device_ops *ops)               \
+  {                                                                    \
+    return ops->name != NULL && ops->name != unsupported_##name;       \
+  }
+GAAW_DEVICE_FUSED_LIST(GAAW_DEVICE_HAS)
+#undef GAAW_DEVICE_HAS
 
 const gaaw_device_ops *const *gaaw_device_backends(int *count)
 {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "backends/agree.h"
+#include "backends/fused.h"
 #include "backends/runtime/half.h"
 #include "parallel/linear.h"
 #include "parallel/gpt.h"
@@ -172,16 +173,22 @@ static gaaw_status_t head_forward_body(gaaw_model_t m, gaaw_layer *l, gaaw_frame
   gaaw_tensor_t w = valid_rows(m, gaaw_layer_param(m, l, H_LM));
   GAAW_CHECK(gaaw_layer_alloc(m, f, l, HS_LOGITS, 0, GAAW_SHAPE(N, m->vocab_valid_local), &logits));
   GAAW_CHECK(gaaw_linear_forward(ctx, hg, &w, NULL, logits));
-  /* vocab-parallel cross-entropy: three all-reduces over tp */
   GAAW_CHECK(gaaw_layer_alloc_stat(m, f, l, HS_MAX, N, &max));
   GAAW_CHECK(gaaw_layer_alloc_stat(m, f, l, HS_SUMEXP, N, &sumexp));
   GAAW_CHECK(gaaw_layer_alloc_stat(m, f, l, HS_TARGET, N, &target));
-  GAAW_CHECK(gaaw_row_max(ctx, logits, max));
-  if (m->tp_size > 1) GAAW_CHECK(gaaw_comm_allreduce(m->tp, max, max, GAAW_MAX));
-  GAAW_CHECK(gaaw_row_sum_exp(ctx, logits, max, sumexp));
-  GAAW_CHECK(gaaw_tp_allreduce(m->tp, sumexp));
-  GAAW_CHECK(gaaw_target_logit(ctx, logits, &f->targets, vocab_start(m), target));
-  GAAW_CHECK(gaaw_tp_allreduce(m->tp, target));
+  if (m->tp_size == 1) {
+    /* the whole vocabulary here: one pass per row */
+    GAAW_CHECK(
+      gaaw_cross_entropy_forward(ctx, logits, &f->targets, vocab_start(m), 0.0f, max, sumexp, target, NULL));
+  } else {
+    /* vocab-parallel cross-entropy: three all-reduces over tp */
+    GAAW_CHECK(gaaw_row_max(ctx, logits, max));
+    GAAW_CHECK(gaaw_comm_allreduce(m->tp, max, max, GAAW_MAX));
+    GAAW_CHECK(gaaw_row_sum_exp(ctx, logits, max, sumexp));
+    GAAW_CHECK(gaaw_tp_allreduce(m->tp, sumexp));
+    GAAW_CHECK(gaaw_target_logit(ctx, logits, &f->targets, vocab_start(m), target));
+    GAAW_CHECK(gaaw_tp_allreduce(m->tp, target));
+  }
   GAAW_CHECK(reduce_loss(m, l, f));
   return GAAW_SUCCESS;
 }

@@ -6,6 +6,7 @@
  * C = dim, Hl = heads/P, D = C/heads, Cl = C/P, Fl = ffn/P):
  *   x, x2, out: (Nl, C)   qkv: (N, 3 Cl)   q, k, v: (B Hl, T, D)   att: (N, Cl)
  *   u: (N, Fl) or (N, 2 Fl) for SwiGLU   a: (N, Fl) */
+#include "backends/fused.h"
 #include "parallel/linear.h"
 #include "parallel/model_impl.h"
 #include "parallel/norm.h"
@@ -63,7 +64,8 @@ static gaaw_status_t enter_tp(gaaw_model_t m, gaaw_layer *l, int slot, const blo
   return GAAW_SUCCESS;
 }
 
-/* Out of it: partial sums y (N, C) -> the (Nl, C) result, plus the replicated bias. */
+/* Out of it: partial sums y (N, C) -> the (Nl, C) result, plus the replicated bias
+ * (NULL: left to the caller, which fuses it into the residual add). */
 static gaaw_status_t leave_tp(gaaw_model_t m, const block_dims *d, gaaw_scratch *s, gaaw_tensor_t *y,
                               const gaaw_tensor_t *bias, gaaw_tensor_t **out)
 {
@@ -75,7 +77,7 @@ static gaaw_status_t leave_tp(gaaw_model_t m, const block_dims *d, gaaw_scratch 
     GAAW_CHECK(gaaw_tp_allreduce(m->tp, y));
     *out = y;
   }
-  GAAW_CHECK(gaaw_bias_add(ctx, *out, bias));
+  if (bias) GAAW_CHECK(gaaw_bias_add(ctx, *out, bias));
   return GAAW_SUCCESS;
 }
 
@@ -126,11 +128,13 @@ static gaaw_tensor_t qkv_part(const gaaw_tensor_t *qkvp, const block_dims *d, in
 
 /* ---------------------------------------------------------------- forward */
 
+/* y (Nl, C): the attention branch before its output bias (added by mlp_forward's
+ * fused residual add and norm_2). */
 static gaaw_status_t attention_forward(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
-                                       const gaaw_tensor_t *x, gaaw_tensor_t **x2)
+                                       const gaaw_tensor_t *x, gaaw_tensor_t **y)
 {
   gaaw_context_t ctx = m->ctx;
-  gaaw_tensor_t *h1, *mean1 = NULL, *rstd1, *h1g, *qkv, *heads, *qkvp, *probs, *o, *att, *proj, *y;
+  gaaw_tensor_t *h1, *mean1 = NULL, *rstd1, *h1g, *qkv, *heads, *qkvp, *probs, *o, *att, *proj;
   GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_H1, 0, GAAW_SHAPE(d->Nl, d->C), &h1));
   if (m->gpt.norm == GAAW_NORM_LAYERNORM) GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_MEAN1, d->Nl, &mean1));
   GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_RSTD1, d->Nl, &rstd1));
@@ -156,30 +160,34 @@ static gaaw_status_t attention_forward(gaaw_model_t m, gaaw_layer *l, const bloc
   GAAW_CHECK(gaaw_permute_0213(ctx, &in, &out4));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &proj));
   GAAW_CHECK(gaaw_linear_forward(ctx, att, PARAM(P_PROJ_W), NULL, proj));
-  GAAW_CHECK(leave_tp(m, d, s, proj, PARAM(P_PROJ_B), &y));
-  GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_X2, 0, GAAW_SHAPE(d->Nl, d->C), x2));
-  GAAW_CHECK(gaaw_add(ctx, x, y, *x2));
+  GAAW_CHECK(leave_tp(m, d, s, proj, NULL, y));
   return GAAW_SUCCESS;
 }
 
+/* x2 = x + y + attention's output bias, fused with norm_2; then the MLP branch,
+ * its bias fused with the GELU, c_proj's with the residual add. y (Nl, C) is
+ * attention_forward's scratch. */
 static gaaw_status_t mlp_forward(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
-                                 const gaaw_tensor_t *x2, gaaw_tensor_t *out)
+                                 const gaaw_tensor_t *x, gaaw_tensor_t *ya, gaaw_tensor_t *out)
 {
   gaaw_context_t ctx = m->ctx;
-  gaaw_tensor_t *h2, *mean2 = NULL, *rstd2, *h2g, *u, *a, *z, *y;
+  gaaw_tensor_t *x2, *h2, *mean2 = NULL, *rstd2, *h2g, *u, *a, *z, *y;
+  int swiglu = m->gpt.activation == GAAW_ACT_SWIGLU;
+  GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_X2, 0, GAAW_SHAPE(d->Nl, d->C), &x2));
   GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_H2, 0, GAAW_SHAPE(d->Nl, d->C), &h2));
   if (m->gpt.norm == GAAW_NORM_LAYERNORM) GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_MEAN2, d->Nl, &mean2));
   GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_RSTD2, d->Nl, &rstd2));
-  GAAW_CHECK(gaaw_norm_forward(ctx, m->gpt.norm, x2, PARAM(P_LN2_W), NORM_BIAS(P_LN2_B), h2, mean2, rstd2));
+  GAAW_CHECK(gaaw_add_norm_forward(ctx, m->gpt.norm, x, ya, PARAM(P_PROJ_B), PARAM(P_LN2_W), NORM_BIAS(P_LN2_B), x2,
+                                   h2, mean2, rstd2));
   GAAW_CHECK(enter_tp(m, l, S_H2G, d, h2, &h2g));
   GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_U, 0, GAAW_SHAPE(d->N, d->Fu), &u));
-  GAAW_CHECK(gaaw_linear_forward(ctx, h2g, PARAM(P_FC_W), PARAM(P_FC_B), u));
+  GAAW_CHECK(gaaw_linear_forward(ctx, h2g, PARAM(P_FC_W), swiglu ? PARAM(P_FC_B) : NULL, u));
   GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_A, 0, GAAW_SHAPE(d->N, d->Fl), &a));
-  GAAW_CHECK(m->gpt.activation == GAAW_ACT_SWIGLU ? gaaw_swiglu_forward(ctx, u, a) : gaaw_gelu_forward(ctx, u, a));
+  GAAW_CHECK(swiglu ? gaaw_swiglu_forward(ctx, u, a) : gaaw_bias_gelu_forward(ctx, u, PARAM(P_FC_B), a));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &z));
   GAAW_CHECK(gaaw_linear_forward(ctx, a, PARAM(P_FC2_W), NULL, z));
-  GAAW_CHECK(leave_tp(m, d, s, z, PARAM(P_FC2_B), &y));
-  GAAW_CHECK(gaaw_add(ctx, x2, y, out));
+  GAAW_CHECK(leave_tp(m, d, s, z, NULL, &y));
+  GAAW_CHECK(gaaw_bias_residual_add(ctx, x2, y, PARAM(P_FC2_B), out));
   return GAAW_SUCCESS;
 }
 
@@ -189,10 +197,10 @@ static gaaw_status_t block_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f,
   gaaw_context_t ctx = m->ctx;
   block_dims d = dims_of(m, f);
   gaaw_scratch s = {0};
-  gaaw_tensor_t *x2 = NULL;
+  gaaw_tensor_t *y = NULL;
   gaaw_status_t st = gaaw_act_alloc(m, GAAW_SHAPE(d.Nl, d.C), out);
-  if (st == GAAW_SUCCESS) st = attention_forward(m, l, &d, &s, x, &x2);
-  if (st == GAAW_SUCCESS) st = mlp_forward(m, l, &d, &s, x2, out);
+  if (st == GAAW_SUCCESS) st = attention_forward(m, l, &d, &s, x, &y);
+  if (st == GAAW_SUCCESS) st = mlp_forward(m, l, &d, &s, x, y, out);
   /* selective recomputation: the (B Hl, T, T) scores are the s^2 part; backward
    * recomputes them from the kept q and k */
   if (st == GAAW_SUCCESS && m->recompute == GAAW_RECOMPUTE_SELECTIVE)
@@ -323,8 +331,8 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
     gaaw_mem_save(w, att);
     gaaw_mem_scratch(w, nc);
     if (d.sp) gaaw_mem_scratch(w, nlc);
+    /* mlp_forward: x2, then norm_2's output */
     gaaw_mem_save(w, nlc);
-    /* mlp_forward */
     gaaw_mem_save(w, nlc);
     if (ln) gaaw_mem_save(w, stat);
     gaaw_mem_save(w, stat);

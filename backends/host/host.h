@@ -47,6 +47,11 @@ void *host_raw(host_stage *s, const gaaw_tensor_t *t);
 /* Writes staged outputs back (if no error), frees the copies, returns the status. */
 gaaw_status_t host_stage_end(host_stage *s);
 
+/* Rounds p[0..n) to the precision of dtype (nothing for f32), as storing them in a
+ * 16-bit tensor and loading them back would: fused kernels round an intermediate
+ * that the unfused sequence stores, so that their results are the same bits. */
+void host_round(float *p, int64_t n, gaaw_dtype_t dtype);
+
 /* f32 scratch of n floats from the workspace cache (NULL after an error). Freed by
  * host_stage_end. */
 float *host_scratch(host_stage *s, int64_t n);
@@ -78,6 +83,14 @@ void host_sum_chunks(const float *partial, int64_t chunks, int64_t cols, float *
 
 /* ---------------------------------------------------------------- f32 cores used across files */
 
+/* One row of a residual add: out = x + (y + bias) (bias NULL: x + y), a 16-bit
+ * y + bias and out rounded to dtype as the unfused kernels store them. out may be
+ * x or y in f32; in a 16-bit dtype x and y are staged copies and out is not.
+ * x, y, out, bias: (C)   (host_elementwise.c) */
+void host_add_bias_row(int64_t C, const float *x, const float *y, const float *bias, float *out,
+                       gaaw_dtype_t dtype);
+
+
 /* Row-major c = alpha op(a) op(b) + beta c on contiguous f32 matrices; CBLAS when the
  * build has it, the blocked GEMM otherwise. beta == 0 ignores c's contents. */
 gaaw_status_t gaaw_host_sgemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m, int64_t n,
@@ -96,10 +109,12 @@ gaaw_status_t gaaw_host_gemm_blocked(gaaw_context_t ctx, gaaw_transpose_t ta, ga
 
 #define HOST_DECLARE(name, params) gaaw_status_t host_##name params;
 GAAW_DEVICE_KERNEL_LIST(HOST_DECLARE)
+GAAW_DEVICE_FUSED_LIST(HOST_DECLARE)
 #undef HOST_DECLARE
 
-/* The kernels this backend implements, as designated initialisers of its table. */
+/* The kernels this backend implements, fused ones included, as designated
+ * initialisers of its table. */
 #define HOST_TABLE_ENTRY(name, params) .name = host_##name,
-#define GAAW_HOST_KERNEL_ENTRIES GAAW_DEVICE_KERNEL_LIST(HOST_TABLE_ENTRY)
+#define GAAW_HOST_KERNEL_ENTRIES GAAW_DEVICE_KERNEL_LIST(HOST_TABLE_ENTRY) GAAW_DEVICE_FUSED_LIST(HOST_TABLE_ENTRY)
 
 #endif

@@ -1,5 +1,6 @@
 /* Activations, forward and backward: the elementwise kinds (GELU, ReLU, tanh, SiLU,
- * none) through one pair of entries taking the kind, and SwiGLU.
+ * none) through one pair of entries taking the kind, SwiGLU, and the fused bias add
+ * and GELU of the MLP (backends/fused.h).
  * GELU is computed as x sigmoid(2u), u = s (x + c x^3), which equals
  * 0.5 x (1 + tanh u) without tanh's cancellation near -1 and in loops that
  * vectorize, 16 lanes wide on AVX-512 (host_math.h). */
@@ -104,6 +105,21 @@ static void act_backward_f32(gaaw_activation_t act, int64_t n, const float *dy, 
     b(k * HOST_VECTOR_BLOCK, k + 1 < blocks ? (k + 1) * HOST_VECTOR_BLOCK : n, dy, x, dx);
 }
 
+/* u: (N, F) += b: (F), then a: (N, F) = gelu(u), row by row while the row is in
+ * cache; each element as bias_add_f32 and gelu_forward_block compute it, u rounded
+ * to dtype in between as the unfused sequence stores it. */
+static void bias_gelu_forward_f32(int64_t N, int64_t F, float *u, const float *b, float *a, gaaw_dtype_t dtype)
+{
+#pragma omp parallel for if (N * F > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    float *ur = u + n * F;
+#pragma omp simd
+    for (int64_t c = 0; c < F; c++) ur[c] += b[c];
+    host_round(ur, F, dtype);
+    gelu_forward_block(n * F, (n + 1) * F, u, a);
+  }
+}
+
 /* x: (N, 2H) = [a | g]   y: (N, H) = silu(a) g */
 static void swiglu_forward_f32(int64_t N, int64_t H, const float *x, float *y)
 {
@@ -152,6 +168,16 @@ gaaw_status_t host_activation_backward(gaaw_context_t ctx, gaaw_activation_t act
   const float *pdy = host_in(&s, dy), *px = host_in(&s, x);
   float *pdx = host_inout(&s, dx);
   if (s.status == GAAW_SUCCESS) act_backward_f32(act, gaaw_tensor_numel(x), pdy, px, pdx);
+  return host_stage_end(&s);
+}
+
+gaaw_status_t host_bias_gelu_forward(gaaw_context_t ctx, gaaw_ten u, gaaw_cten b, gaaw_ten a)
+{
+  host_stage s;
+  host_stage_init(&s, ctx);
+  float *pu = host_inout(&s, u), *pa = host_out(&s, a);
+  const float *pb = host_in(&s, b);
+  if (s.status == GAAW_SUCCESS) bias_gelu_forward_f32(host_rows(u), host_cols(u), pu, pb, pa, u->dtype);
   return host_stage_end(&s);
 }
 

@@ -1,4 +1,5 @@
-/* Elementwise kernels: bias add and its backward, residual add, axpy, scale. Their
+/* Elementwise kernels: bias add and its backward, residual add (alone and with a
+ * bias, fused: backends/fused.h), axpy, scale. Their
  * loops say `omp simd`: without it GCC keeps them scalar (it would need run-time
  * checks that the arrays do not overlap). Each element's operations are the same
  * either way (bias_backward still sums each column over rows in order). */
@@ -33,6 +34,33 @@ static void bias_backward_f32(int64_t N, int64_t C, const float *dy, float *db, 
       for (int64_t c = 0; c < C; c++) kdb[c] += dy[n * C + c];
   }
   host_sum_chunks(partial, chunks, C, db, 1);
+}
+
+void host_add_bias_row(int64_t C, const float *x, const float *y, const float *bias, float *out,
+                       gaaw_dtype_t dtype)
+{
+  if (!bias) {
+#pragma omp simd
+    for (int64_t c = 0; c < C; c++) out[c] = x[c] + y[c];
+  } else if (dtype == GAAW_F32) {
+#pragma omp simd
+    for (int64_t c = 0; c < C; c++) out[c] = x[c] + (y[c] + bias[c]);
+  } else { /* out as the temporary: x and y are staged copies */
+#pragma omp simd
+    for (int64_t c = 0; c < C; c++) out[c] = y[c] + bias[c];
+    host_round(out, C, dtype);
+#pragma omp simd
+    for (int64_t c = 0; c < C; c++) out[c] = x[c] + out[c];
+  }
+  host_round(out, C, dtype);
+}
+
+/* out: (N, C) = x + (y + bias), row by row. */
+static void bias_residual_add_f32(int64_t N, int64_t C, const float *x, const float *y, const float *bias, float *out,
+                                  gaaw_dtype_t dtype)
+{
+#pragma omp parallel for if (N * C > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t n = 0; n < N; n++) host_add_bias_row(C, x + n * C, y + n * C, bias, out + n * C, dtype);
 }
 
 static void add_f32(int64_t n, const float *a, const float *b, float *y)
@@ -85,6 +113,16 @@ gaaw_status_t host_add(gaaw_context_t ctx, gaaw_cten a, gaaw_cten b, gaaw_ten y)
   /* y may alias a or b: a 16-bit y is staged after a and b were read into copies. */
   float *py = host_out(&s, y);
   if (s.status == GAAW_SUCCESS) add_f32(gaaw_tensor_numel(y), pa, pb, py);
+  return host_stage_end(&s);
+}
+
+gaaw_status_t host_bias_residual_add(gaaw_context_t ctx, gaaw_cten x, gaaw_cten y, gaaw_cten bias, gaaw_ten out)
+{
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const float *px = host_in(&s, x), *py = host_in(&s, y), *pb = host_in(&s, bias);
+  float *pout = host_out(&s, out); /* after x and y, as in host_add */
+  if (s.status == GAAW_SUCCESS) bias_residual_add_f32(host_rows(x), host_cols(x), px, py, pb, pout, x->dtype);
   return host_stage_end(&s);
 }
 

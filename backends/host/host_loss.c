@@ -1,5 +1,5 @@
 /* Cross-entropy pieces on a vocabulary slice: row max, sum of exp, target logit, and
- * the gradient; and the elementwise regression losses (MSE, L1, Huber). Sums of exp are in f32: every term is in (0, 1], so there is no
+ * the gradient, apart and fused into one pass per row (backends/fused.h); and the elementwise regression losses (MSE, L1, Huber). Sums of exp are in f32: every term is in (0, 1], so there is no
  * cancellation, and the vectorised sum keeps the rounding error near sqrt(V) ulp. */
 #include <math.h>
 
@@ -14,29 +14,44 @@ static inline int64_t target_column(const int32_t *targets, int64_t n, int64_t v
   return col >= 0 && col < V ? col : -1;
 }
 
+/* ---------------------------------------------------------------- rows; l, dl: (V) */
+
+static float max_of_row(int64_t V, const float *l)
+{
+  float m = -INFINITY;
+  for (int64_t v = 0; v < V; v++) m = fmaxf(m, l[v]);
+  return m;
+}
+
+static float sum_exp_of_row(int64_t V, const float *l, float m)
+{
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t v = 0; v < V; v++) s += host_expf(l[v] - m);
+  return s;
+}
+
+/* dl += dloss (softmax - onehot(col)), col < 0: no target in the slice. */
+static void gradient_of_row(int64_t V, const float *l, float m, float sumexp, int64_t col, float dloss, float *dl)
+{
+  float inv = 1.0f / sumexp;
+#pragma omp simd
+  for (int64_t v = 0; v < V; v++) dl[v] += dloss * host_expf(l[v] - m) * inv;
+  if (col >= 0) dl[col] -= dloss;
+}
+
 /* ---------------------------------------------------------------- f32 cores; logits: (N, V) */
 
 static void row_max_f32(int64_t N, int64_t V, const float *logits, float *max)
 {
 #pragma omp parallel for if (N * V > HOST_PARALLEL_MIN) schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    const float *l = logits + n * V;
-    float m = -INFINITY;
-    for (int64_t v = 0; v < V; v++) m = fmaxf(m, l[v]);
-    max[n] = m;
-  }
+  for (int64_t n = 0; n < N; n++) max[n] = max_of_row(V, logits + n * V);
 }
 
 static void row_sum_exp_f32(int64_t N, int64_t V, const float *logits, const float *max, float *sumexp)
 {
 #pragma omp parallel for if (N * V > HOST_PARALLEL_MIN) schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    const float *l = logits + n * V;
-    float m = max[n], s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (int64_t v = 0; v < V; v++) s += host_expf(l[v] - m);
-    sumexp[n] = s;
-  }
+  for (int64_t n = 0; n < N; n++) sumexp[n] = sum_exp_of_row(V, logits + n * V, max[n]);
 }
 
 static void target_logit_f32(int64_t N, int64_t V, const float *logits, const int32_t *targets, int64_t vocab_start,
@@ -55,12 +70,25 @@ static void cross_entropy_backward_f32(int64_t N, int64_t V, const float *logits
 #pragma omp parallel for if (N * V > HOST_PARALLEL_MIN) schedule(static)
   for (int64_t n = 0; n < N; n++) {
     if (targets[n] < 0) continue; /* ignored row: no gradient */
+    gradient_of_row(V, logits + n * V, max[n], sumexp[n], target_column(targets, n, vocab_start, V), dloss,
+                    dlogits + n * V);
+  }
+}
+
+/* The four above, row by row while the row is in cache (backends/fused.h);
+ * dlogits NULL: no gradient. */
+static void cross_entropy_forward_f32(int64_t N, int64_t V, const float *logits, const int32_t *targets,
+                                      int64_t vocab_start, float dloss, float *max, float *sumexp, float *target,
+                                      float *dlogits)
+{
+#pragma omp parallel for if (N * V > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t n = 0; n < N; n++) {
     const float *l = logits + n * V;
-    float *dl = dlogits + n * V, m = max[n], inv = 1.0f / sumexp[n];
-#pragma omp simd
-    for (int64_t v = 0; v < V; v++) dl[v] += dloss * host_expf(l[v] - m) * inv;
     int64_t col = target_column(targets, n, vocab_start, V);
-    if (col >= 0) dl[col] -= dloss;
+    max[n] = max_of_row(V, l);
+    sumexp[n] = sum_exp_of_row(V, l, max[n]);
+    target[n] = col >= 0 ? l[col] : 0.0f;
+    if (dlogits && targets[n] >= 0) gradient_of_row(V, l, max[n], sumexp[n], col, dloss, dlogits + n * V);
   }
 }
 
@@ -131,6 +159,20 @@ gaaw_status_t host_cross_entropy_backward(gaaw_context_t ctx, gaaw_cten logits, 
   float *pd = host_inout(&s, dlogits);
   if (s.status == GAAW_SUCCESS)
     cross_entropy_backward_f32(host_rows(logits), host_cols(logits), pl, pm, ps, pt, vocab_start, dloss, pd);
+  return host_stage_end(&s);
+}
+
+gaaw_status_t host_cross_entropy_forward(gaaw_context_t ctx, gaaw_cten logits, gaaw_cten targets, int64_t vocab_start,
+                                         float dloss, gaaw_ten max, gaaw_ten sumexp, gaaw_ten target, gaaw_ten dlogits)
+{
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const float *pl = host_in(&s, logits);
+  const int32_t *pt = host_raw(&s, targets);
+  float *pm = host_out(&s, max), *ps = host_out(&s, sumexp), *pout = host_out(&s, target);
+  float *pd = dlogits ? host_inout(&s, dlogits) : NULL;
+  if (s.status == GAAW_SUCCESS)
+    cross_entropy_forward_f32(host_rows(logits), host_cols(logits), pl, pt, vocab_start, dloss, pm, ps, pout, pd);
   return host_stage_end(&s);
 }
 

@@ -1,4 +1,5 @@
-/* LayerNorm and RMSNorm over the last dimension, forward and backward.
+/* LayerNorm and RMSNorm over the last dimension, forward and backward, and the
+ * residual add fused with the layernorm after it (backends/fused.h).
  * Row statistics are summed in f32 (two passes for the variance, so no cancellation);
  * dw and db are summed over rows in fixed chunks (host_sum_chunks), so they are
  * bit-identical for any thread count. */
@@ -17,21 +18,38 @@ static float row_mean(const float *x, int64_t C)
   return s / (float)C;
 }
 
+/* One row: xr, yr: (C)   w, b: (C); its mean and rstd. */
+static void layernorm_row(int64_t C, const float *xr, const float *w, const float *b, float eps, float *yr,
+                          float *mean, float *rstd)
+{
+  float m = row_mean(xr, C), var = 0.0f;
+#pragma omp simd reduction(+ : var)
+  for (int64_t c = 0; c < C; c++) var += (xr[c] - m) * (xr[c] - m);
+  float rs = 1.0f / sqrtf(var / (float)C + eps);
+  for (int64_t c = 0; c < C; c++) yr[c] = (xr[c] - m) * rs * w[c] + b[c];
+  *mean = m;
+  *rstd = rs;
+}
+
 /* x, y: (N, C)   w, b: (C)   mean, rstd: (N) */
 static void layernorm_forward_f32(int64_t N, int64_t C, const float *x, const float *w, const float *b, float eps,
                                   float *y, float *mean, float *rstd)
 {
 #pragma omp parallel for if (N * C > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t n = 0; n < N; n++) layernorm_row(C, x + n * C, w, b, eps, y + n * C, mean + n, rstd + n);
+}
+
+/* x2 = x + (y + bias) (bias NULL: x + y), then layernorm_row of x2, row by row.
+ * x, y, x2, h: (N, C)   bias, w, b: (C)   mean, rstd: (N) */
+static void add_layernorm_forward_f32(int64_t N, int64_t C, const float *x, const float *y, const float *bias,
+                                      const float *w, const float *b, float eps, float *x2, float *h, float *mean,
+                                      float *rstd, gaaw_dtype_t dtype)
+{
+#pragma omp parallel for if (N * C > HOST_PARALLEL_MIN) schedule(static)
   for (int64_t n = 0; n < N; n++) {
-    const float *xr = x + n * C;
-    float *yr = y + n * C;
-    float m = row_mean(xr, C), var = 0.0f;
-#pragma omp simd reduction(+ : var)
-    for (int64_t c = 0; c < C; c++) var += (xr[c] - m) * (xr[c] - m);
-    float rs = 1.0f / sqrtf(var / (float)C + eps);
-    for (int64_t c = 0; c < C; c++) yr[c] = (xr[c] - m) * rs * w[c] + b[c];
-    mean[n] = m;
-    rstd[n] = rs;
+    float *x2r = x2 + n * C;
+    host_add_bias_row(C, x + n * C, y + n * C, bias, x2r, dtype);
+    layernorm_row(C, x2r, w, b, eps, h + n * C, mean + n, rstd + n);
   }
 }
 
@@ -124,6 +142,20 @@ gaaw_status_t host_layernorm_forward(gaaw_context_t ctx, gaaw_cten x, gaaw_cten 
   const float *px = host_in(&s, x), *pw = host_in(&s, w), *pb = host_in(&s, b);
   float *py = host_out(&s, y), *pm = host_out(&s, mean), *pr = host_out(&s, rstd);
   if (s.status == GAAW_SUCCESS) layernorm_forward_f32(host_rows(x), host_cols(x), px, pw, pb, eps, py, pm, pr);
+  return host_stage_end(&s);
+}
+
+gaaw_status_t host_add_layernorm_forward(gaaw_context_t ctx, gaaw_cten x, gaaw_cten y, gaaw_cten bias, gaaw_cten w,
+                                         gaaw_cten b, float eps, gaaw_ten x2, gaaw_ten h, gaaw_ten mean,
+                                         gaaw_ten rstd)
+{
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const float *px = host_in(&s, x), *py = host_in(&s, y), *pbias = host_in(&s, bias);
+  const float *pw = host_in(&s, w), *pb = host_in(&s, b);
+  float *px2 = host_out(&s, x2), *ph = host_out(&s, h), *pm = host_out(&s, mean), *pr = host_out(&s, rstd);
+  if (s.status == GAAW_SUCCESS)
+    add_layernorm_forward_f32(host_rows(x), host_cols(x), px, py, pbias, pw, pb, eps, px2, ph, pm, pr, x->dtype);
   return host_stage_end(&s);
 }
 

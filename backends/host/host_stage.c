@@ -62,6 +62,16 @@ static void convert_from_f32(const float *src, int64_t n, void *dst, gaaw_dtype_
   for (int64_t i = 0; i < n; i++) gaaw_store_f32(dst, dtype, i, src[i]);
 }
 
+void host_round(float *p, int64_t n, gaaw_dtype_t dtype)
+{
+  if (dtype != GAAW_BF16 && dtype != GAAW_F16) return;
+  for (int64_t i = 0; i < n; i++) {
+    uint16_t h;
+    gaaw_store_f32(&h, dtype, 0, p[i]);
+    p[i] = gaaw_load_f32(&h, dtype, 0);
+  }
+}
+
 /* load: copy the tensor's values in; dst: where to write them back at the end. */
 static float *stage(host_stage *s, const gaaw_tensor_t *t, int load, gaaw_tensor_t *dst)
 {

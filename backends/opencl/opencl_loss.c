@@ -1,4 +1,4 @@
-/* Table entries of the cross-entropy pieces (kernels/rows.cl) and of the regression
+/* Table entries of the cross-entropy pieces, apart and fused (kernels/rows.cl) and of the regression
  * losses (kernels/pointwise.cl). */
 #include "backends/opencl/opencl.h"
 
@@ -34,6 +34,18 @@ gaaw_status_t ocl_cross_entropy_backward(gaaw_context_t ctx, gaaw_cten logits, g
   return OCL_RUN(ctx, OCL_K_cross_entropy_backward, ocl_ew_groups(total), OCL_EW_WG, OCL_TEN(logits), OCL_TEN(max),
                  OCL_TEN(sumexp), OCL_TEN(targets), OCL_VAL(vs), OCL_VAL(dloss), OCL_TEN(dlogits), OCL_VAL(V),
                  OCL_VAL(total));
+}
+
+gaaw_status_t ocl_cross_entropy_forward(gaaw_context_t ctx, gaaw_cten logits, gaaw_cten targets, int64_t vocab_start,
+                                        float dloss, gaaw_ten max, gaaw_ten sumexp, gaaw_ten target, gaaw_ten dlogits)
+{
+  OCL_CHECK_F16("cross_entropy_forward", logits, dlogits);
+  cl_long V = ocl_cols(logits), vs = vocab_start;
+  cl_int has_grad = dlogits != NULL;
+  const gaaw_tensor_t *dl = dlogits ? dlogits : logits; /* a stand-in the kernel does not touch */
+  return OCL_RUN(ctx, OCL_K_cross_entropy_forward, (size_t)ocl_rows(logits), OCL_ROW_WG, OCL_TEN(logits),
+                 OCL_TEN(targets), OCL_VAL(vs), OCL_VAL(dloss), OCL_TEN(max), OCL_TEN(sumexp), OCL_TEN(target),
+                 OCL_TEN(dl), OCL_VAL(has_grad), OCL_VAL(V));
 }
 
 _Static_assert(GAAW_LOSS_MSE == 0 && GAAW_LOSS_L1 == 1 && GAAW_LOSS_HUBER == 2,

@@ -1,4 +1,5 @@
-/* Table entries of LayerNorm, RMSNorm and the bias gradient (kernels/norm.cl, and
+/* Table entries of LayerNorm (alone and after a fused residual add), RMSNorm and the
+ * bias gradient (kernels/norm.cl, and
  * column_sums of kernels/reduce.cl for the parameter gradients). */
 #include "backends/opencl/opencl.h"
 
@@ -21,6 +22,18 @@ gaaw_status_t ocl_layernorm_forward(gaaw_context_t ctx, gaaw_cten x, gaaw_cten w
   cl_long C = ocl_cols(x);
   return OCL_RUN(ctx, OCL_K_layernorm_forward, (size_t)ocl_rows(x), OCL_ROW_WG, OCL_TEN(x), OCL_TEN(w), OCL_TEN(b),
                  OCL_VAL(eps), OCL_TEN(y), OCL_TEN(mean), OCL_TEN(rstd), OCL_VAL(C));
+}
+
+gaaw_status_t ocl_add_layernorm_forward(gaaw_context_t ctx, gaaw_cten x, gaaw_cten y, gaaw_cten bias, gaaw_cten w,
+                                        gaaw_cten b, float eps, gaaw_ten x2, gaaw_ten h, gaaw_ten mean, gaaw_ten rstd)
+{
+  OCL_CHECK_F16("add_layernorm_forward", x, y, bias, w, b, x2, h);
+  cl_long C = ocl_cols(x);
+  cl_int has_bias = bias != NULL;
+  const gaaw_tensor_t *bs = bias ? bias : w; /* a stand-in the kernel does not read */
+  return OCL_RUN(ctx, OCL_K_add_layernorm_forward, (size_t)ocl_rows(x), OCL_ROW_WG, OCL_TEN(x), OCL_TEN(y),
+                 OCL_TEN(bs), OCL_VAL(has_bias), OCL_TEN(w), OCL_TEN(b), OCL_VAL(eps), OCL_TEN(x2), OCL_TEN(h),
+                 OCL_TEN(mean), OCL_TEN(rstd), OCL_VAL(C));
 }
 
 gaaw_status_t ocl_layernorm_backward(gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_cten w, gaaw_cten mean,

@@ -1,5 +1,5 @@
 /* Table entries of the elementwise kernels (kernels/pointwise.cl): activations,
- * residual add, axpy, scale, bias add, AdamW, cast; and the layout kernel. */
+ * the fused bias add and GELU, residual add, axpy, scale, bias add, AdamW, cast; and the layout kernel. */
 #include <math.h>
 
 #include "backends/opencl/opencl.h"
@@ -44,6 +44,22 @@ gaaw_status_t ocl_bias_add(gaaw_context_t ctx, gaaw_ten y, gaaw_cten b)
   OCL_CHECK_F16("bias_add", y, b);
   cl_long C = ocl_cols(y), n = gaaw_tensor_numel(y);
   return OCL_RUN(ctx, OCL_K_bias_add, ocl_ew_groups(n), OCL_EW_WG, OCL_TEN(y), OCL_TEN(b), OCL_VAL(C), OCL_VAL(n));
+}
+
+gaaw_status_t ocl_bias_gelu_forward(gaaw_context_t ctx, gaaw_ten u, gaaw_cten b, gaaw_ten a)
+{
+  OCL_CHECK_F16("bias_gelu_forward", u, b, a);
+  cl_long F = ocl_cols(u), n = gaaw_tensor_numel(u);
+  return OCL_RUN(ctx, OCL_K_bias_gelu_forward, ocl_ew_groups(n), OCL_EW_WG, OCL_TEN(u), OCL_TEN(b), OCL_TEN(a),
+                 OCL_VAL(F), OCL_VAL(n));
+}
+
+gaaw_status_t ocl_bias_residual_add(gaaw_context_t ctx, gaaw_cten x, gaaw_cten y, gaaw_cten bias, gaaw_ten out)
+{
+  OCL_CHECK_F16("bias_residual_add", x, y, bias, out);
+  cl_long C = ocl_cols(x), n = gaaw_tensor_numel(x);
+  return OCL_RUN(ctx, OCL_K_bias_residual_add, ocl_ew_groups(n), OCL_EW_WG, OCL_TEN(x), OCL_TEN(y), OCL_TEN(bias),
+                 OCL_TEN(out), OCL_VAL(C), OCL_VAL(n));
 }
 
 gaaw_status_t ocl_add(gaaw_context_t ctx, gaaw_cten a, gaaw_cten b, gaaw_ten y)

@@ -12,6 +12,7 @@
 #include <mpi.h>
 #include <stdint.h>
 
+#include "backends/fused.h"
 #include "backends/runtime/context_impl.h"
 #include "backends/runtime/half.h"
 #include "test_util.h"
@@ -266,23 +267,68 @@ static gaaw_status_t case_embedding(run_t *r)
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t case_cross_entropy(run_t *r)
+/* Cross-entropy on the slice [50, 350) of 13 rows; targets inside, outside and
+ * ignored (-1); fused: the one-pass kernel (backends/fused.h), else the four. */
+static gaaw_status_t cross_entropy(run_t *r, int fused)
 {
-  /* slice [50, 350) of 13 rows; targets inside, outside and ignored (-1) */
   int64_t N = 13, V = 300;
   float targets[13];
   for (int i = 0; i < 13; i++) targets[i] = i == 4 ? -1.0f : (float)(20 + i * 31);
   gaaw_tensor_t logits = RAND(DT, -5, 5, N, V), tgt = FROM(GAAW_I32, targets, N);
   gaaw_tensor_t max = RAND(GAAW_F32, 0, 1, N), sumexp = RAND(GAAW_F32, 0, 1, N), target = RAND(GAAW_F32, 0, 1, N);
   gaaw_tensor_t dlogits = RAND(DT, -1, 1, N, V);
-  CALL(gaaw_row_max(CTX, &logits, &max));
-  CALL(gaaw_row_sum_exp(CTX, &logits, &max, &sumexp));
-  CALL(gaaw_target_logit(CTX, &logits, &tgt, 50, &target));
-  CALL(gaaw_cross_entropy_backward(CTX, &logits, &max, &sumexp, &tgt, 50, 1.0f / 13, &dlogits));
+  if (fused) {
+    CALL(gaaw_cross_entropy_forward(CTX, &logits, &tgt, 50, 1.0f / 13, &max, &sumexp, &target, &dlogits));
+  } else {
+    CALL(gaaw_row_max(CTX, &logits, &max));
+    CALL(gaaw_row_sum_exp(CTX, &logits, &max, &sumexp));
+    CALL(gaaw_target_logit(CTX, &logits, &tgt, 50, &target));
+    CALL(gaaw_cross_entropy_backward(CTX, &logits, &max, &sumexp, &tgt, 50, 1.0f / 13, &dlogits));
+  }
   keep(r, &max, "max");
   keep(r, &sumexp, "sumexp");
   keep(r, &target, "target");
   keep(r, &dlogits, "dlogits");
+  return GAAW_SUCCESS;
+}
+static gaaw_status_t case_cross_entropy(run_t *r) { return cross_entropy(r, 0); }
+static gaaw_status_t case_cross_entropy_fused(run_t *r) { return cross_entropy(r, 1); }
+
+/* The fused kernels (backends/fused.h; the host runs them bit-identically to the
+ * unfused sequences, tests/unit/test_kernel_fused). */
+static gaaw_status_t case_bias_gelu(run_t *r)
+{
+  gaaw_tensor_t u = RAND(DT, -4, 4, 9, 301), b = RAND(DT, -1, 1, 301), a = RAND(DT, 0, 1, 9, 301);
+  CALL(gaaw_bias_gelu_forward(CTX, &u, &b, &a));
+  keep(r, &u, "u");
+  keep(r, &a, "a");
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t case_bias_residual_add(run_t *r)
+{
+  gaaw_tensor_t x = RAND(DT, -2, 2, 40, 33), y = RAND(DT, -1, 1, 40, 33), b = RAND(DT, -1, 1, 33);
+  gaaw_tensor_t out = RAND(DT, 0, 1, 40, 33);
+  CALL(gaaw_bias_residual_add(CTX, &x, &y, &b, &out));
+  keep(r, &out, "out");
+  CALL(gaaw_bias_residual_add(CTX, &x, &y, &b, &y)); /* out aliases y */
+  keep(r, &y, "out = y");
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t case_add_layernorm(run_t *r)
+{
+  int64_t N = 19, C = 150;
+  gaaw_tensor_t x = RAND(DT, -2, 3, N, C), y = RAND(DT, -1, 1, N, C), bias = RAND(DT, -1, 1, C);
+  gaaw_tensor_t w = RAND(DT, 0.5f, 1.5f, C), b = RAND(DT, -1, 1, C), x2 = RAND(DT, 0, 1, N, C);
+  gaaw_tensor_t h = RAND(DT, 0, 1, N, C), mean = RAND(GAAW_F32, 0, 1, N), rstd = RAND(GAAW_F32, 0, 1, N);
+  for (int with_bias = 1; with_bias >= 0; with_bias--) {
+    CALL(gaaw_add_layernorm_forward(CTX, &x, &y, with_bias ? &bias : NULL, &w, &b, 1e-5f, &x2, &h, &mean, &rstd));
+    keep(r, &x2, with_bias ? "x2 (bias)" : "x2");
+    keep(r, &h, with_bias ? "h (bias)" : "h");
+    keep(r, &mean, with_bias ? "mean (bias)" : "mean");
+    keep(r, &rstd, with_bias ? "rstd (bias)" : "rstd");
+  }
   return GAAW_SUCCESS;
 }
 
@@ -401,6 +447,9 @@ static const struct {
   {"cast", case_cast, 0},               {"permute_0213", case_permute, 0},
   {"sum_squares", case_sum_squares, 1e-5}, {"check_finite", case_check_finite, 0},
   {"fill", case_fill, 0},
+  {"bias_gelu (fused)", case_bias_gelu, 1e-5}, {"add_layernorm (fused)", case_add_layernorm, 1e-4},
+  {"cross_entropy (fused)", case_cross_entropy_fused, 1e-5},
+  {"bias_residual_add (fused)", case_bias_residual_add, 1e-5},
 };
 
 /* ---------------------------------------------------------------- driver */

@@ -16,6 +16,8 @@
 #define ST(x, i, v) gaaw_st(BASE(x), (i), x##_t, (v))
 #define F32(x) ((__global float *)BASE(x))
 #define I32(x) ((__global int *)BASE(x))
+/* A TEN(x) argument passed on to a helper function that takes TEN(x). */
+#define PASS(x) x##_b, x##_o, x##_t
 
 float gaaw_bf16_to_f32(ushort h)
 {
@@ -51,6 +53,19 @@ void gaaw_st(__global uchar *p, long i, int dt, float v)
     ((__global int *)p)[i] = (int)v;
   else
     ((__global float *)p)[i] = v;
+}
+
+/* v rounded to dtype dt, as storing and loading it again would (fused kernels round
+ * an intermediate that the unfused sequence stores). */
+float gaaw_round(float v, int dt)
+{
+  if (dt == DT_BF16) return gaaw_bf16_to_f32(gaaw_f32_to_bf16(v));
+  if (dt == DT_F16) {
+    ushort h;
+    vstore_half_rte(v, 0, (__private half *)&h);
+    return vload_half(0, (__private const half *)&h);
+  }
+  return v;
 }
 
 /* Sum and max over the ROW_WG work-items of a group; every item gets the result. */

@@ -1,11 +1,11 @@
 /* LayerNorm and RMSNorm: one work-group of ROW_WG items per row (statistics by
  * wg_sum), parameter gradients by column_sums (reduce.cl). */
 
-/* x, y: (N, C)   w, b: (C)   mean, rstd: (N) f32; group n normalises row n. */
-__kernel void layernorm_forward(TEN(x), TEN(w), TEN(b), float eps, TEN(y), TEN(mean), TEN(rstd), long C)
+/* Row n of x, y: (N, C) by the group's items; w, b: (C)   mean, rstd: (N) f32. */
+void layernorm_row(TEN(x), TEN(w), TEN(b), float eps, TEN(y), TEN(mean), TEN(rstd), long n, long C,
+                   __local float *scratch)
 {
-  __local float scratch[ROW_WG];
-  long row = get_group_id(0) * C;
+  long row = n * C;
   int l = get_local_id(0);
   float s = 0.0f;
   for (long c = l; c < C; c += ROW_WG) s += LD(x, row + c);
@@ -18,9 +18,28 @@ __kernel void layernorm_forward(TEN(x), TEN(w), TEN(b), float eps, TEN(y), TEN(m
   float rs = 1.0f / sqrt(wg_sum(var, scratch) / (float)C + eps);
   for (long c = l; c < C; c += ROW_WG) ST(y, row + c, (LD(x, row + c) - m) * rs * LD(w, c) + LD(b, c));
   if (l == 0) {
-    F32(mean)[get_group_id(0)] = m;
-    F32(rstd)[get_group_id(0)] = rs;
+    F32(mean)[n] = m;
+    F32(rstd)[n] = rs;
   }
+}
+
+/* x, y: (N, C)   w, b: (C)   mean, rstd: (N) f32; group n normalises row n. */
+__kernel void layernorm_forward(TEN(x), TEN(w), TEN(b), float eps, TEN(y), TEN(mean), TEN(rstd), long C)
+{
+  __local float scratch[ROW_WG];
+  layernorm_row(PASS(x), PASS(w), PASS(b), eps, PASS(y), PASS(mean), PASS(rstd), get_group_id(0), C, scratch);
+}
+
+/* x2 = x + (y + bias) (has_bias 0: x + y), then layernorm_row of x2; each item reads
+ * back the x2 elements it stored (rounded to x2's dtype), as the unfused sequence. */
+__kernel void add_layernorm_forward(TEN(x), TEN(y), TEN(bias), int has_bias, TEN(w), TEN(b), float eps, TEN(x2),
+                                    TEN(h), TEN(mean), TEN(rstd), long C)
+{
+  __local float scratch[ROW_WG];
+  long n = get_group_id(0), row = n * C;
+  for (long c = get_local_id(0); c < C; c += ROW_WG)
+    ST(x2, row + c, add_bias_at(PASS(x), PASS(y), PASS(bias), has_bias, row + c, c));
+  layernorm_row(PASS(x2), PASS(w), PASS(b), eps, PASS(h), PASS(mean), PASS(rstd), n, C, scratch);
 }
 
 /* dx += (dy w - mean(dy w) - xhat mean(dy w xhat)) rstd */

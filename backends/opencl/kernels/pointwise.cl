@@ -83,6 +83,32 @@ __kernel void bias_add(TEN(y), TEN(b), long C, long n)
   ST(y, i, LD(y, i) + LD(b, i % C));
 }
 
+/* u: (N, F) += b: (F), then a = gelu(u) from the stored (rounded) u */
+__kernel void bias_gelu_forward(TEN(u), TEN(b), TEN(a), long F, long n)
+{
+  long i = get_global_id(0);
+  if (i >= n) return;
+  ST(u, i, LD(u, i) + LD(b, i % F));
+  ST(a, i, act_value(ACT_GELU, LD(u, i)));
+}
+
+/* x + (y + bias[c]) with y + bias rounded to y's dtype, as the unfused bias_add
+ * stores it (has_bias 0: x + y). */
+float add_bias_at(TEN(x), TEN(y), TEN(bias), int has_bias, long i, long c)
+{
+  float v = LD(y, i);
+  if (has_bias) v = gaaw_round(v + LD(bias, c), y_t);
+  return LD(x, i) + v;
+}
+
+/* out: (N, C) = x + (y + bias: (C)); out may be x or y */
+__kernel void bias_residual_add(TEN(x), TEN(y), TEN(bias), TEN(out), long C, long n)
+{
+  long i = get_global_id(0);
+  if (i >= n) return;
+  ST(out, i, add_bias_at(PASS(x), PASS(y), PASS(bias), 1, i, i % C));
+}
+
 /* y = a + b (y may be a or b) */
 __kernel void add(TEN(a), TEN(b), TEN(y), long n)
 {

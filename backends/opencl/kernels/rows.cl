@@ -36,27 +36,35 @@ __kernel void causal_softmax_backward(float scale, TEN(y), TEN(dy), TEN(dx), lon
   }
 }
 
+/* Of row n of logits (N, V), by the group's items: the max, the sum of exp(l - m). */
+float max_of_row(TEN(logits), long n, long V, __local float *scratch)
+{
+  float m = -INFINITY;
+  for (long v = get_local_id(0); v < V; v += ROW_WG) m = fmax(m, LD(logits, n * V + v));
+  return wg_max(m, scratch);
+}
+
+float sum_exp_of_row(TEN(logits), long n, long V, float m, __local float *scratch)
+{
+  float s = 0.0f;
+  for (long v = get_local_id(0); v < V; v += ROW_WG) s += exp(LD(logits, n * V + v) - m);
+  return wg_sum(s, scratch);
+}
+
 /* logits: (N, V)   max: (N) f32 */
 __kernel void row_max(TEN(logits), TEN(rowmax), long V)
 {
   __local float scratch[ROW_WG];
-  long n = get_group_id(0), row = n * V;
-  int l = get_local_id(0);
-  float m = -INFINITY;
-  for (long v = l; v < V; v += ROW_WG) m = fmax(m, LD(logits, row + v));
-  m = wg_max(m, scratch);
-  if (l == 0) F32(rowmax)[n] = m;
+  float m = max_of_row(PASS(logits), get_group_id(0), V, scratch);
+  if (get_local_id(0) == 0) F32(rowmax)[get_group_id(0)] = m;
 }
 
 __kernel void row_sum_exp(TEN(logits), TEN(rowmax), TEN(sumexp), long V)
 {
   __local float scratch[ROW_WG];
-  long n = get_group_id(0), row = n * V;
-  int l = get_local_id(0);
-  float m = F32(rowmax)[n], s = 0.0f;
-  for (long v = l; v < V; v += ROW_WG) s += exp(LD(logits, row + v) - m);
-  s = wg_sum(s, scratch);
-  if (l == 0) F32(sumexp)[n] = s;
+  long n = get_group_id(0);
+  float s = sum_exp_of_row(PASS(logits), n, V, F32(rowmax)[n], scratch);
+  if (get_local_id(0) == 0) F32(sumexp)[n] = s;
 }
 
 /* The column of row n's target inside the slice, or -1 (outside, or ignored). */
@@ -76,6 +84,13 @@ __kernel void target_logit(TEN(logits), TEN(targets), long vocab_start, TEN(targ
   F32(target)[n] = col >= 0 ? LD(logits, n * V + col) : 0.0f;
 }
 
+/* Element (n, v)'s dlogits + dloss (softmax - onehot(target)). */
+float gradient_at(TEN(logits), TEN(dlogits), long n, long v, long V, float m, float inv, long col, float dloss)
+{
+  float d = LD(dlogits, n * V + v) + dloss * exp(LD(logits, n * V + v) - m) * inv;
+  return col == v ? d - dloss : d;
+}
+
 /* dlogits += dloss (softmax - onehot(target)); one item per element of (N, V). */
 __kernel void cross_entropy_backward(TEN(logits), TEN(rowmax), TEN(sumexp), TEN(targets), long vocab_start,
                                      float dloss, TEN(dlogits), long V, long total)
@@ -85,7 +100,27 @@ __kernel void cross_entropy_backward(TEN(logits), TEN(rowmax), TEN(sumexp), TEN(
   long n = i / V, v = i % V;
   if (I32(targets)[n] < 0) return; /* ignored row: no gradient */
   float inv = 1.0f / F32(sumexp)[n];
-  float d = LD(dlogits, i) + dloss * exp(LD(logits, i) - F32(rowmax)[n]) * inv;
-  if (target_column(I32(targets), n, vocab_start, V) == v) d -= dloss;
-  ST(dlogits, i, d);
+  long col = target_column(I32(targets), n, vocab_start, V);
+  ST(dlogits, i, gradient_at(PASS(logits), PASS(dlogits), n, v, V, F32(rowmax)[n], inv, col, dloss));
+}
+
+/* The four above for row n in one group (backends/fused.h); has_grad 0: no dlogits. */
+__kernel void cross_entropy_forward(TEN(logits), TEN(targets), long vocab_start, float dloss, TEN(rowmax),
+                                    TEN(sumexp), TEN(target), TEN(dlogits), int has_grad, long V)
+{
+  __local float scratch[ROW_WG];
+  long n = get_group_id(0);
+  int l = get_local_id(0);
+  float m = max_of_row(PASS(logits), n, V, scratch);
+  float s = sum_exp_of_row(PASS(logits), n, V, m, scratch);
+  long col = target_column(I32(targets), n, vocab_start, V);
+  if (l == 0) {
+    F32(rowmax)[n] = m;
+    F32(sumexp)[n] = s;
+    F32(target)[n] = col >= 0 ? LD(logits, n * V + col) : 0.0f;
+  }
+  if (!has_grad || I32(targets)[n] < 0) return;
+  float inv = 1.0f / s;
+  for (long v = l; v < V; v += ROW_WG)
+    ST(dlogits, n * V + v, gradient_at(PASS(logits), PASS(dlogits), n, v, V, m, inv, col, dloss));
 }
