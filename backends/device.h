@@ -68,6 +68,16 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
   X(fill, (gaaw_context_t ctx, gaaw_ten x, float value))                                            \
   X(synchronize, (gaaw_context_t ctx))
 
+/* The kernels a backend may lack (its table leaves them NULL, and it need not declare
+ * them): callers ask gaaw_kernel_available first and take another path without them.
+ * The blocked causal attention: host and OpenCL have it, CUDA keeps the (T, T) path. */
+#define GAAW_DEVICE_OPTIONAL_KERNEL_LIST(X)                                                        \
+  X(flash_attention_forward, (gaaw_context_t ctx, gaaw_cten q, gaaw_cten k, gaaw_cten v, gaaw_ten out, \
+                              gaaw_ten lse))                                                        \
+  X(flash_attention_backward, (gaaw_context_t ctx, gaaw_cten dout, gaaw_cten q, gaaw_cten k,         \
+                               gaaw_cten v, gaaw_cten out, gaaw_cten lse, gaaw_ten dq, gaaw_ten dk,   \
+                               gaaw_ten dv))
+
 #define GAAW_DEVICE_OP_FIELD(name, params) gaaw_status_t(*name) params;
 
 /* A device's streams: kernels, copies and allocations are ordered on the compute
@@ -108,6 +118,7 @@ typedef struct gaaw_device_ops {
   gaaw_status_t (*event_query)(gaaw_context_t ctx, void *event, int *done);
   void (*event_destroy)(gaaw_context_t ctx, void *event);
   GAAW_DEVICE_KERNEL_LIST(GAAW_DEVICE_OP_FIELD)
+  GAAW_DEVICE_OPTIONAL_KERNEL_LIST(GAAW_DEVICE_OP_FIELD)
 } gaaw_device_ops;
 
 /* Backends known to this build, in auto-selection order (cuda > opencl > host);
@@ -115,6 +126,10 @@ typedef struct gaaw_device_ops {
 const gaaw_device_ops *const *gaaw_device_backends(int *count);
 /* The backend named name, or NULL. */
 const gaaw_device_ops *gaaw_device_backend(const char *name);
+
+/* Whether ops (a table from gaaw_device_backends) has the kernel named op (a name of
+ * either list above) rather than the 'unsupported' stub: 1 or 0; -1 for an unknown name. */
+int gaaw_device_provides(const gaaw_device_ops *ops, const char *op);
 
 /* The host backend's table (always built). */
 extern const gaaw_device_ops gaaw_host_device_ops;

@@ -438,7 +438,7 @@ gaaw_status_t gaaw_causal_softmax_backward(gaaw_context_t ctx, float scale, cons
   return GAAW_SUCCESS;
 }
 
-/* Every tensor of list is q's (BH, T, D); probs (when given) is (BH, T, T). */
+/* Every tensor of list is q's (BH, T, D); probs, when not NULL, is (BH, T, T). */
 static gaaw_status_t check_attention(gaaw_context_t ctx, const gaaw_tensor_t *q, int n, const named_tensor *list,
                                      const gaaw_tensor_t *probs, const char *probs_name)
 {
@@ -446,7 +446,7 @@ static gaaw_status_t check_attention(gaaw_context_t ctx, const gaaw_tensor_t *q,
   int64_t BH = batch_of(q), T = second_last(q), D = last(q);
   GAAW_ARG_CHECK(ctx, D > 0, "tensor q has shape %s; the head size D must be > 0", shape_of(q).s);
   for (int i = 0; i < n; i++) GAAW_CHECK(check_bmat(ctx, list[i].t, list[i].name, BH, T, D, "q's (BH, T, D)"));
-  GAAW_CHECK(check_bmat(ctx, probs, probs_name, BH, T, T, "(BH, T, T)"));
+  if (probs) GAAW_CHECK(check_bmat(ctx, probs, probs_name, BH, T, T, "(BH, T, T)"));
   return GAAW_SUCCESS;
 }
 
@@ -470,6 +470,50 @@ gaaw_status_t gaaw_attention_backward(gaaw_context_t ctx, const gaaw_tensor_t *d
                              "probs"));
   GAAW_CHECK(check_bmat(ctx, dprobs, "dprobs", batch_of(probs), last(probs), last(probs), "probs' (BH, T, T)"));
   GAAW_CHECK(ctx->device->attention_backward(ctx, dout, q, k, v, probs, dprobs, dq, dk, dv));
+  return GAAW_SUCCESS;
+}
+
+/* q, k, v, out: (BH, T, D)   lse: (BH, T) f32 */
+static gaaw_status_t check_flash(gaaw_context_t ctx, const gaaw_tensor_t *q, int n, const named_tensor *list,
+                                 const gaaw_tensor_t *lse)
+{
+  GAAW_CHECK(check_attention(ctx, q, n, list, NULL, NULL));
+  GAAW_CHECK(check_mat(ctx, lse, "lse", batch_of(q), second_last(q), "q's (BH, T)"));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_flash_attention_forward(gaaw_context_t ctx, const gaaw_tensor_t *q, const gaaw_tensor_t *k,
+                                           const gaaw_tensor_t *v, gaaw_tensor_t *out, gaaw_tensor_t *lse)
+{
+  GAAW_CHECK(check_ctx(ctx));
+  CHECK_FLOATS(NT(q), NT(k), NT(v), NT(out));
+  CHECK_F32(NT(lse));
+  GAAW_CHECK(check_flash(ctx, q, 3, (named_tensor[]){NT(k), NT(v), NT(out)}, lse));
+  GAAW_CHECK(ctx->device->flash_attention_forward(ctx, q, k, v, out, lse));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_flash_attention_backward(gaaw_context_t ctx, const gaaw_tensor_t *dout, const gaaw_tensor_t *q,
+                                            const gaaw_tensor_t *k, const gaaw_tensor_t *v, const gaaw_tensor_t *out,
+                                            const gaaw_tensor_t *lse, gaaw_tensor_t *dq, gaaw_tensor_t *dk,
+                                            gaaw_tensor_t *dv)
+{
+  GAAW_CHECK(check_ctx(ctx));
+  CHECK_FLOATS(NT(dout), NT(q), NT(k), NT(v), NT(out), NT(dq), NT(dk), NT(dv));
+  CHECK_F32(NT(lse));
+  GAAW_CHECK(check_flash(ctx, q, 7, (named_tensor[]){NT(dout), NT(k), NT(v), NT(out), NT(dq), NT(dk), NT(dv)}, lse));
+  GAAW_CHECK(ctx->device->flash_attention_backward(ctx, dout, q, k, v, out, lse, dq, dk, dv));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_kernel_available(gaaw_context_t ctx, const char *kernel, int *available)
+{
+  GAAW_CHECK(check_ctx(ctx));
+  GAAW_ARG_NOT_NULL(ctx, kernel);
+  GAAW_ARG_NOT_NULL(ctx, available);
+  int has = gaaw_device_provides(ctx->device, kernel);
+  GAAW_ARG_CHECK(ctx, has >= 0, "kernel \"%s\" is no gaaw kernel", kernel);
+  *available = has;
   return GAAW_SUCCESS;
 }
 
