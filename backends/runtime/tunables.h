@@ -87,8 +87,9 @@
   /* models */                                                                                    \
   X(recompute, STRING, "none",                                                                    \
     "activation recomputation: none; selective (the attention scores and softmax are dropped "  \
-    "after forward and recomputed in backward); full (a transformer block keeps only its input " \
-    "and re-runs its forward in backward); gradients are bit-identical either way")              \
+    "after forward and recomputed in backward; only the matrix attention core keeps them, see "  \
+    "attention); full (a transformer block keeps only its input and re-runs its forward in "     \
+    "backward); gradients are bit-identical either way")                                         \
   X(attention, STRING, "auto",                                                                    \
     "the GPT blocks' attention core: blocked (tiles of queries against key blocks with an "       \
     "online softmax; no (T, T) matrix, in forward or backward; selective recomputation then has " \
