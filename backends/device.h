@@ -68,12 +68,15 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
   X(fill, (gaaw_context_t ctx, gaaw_ten x, float value))                                            \
   X(synchronize, (gaaw_context_t ctx))
 
-/* X(name, (parameters)): fused kernels, internal (backends/fused.h): each does in one
- * pass what a sequence of the kernels above does. A backend need not have them: its
- * tables are built from GAAW_DEVICE_KERNEL_LIST alone, and an entry left NULL gets
- * the unsupported stub, which gaaw_device_has_NAME reports, so the dispatch in
- * backends/fused.c runs the unfused sequence instead. */
-#define GAAW_DEVICE_FUSED_LIST(X)                                                                  \
+/* X(name, (parameters)): the kernels a backend may lack. Its table need not declare
+ * them; an entry left NULL gets the unsupported stub, which gaaw_device_has_NAME and
+ * gaaw_kernel_available report, and the caller takes another path:
+ *   - fused kernels, internal (backends/fused.h): each does in one pass what a
+ *     sequence of the kernels above does; without it backends/fused.c runs the
+ *     sequence;
+ *   - the blocked causal attention: without it the GPT block keeps the (T, T) path.
+ * Host and OpenCL have them all; CUDA none yet. */
+#define GAAW_DEVICE_OPTIONAL_KERNEL_LIST(X)                                                        \
   X(bias_gelu_forward, (gaaw_context_t ctx, gaaw_ten u, gaaw_cten b, gaaw_ten a))                   \
   X(bias_residual_add, (gaaw_context_t ctx, gaaw_cten x, gaaw_cten y, gaaw_cten bias, gaaw_ten out))   \
   X(add_layernorm_forward, (gaaw_context_t ctx, gaaw_cten x, gaaw_cten y, gaaw_cten bias,           \
@@ -81,7 +84,12 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
                             gaaw_ten mean, gaaw_ten rstd))                                          \
   X(cross_entropy_forward, (gaaw_context_t ctx, gaaw_cten logits, gaaw_cten targets,                \
                             int64_t vocab_start, float dloss, gaaw_ten max, gaaw_ten sumexp,         \
-                            gaaw_ten target, gaaw_ten dlogits))
+                            gaaw_ten target, gaaw_ten dlogits))                                     \
+  X(flash_attention_forward, (gaaw_context_t ctx, gaaw_cten q, gaaw_cten k, gaaw_cten v, gaaw_ten out, \
+                              gaaw_ten lse))                                                        \
+  X(flash_attention_backward, (gaaw_context_t ctx, gaaw_cten dout, gaaw_cten q, gaaw_cten k,         \
+                               gaaw_cten v, gaaw_cten out, gaaw_cten lse, gaaw_ten dq, gaaw_ten dk,   \
+                               gaaw_ten dv))
 
 #define GAAW_DEVICE_OP_FIELD(name, params) gaaw_status_t(*name) params;
 
@@ -123,13 +131,13 @@ typedef struct gaaw_device_ops {
   gaaw_status_t (*event_query)(gaaw_context_t ctx, void *event, int *done);
   void (*event_destroy)(gaaw_context_t ctx, void *event);
   GAAW_DEVICE_KERNEL_LIST(GAAW_DEVICE_OP_FIELD)
-  GAAW_DEVICE_FUSED_LIST(GAAW_DEVICE_OP_FIELD)
+  GAAW_DEVICE_OPTIONAL_KERNEL_LIST(GAAW_DEVICE_OP_FIELD)
 } gaaw_device_ops;
 
-/* Whether a completed table (gaaw_device_backends) has fused kernel NAME, i.e. its
+/* Whether a completed table (gaaw_device_backends) has optional kernel NAME, i.e. its
  * entry is not the unsupported stub: int gaaw_device_has_NAME(ops). */
 #define GAAW_DEVICE_HAS_DECLARE(name, params) int gaaw_device_has_##name(const gaaw_device_ops *ops);
-GAAW_DEVICE_FUSED_LIST(GAAW_DEVICE_HAS_DECLARE)
+GAAW_DEVICE_OPTIONAL_KERNEL_LIST(GAAW_DEVICE_HAS_DECLARE)
 #undef GAAW_DEVICE_HAS_DECLARE
 
 /* Backends known to this build, in auto-selection order (cuda > opencl > host);
@@ -137,6 +145,10 @@ GAAW_DEVICE_FUSED_LIST(GAAW_DEVICE_HAS_DECLARE)
 const gaaw_device_ops *const *gaaw_device_backends(int *count);
 /* The backend named name, or NULL. */
 const gaaw_device_ops *gaaw_device_backend(const char *name);
+
+/* Whether ops (a table from gaaw_device_backends) has the kernel named op (a name of
+ * either list above) rather than the 'unsupported' stub: 1 or 0; -1 for an unknown name. */
+int gaaw_device_provides(const gaaw_device_ops *ops, const char *op);
 
 /* The host backend's table (always built). */
 extern const gaaw_device_ops gaaw_host_device_ops;

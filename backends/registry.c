@@ -15,7 +15,7 @@ extern const gaaw_device_ops gaaw_cuda_device_ops; /* backends/cuda/cuda_device.
     GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "the %s backend has no %s kernel", ctx->device->name, #op); \
   }
 GAAW_DEVICE_KERNEL_LIST(GAAW_UNSUPPORTED_STUB)
-GAAW_DEVICE_FUSED_LIST(GAAW_UNSUPPORTED_STUB)
+GAAW_DEVICE_OPTIONAL_KERNEL_LIST(GAAW_UNSUPPORTED_STUB)
 #undef GAAW_UNSUPPORTED_STUB
 
 #ifdef GAAW_HAVE_OPENCL
@@ -45,7 +45,7 @@ static void complete_tables(void)
 #define GAAW_FILL_STUB(op, params) \
   if (!completed[i].op) completed[i].op = unsupported_##op;
     GAAW_DEVICE_KERNEL_LIST(GAAW_FILL_STUB)
-    GAAW_DEVICE_FUSED_LIST(GAAW_FILL_STUB)
+    GAAW_DEVICE_OPTIONAL_KERNEL_LIST(GAAW_FILL_STUB)
 #undef GAAW_FILL_STUB
     completed_ptrs[i] = &completed[i];
   }
@@ -57,7 +57,7 @@ static void complete_tables(void)
   {                                                                    \
     return ops->name != NULL && ops->name != unsupported_##name;       \
   }
-GAAW_DEVICE_FUSED_LIST(GAAW_DEVICE_HAS)
+GAAW_DEVICE_OPTIONAL_KERNEL_LIST(GAAW_DEVICE_HAS)
 #undef GAAW_DEVICE_HAS
 
 const gaaw_device_ops *const *gaaw_device_backends(int *count)
@@ -74,4 +74,14 @@ const gaaw_device_ops *gaaw_device_backend(const char *name)
   for (int i = 0; name && i < n; i++)
     if (strcmp(all[i]->name, name) == 0) return all[i];
   return NULL;
+}
+
+int gaaw_device_provides(const gaaw_device_ops *ops, const char *op)
+{
+#define GAAW_PROVIDES(name, params) \
+  if (op && strcmp(op, #name) == 0) return ops->name != unsupported_##name;
+  GAAW_DEVICE_KERNEL_LIST(GAAW_PROVIDES)
+  GAAW_DEVICE_OPTIONAL_KERNEL_LIST(GAAW_PROVIDES)
+#undef GAAW_PROVIDES
+  return -1;
 }

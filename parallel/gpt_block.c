@@ -6,6 +6,8 @@
  * C = dim, Hl = heads/P, D = C/heads, Cl = C/P, Fl = ffn/P):
  *   x, x2, out: (Nl, C)   qkv: (N, 3 Cl)   q, k, v: (B Hl, T, D)   att: (N, Cl)
  *   u: (N, Fl) or (N, 2 Fl) for SwiGLU   a: (N, Fl) */
+#include <string.h>
+
 #include "backends/fused.h"
 #include "parallel/linear.h"
 #include "parallel/model_impl.h"
@@ -14,8 +16,8 @@
 
 /* parameter slots */
 enum { P_LN1_W, P_LN1_B, P_ATTN_W, P_ATTN_B, P_PROJ_W, P_PROJ_B, P_LN2_W, P_LN2_B, P_FC_W, P_FC_B, P_FC2_W, P_FC2_B };
-/* saved-for-backward slots */
-enum { S_H1, S_MEAN1, S_RSTD1, S_H1G, S_QKVP, S_PROBS, S_ATT, S_X2, S_H2, S_MEAN2, S_RSTD2, S_H2G, S_U, S_A };
+/* saved-for-backward slots (S_PROBS with the matrix attention, S_LSE with the blocked) */
+enum { S_H1, S_MEAN1, S_RSTD1, S_H1G, S_QKVP, S_PROBS, S_ATT, S_X2, S_H2, S_MEAN2, S_RSTD2, S_H2G, S_U, S_A, S_LSE };
 
 typedef struct {
   gaaw_frame *f; /* the microbatch */
@@ -126,6 +128,53 @@ static gaaw_tensor_t qkv_part(const gaaw_tensor_t *qkvp, const block_dims *d, in
   return v;
 }
 
+/* ---------------------------------------------------------------- the attention core */
+
+/* Which attention core runs (option attention): with auto, the default, the blocked
+ * kernel (gaaw_flash_attention_*) wherever the backend has it (host, OpenCL), else the
+ * (T, T) matrix kernel (CUDA); blocked on a backend without it fails at the first
+ * forward with the backend's GAAW_ERR_UNSUPPORTED.
+ *   blocked: keeps lse (B Hl, T) f32; the probabilities are recomputed block by block
+ *            inside the backward kernel, so no (T, T) matrix exists at any time, and
+ *            selective recomputation has nothing left to drop (it then runs as none);
+ *   matrix:  keeps probs (B Hl, T, T), which selective recomputation drops after
+ *            forward and recomputes in backward (recompute_probs).
+ * Both keep q, k, v (qkvp) and the merged output (att). */
+static int blocked_attention(gaaw_model_t m)
+{
+  const char *mode = gaaw_ctx_string(m->ctx, "attention"); /* checked at init */
+  if (strcmp(mode, "auto") != 0) return strcmp(mode, "blocked") == 0;
+  int fwd = 0, bwd = 0;
+  return gaaw_kernel_available(m->ctx, "flash_attention_forward", &fwd) == GAAW_SUCCESS &&
+         gaaw_kernel_available(m->ctx, "flash_attention_backward", &bwd) == GAAW_SUCCESS && fwd && bwd;
+}
+
+/* lse of the blocked core, slot S_LSE (B Hl T) f32, seen as (B Hl, T). */
+static gaaw_tensor_t lse_view(const gaaw_tensor_t *lse, const block_dims *d)
+{
+  return gaaw_reshape(lse, 2, (int64_t[]){d->B * d->Hl, d->T});
+}
+
+/* o (B Hl, T, D) = attention of q, k, v, keeping what the core's backward needs. */
+static gaaw_status_t attention_core(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
+                                    const gaaw_tensor_t *q, const gaaw_tensor_t *k, const gaaw_tensor_t *v,
+                                    gaaw_tensor_t **o)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_tensor_t *keep;
+  if (blocked_attention(m)) {
+    GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_LSE, d->B * d->Hl * d->T, &keep));
+    GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->D), o));
+    gaaw_tensor_t lse = lse_view(keep, d);
+    GAAW_CHECK(gaaw_flash_attention_forward(ctx, q, k, v, *o, &lse));
+  } else {
+    GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_PROBS, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &keep));
+    GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->D), o));
+    GAAW_CHECK(gaaw_attention_forward(ctx, q, k, v, keep, *o));
+  }
+  return GAAW_SUCCESS;
+}
+
 /* ---------------------------------------------------------------- forward */
 
 /* y (Nl, C): the attention branch before its output bias (added by mlp_forward's
@@ -134,7 +183,7 @@ static gaaw_status_t attention_forward(gaaw_model_t m, gaaw_layer *l, const bloc
                                        const gaaw_tensor_t *x, gaaw_tensor_t **y)
 {
   gaaw_context_t ctx = m->ctx;
-  gaaw_tensor_t *h1, *mean1 = NULL, *rstd1, *h1g, *qkv, *heads, *qkvp, *probs, *o, *att, *proj;
+  gaaw_tensor_t *h1, *mean1 = NULL, *rstd1, *h1g, *qkv, *heads, *qkvp, *o, *att, *proj;
   GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_H1, 0, GAAW_SHAPE(d->Nl, d->C), &h1));
   if (m->gpt.norm == GAAW_NORM_LAYERNORM) GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_MEAN1, d->Nl, &mean1));
   GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_RSTD1, d->Nl, &rstd1));
@@ -150,9 +199,7 @@ static gaaw_status_t attention_forward(gaaw_model_t m, gaaw_layer *l, const bloc
   in = as4(heads, 1, d->B, 3, d->Hl * d->T * d->D);
   GAAW_CHECK(gaaw_permute_0213(ctx, &in, qkvp));
   gaaw_tensor_t q = qkv_part(qkvp, d, 0), k = qkv_part(qkvp, d, 1), v = qkv_part(qkvp, d, 2);
-  GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_PROBS, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &probs));
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->D), &o));
-  GAAW_CHECK(gaaw_attention_forward(ctx, &q, &k, &v, probs, o));
+  GAAW_CHECK(attention_core(m, l, d, s, &q, &k, &v, &o));
   /* merge heads: (B, Hl, T, D) -> (B, T, Hl, D) = (N, Cl) */
   GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_ATT, 0, GAAW_SHAPE(d->N, d->Cl), &att));
   in = as4(o, d->B, d->Hl, d->T, d->D);
@@ -201,9 +248,10 @@ static gaaw_status_t block_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f,
   gaaw_status_t st = gaaw_act_alloc(m, GAAW_SHAPE(d.Nl, d.C), out);
   if (st == GAAW_SUCCESS) st = attention_forward(m, l, &d, &s, x, &y);
   if (st == GAAW_SUCCESS) st = mlp_forward(m, l, &d, &s, x, y, out);
-  /* selective recomputation: the (B Hl, T, T) scores are the s^2 part; backward
-   * recomputes them from the kept q and k */
-  if (st == GAAW_SUCCESS && m->recompute == GAAW_RECOMPUTE_SELECTIVE)
+  /* selective recomputation: the (B Hl, T, T) probabilities of the matrix core are
+   * the s^2 part; backward recomputes them from the kept q and k (the blocked core
+   * keeps none) */
+  if (st == GAAW_SUCCESS && m->recompute == GAAW_RECOMPUTE_SELECTIVE && !blocked_attention(m))
     gaaw_act_free(m, &gaaw_layer_saved(f, l)[S_PROBS]);
   gaaw_scratch_free(m, &s);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
@@ -234,8 +282,8 @@ static gaaw_status_t mlp_backward(gaaw_model_t m, gaaw_layer *l, const block_dim
   return GAAW_SUCCESS;
 }
 
-/* Selective recomputation: the softmax of the scores again, by the forward's own
- * kernel on the same q, k, v (so bit-identical), into the saved slot. */
+/* Selective recomputation with the matrix core: the softmax of the scores again, by
+ * the forward's own kernel on the same q, k, v (so bit-identical), into the saved slot. */
 static gaaw_status_t recompute_probs(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
                                      const gaaw_tensor_t *q, const gaaw_tensor_t *k, const gaaw_tensor_t *v)
 {
@@ -247,12 +295,35 @@ static gaaw_status_t recompute_probs(gaaw_model_t m, gaaw_layer *l, const block_
   return GAAW_SUCCESS;
 }
 
+/* dq, dk, dv += the attention core's gradients from dout (B Hl, T, D). */
+static gaaw_status_t attention_core_backward(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
+                                             const gaaw_tensor_t *dout, const gaaw_tensor_t *q,
+                                             const gaaw_tensor_t *k, const gaaw_tensor_t *v, gaaw_tensor_t *dq,
+                                             gaaw_tensor_t *dk, gaaw_tensor_t *dv)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_tensor_t *sv = gaaw_layer_saved(d->f, l), *o, *dprobs;
+  if (blocked_attention(m)) {
+    /* the core's output o (B Hl, T, D), from the kept att (B, T, Hl, D) */
+    GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B, d->Hl, d->T, d->D), &o));
+    gaaw_tensor_t in = as4(&sv[S_ATT], d->B, d->T, d->Hl, d->D);
+    GAAW_CHECK(gaaw_permute_0213(ctx, &in, o));
+    gaaw_tensor_t o3 = gaaw_reshape(o, 3, (int64_t[]){d->B * d->Hl, d->T, d->D}), lse = lse_view(&sv[S_LSE], d);
+    GAAW_CHECK(gaaw_flash_attention_backward(ctx, dout, q, k, v, &o3, &lse, dq, dk, dv));
+    return GAAW_SUCCESS;
+  }
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &dprobs));
+  if (!sv[S_PROBS].buf) GAAW_CHECK(recompute_probs(m, l, d, s, q, k, v));
+  GAAW_CHECK(gaaw_attention_backward(ctx, dout, q, k, v, &sv[S_PROBS], dprobs, dq, dk, dv));
+  return GAAW_SUCCESS;
+}
+
 /* dx += d(attention branch)/dx, given dx2 = d(x2). */
 static gaaw_status_t attention_backward(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
                                         const gaaw_tensor_t *x, const gaaw_tensor_t *dx2, gaaw_tensor_t *dx)
 {
   gaaw_context_t ctx = m->ctx;
-  gaaw_tensor_t *sv = gaaw_layer_saved(d->f, l), *datt, *dheads, *dqkvp, *dprobs, *tmp, *dqkv, *dh1g, *dh1;
+  gaaw_tensor_t *sv = gaaw_layer_saved(d->f, l), *datt, *dheads, *dqkvp, *tmp, *dqkv, *dh1g, *dh1;
   const gaaw_tensor_t *dy, *h1g = d->sp ? &sv[S_H1G] : &sv[S_H1];
   GAAW_CHECK(gaaw_bias_backward(ctx, dx2, GRAD(P_PROJ_B)));
   GAAW_CHECK(enter_tp_backward(m, d, s, dx2, &dy));
@@ -263,12 +334,10 @@ static gaaw_status_t attention_backward(gaaw_model_t m, gaaw_layer *l, const blo
   gaaw_tensor_t in = as4(datt, d->B, d->T, d->Hl, d->D);
   GAAW_CHECK(gaaw_permute_0213(ctx, &in, dheads));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(1, 3, d->B, d->Hl * d->T * d->D), &dqkvp));
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &dprobs));
   gaaw_tensor_t q = qkv_part(&sv[S_QKVP], d, 0), k = qkv_part(&sv[S_QKVP], d, 1), v = qkv_part(&sv[S_QKVP], d, 2);
-  if (!sv[S_PROBS].buf) GAAW_CHECK(recompute_probs(m, l, d, s, &q, &k, &v));
   gaaw_tensor_t dq = qkv_part(dqkvp, d, 0), dk = qkv_part(dqkvp, d, 1), dv = qkv_part(dqkvp, d, 2);
   gaaw_tensor_t dout3 = gaaw_reshape(dheads, 3, (int64_t[]){d->B * d->Hl, d->T, d->D});
-  GAAW_CHECK(gaaw_attention_backward(ctx, &dout3, &q, &k, &v, &sv[S_PROBS], dprobs, &dq, &dk, &dv));
+  GAAW_CHECK(attention_core_backward(m, l, d, s, &dout3, &q, &k, &v, &dq, &dk, &dv));
   /* (3, B, Hl T D) -> (B, 3 Hl, T, D) -> (B, T, 3 Hl, D) = (N, 3 Cl) */
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(1, d->B, 3, d->Hl * d->T * d->D), &tmp));
   GAAW_CHECK(gaaw_permute_0213(ctx, dqkvp, tmp));
@@ -311,9 +380,10 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
 {
   (void)l;
   block_dims d = dims_of(m, (gaaw_frame *)gaaw_mem_frame(w));
-  int ln = m->gpt.norm == GAAW_NORM_LAYERNORM;
+  int ln = m->gpt.norm == GAAW_NORM_LAYERNORM, blocked = blocked_attention(m);
   int64_t nlc = gaaw_mem_act(m, d.Nl * d.C), nc = gaaw_mem_act(m, d.N * d.C), heads = d.B * d.Hl * d.T * d.D;
   int64_t probs = gaaw_mem_act(m, d.B * d.Hl * d.T * d.T), stat = gaaw_mem_stat(d.Nl);
+  int64_t lse = gaaw_mem_stat(d.B * d.Hl * d.T), selective = m->recompute == GAAW_RECOMPUTE_SELECTIVE && !blocked;
   int64_t qkv = gaaw_mem_act(m, d.N * 3 * d.Cl), qkv4 = gaaw_mem_act(m, 3 * heads), att = gaaw_mem_act(m, d.N * d.Cl);
   int64_t u = gaaw_mem_act(m, d.N * d.Fu), a = gaaw_mem_act(m, d.N * d.Fl);
   if (!backward) {
@@ -326,7 +396,7 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
     gaaw_mem_scratch(w, qkv);
     gaaw_mem_scratch(w, qkv4);
     gaaw_mem_save(w, qkv4);
-    gaaw_mem_save(w, probs);
+    gaaw_mem_save(w, blocked ? lse : probs); /* attention_core */
     gaaw_mem_scratch(w, gaaw_mem_act(m, heads));
     gaaw_mem_save(w, att);
     gaaw_mem_scratch(w, nc);
@@ -341,7 +411,7 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
     gaaw_mem_save(w, a);
     gaaw_mem_scratch(w, nc);
     if (d.sp) gaaw_mem_scratch(w, nlc);
-    if (m->recompute == GAAW_RECOMPUTE_SELECTIVE) gaaw_mem_unsave(w, probs);
+    if (selective) gaaw_mem_unsave(w, probs);
     return;
   }
   gaaw_mem_scratch(w, nlc); /* dx2 */
@@ -360,8 +430,9 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
   gaaw_mem_linear_backward(w, nc, att);
   gaaw_mem_scratch(w, gaaw_mem_act(m, heads));
   gaaw_mem_scratch(w, qkv4);
-  gaaw_mem_scratch(w, probs);
-  if (m->recompute == GAAW_RECOMPUTE_SELECTIVE) { /* recompute_probs */
+  /* attention_core_backward */
+  gaaw_mem_scratch(w, blocked ? gaaw_mem_act(m, heads) : probs);
+  if (selective) { /* recompute_probs */
     gaaw_mem_save(w, probs);
     gaaw_mem_scratch(w, gaaw_mem_act(m, heads));
   }

@@ -99,6 +99,13 @@ gaaw_status_t gaaw_host_sgemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_tran
 gaaw_status_t gaaw_host_sgemm_batched(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t batch,
                                       int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                                       const float *b, float beta, float *c);
+/* GAAW_ERR_UNSUPPORTED when m, n or k exceed the BLAS int range. */
+gaaw_status_t gaaw_host_check_gemm_sizes(gaaw_context_t ctx, int64_t m, int64_t n, int64_t k);
+/* One GEMM on the calling thread, never split over threads: for kernels that run
+ * their own threads over tiles; its result depends only on m, n and k. The sizes
+ * must fit (gaaw_host_check_gemm_sizes, by the caller). */
+void gaaw_host_sgemm_serial(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m, int64_t n,
+                            int64_t k, float alpha, const float *a, const float *b, float beta, float *c);
 /* The cache-blocked C GEMM (OpenMP over row blocks): the fallback without CBLAS,
  * kept reachable so that it is tested in every build. */
 gaaw_status_t gaaw_host_gemm_blocked(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m,
@@ -109,12 +116,13 @@ gaaw_status_t gaaw_host_gemm_blocked(gaaw_context_t ctx, gaaw_transpose_t ta, ga
 
 #define HOST_DECLARE(name, params) gaaw_status_t host_##name params;
 GAAW_DEVICE_KERNEL_LIST(HOST_DECLARE)
-GAAW_DEVICE_FUSED_LIST(HOST_DECLARE)
+GAAW_DEVICE_OPTIONAL_KERNEL_LIST(HOST_DECLARE)
 #undef HOST_DECLARE
 
-/* The kernels this backend implements, fused ones included, as designated
+/* The kernels this backend implements (all, the optional ones too), as designated
  * initialisers of its table. */
 #define HOST_TABLE_ENTRY(name, params) .name = host_##name,
-#define GAAW_HOST_KERNEL_ENTRIES GAAW_DEVICE_KERNEL_LIST(HOST_TABLE_ENTRY) GAAW_DEVICE_FUSED_LIST(HOST_TABLE_ENTRY)
+#define GAAW_HOST_KERNEL_ENTRIES \
+  GAAW_DEVICE_KERNEL_LIST(HOST_TABLE_ENTRY) GAAW_DEVICE_OPTIONAL_KERNEL_LIST(HOST_TABLE_ENTRY)
 
 #endif

@@ -167,7 +167,7 @@ static void sgemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, 
   gaaw_host_gemm_blocked(ctx, ta, tb, m, n, k, alpha, a, b, beta, c);
 }
 
-static gaaw_status_t check_blas_sizes(gaaw_context_t ctx, int64_t m, int64_t n, int64_t k)
+gaaw_status_t gaaw_host_check_gemm_sizes(gaaw_context_t ctx, int64_t m, int64_t n, int64_t k)
 {
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
     GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "GEMM sizes m=%lld n=%lld k=%lld exceed the BLAS int range", (long long)m,
@@ -178,16 +178,29 @@ static gaaw_status_t check_blas_sizes(gaaw_context_t ctx, int64_t m, int64_t n, 
 gaaw_status_t gaaw_host_sgemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m, int64_t n,
                               int64_t k, float alpha, const float *a, const float *b, float beta, float *c)
 {
-  GAAW_CHECK(check_blas_sizes(ctx, m, n, k));
+  GAAW_CHECK(gaaw_host_check_gemm_sizes(ctx, m, n, k));
   sgemm(ctx, ta, tb, m, n, k, alpha, a, b, beta, c);
   return GAAW_SUCCESS;
+}
+
+void gaaw_host_sgemm_serial(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m, int64_t n,
+                            int64_t k, float alpha, const float *a, const float *b, float beta, float *c)
+{
+  if (m == 0 || n == 0) return;
+#ifdef GAAW_HAVE_CBLAS
+  if (k > 0) {
+    blas_call(ta, tb, m, n, k, alpha, a, ta == GAAW_OP_N ? k : m, b, tb == GAAW_OP_N ? n : k, beta, c, n);
+    return;
+  }
+#endif
+  gaaw_host_gemm_blocked(ctx, ta, tb, m, n, k, alpha, a, b, beta, c); /* same order whatever the threads */
 }
 
 gaaw_status_t gaaw_host_sgemm_batched(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t batch,
                                       int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                                       const float *b, float beta, float *c)
 {
-  GAAW_CHECK(check_blas_sizes(ctx, m, n, k));
+  GAAW_CHECK(gaaw_host_check_gemm_sizes(ctx, m, n, k));
   /* One matrix per thread when there are enough of them (each a one-thread call:
    * sgemm does not split inside a parallel region); otherwise each matrix split.
    * A BLAS that threads itself only gets the small matrices, which it would run

@@ -28,7 +28,8 @@
   X(regression_loss) X(row_max) X(row_sum_exp) X(target_logit) X(cross_entropy_backward) X(column_sums)            \
   X(sum_squares_partial) X(sum_squares_final) X(check_finite) X(permute_0213)                   \
   X(embedding_forward) X(embedding_backward) X(bias_gelu_forward) X(bias_residual_add) X(add_layernorm_forward)      \
-  X(cross_entropy_forward)
+  X(cross_entropy_forward) X(flash_attention_forward) X(flash_attention_backward_dq)                   \
+  X(flash_attention_backward_dkv)
 #define OCL_KERNEL_ENUM(name) OCL_K_##name,
 typedef enum { OCL_KERNEL_LIST(OCL_KERNEL_ENUM) OCL_KERNEL_COUNT } ocl_kernel_id;
 #undef OCL_KERNEL_ENUM
@@ -159,7 +160,7 @@ static inline int64_t ocl_rows(const gaaw_tensor_t *t)
 
 #define OCL_DECLARE(name, params) gaaw_status_t ocl_##name params;
 GAAW_DEVICE_KERNEL_LIST(OCL_DECLARE)
-GAAW_DEVICE_FUSED_LIST(OCL_DECLARE)
+GAAW_DEVICE_OPTIONAL_KERNEL_LIST(OCL_DECLARE)
 #undef OCL_DECLARE
 
 extern const gaaw_device_ops gaaw_opencl_device_ops;

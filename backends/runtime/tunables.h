@@ -91,8 +91,15 @@
   /* models */                                                                                    \
   X(recompute, STRING, "none",                                                                    \
     "activation recomputation: none; selective (the attention scores and softmax are dropped "  \
-    "after forward and recomputed in backward); full (a transformer block keeps only its input " \
-    "and re-runs its forward in backward); gradients are bit-identical either way")              \
+    "after forward and recomputed in backward; only the matrix attention core keeps them, see "  \
+    "attention); full (a transformer block keeps only its input and re-runs its forward in "     \
+    "backward); gradients are bit-identical either way")                                         \
+  X(attention, STRING, "auto",                                                                    \
+    "the GPT blocks' attention core: blocked (tiles of queries against key blocks with an "       \
+    "online softmax; no (T, T) matrix, in forward or backward; selective recomputation then has " \
+    "nothing to drop); matrix (the (T, T) probabilities kept for backward, or dropped and "       \
+    "recomputed with recompute=selective); auto: blocked where the backend has it (host, "        \
+    "OpenCL), else matrix (CUDA)")                                                                \
   /* pipeline */                                                                                  \
   X(microbatches, INT, "1",                                                                       \
     "microbatches of a step when a batch does not say (gaaw_batch_t.microbatches 0): the "       \

@@ -109,6 +109,31 @@ gaaw_status_t gaaw_attention_backward(gaaw_context_t ctx, const gaaw_tensor_t *d
                                       const gaaw_tensor_t *probs, gaaw_tensor_t *dprobs,
                                       gaaw_tensor_t *dq, gaaw_tensor_t *dk, gaaw_tensor_t *dv);
 
+/* Blocked causal attention, scaled by 1 / sqrt(D) as above, without the (T, T)
+ * matrix: tiles of query rows against blocks of keys with an online softmax (running
+ * row max and sum, the output tile rescaled as they grow), blocks above the diagonal
+ * skipped. What backward needs besides q, k, v and out is lse, the log-sum-exp of
+ * each row's scaled scores: probs[t][j] = exp(q_t . k_j / sqrt(D) - lse[t]).
+ * Matches gaaw_attention_forward's out within rounding (not bit for bit); on the host
+ * backend every element is summed in a fixed order whatever the thread count, so the
+ * results are bit-identical run to run and across thread counts.
+ * q, k, v, out: (BH, T, D)   lse: (BH, T) f32, saved for backward */
+gaaw_status_t gaaw_flash_attention_forward(gaaw_context_t ctx, const gaaw_tensor_t *q, const gaaw_tensor_t *k,
+                                           const gaaw_tensor_t *v, gaaw_tensor_t *out, gaaw_tensor_t *lse);
+/* dq += .., dk += .., dv += .. from the forward's out and lse: each probability block
+ * is recomputed from q, k and lse, with rowsum(dout * out) standing for
+ * rowsum(dprobs * probs). No workspace argument: the backend's own is O(BH T). */
+gaaw_status_t gaaw_flash_attention_backward(gaaw_context_t ctx, const gaaw_tensor_t *dout,
+                                            const gaaw_tensor_t *q, const gaaw_tensor_t *k,
+                                            const gaaw_tensor_t *v, const gaaw_tensor_t *out,
+                                            const gaaw_tensor_t *lse, gaaw_tensor_t *dq, gaaw_tensor_t *dk,
+                                            gaaw_tensor_t *dv);
+/* *available = 1 when the context's backend has the kernel named kernel (the function
+ * name without its gaaw_ prefix, e.g. "flash_attention_forward"), 0 when its calls
+ * would return GAAW_ERR_UNSUPPORTED (the CUDA backend lacks the blocked attention);
+ * GAAW_ERR_INVALID_ARG for a name that is no kernel. Not collective. */
+gaaw_status_t gaaw_kernel_available(gaaw_context_t ctx, const char *kernel, int *available);
+
 /* Embedding lookup for a vocabulary slice [vocab_start, vocab_start + V):
  * y[n] = table[tokens[n] - vocab_start], zeros for tokens outside the slice.
  * tokens: (N) i32   table: (V, C)   y: (N, C) */

@@ -253,6 +253,25 @@ static gaaw_status_t case_attention(run_t *r)
   return GAAW_SUCCESS;
 }
 
+/* The blocked attention: T = 70 crosses the host's 64-row tiles and OpenCL's 64-item
+ * groups, with a partial last block; backward accumulates into non-zero gradients. */
+static gaaw_status_t case_flash_attention(run_t *r)
+{
+  int64_t BH = 3, T = 70, D = 8;
+  gaaw_tensor_t q = RAND(DT, -1.5f, 1.5f, BH, T, D), k = RAND(DT, -1.5f, 1.5f, BH, T, D);
+  gaaw_tensor_t v = RAND(DT, -1, 1, BH, T, D), out = RAND(DT, 0, 1, BH, T, D), lse = RAND(GAAW_F32, 0, 1, BH, T);
+  CALL(gaaw_flash_attention_forward(CTX, &q, &k, &v, &out, &lse));
+  keep(r, &out, "out");
+  keep(r, &lse, "lse");
+  gaaw_tensor_t dout = RAND(DT, -1, 1, BH, T, D);
+  gaaw_tensor_t dq = RAND(DT, -1, 1, BH, T, D), dk = RAND(DT, -1, 1, BH, T, D), dv = RAND(DT, -1, 1, BH, T, D);
+  CALL(gaaw_flash_attention_backward(CTX, &dout, &q, &k, &v, &out, &lse, &dq, &dk, &dv));
+  keep(r, &dq, "dq");
+  keep(r, &dk, "dk");
+  keep(r, &dv, "dv");
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t case_embedding(run_t *r)
 {
   /* vocabulary slice [10, 30); tokens repeat and fall outside it */
@@ -442,6 +461,7 @@ static const struct {
   {"swiglu", case_swiglu, 1e-5},        {"elementwise", case_elementwise, 1e-5},
   {"regression losses", case_regression, 1e-5},
   {"causal_softmax", case_softmax, 1e-5}, {"attention", case_attention, 1e-5},
+  {"flash_attention", case_flash_attention, 1e-5},
   {"embedding", case_embedding, 1e-5},  {"cross_entropy", case_cross_entropy, 1e-5},
   {"adamw master", case_adamw_master, 1e-5}, {"adamw", case_adamw_plain, 1e-5},
   {"cast", case_cast, 0},               {"permute_0213", case_permute, 0},
@@ -537,6 +557,43 @@ static void check_bad_input(gaaw_context_t host, gaaw_context_t dev, const char 
   }
 }
 
+/* On one backend, the blocked attention and the (T, T) matrix kernel agree from the
+ * same inputs (not bit for bit: their sums run in other orders) within FLASH_TOL
+ * (relative, absolute below 1), out and the accumulated dq, dk, dv; f32 and bf16. */
+#define FLASH_TOL 2e-5
+static void check_flash_vs_matrix(gaaw_context_t ctx, const char *backend)
+{
+  for (int dt = GAAW_F32; dt <= GAAW_BF16; dt++) {
+    run_t rr = {.ctx = ctx, .dt = (gaaw_dtype_t)dt, .rng = 77}, *r = &rr;
+    int64_t BH = 2, T = 100, D = 16;
+    gaaw_tensor_t q = RAND(DT, -1.5f, 1.5f, BH, T, D), k = RAND(DT, -1.5f, 1.5f, BH, T, D);
+    gaaw_tensor_t v = RAND(DT, -1, 1, BH, T, D), dout = RAND(DT, -1, 1, BH, T, D);
+    gaaw_tensor_t out[2], g[2][3], lse = RAND(GAAW_F32, 0, 1, BH, T);
+    gaaw_tensor_t probs = RAND(DT, 0, 1, BH, T, T), dprobs = RAND(DT, 0, 1, BH, T, T);
+    for (int p = 0; p < 2; p++) {
+      r->rng = 5; /* both paths start from the same gradients */
+      out[p] = RAND(DT, 0, 1, BH, T, D);
+      for (int i = 0; i < 3; i++) g[p][i] = RAND(DT, -1, 1, BH, T, D);
+    }
+    require_ok(ctx, gaaw_flash_attention_forward(ctx, &q, &k, &v, &out[0], &lse));
+    require_ok(ctx, gaaw_flash_attention_backward(ctx, &dout, &q, &k, &v, &out[0], &lse, &g[0][0], &g[0][1],
+                                                  &g[0][2]));
+    require_ok(ctx, gaaw_attention_forward(ctx, &q, &k, &v, &probs, &out[1]));
+    require_ok(ctx, gaaw_attention_backward(ctx, &dout, &q, &k, &v, &probs, &dprobs, &g[1][0], &g[1][1], &g[1][2]));
+    for (int p = 0; p < 2; p++) {
+      keep(r, &out[p], "out");
+      for (int i = 0; i < 3; i++) keep(r, &g[p][i], i == 0 ? "dq" : i == 1 ? "dk" : "dv");
+    }
+    for (int o = 0; o < 4; o++) {
+      char what[128];
+      snprintf(what, sizeof what, "%s %s: blocked vs matrix attention, %s", backend, gaaw_dtype_name(DT),
+               r->out[o].name);
+      expect_close(r->out[o].data, r->out[o + 4].data, r->out[o].n, dt == GAAW_F32 ? FLASH_TOL : TOL_BF16, what);
+    }
+    run_free(r);
+  }
+}
+
 static gaaw_status_t open_ctx(const char *backend, gaaw_context_t *ctx)
 {
   gaaw_config_t cfg;
@@ -565,6 +622,12 @@ int main(int argc, char **argv)
   for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
     for (int dt = GAAW_F32; dt <= GAAW_F16; dt++) check_case(host, dev, c, (gaaw_dtype_t)dt);
   check_bad_input(host, dev, backend);
+  check_flash_vs_matrix(host, "host");
+  check_flash_vs_matrix(dev, backend);
+  int has = 0;
+  require_ok(dev, gaaw_kernel_available(dev, "flash_attention_backward", &has));
+  expect_true(has == (strcmp(backend, "cuda") != 0), "%s: gaaw_kernel_available(flash_attention_backward) = %d",
+              backend, has);
   gaaw_finalize(&dev);
   gaaw_finalize(&host);
   MPI_Finalize();

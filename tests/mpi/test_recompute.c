@@ -1,9 +1,12 @@
 /* Activation recomputation (option recompute) changes memory, never numbers: for
  * tp 1 x dp 2, tp 2, and tp 2 with sequence parallelism, at ZeRO stages 0 and 3,
- * three AdamW steps from randomised parameters give bit-identical losses, gradients
- * and parameters with recompute none, selective and full; the activation peak falls
- * from none to selective (the attention scores go) to full (a block keeps only its
- * input). An unknown mode is refused by gaaw_init on every rank. */
+ * and for both attention cores (option attention), three AdamW steps from randomised
+ * parameters give bit-identical losses, gradients and parameters with recompute
+ * none, selective and full. The activation peak: with the matrix core it falls from
+ * none to selective (the (T, T) scores go) to full (a block keeps only its input);
+ * the blocked core keeps no scores, so selective is none, full is below it, and its
+ * none is below the matrix core's none. An unknown mode is refused by gaaw_init on
+ * every rank. */
 #include <mpi.h>
 
 #include "tests/harness/model_util.h"
@@ -18,10 +21,10 @@ typedef struct {
   size_t act_peak;
 } run_result;
 
-static run_result train(const char *layout, int sp, int stage, const char *mode)
+static run_result train(const char *layout, int sp, int stage, const char *mode, const char *core)
 {
   char options[160];
-  snprintf(options, sizeof options, "backend=host %s recompute=%s", layout, mode);
+  snprintf(options, sizeof options, "backend=host %s recompute=%s attention=%s", layout, mode, core);
   gaaw_context_t ctx = test_context(MPI_COMM_WORLD, options);
   gaaw_gpt_config_t g = model_tiny_gpt(T, GAAW_F32);
   g.sequence_parallel = sp;
@@ -62,29 +65,43 @@ int main(int argc, char **argv)
     int sp;
   } layouts[] = {{"dp=2", 0}, {"tp=2", 0}, {"tp=2", 1}};
   int stages[] = {0, 3};
+  static const char *const cores[2] = {"matrix", "blocked"};
   for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++)
     for (size_t si = 0; si < sizeof stages / sizeof stages[0]; si++) {
-      run_result r[MODES];
-      for (int k = 0; k < MODES; k++) r[k] = train(layouts[li].layout, layouts[li].sp, stages[si], modes[k]);
-      char what[96];
-      for (int k = 1; k < MODES; k++) {
-        snprintf(what, sizeof what, "%s%s, ZeRO %d, recompute %s", layouts[li].layout, layouts[li].sp ? " sp" : "",
-                 stages[si], modes[k]);
-        expect_true(memcmp(r[k].losses, r[0].losses, sizeof r[0].losses) == 0, "%s: the losses differ from none",
-                    what);
-        expect_true(r[k].n == r[0].n && memcmp(r[k].params, r[0].params, sizeof(float) * (size_t)r[0].n) == 0,
-                    "%s: the parameters differ from none", what);
-        if (stages[si] == 0)
-          expect_true(memcmp(r[k].grads, r[0].grads, sizeof(float) * (size_t)r[0].n) == 0,
-                      "%s: the gradients differ from none", what);
-        expect_true(r[k].act_peak < r[k - 1].act_peak, "%s: activation peak %zu bytes, not below %s's %zu", what,
-                    r[k].act_peak, modes[k - 1], r[k - 1].act_peak);
+      size_t matrix_none = 0;
+      for (int c = 0; c < 2; c++) {
+        int blocked = c == 1;
+        run_result r[MODES];
+        for (int k = 0; k < MODES; k++)
+          r[k] = train(layouts[li].layout, layouts[li].sp, stages[si], modes[k], cores[c]);
+        char what[128];
+        for (int k = 1; k < MODES; k++) {
+          snprintf(what, sizeof what, "%s%s, ZeRO %d, %s attention, recompute %s", layouts[li].layout,
+                   layouts[li].sp ? " sp" : "", stages[si], cores[c], modes[k]);
+          expect_true(memcmp(r[k].losses, r[0].losses, sizeof r[0].losses) == 0, "%s: the losses differ from none",
+                      what);
+          expect_true(r[k].n == r[0].n && memcmp(r[k].params, r[0].params, sizeof(float) * (size_t)r[0].n) == 0,
+                      "%s: the parameters differ from none", what);
+          if (stages[si] == 0)
+            expect_true(memcmp(r[k].grads, r[0].grads, sizeof(float) * (size_t)r[0].n) == 0,
+                        "%s: the gradients differ from none", what);
+          if (blocked && k == 1)
+            expect_true(r[k].act_peak == r[0].act_peak, "%s: activation peak %zu bytes, not none's %zu", what,
+                        r[k].act_peak, r[0].act_peak);
+          else
+            expect_true(r[k].act_peak < r[k - 1].act_peak, "%s: activation peak %zu bytes, not below %s's %zu", what,
+                        r[k].act_peak, modes[k - 1], r[k - 1].act_peak);
+        }
+        if (blocked)
+          expect_true(r[0].act_peak < matrix_none, "%s: blocked none's activation peak %zu, not below matrix's %zu",
+                      what, r[0].act_peak, matrix_none);
+        matrix_none = r[0].act_peak;
+        if (rank == 0)
+          fprintf(stderr, "%s%s ZeRO %d, %s attention: activation peak none %zu, selective %zu, full %zu bytes\n",
+                  layouts[li].layout, layouts[li].sp ? " sp" : "", stages[si], cores[c], r[0].act_peak,
+                  r[1].act_peak, r[2].act_peak);
+        for (int k = 0; k < MODES; k++) free(r[k].grads), free(r[k].params);
       }
-      if (rank == 0)
-        fprintf(stderr, "%s%s ZeRO %d: activation peak none %zu, selective %zu, full %zu bytes\n",
-                layouts[li].layout, layouts[li].sp ? " sp" : "", stages[si], r[0].act_peak, r[1].act_peak,
-                r[2].act_peak);
-      for (int k = 0; k < MODES; k++) free(r[k].grads), free(r[k].params);
     }
   /* an unknown mode: every rank refuses it, by name */
   gaaw_config_t cfg;

@@ -151,6 +151,32 @@ int main(int argc, char **argv)
   BAD(gaaw_attention_backward(ctx, &o, &q, &k, &v, &p, &dp, &dq, &dk, &xh));
   BAD(gaaw_attention_backward(ctx, &o, &q, &k, &v, &p, &p4, &dq, &dk, &dv));
   BAD(gaaw_attention_backward(ctx, &o, &q, &k, &v, &p, &dp, &dq, &dp, &dv)); /* dk (2, 3, 3) */
+  /* the blocked attention: lse (BH, T) = (2, 3) f32 */
+  gaaw_tensor_t lse = KT_NEW(ctx, F, 2, 3), lse_h = KT_NEW(ctx, GAAW_BF16, 2, 3), lse6 = KT_NEW(ctx, F, 6);
+  require_ok(ctx, gaaw_fill(ctx, &lse, 0.5f));
+  OK(gaaw_flash_attention_forward(ctx, &q, &k, &v, &o, &lse));
+  BAD_NOCTX(gaaw_flash_attention_forward(NULL, &q, &k, &v, &o, &lse));
+  BAD(gaaw_flash_attention_forward(ctx, &q, &k, NULL, &o, &lse));
+  BAD(gaaw_flash_attention_forward(ctx, &q, &k, &v, &o, NULL));
+  BAD(gaaw_flash_attention_forward(ctx, &q, &k, &v, &o, &lse_h)); /* lse must be f32 */
+  BAD(gaaw_flash_attention_forward(ctx, &q, &k, &v, &o, &lse6));  /* (6) is not (BH, T) */
+  BAD(gaaw_flash_attention_forward(ctx, &q, &k, &v, &o, &dp));    /* (2, 3, 3) neither */
+  BAD(gaaw_flash_attention_forward(ctx, &q, &x2, &v, &o, &lse));
+  BAD(gaaw_flash_attention_forward(ctx, &q, &k, &v, &xh, &lse));
+  OK(gaaw_flash_attention_backward(ctx, &o, &q, &k, &v, &o, &lse, &dq, &dk, &dv));
+  BAD_NOCTX(gaaw_flash_attention_backward(NULL, &o, &q, &k, &v, &o, &lse, &dq, &dk, &dv));
+  BAD(gaaw_flash_attention_backward(ctx, &o, &q, &k, &v, NULL, &lse, &dq, &dk, &dv));
+  BAD(gaaw_flash_attention_backward(ctx, &o, &q, &k, &v, &o, &lse6, &dq, &dk, &dv));
+  BAD(gaaw_flash_attention_backward(ctx, &o, &q, &k, &v, &o, &lse, &dq, &dp, &dv)); /* dk (2, 3, 3) */
+  BAD(gaaw_flash_attention_backward(ctx, &o, &q, &k, &v, &o, &lse, &dq, &dk, &xh));
+  int avail = -1;
+  OK(gaaw_kernel_available(ctx, "flash_attention_forward", &avail));
+  expect_true(avail == 1, "the host backend has flash_attention_forward (got %d)", avail);
+  BAD(gaaw_kernel_available(ctx, "no_such_kernel", &avail));
+  BAD(gaaw_kernel_available(ctx, NULL, &avail));
+  BAD(gaaw_kernel_available(ctx, "gemm", NULL));
+  BAD_NOCTX(gaaw_kernel_available(NULL, "gemm", &avail));
+  kt_free(ctx, &lse), kt_free(ctx, &lse_h), kt_free(ctx, &lse6);
 
   OK(gaaw_embedding_forward(ctx, &ids, &table, 0, &y));
   BAD_NOCTX(gaaw_embedding_forward(NULL, &ids, &table, 0, &y));

@@ -222,7 +222,7 @@ int main(int argc, char **argv)
   gaaw_context_t ctx = kt_init(&argc, &argv);
   unfused_ops = *ctx->device;
 #define NO_FUSED(name, params) unfused_ops.name = NULL;
-  GAAW_DEVICE_FUSED_LIST(NO_FUSED)
+  GAAW_DEVICE_OPTIONAL_KERNEL_LIST(NO_FUSED)
 #undef NO_FUSED
   expect_true(gaaw_device_has_bias_gelu_forward(ctx->device) && gaaw_device_has_add_layernorm_forward(ctx->device) &&
                   gaaw_device_has_cross_entropy_forward(ctx->device) && gaaw_device_has_bias_residual_add(ctx->device),
