@@ -130,10 +130,14 @@ static gaaw_tensor_t qkv_part(const gaaw_tensor_t *qkvp, const block_dims *d, in
 
 /* ---------------------------------------------------------------- the attention core */
 
-/* Which attention core runs (option attention): with auto, the default, the blocked
- * kernel (gaaw_flash_attention_*) wherever the backend has it (host, OpenCL), else the
- * (T, T) matrix kernel (CUDA); blocked on a backend without it fails at the first
- * forward with the backend's GAAW_ERR_UNSUPPORTED.
+/* Which attention core runs (option attention). With auto, the default: the matrix
+ * kernel when recompute is none (backward then needs the (T, T) probabilities, and
+ * keeping them is the faster way at the sequence lengths of the benchmarks: on the
+ * host at T = 128 / 256 / 512 the blocked forward + backward took 1.5 / 1.7 / 1.1
+ * times as long, doc/benchmarks.md); with selective or full recomputation the blocked
+ * kernel (gaaw_flash_attention_*) wherever the backend has it (host, OpenCL), so that
+ * no (T, T) matrix is kept or recomputed, else the matrix kernel (CUDA). blocked on a
+ * backend without it fails at the first forward with GAAW_ERR_UNSUPPORTED.
  *   blocked: keeps lse (B Hl, T) f32; the probabilities are recomputed block by block
  *            inside the backward kernel, so no (T, T) matrix exists at any time, and
  *            selective recomputation has nothing left to drop (it then runs as none);
@@ -144,6 +148,7 @@ static int blocked_attention(gaaw_model_t m)
 {
   const char *mode = gaaw_ctx_string(m->ctx, "attention"); /* checked at init */
   if (strcmp(mode, "auto") != 0) return strcmp(mode, "blocked") == 0;
+  if (m->recompute == GAAW_RECOMPUTE_NONE) return 0;
   int fwd = 0, bwd = 0;
   return gaaw_kernel_available(m->ctx, "flash_attention_forward", &fwd) == GAAW_SUCCESS &&
          gaaw_kernel_available(m->ctx, "flash_attention_backward", &bwd) == GAAW_SUCCESS && fwd && bwd;
