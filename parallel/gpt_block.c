@@ -130,13 +130,13 @@ static gaaw_tensor_t qkv_part(const gaaw_tensor_t *qkvp, const block_dims *d, in
 
 /* ---------------------------------------------------------------- the attention core */
 
-/* Which attention core runs (option attention). With auto, the default: the matrix
- * kernel when recompute is none (backward then needs the (T, T) probabilities, and
- * keeping them is the faster way at the sequence lengths of the benchmarks: on the
- * host at T = 128 / 256 / 512 the blocked forward + backward took 1.5 / 1.7 / 1.1
- * times as long, doc/benchmarks.md); with selective or full recomputation the blocked
- * kernel (gaaw_flash_attention_*) wherever the backend has it (host, OpenCL), so that
- * no (T, T) matrix is kept or recomputed, else the matrix kernel (CUDA). blocked on a
+/* Which attention core runs (option attention) for sequences of T tokens. With auto,
+ * the default: the blocked kernel (gaaw_flash_attention_*) from T = 512 up wherever
+ * the backend has it (host, OpenCL), else the (T, T) matrix kernel. Below 512 the
+ * matrix one is faster on the host (the blocked forward + backward took 1.5 / 1.7 /
+ * 1.1 times as long at T = 128 / 256 / 512, doc/benchmarks.md) and its (T, T)
+ * probabilities are small; from 512 up they are what grows. The choice depends on T
+ * only, not on recompute, so every recompute mode gives the same bits. blocked on a
  * backend without it fails at the first forward with GAAW_ERR_UNSUPPORTED.
  *   blocked: keeps lse (B Hl, T) f32; the probabilities are recomputed block by block
  *            inside the backward kernel, so no (T, T) matrix exists at any time, and
@@ -144,11 +144,11 @@ static gaaw_tensor_t qkv_part(const gaaw_tensor_t *qkvp, const block_dims *d, in
  *   matrix:  keeps probs (B Hl, T, T), which selective recomputation drops after
  *            forward and recomputes in backward (recompute_probs).
  * Both keep q, k, v (qkvp) and the merged output (att). */
-static int blocked_attention(gaaw_model_t m)
+static int blocked_attention(gaaw_model_t m, int64_t T)
 {
   const char *mode = gaaw_ctx_string(m->ctx, "attention"); /* checked at init */
   if (strcmp(mode, "auto") != 0) return strcmp(mode, "blocked") == 0;
-  if (m->recompute == GAAW_RECOMPUTE_NONE) return 0;
+  if (T < 512) return 0;
   int fwd = 0, bwd = 0;
   return gaaw_kernel_available(m->ctx, "flash_attention_forward", &fwd) == GAAW_SUCCESS &&
          gaaw_kernel_available(m->ctx, "flash_attention_backward", &bwd) == GAAW_SUCCESS && fwd && bwd;
@@ -167,7 +167,7 @@ static gaaw_status_t attention_core(gaaw_model_t m, gaaw_layer *l, const block_d
 {
   gaaw_context_t ctx = m->ctx;
   gaaw_tensor_t *keep;
-  if (blocked_attention(m)) {
+  if (blocked_attention(m, d->T)) {
     GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_LSE, d->B * d->Hl * d->T, &keep));
     GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->D), o));
     gaaw_tensor_t lse = lse_view(keep, d);
@@ -256,7 +256,7 @@ static gaaw_status_t block_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f,
   /* selective recomputation: the (B Hl, T, T) probabilities of the matrix core are
    * the s^2 part; backward recomputes them from the kept q and k (the blocked core
    * keeps none) */
-  if (st == GAAW_SUCCESS && m->recompute == GAAW_RECOMPUTE_SELECTIVE && !blocked_attention(m))
+  if (st == GAAW_SUCCESS && m->recompute == GAAW_RECOMPUTE_SELECTIVE && !blocked_attention(m, d.T))
     gaaw_act_free(m, &gaaw_layer_saved(f, l)[S_PROBS]);
   gaaw_scratch_free(m, &s);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
@@ -308,7 +308,7 @@ static gaaw_status_t attention_core_backward(gaaw_model_t m, gaaw_layer *l, cons
 {
   gaaw_context_t ctx = m->ctx;
   gaaw_tensor_t *sv = gaaw_layer_saved(d->f, l), *o, *dprobs;
-  if (blocked_attention(m)) {
+  if (blocked_attention(m, d->T)) {
     /* the core's output o (B Hl, T, D), from the kept att (B, T, Hl, D) */
     GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B, d->Hl, d->T, d->D), &o));
     gaaw_tensor_t in = as4(&sv[S_ATT], d->B, d->T, d->Hl, d->D);
@@ -385,7 +385,7 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
 {
   (void)l;
   block_dims d = dims_of(m, (gaaw_frame *)gaaw_mem_frame(w));
-  int ln = m->gpt.norm == GAAW_NORM_LAYERNORM, blocked = blocked_attention(m);
+  int ln = m->gpt.norm == GAAW_NORM_LAYERNORM, blocked = blocked_attention(m, d.T);
   int64_t nlc = gaaw_mem_act(m, d.Nl * d.C), nc = gaaw_mem_act(m, d.N * d.C), heads = d.B * d.Hl * d.T * d.D;
   int64_t probs = gaaw_mem_act(m, d.B * d.Hl * d.T * d.T), stat = gaaw_mem_stat(d.Nl);
   int64_t lse = gaaw_mem_stat(d.B * d.Hl * d.T), selective = m->recompute == GAAW_RECOMPUTE_SELECTIVE && !blocked;
