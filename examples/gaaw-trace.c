@@ -55,7 +55,10 @@ static json_t *load_events(const char *path)
   json_error_t err;
   json_t *events = json_loadb(text, n, 0, &err);
   if (!events) { /* cut short: drop the last partial line and close the array */
-    char *end = strrchr(text, '}');
+    /* every event is one line ending "},": the last whole one ends at the last such
+     * line end (the last '}' alone may close an event's args, not the event) */
+    char *end = NULL;
+    for (char *at = strstr(text, "},\n"); at; at = strstr(at + 1, "},\n")) end = at;
     if (end) {
       end[1] = ']', end[2] = '\0';
       events = json_loads(text, 0, NULL);

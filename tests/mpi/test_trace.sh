@@ -10,7 +10,8 @@
 #    microbatch's activation ends after the first stage's F of it began;
 #  - 1f1b with --recompute full: no W, and recompute spans inside the backward;
 #  - gaaw-trace merge: one valid JSON file with 4 process rows and every event;
-#    a file cut short (a run killed before gaaw_finalize) still merges;
+#    a file cut short (a run killed before gaaw_finalize) still merges, also when
+#    the cut falls inside an event, right after its args;
 #  - errors on every rank, named: a file name without %r on 2 ranks, a directory
 #    that does not exist, and one rank tracing while the other does not (MPMD).
 # GAAW_TRAIN and GAAW_TRACE_TOOL override the programs (defaults in the build tree).
@@ -102,6 +103,11 @@ head -c 20000 "$tmp/zb-1.json" >"$tmp/cut-1.json"
 $tool merge -o "$tmp/cut.json" "$tmp/zb-0.json" "$tmp/cut-1.json" 2>"$tmp/cut.err" ||
   { err "a file cut short does not merge"; cat "$tmp/cut.err"; }
 grep -q "was not closed" "$tmp/cut.err" || err "merge does not say the cut file was not closed"
+# cut between an event's args and the event's own closing brace
+off=`grep -b -o '}},' "$tmp/zb-1.json" | sed -n 5p | cut -d: -f1`
+head -c $((off + 1)) "$tmp/zb-1.json" >"$tmp/cut2-1.json"
+$tool merge -o "$tmp/cut2.json" "$tmp/zb-0.json" "$tmp/cut2-1.json" 2>"$tmp/cut2.err" ||
+  { err "a file cut inside an event (after its args) does not merge"; cat "$tmp/cut2.err"; }
 $tool merge -o "$tmp/twice.json" "$tmp/zb-0.json" "$tmp/zb-0.json" 2>"$tmp/twice.err" && err "merge took rank 0 twice"
 grep -q "holds rank 0, as an earlier file did" "$tmp/twice.err" || err "merge of rank 0 twice: $(cat "$tmp/twice.err")"
 
