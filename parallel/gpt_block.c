@@ -23,7 +23,10 @@ typedef struct {
   gaaw_frame *f; /* the microbatch */
   int64_t B, T, N, Nl, C, Hl, D, Cl, Fl, Fu;
   int sp;
+  int blocked; /* the attention core: blocked (1) or matrix (0), blocked_attention */
 } block_dims;
+
+static int blocked_attention(gaaw_model_t m, int64_t T);
 
 static block_dims dims_of(gaaw_model_t m, gaaw_frame *f)
 {
@@ -41,6 +44,7 @@ static block_dims dims_of(gaaw_model_t m, gaaw_frame *f)
   d.Cl = g->dim / m->tp_size;
   d.Fl = g->ffn / m->tp_size;
   d.Fu = g->activation == GAAW_ACT_SWIGLU ? 2 * d.Fl : d.Fl;
+  d.blocked = blocked_attention(m, d.T);
   return d;
 }
 
@@ -167,7 +171,7 @@ static gaaw_status_t attention_core(gaaw_model_t m, gaaw_layer *l, const block_d
 {
   gaaw_context_t ctx = m->ctx;
   gaaw_tensor_t *keep;
-  if (blocked_attention(m, d->T)) {
+  if (d->blocked) {
     GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_LSE, d->B * d->Hl * d->T, &keep));
     GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->D), o));
     gaaw_tensor_t lse = lse_view(keep, d);
@@ -256,7 +260,7 @@ static gaaw_status_t block_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f,
   /* selective recomputation: the (B Hl, T, T) probabilities of the matrix core are
    * the s^2 part; backward recomputes them from the kept q and k (the blocked core
    * keeps none) */
-  if (st == GAAW_SUCCESS && m->recompute == GAAW_RECOMPUTE_SELECTIVE && !blocked_attention(m, d.T))
+  if (st == GAAW_SUCCESS && m->recompute == GAAW_RECOMPUTE_SELECTIVE && !d.blocked)
     gaaw_act_free(m, &gaaw_layer_saved(f, l)[S_PROBS]);
   gaaw_scratch_free(m, &s);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
@@ -308,7 +312,7 @@ static gaaw_status_t attention_core_backward(gaaw_model_t m, gaaw_layer *l, cons
 {
   gaaw_context_t ctx = m->ctx;
   gaaw_tensor_t *sv = gaaw_layer_saved(d->f, l), *o, *dprobs;
-  if (blocked_attention(m, d->T)) {
+  if (d->blocked) {
     /* the core's output o (B Hl, T, D), from the kept att (B, T, Hl, D) */
     GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B, d->Hl, d->T, d->D), &o));
     gaaw_tensor_t in = as4(&sv[S_ATT], d->B, d->T, d->Hl, d->D);
@@ -385,7 +389,7 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
 {
   (void)l;
   block_dims d = dims_of(m, (gaaw_frame *)gaaw_mem_frame(w));
-  int ln = m->gpt.norm == GAAW_NORM_LAYERNORM, blocked = blocked_attention(m, d.T);
+  int ln = m->gpt.norm == GAAW_NORM_LAYERNORM, blocked = d.blocked;
   int64_t nlc = gaaw_mem_act(m, d.Nl * d.C), nc = gaaw_mem_act(m, d.N * d.C), heads = d.B * d.Hl * d.T * d.D;
   int64_t probs = gaaw_mem_act(m, d.B * d.Hl * d.T * d.T), stat = gaaw_mem_stat(d.Nl);
   int64_t lse = gaaw_mem_stat(d.B * d.Hl * d.T), selective = m->recompute == GAAW_RECOMPUTE_SELECTIVE && !blocked;
