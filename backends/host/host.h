@@ -106,11 +106,21 @@ gaaw_status_t gaaw_host_check_gemm_sizes(gaaw_context_t ctx, int64_t m, int64_t 
  * must fit (gaaw_host_check_gemm_sizes, by the caller). */
 void gaaw_host_sgemm_serial(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m, int64_t n,
                             int64_t k, float alpha, const float *a, const float *b, float beta, float *c);
+/* The same on blocks of larger matrices: row-major leading dimensions lda, ldb, ldc
+ * (the stored row lengths of a, b and c). */
+void gaaw_host_sgemm_serial_ld(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m, int64_t n,
+                               int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                               float beta, float *c, int64_t ldc);
 /* The cache-blocked C GEMM (OpenMP over row blocks): the fallback without CBLAS,
  * kept reachable so that it is tested in every build. */
 gaaw_status_t gaaw_host_gemm_blocked(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m,
                                      int64_t n, int64_t k, float alpha, const float *a, const float *b,
                                      float beta, float *c);
+/* Its serial form on blocks of larger matrices (leading dimensions as
+ * gaaw_host_sgemm_serial_ld): that function's fallback without CBLAS. */
+void gaaw_host_gemm_blocked_serial_ld(gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m, int64_t n, int64_t k,
+                                      float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                                      float beta, float *c, int64_t ldc);
 
 /* ---------------------------------------------------------------- the table entries */
 

@@ -22,13 +22,13 @@
  * in L2 together (16 + 64 KiB) and live on each thread's stack. */
 enum { MC = 32, KC = 128, NC = 128 };
 
-/* c rows [0, mb) x cols [0, nb) += apack (mb x kb) * bpack (kb x nb); c has row stride n. */
+/* c rows [0, mb) x cols [0, nb) += apack (mb x kb) * bpack (kb x nb); c has row stride ldc. */
 static void block_kernel(int64_t mb, int64_t nb, int64_t kb, const float *apack, const float *bpack, float *c,
-                         int64_t n)
+                         int64_t ldc)
 {
   int64_t i = 0;
   for (; i + 4 <= mb; i += 4) { /* four rows of C share each row of B */
-    float *c0 = c + i * n, *c1 = c0 + n, *c2 = c1 + n, *c3 = c2 + n;
+    float *c0 = c + i * ldc, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
     for (int64_t p = 0; p < kb; p++) {
       const float *brow = bpack + p * NC;
       float a0 = apack[i * KC + p], a1 = apack[(i + 1) * KC + p];
@@ -43,7 +43,7 @@ static void block_kernel(int64_t mb, int64_t nb, int64_t kb, const float *apack,
     }
   }
   for (; i < mb; i++) {
-    float *c0 = c + i * n;
+    float *c0 = c + i * ldc;
     for (int64_t p = 0; p < kb; p++) {
       const float *brow = bpack + p * NC;
       float a0 = apack[i * KC + p];
@@ -52,41 +52,69 @@ static void block_kernel(int64_t mb, int64_t nb, int64_t kb, const float *apack,
   }
 }
 
+/* Row block [i0, i0 + mb) of c = alpha op(a) op(b) + beta c, the matrices with
+ * leading dimensions lda, ldb, ldc. Each element of c is summed in the order of p. */
+static void gemm_row_block(gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t i0, int64_t mb, int64_t n, int64_t k,
+                           float alpha, const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                           float *c, int64_t ldc)
+{
+  float apack[MC * KC], bpack[KC * NC];
+  for (int64_t i = i0; i < i0 + mb; i++) { /* c = beta c; beta == 0 ignores c (nan included) */
+    float *crow = c + i * ldc;
+    if (beta == 0.0f)
+      memset(crow, 0, (size_t)n * sizeof(float));
+    else if (beta != 1.0f)
+      for (int64_t j = 0; j < n; j++) crow[j] *= beta;
+  }
+  if (alpha == 0.0f) return;
+  for (int64_t p0 = 0; p0 < k; p0 += KC) {
+    int64_t kb = k - p0 < KC ? k - p0 : KC;
+    for (int64_t i = 0; i < mb; i++) /* apack[i][p] = alpha op(A)[i0 + i][p0 + p] */
+      for (int64_t p = 0; p < kb; p++)
+        apack[i * KC + p] = alpha * (ta == GAAW_OP_N ? a[(i0 + i) * lda + p0 + p] : a[(p0 + p) * lda + i0 + i]);
+    for (int64_t j0 = 0; j0 < n; j0 += NC) {
+      int64_t nb = n - j0 < NC ? n - j0 : NC;
+      for (int64_t p = 0; p < kb; p++) { /* bpack[p][j] = op(B)[p0 + p][j0 + j] */
+        if (tb == GAAW_OP_N)
+          memcpy(bpack + p * NC, b + (p0 + p) * ldb + j0, (size_t)nb * sizeof(float));
+        else
+          for (int64_t j = 0; j < nb; j++) bpack[p * NC + j] = b[(j0 + j) * ldb + p0 + p];
+      }
+      block_kernel(mb, nb, kb, apack, bpack, c + i0 * ldc + j0, ldc);
+    }
+  }
+}
+
+/* Row-major leading dimensions of contiguous op(a) (m x k) and op(b) (k x n). */
+static int64_t lead_a(gaaw_transpose_t ta, int64_t m, int64_t k)
+{
+  return ta == GAAW_OP_N ? k : m;
+}
+
+static int64_t lead_b(gaaw_transpose_t tb, int64_t n, int64_t k)
+{
+  return tb == GAAW_OP_N ? n : k;
+}
+
+void gaaw_host_gemm_blocked_serial_ld(gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m, int64_t n, int64_t k,
+                                      float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                                      float beta, float *c, int64_t ldc)
+{
+  for (int64_t i0 = 0; i0 < m; i0 += MC)
+    gemm_row_block(ta, tb, i0, m - i0 < MC ? m - i0 : MC, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 gaaw_status_t gaaw_host_gemm_blocked(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m,
                                      int64_t n, int64_t k, float alpha, const float *a, const float *b,
                                      float beta, float *c)
 {
   (void)ctx;
-  int64_t mblocks = (m + MC - 1) / MC;
+  int64_t mblocks = (m + MC - 1) / MC, lda = lead_a(ta, m, k), ldb = lead_b(tb, n, k);
   /* Each element of c is summed in the order of p whatever the thread count. */
 #pragma omp parallel for if (m * n * k > 4 * HOST_PARALLEL_MIN && mblocks > 1) schedule(static)
   for (int64_t ib = 0; ib < mblocks; ib++) {
-    float apack[MC * KC], bpack[KC * NC];
     int64_t i0 = ib * MC, mb = m - i0 < MC ? m - i0 : MC;
-    for (int64_t i = i0; i < i0 + mb; i++) { /* c = beta c; beta == 0 ignores c (nan included) */
-      float *crow = c + i * n;
-      if (beta == 0.0f)
-        memset(crow, 0, (size_t)n * sizeof(float));
-      else if (beta != 1.0f)
-        for (int64_t j = 0; j < n; j++) crow[j] *= beta;
-    }
-    if (alpha == 0.0f) continue;
-    for (int64_t p0 = 0; p0 < k; p0 += KC) {
-      int64_t kb = k - p0 < KC ? k - p0 : KC;
-      for (int64_t i = 0; i < mb; i++) /* apack[i][p] = alpha op(A)[i0 + i][p0 + p] */
-        for (int64_t p = 0; p < kb; p++)
-          apack[i * KC + p] = alpha * (ta == GAAW_OP_N ? a[(i0 + i) * k + p0 + p] : a[(p0 + p) * m + i0 + i]);
-      for (int64_t j0 = 0; j0 < n; j0 += NC) {
-        int64_t nb = n - j0 < NC ? n - j0 : NC;
-        for (int64_t p = 0; p < kb; p++) { /* bpack[p][j] = op(B)[p0 + p][j0 + j] */
-          if (tb == GAAW_OP_N)
-            memcpy(bpack + p * NC, b + (p0 + p) * n + j0, (size_t)nb * sizeof(float));
-          else
-            for (int64_t j = 0; j < nb; j++) bpack[p * NC + j] = b[(j0 + j) * k + p0 + p];
-        }
-        block_kernel(mb, nb, kb, apack, bpack, c + i0 * n + j0, n);
-      }
-    }
+    gemm_row_block(ta, tb, i0, mb, n, k, alpha, a, lda, b, ldb, beta, c, n);
   }
   return GAAW_SUCCESS;
 }
@@ -154,8 +182,7 @@ static void sgemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, 
   if (m == 0 || n == 0) return;
 #ifdef GAAW_HAVE_CBLAS
   if (k > 0) {
-    /* Row-major leading dimensions: the stored row lengths. */
-    int64_t lda = ta == GAAW_OP_N ? k : m, ldb = tb == GAAW_OP_N ? n : k;
+    int64_t lda = lead_a(ta, m, k), ldb = lead_b(tb, n, k);
     int parts = gaaw_host_gemm_threads();
     if (parts > 1 && m * n * k >= SPLIT_MIN && !in_parallel())
       blas_split(parts, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c);
@@ -183,17 +210,25 @@ gaaw_status_t gaaw_host_sgemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_tran
   return GAAW_SUCCESS;
 }
 
-void gaaw_host_sgemm_serial(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m, int64_t n,
-                            int64_t k, float alpha, const float *a, const float *b, float beta, float *c)
+void gaaw_host_sgemm_serial_ld(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m, int64_t n,
+                               int64_t k, float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                               float beta, float *c, int64_t ldc)
 {
+  (void)ctx;
   if (m == 0 || n == 0) return;
 #ifdef GAAW_HAVE_CBLAS
   if (k > 0) {
-    blas_call(ta, tb, m, n, k, alpha, a, ta == GAAW_OP_N ? k : m, b, tb == GAAW_OP_N ? n : k, beta, c, n);
+    blas_call(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
 #endif
-  gaaw_host_gemm_blocked(ctx, ta, tb, m, n, k, alpha, a, b, beta, c); /* same order whatever the threads */
+  gaaw_host_gemm_blocked_serial_ld(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gaaw_host_sgemm_serial(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t m, int64_t n,
+                            int64_t k, float alpha, const float *a, const float *b, float beta, float *c)
+{
+  gaaw_host_sgemm_serial_ld(ctx, ta, tb, m, n, k, alpha, a, lead_a(ta, m, k), b, lead_b(tb, n, k), beta, c, n);
 }
 
 gaaw_status_t gaaw_host_sgemm_batched(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t batch,

@@ -35,6 +35,43 @@
 #endif
 #define HOST_VECTOR_BLOCK 4096
 
+/* Sums for HOST_VECTOR_CLONES functions: HOST_SUM_LANES interleaved partial sums
+ * (element j into lane j % HOST_SUM_LANES, the lanes added in order at the end) are
+ * a fixed order that the 4-, 8- and 16-lane builds all keep, where an `omp simd`
+ * reduction would sum in the order of the vector width, different on each CPU. */
+#define HOST_SUM_LANES 16
+
+static inline float host_lanes_total(const float *part)
+{
+  float sum = 0.0f;
+  for (int l = 0; l < HOST_SUM_LANES; l++) sum += part[l];
+  return sum;
+}
+
+/* sum_j a[j] for j in [0, n), in the lanes' order. */
+static inline float host_lanes_sum(int64_t n, const float *a)
+{
+  float part[HOST_SUM_LANES] = {0};
+  int64_t full = n / HOST_SUM_LANES * HOST_SUM_LANES;
+  for (int64_t j0 = 0; j0 < full; j0 += HOST_SUM_LANES)
+#pragma omp simd
+    for (int l = 0; l < HOST_SUM_LANES; l++) part[l] += a[j0 + l];
+  for (int64_t j = full; j < n; j++) part[j - full] += a[j];
+  return host_lanes_total(part);
+}
+
+/* sum_j a[j] b[j] for j in [0, n), in the lanes' order. */
+static inline float host_lanes_dot(int64_t n, const float *a, const float *b)
+{
+  float part[HOST_SUM_LANES] = {0};
+  int64_t full = n / HOST_SUM_LANES * HOST_SUM_LANES;
+  for (int64_t j0 = 0; j0 < full; j0 += HOST_SUM_LANES)
+#pragma omp simd
+    for (int l = 0; l < HOST_SUM_LANES; l++) part[l] += a[j0 + l] * b[j0 + l];
+  for (int64_t j = full; j < n; j++) part[j - full] += a[j] * b[j];
+  return host_lanes_total(part);
+}
+
 /* e^x within 2 ulp for x in [-87, 88]; +inf above 88 (e^88 ~ 1.7e38 is near the top
  * of f32), 0 below -87 (no subnormals); nan stays nan.
  * x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, so r is exact), e^r by its

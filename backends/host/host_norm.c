@@ -7,28 +7,55 @@
 #include <string.h>
 
 #include "backends/host/host.h"
+#include "backends/host/host_math.h"
 
 /* ---------------------------------------------------------------- f32 cores */
 
-static float row_mean(const float *x, int64_t C)
+/* One row: xr, yr: (C)   w, b: (C); its mean and rstd. Sums in the lanes' order
+ * (host_math.h), so every vector width gives the same bits. */
+HOST_VECTOR_CLONES static void layernorm_row(int64_t C, const float *xr, const float *w, const float *b, float eps,
+                                             float *yr, float *mean, float *rstd)
 {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t c = 0; c < C; c++) s += x[c];
-  return s / (float)C;
-}
-
-/* One row: xr, yr: (C)   w, b: (C); its mean and rstd. */
-static void layernorm_row(int64_t C, const float *xr, const float *w, const float *b, float eps, float *yr,
-                          float *mean, float *rstd)
-{
-  float m = row_mean(xr, C), var = 0.0f;
-#pragma omp simd reduction(+ : var)
-  for (int64_t c = 0; c < C; c++) var += (xr[c] - m) * (xr[c] - m);
-  float rs = 1.0f / sqrtf(var / (float)C + eps);
+  float m = host_lanes_sum(C, xr) / (float)C, part[HOST_SUM_LANES] = {0};
+  int64_t full = C / HOST_SUM_LANES * HOST_SUM_LANES;
+  for (int64_t c0 = 0; c0 < full; c0 += HOST_SUM_LANES)
+#pragma omp simd
+    for (int l = 0; l < HOST_SUM_LANES; l++) part[l] += (xr[c0 + l] - m) * (xr[c0 + l] - m);
+  for (int64_t c = full; c < C; c++) part[c - full] += (xr[c] - m) * (xr[c] - m);
+  float rs = 1.0f / sqrtf(host_lanes_total(part) / (float)C + eps);
+#pragma omp simd
   for (int64_t c = 0; c < C; c++) yr[c] = (xr[c] - m) * rs * w[c] + b[c];
   *mean = m;
   *rstd = rs;
+}
+
+/* One row of layernorm's backward: dxr += ..; kdw += dy xhat, kdb += dy (the chunk's
+ * partial sums). */
+HOST_VECTOR_CLONES static void layernorm_backward_row(int64_t C, const float *dyr, const float *xr, const float *w,
+                                                      float m, float rs, float *dxr, float *kdw, float *kdb)
+{
+  float pmean[HOST_SUM_LANES] = {0}, pproj[HOST_SUM_LANES] = {0};
+  int64_t full = C / HOST_SUM_LANES * HOST_SUM_LANES;
+  for (int64_t c0 = 0; c0 < full; c0 += HOST_SUM_LANES)
+#pragma omp simd
+    for (int l = 0; l < HOST_SUM_LANES; l++) {
+      float dn = dyr[c0 + l] * w[c0 + l];
+      pmean[l] += dn;
+      pproj[l] += dn * (xr[c0 + l] - m) * rs;
+    }
+  for (int64_t c = full; c < C; c++) {
+    float dn = dyr[c] * w[c];
+    pmean[c - full] += dn;
+    pproj[c - full] += dn * (xr[c] - m) * rs;
+  }
+  float dmean = host_lanes_total(pmean) / (float)C, dproj = host_lanes_total(pproj) / (float)C;
+#pragma omp simd
+  for (int64_t c = 0; c < C; c++) {
+    float xhat = (xr[c] - m) * rs;
+    dxr[c] += (dyr[c] * w[c] - dmean - xhat * dproj) * rs;
+    kdw[c] += dyr[c] * xhat;
+    kdb[c] += dyr[c];
+  }
 }
 
 /* x, y: (N, C)   w, b: (C)   mean, rstd: (N) */
@@ -66,25 +93,8 @@ static void layernorm_backward_f32(int64_t N, int64_t C, const float *dy, const 
     memset(kdw, 0, (size_t)C * sizeof(float));
     memset(kdb, 0, (size_t)C * sizeof(float));
     int64_t end = (k + 1) * HOST_CHUNK_ROWS < N ? (k + 1) * HOST_CHUNK_ROWS : N;
-    for (int64_t n = k * HOST_CHUNK_ROWS; n < end; n++) {
-      const float *xr = x + n * C, *dyr = dy + n * C;
-      float *dxr = dx + n * C;
-      float m = mean[n], rs = rstd[n], dmean = 0.0f, dproj = 0.0f;
-#pragma omp simd reduction(+ : dmean, dproj)
-      for (int64_t c = 0; c < C; c++) {
-        float dn = dyr[c] * w[c];
-        dmean += dn;
-        dproj += dn * (xr[c] - m) * rs;
-      }
-      dmean /= (float)C;
-      dproj /= (float)C;
-      for (int64_t c = 0; c < C; c++) {
-        float xhat = (xr[c] - m) * rs;
-        dxr[c] += (dyr[c] * w[c] - dmean - xhat * dproj) * rs;
-        kdw[c] += dyr[c] * xhat;
-        kdb[c] += dyr[c];
-      }
-    }
+    for (int64_t n = k * HOST_CHUNK_ROWS; n < end; n++)
+      layernorm_backward_row(C, dy + n * C, x + n * C, w, mean[n], rstd[n], dx + n * C, kdw, kdb);
   }
   host_sum_chunks(pdw, chunks, C, dw, 1);
   host_sum_chunks(pdb, chunks, C, db, 1);

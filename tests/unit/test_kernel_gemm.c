@@ -139,6 +139,57 @@ static void check_blocked(gaaw_context_t ctx, uint64_t *seed)
   free(w);
 }
 
+/* The serial GEMMs on blocks of larger matrices (leading dimensions beyond the
+ * block's row length, as the attention kernel uses them): the CBLAS path
+ * (gaaw_host_sgemm_serial_ld) and the blocked one that stands in for it without
+ * CBLAS, each transpose, against the reference; nothing outside C's block written. */
+static void check_strided(gaaw_context_t ctx, uint64_t *seed)
+{
+  const long m = 45, n = 70, k = 150, pad = 7, big = (k > n ? k : n) + pad;
+  float *a = malloc(sizeof(float) * big * big), *b = malloc(sizeof(float) * big * big);
+  float *c0 = malloc(sizeof(float) * m * n), *c = malloc(sizeof(float) * m * big), *w = malloc(sizeof(float) * m * n);
+  float *ac = malloc(sizeof(float) * m * k), *bc = malloc(sizeof(float) * k * n);
+  double *want = malloc(sizeof(double) * m * n);
+  kt_random(a, big * big, -1, 1, seed);
+  kt_random(b, big * big, -1, 1, seed);
+  kt_random(c0, m * n, -1, 1, seed);
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      gaaw_transpose_t oa = ta ? GAAW_OP_T : GAAW_OP_N, ob = tb ? GAAW_OP_T : GAAW_OP_N;
+      /* op(a) is m x k, stored (m, k) or (k, m) in rows of big; b likewise */
+      long arows = ta ? k : m, acols = ta ? m : k, brows = tb ? n : k, bcols = tb ? k : n;
+      for (long i = 0; i < arows; i++) memcpy(ac + i * acols, a + i * big, sizeof(float) * acols);
+      for (long i = 0; i < brows; i++) memcpy(bc + i * bcols, b + i * big, sizeof(float) * bcols);
+      ref_gemm(ta, tb, m, n, k, 1.5, ac, bc, -0.5, c0, want);
+      for (long i = 0; i < m * n; i++) w[i] = (float)want[i];
+      for (int path = 0; path < 2; path++) {
+        for (long i = 0; i < m * big; i++) c[i] = 1234.5f;
+        for (long i = 0; i < m; i++) memcpy(c + i * big, c0 + i * n, sizeof(float) * n);
+        if (path == 0)
+          gaaw_host_sgemm_serial_ld(ctx, oa, ob, m, n, k, 1.5f, a, big, b, big, -0.5f, c, big);
+        else
+          gaaw_host_gemm_blocked_serial_ld(oa, ob, m, n, k, 1.5f, a, big, b, big, -0.5f, c, big);
+        long outside = 0;
+        for (long i = 0; i < m; i++) {
+          for (long j = n; j < big; j++) outside += c[i * big + j] != 1234.5f;
+          memmove(c + i * n, c + i * big, sizeof(float) * n);
+        }
+        char what[96];
+        snprintf(what, sizeof what, "%s gemm on blocks ta=%d tb=%d", path == 0 ? "serial" : "blocked serial", ta, tb);
+        expect_close(c, w, m * n, 4e-5, what);
+        expect_true(outside == 0, "%s: %ld elements outside C's block written", what, outside);
+      }
+    }
+  free(a);
+  free(b);
+  free(c0);
+  free(c);
+  free(w);
+  free(ac);
+  free(bc);
+  free(want);
+}
+
 /* The CBLAS GEMM split over 1, 2 and 3 OpenMP threads (host_gemm.c: by rows when C
  * is taller than wide, else by columns; blocks of 16 that do not divide the sizes)
  * == the reference, for each transpose; each thread count twice gives the same bits. */
@@ -264,6 +315,7 @@ int main(int argc, char **argv)
   check_empty_k(ctx, &seed);
   check_blocked(ctx, &seed);
   check_split(ctx, &seed);
+  check_strided(ctx, &seed);
   check_repeat(ctx, &seed);
   check_slowdown(ctx);
   return kt_finish(&ctx, "test_kernel_gemm");
