@@ -97,3 +97,44 @@ gaaw_status_t gaaw_cross_entropy_forward(gaaw_context_t ctx, const gaaw_tensor_t
                                                 dlogits);
   return GAAW_SUCCESS;
 }
+
+/* qkv (B, T, 3H, D); every tensor of list (B, T, H, D); probs (B H, T, T). */
+static gaaw_status_t check_attention_qkv(gaaw_context_t ctx, const gaaw_tensor_t *qkv, int n, const named_tensor *list,
+                                         const gaaw_tensor_t *probs)
+{
+  GAAW_ARG_CHECK(ctx, qkv->ndim == 4 && qkv->shape[2] % 3 == 0 && qkv->shape[3] > 0,
+                 "tensor qkv has shape %s; expected (B, T, 3H, D) with D > 0", shape_of(qkv).s);
+  int64_t B = qkv->shape[0], T = qkv->shape[1], H = qkv->shape[2] / 3, D = qkv->shape[3];
+  for (int i = 0; i < n; i++) {
+    const gaaw_tensor_t *t = list[i].t;
+    GAAW_ARG_CHECK(ctx, t->ndim == 4 && t->shape[0] == B && t->shape[1] == T && t->shape[2] == H && t->shape[3] == D,
+                   "tensor %s has shape %s; expected qkv's (B, T, H, D) = (%lld, %lld, %lld, %lld)", list[i].name,
+                   shape_of(t).s, (long long)B, (long long)T, (long long)H, (long long)D);
+  }
+  GAAW_CHECK(check_bmat(ctx, probs, "probs", B * H, T, T, "qkv's (B H, T, T)"));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_attention_qkv_forward(gaaw_context_t ctx, const gaaw_tensor_t *qkv, gaaw_tensor_t *probs,
+                                         gaaw_tensor_t *out)
+{
+  GAAW_CHECK(check_ctx(ctx));
+  CHECK_FLOATS(NT(qkv), NT(probs), NT(out));
+  GAAW_CHECK(check_attention_qkv(ctx, qkv, 1, (named_tensor[]){NT(out)}, probs));
+  RUN(attention_qkv_forward, probs, qkv, probs, out);
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_attention_qkv_backward(gaaw_context_t ctx, const gaaw_tensor_t *dout, const gaaw_tensor_t *qkv,
+                                          const gaaw_tensor_t *probs, gaaw_tensor_t *dprobs, gaaw_tensor_t *dqkv)
+{
+  GAAW_CHECK(check_ctx(ctx));
+  CHECK_FLOATS(NT(dout), NT(qkv), NT(probs), NT(dprobs), NT(dqkv));
+  GAAW_CHECK(check_attention_qkv(ctx, qkv, 1, (named_tensor[]){NT(dout)}, probs));
+  GAAW_CHECK(check_bmat(ctx, dprobs, "dprobs", batch_of(probs), last(probs), last(probs), "probs' (B H, T, T)"));
+  GAAW_ARG_CHECK(ctx, dqkv->ndim == 4 && dqkv->shape[0] == qkv->shape[0] && dqkv->shape[1] == qkv->shape[1] &&
+                   dqkv->shape[2] == qkv->shape[2] && dqkv->shape[3] == qkv->shape[3],
+                 "tensor dqkv has shape %s; expected qkv's %s", shape_of(dqkv).s, shape_of(qkv).s);
+  RUN(attention_qkv_backward, probs, dout, qkv, probs, dprobs, dqkv);
+  return GAAW_SUCCESS;
+}

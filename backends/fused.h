@@ -56,4 +56,19 @@ gaaw_status_t gaaw_cross_entropy_forward(gaaw_context_t ctx, const gaaw_tensor_t
                                          gaaw_tensor_t *max, gaaw_tensor_t *sumexp, gaaw_tensor_t *target,
                                          gaaw_tensor_t *dlogits);
 
+/* Causal attention on the layout the QKV projection writes, without the permutes
+ * that split it into heads and merge them again:
+ *   qkv: (B, T, 3H, D)  each token's q heads, then its k heads, then its v heads
+ *   probs: (B H, T, T)  out: (B, T, H, D)
+ * The same math as gaaw_attention_forward on q, k, v (B H, T, D) cut from qkv,
+ * with out merged back to (B, T, H, D). Only the host backend has it (no unfused
+ * sequence here: it would need scratch the size of qkv); elsewhere
+ * GAAW_ERR_UNSUPPORTED, and gaaw_kernel_available says 0. */
+gaaw_status_t gaaw_attention_qkv_forward(gaaw_context_t ctx, const gaaw_tensor_t *qkv, gaaw_tensor_t *probs,
+                                         gaaw_tensor_t *out);
+/* dqkv (B, T, 3H, D) += the gradients of qkv's q, k and v parts, from dout (B, T,
+ * H, D) and the forward's probs; dprobs (B H, T, T): workspace, overwritten. */
+gaaw_status_t gaaw_attention_qkv_backward(gaaw_context_t ctx, const gaaw_tensor_t *dout, const gaaw_tensor_t *qkv,
+                                          const gaaw_tensor_t *probs, gaaw_tensor_t *dprobs, gaaw_tensor_t *dqkv);
+
 #endif

@@ -16,17 +16,20 @@
 
 /* parameter slots */
 enum { P_LN1_W, P_LN1_B, P_ATTN_W, P_ATTN_B, P_PROJ_W, P_PROJ_B, P_LN2_W, P_LN2_B, P_FC_W, P_FC_B, P_FC2_W, P_FC2_B };
-/* saved-for-backward slots (S_PROBS with the matrix attention, S_LSE with the blocked) */
+/* saved-for-backward slots (S_PROBS with the matrix attention, S_LSE with the blocked;
+ * S_QKVP: q, k, v as (3, B Hl, T, D), or the projection's (N, 3 Cl) with qkv_core) */
 enum { S_H1, S_MEAN1, S_RSTD1, S_H1G, S_QKVP, S_PROBS, S_ATT, S_X2, S_H2, S_MEAN2, S_RSTD2, S_H2G, S_U, S_A, S_LSE };
 
 typedef struct {
   gaaw_frame *f; /* the microbatch */
   int64_t B, T, N, Nl, C, Hl, D, Cl, Fl, Fu;
   int sp;
-  int blocked; /* the attention core: blocked (1) or matrix (0), blocked_attention */
+  int blocked;  /* the attention core: blocked (1) or matrix (0), blocked_attention */
+  int qkv_core; /* the matrix core reads the QKV projection's layout (qkv_attention) */
 } block_dims;
 
 static int blocked_attention(gaaw_model_t m, int64_t T);
+static int qkv_attention(gaaw_model_t m, int blocked);
 
 static block_dims dims_of(gaaw_model_t m, gaaw_frame *f)
 {
@@ -45,6 +48,7 @@ static block_dims dims_of(gaaw_model_t m, gaaw_frame *f)
   d.Fl = g->ffn / m->tp_size;
   d.Fu = g->activation == GAAW_ACT_SWIGLU ? 2 * d.Fl : d.Fl;
   d.blocked = blocked_attention(m, d.T);
+  d.qkv_core = qkv_attention(m, d.blocked);
   return d;
 }
 
@@ -158,6 +162,17 @@ static int blocked_attention(gaaw_model_t m, int64_t T)
          gaaw_kernel_available(m->ctx, "flash_attention_backward", &bwd) == GAAW_SUCCESS && fwd && bwd;
 }
 
+/* Whether the matrix core runs on the QKV projection's (B, T, 3 Hl, D) layout and
+ * writes the merged (B, T, Hl, D) (gaaw_attention_qkv_*, the host backend): no
+ * permutes into heads and back, which took 3% of a step of the host path; the
+ * other backends permute around their (B Hl, T, D) kernels. */
+static int qkv_attention(gaaw_model_t m, int blocked)
+{
+  int fwd = 0, bwd = 0;
+  return !blocked && gaaw_kernel_available(m->ctx, "attention_qkv_forward", &fwd) == GAAW_SUCCESS &&
+         gaaw_kernel_available(m->ctx, "attention_qkv_backward", &bwd) == GAAW_SUCCESS && fwd && bwd;
+}
+
 /* lse of the blocked core, slot S_LSE (B Hl T) f32, seen as (B Hl, T). */
 static gaaw_tensor_t lse_view(const gaaw_tensor_t *lse, const block_dims *d)
 {
@@ -186,18 +201,40 @@ static gaaw_status_t attention_core(gaaw_model_t m, gaaw_layer *l, const block_d
 
 /* ---------------------------------------------------------------- forward */
 
+/* y (Nl, C) = the output projection of att (N, Cl), before its bias. */
+static gaaw_status_t project_attention(gaaw_model_t m, const block_dims *d, gaaw_scratch *s, gaaw_layer *l,
+                                       const gaaw_tensor_t *att, gaaw_tensor_t **y)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_tensor_t *proj;
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &proj));
+  GAAW_CHECK(gaaw_linear_forward(ctx, att, PARAM(P_PROJ_W), NULL, proj));
+  GAAW_CHECK(leave_tp(m, d, s, proj, NULL, y));
+  return GAAW_SUCCESS;
+}
+
 /* y (Nl, C): the attention branch before its output bias (added by mlp_forward's
  * fused residual add and norm_2). */
 static gaaw_status_t attention_forward(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
                                        const gaaw_tensor_t *x, gaaw_tensor_t **y)
 {
   gaaw_context_t ctx = m->ctx;
-  gaaw_tensor_t *h1, *mean1 = NULL, *rstd1, *h1g, *qkv, *heads, *qkvp, *o, *att, *proj;
+  gaaw_tensor_t *h1, *mean1 = NULL, *rstd1, *h1g, *qkv, *heads, *qkvp, *o, *att;
   GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_H1, 0, GAAW_SHAPE(d->Nl, d->C), &h1));
   if (m->gpt.norm == GAAW_NORM_LAYERNORM) GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_MEAN1, d->Nl, &mean1));
   GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_RSTD1, d->Nl, &rstd1));
   GAAW_CHECK(gaaw_norm_forward(ctx, m->gpt.norm, x, PARAM(P_LN1_W), NORM_BIAS(P_LN1_B), h1, mean1, rstd1));
   GAAW_CHECK(enter_tp(m, l, S_H1G, d, h1, &h1g));
+  if (d->qkv_core) {
+    /* qkv (N, 3 Cl) = (B, T, 3 Hl, D), kept; att (N, Cl) = (B, T, Hl, D) */
+    GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_QKVP, 0, GAAW_SHAPE(d->N, 3 * d->Cl), &qkv));
+    GAAW_CHECK(gaaw_linear_forward(ctx, h1g, PARAM(P_ATTN_W), PARAM(P_ATTN_B), qkv));
+    GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_PROBS, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &o));
+    GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_ATT, 0, GAAW_SHAPE(d->N, d->Cl), &att));
+    gaaw_tensor_t qkv4 = as4(qkv, d->B, d->T, 3 * d->Hl, d->D), att4 = as4(att, d->B, d->T, d->Hl, d->D);
+    GAAW_CHECK(gaaw_attention_qkv_forward(ctx, &qkv4, o, &att4));
+    return project_attention(m, d, s, l, att, y);
+  }
   /* qkv (N, 3 Cl) = (B, T, 3 Hl, D) -> (B, 3 Hl, T, D) -> (3, B, Hl T D) */
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, 3 * d->Cl), &qkv));
   GAAW_CHECK(gaaw_linear_forward(ctx, h1g, PARAM(P_ATTN_W), PARAM(P_ATTN_B), qkv));
@@ -214,10 +251,7 @@ static gaaw_status_t attention_forward(gaaw_model_t m, gaaw_layer *l, const bloc
   in = as4(o, d->B, d->Hl, d->T, d->D);
   gaaw_tensor_t out4 = as4(att, d->B, d->T, d->Hl, d->D);
   GAAW_CHECK(gaaw_permute_0213(ctx, &in, &out4));
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &proj));
-  GAAW_CHECK(gaaw_linear_forward(ctx, att, PARAM(P_PROJ_W), NULL, proj));
-  GAAW_CHECK(leave_tp(m, d, s, proj, NULL, y));
-  return GAAW_SUCCESS;
+  return project_attention(m, d, s, l, att, y);
 }
 
 /* x2 = x + y + attention's output bias, fused with norm_2; then the MLP branch,
@@ -292,7 +326,8 @@ static gaaw_status_t mlp_backward(gaaw_model_t m, gaaw_layer *l, const block_dim
 }
 
 /* Selective recomputation with the matrix core: the softmax of the scores again, by
- * the forward's own kernel on the same q, k, v (so bit-identical), into the saved slot. */
+ * the forward's own kernel on the same q, k, v (so bit-identical), into the saved slot
+ * (with qkv_core, q is qkv (B, T, 3 Hl, D) and k, v are NULL). */
 static gaaw_status_t recompute_probs(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
                                      const gaaw_tensor_t *q, const gaaw_tensor_t *k, const gaaw_tensor_t *v)
 {
@@ -300,6 +335,11 @@ static gaaw_status_t recompute_probs(gaaw_model_t m, gaaw_layer *l, const block_
   gaaw_tensor_t *probs, *o;
   GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_PROBS, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &probs));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->D), &o));
+  if (d->qkv_core) { /* q is the kept qkv (B, T, 3 Hl, D); o the merged (B, T, Hl, D) */
+    gaaw_tensor_t o4 = as4(o, d->B, d->T, d->Hl, d->D);
+    GAAW_CHECK(gaaw_attention_qkv_forward(ctx, q, probs, &o4));
+    return GAAW_SUCCESS;
+  }
   GAAW_CHECK(gaaw_attention_forward(ctx, q, k, v, probs, o));
   return GAAW_SUCCESS;
 }
@@ -327,17 +367,43 @@ static gaaw_status_t attention_core_backward(gaaw_model_t m, gaaw_layer *l, cons
   return GAAW_SUCCESS;
 }
 
+/* dx += d(norm_1 and the QKV projection)/dx, given dqkv (N, 3 Cl). */
+static gaaw_status_t qkv_backward(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
+                                  const gaaw_tensor_t *x, const gaaw_tensor_t *dqkv, gaaw_tensor_t *dx)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_tensor_t *sv = gaaw_layer_saved(d->f, l), *dh1g, *dh1;
+  const gaaw_tensor_t *h1g = d->sp ? &sv[S_H1G] : &sv[S_H1];
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &dh1g));
+  GAAW_CHECK(gaaw_layer_linear_backward(m, l, d->f, dqkv, h1g, PARAM(P_ATTN_W), dh1g, P_ATTN_W, -1, P_ATTN_B));
+  GAAW_CHECK(leave_tp_backward(m, d, s, dh1g, &dh1));
+  GAAW_CHECK(gaaw_norm_backward(ctx, m->gpt.norm, dh1, x, PARAM(P_LN1_W), &sv[S_MEAN1], &sv[S_RSTD1], dx,
+                                GRAD(P_LN1_W), NORM_BIAS_GRAD(P_LN1_B)));
+  return GAAW_SUCCESS;
+}
+
 /* dx += d(attention branch)/dx, given dx2 = d(x2). */
 static gaaw_status_t attention_backward(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
                                         const gaaw_tensor_t *x, const gaaw_tensor_t *dx2, gaaw_tensor_t *dx)
 {
   gaaw_context_t ctx = m->ctx;
-  gaaw_tensor_t *sv = gaaw_layer_saved(d->f, l), *datt, *dheads, *dqkvp, *tmp, *dqkv, *dh1g, *dh1;
-  const gaaw_tensor_t *dy, *h1g = d->sp ? &sv[S_H1G] : &sv[S_H1];
+  gaaw_tensor_t *sv = gaaw_layer_saved(d->f, l), *datt, *dheads, *dqkvp, *tmp, *dqkv;
+  const gaaw_tensor_t *dy;
   GAAW_CHECK(gaaw_bias_backward(ctx, dx2, GRAD(P_PROJ_B)));
   GAAW_CHECK(enter_tp_backward(m, d, s, dx2, &dy));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->Cl), &datt));
   GAAW_CHECK(gaaw_layer_linear_backward(m, l, d->f, dy, &sv[S_ATT], PARAM(P_PROJ_W), datt, P_PROJ_W, -1, -1));
+  if (d->qkv_core) {
+    /* dqkv (N, 3 Cl) = (B, T, 3 Hl, D) from datt (B, T, Hl, D) */
+    gaaw_tensor_t *dprobs;
+    GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(d->N, 3 * d->Cl), &dqkv));
+    GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &dprobs));
+    gaaw_tensor_t qkv4 = as4(&sv[S_QKVP], d->B, d->T, 3 * d->Hl, d->D), dqkv4 = as4(dqkv, d->B, d->T, 3 * d->Hl, d->D);
+    gaaw_tensor_t datt4 = as4(datt, d->B, d->T, d->Hl, d->D);
+    if (!sv[S_PROBS].buf) GAAW_CHECK(recompute_probs(m, l, d, s, &qkv4, NULL, NULL));
+    GAAW_CHECK(gaaw_attention_qkv_backward(ctx, &datt4, &qkv4, &sv[S_PROBS], dprobs, &dqkv4));
+    return qkv_backward(m, l, d, s, x, dqkv, dx);
+  }
   /* (B, T, Hl, D) -> (B, Hl, T, D) */
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B, d->Hl, d->T, d->D), &dheads));
   gaaw_tensor_t in = as4(datt, d->B, d->T, d->Hl, d->D);
@@ -354,12 +420,7 @@ static gaaw_status_t attention_backward(gaaw_model_t m, gaaw_layer *l, const blo
   in = as4(tmp, d->B, 3 * d->Hl, d->T, d->D);
   gaaw_tensor_t out4 = as4(dqkv, d->B, d->T, 3 * d->Hl, d->D);
   GAAW_CHECK(gaaw_permute_0213(ctx, &in, &out4));
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &dh1g));
-  GAAW_CHECK(gaaw_layer_linear_backward(m, l, d->f, dqkv, h1g, PARAM(P_ATTN_W), dh1g, P_ATTN_W, -1, P_ATTN_B));
-  GAAW_CHECK(leave_tp_backward(m, d, s, dh1g, &dh1));
-  GAAW_CHECK(gaaw_norm_backward(ctx, m->gpt.norm, dh1, x, PARAM(P_LN1_W), &sv[S_MEAN1], &sv[S_RSTD1], dx,
-                                GRAD(P_LN1_W), NORM_BIAS_GRAD(P_LN1_B)));
-  return GAAW_SUCCESS;
+  return qkv_backward(m, l, d, s, x, dqkv, dx);
 }
 
 static gaaw_status_t block_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *dout,
@@ -402,13 +463,18 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
     if (ln) gaaw_mem_save(w, stat);
     gaaw_mem_save(w, stat);
     if (d.sp) gaaw_mem_save(w, nc);
-    gaaw_mem_scratch(w, qkv);
-    gaaw_mem_scratch(w, qkv4);
-    gaaw_mem_save(w, qkv4);
-    gaaw_mem_save(w, blocked ? lse : probs); /* attention_core */
-    gaaw_mem_scratch(w, gaaw_mem_act(m, heads));
+    if (d.qkv_core) {
+      gaaw_mem_save(w, qkv);
+      gaaw_mem_save(w, probs);
+    } else {
+      gaaw_mem_scratch(w, qkv);
+      gaaw_mem_scratch(w, qkv4);
+      gaaw_mem_save(w, qkv4);
+      gaaw_mem_save(w, blocked ? lse : probs); /* attention_core */
+      gaaw_mem_scratch(w, gaaw_mem_act(m, heads));
+    }
     gaaw_mem_save(w, att);
-    gaaw_mem_scratch(w, nc);
+    gaaw_mem_scratch(w, nc); /* project_attention */
     if (d.sp) gaaw_mem_scratch(w, nlc);
     /* mlp_forward: x2, then norm_2's output */
     gaaw_mem_save(w, nlc);
@@ -437,17 +503,24 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
   if (d.sp) gaaw_mem_scratch(w, nc);
   gaaw_mem_scratch(w, att);
   gaaw_mem_linear_backward(w, nc, att);
-  gaaw_mem_scratch(w, gaaw_mem_act(m, heads));
-  gaaw_mem_scratch(w, qkv4);
-  /* attention_core_backward */
-  gaaw_mem_scratch(w, blocked ? gaaw_mem_act(m, heads) : probs);
+  if (d.qkv_core) {
+    gaaw_mem_scratch(w, qkv);
+    gaaw_mem_scratch(w, probs);
+  } else {
+    gaaw_mem_scratch(w, gaaw_mem_act(m, heads));
+    gaaw_mem_scratch(w, qkv4);
+    /* attention_core_backward */
+    gaaw_mem_scratch(w, blocked ? gaaw_mem_act(m, heads) : probs);
+  }
   if (selective) { /* recompute_probs */
     gaaw_mem_save(w, probs);
     gaaw_mem_scratch(w, gaaw_mem_act(m, heads));
   }
-  gaaw_mem_scratch(w, qkv4);
-  gaaw_mem_scratch(w, qkv);
-  gaaw_mem_scratch(w, nc);
+  if (!d.qkv_core) {
+    gaaw_mem_scratch(w, qkv4);
+    gaaw_mem_scratch(w, qkv);
+  }
+  gaaw_mem_scratch(w, nc); /* qkv_backward */
   gaaw_mem_linear_backward(w, qkv, nc);
   if (d.sp) gaaw_mem_scratch(w, nlc);
 }

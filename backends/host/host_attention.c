@@ -83,11 +83,43 @@ static void causal_softmax_backward_f32(int64_t batch, int64_t T, float scale, c
  * (32 heads, T = 128, D = 64). */
 enum { ATT_ROWS = 64 };
 
+/* Where each head's rows lie. q, k, v, dq, dk, dv share one layout ("in"), out and
+ * dout another: head bh (sequence b = bh / heads, head h = bh % heads) starts at
+ * b seq_in + h D (b seq_out + h D), and its rows are ld_in (ld_out) apart.
+ *   (BH, T, D) tensors (gaaw_attention_*): heads 1, ld D, seq T D;
+ *   the QKV projection's (B, T, 3H, D) and the merged (B, T, H, D) (attention_qkv_*):
+ *   heads H, ld_in 3 H D, seq_in T 3 H D, ld_out H D, seq_out T H D. */
+typedef struct {
+  int64_t heads, ld_in, seq_in, ld_out, seq_out;
+} att_layout;
+
+static att_layout head_major_layout(int64_t T, int64_t D)
+{
+  return (att_layout){1, D, T * D, D, T * D};
+}
+
+static att_layout qkv_layout(int64_t T, int64_t H, int64_t D)
+{
+  return (att_layout){H, 3 * H * D, T * 3 * H * D, H * D, T * H * D};
+}
+
 typedef struct {
   gaaw_context_t ctx;
   int64_t T, D;
   float scale; /* 1 / sqrt(D) */
+  att_layout lay;
 } att_dims;
+
+/* Offsets of head bh's first row in the "in" and "out" layouts. */
+static int64_t in_at(const att_dims *a, int64_t bh)
+{
+  return bh / a->lay.heads * a->lay.seq_in + bh % a->lay.heads * a->D;
+}
+
+static int64_t out_at(const att_dims *a, int64_t bh)
+{
+  return bh / a->lay.heads * a->lay.seq_out + bh % a->lay.heads * a->D;
+}
 
 static int64_t att_blocks(int64_t T)
 {
@@ -108,28 +140,28 @@ static int att_parallel(int64_t BH, int64_t T, int64_t D)
   return BH * T * T * D > HOST_PARALLEL_MIN;
 }
 
-/* Query rows [i0, e) of one head: probs rows (softmax of q k^T scaled, 0 above the
- * diagonal) and out rows. */
+/* Query rows [i0, e) of one head (q, k, v, out at its first row): probs rows
+ * (softmax of q k^T scaled, 0 above the diagonal) and out rows. */
 static void forward_rows(const att_dims *a, int64_t i0, const float *q, const float *k, const float *v, float *probs,
                          float *out)
 {
-  int64_t T = a->T, D = a->D, e = i0 + ATT_ROWS < T ? i0 + ATT_ROWS : T;
+  int64_t T = a->T, D = a->D, e = i0 + ATT_ROWS < T ? i0 + ATT_ROWS : T, ldi = a->lay.ld_in, ldo = a->lay.ld_out;
   float *p = probs + i0 * T;
-  gaaw_host_sgemm_serial_ld(a->ctx, GAAW_OP_N, GAAW_OP_T, e - i0, e, D, 1.0f, q + i0 * D, D, k, D, 0.0f, p, T);
+  gaaw_host_sgemm_serial_ld(a->ctx, GAAW_OP_N, GAAW_OP_T, e - i0, e, D, 1.0f, q + i0 * ldi, ldi, k, ldi, 0.0f, p, T);
   for (int64_t t = i0; t < e; t++) causal_softmax_row(t, T, a->scale, probs + t * T, probs + t * T);
-  gaaw_host_sgemm_serial_ld(a->ctx, GAAW_OP_N, GAAW_OP_N, e - i0, D, e, 1.0f, p, T, v, D, 0.0f, out + i0 * D, D);
+  gaaw_host_sgemm_serial_ld(a->ctx, GAAW_OP_N, GAAW_OP_N, e - i0, D, e, 1.0f, p, T, v, ldi, 0.0f, out + i0 * ldo, ldo);
 }
 
-/* q, k, v, out: (BH, T, D)   probs: (BH, T, T) */
-static void attention_forward_f32(gaaw_context_t ctx, int64_t BH, int64_t T, int64_t D, const float *q,
-                                  const float *k, const float *v, float *probs, float *out)
+/* BH heads of T rows of D (q, k, v, out: head 0's first row, in a's layout);
+ * probs: (BH, T, T) */
+static void attention_forward_f32(const att_dims *a, int64_t BH, const float *q, const float *k, const float *v,
+                                  float *probs, float *out)
 {
-  att_dims a = {ctx, T, D, 1.0f / sqrtf((float)D)};
-  int64_t hd = T * D, hp = T * T, last = att_blocks(T) - 1;
-#pragma omp parallel for if (att_parallel(BH, T, D)) schedule(dynamic)
+  int64_t T = a->T, hp = T * T, last = att_blocks(T) - 1;
+#pragma omp parallel for if (att_parallel(BH, T, a->D)) schedule(dynamic)
   for (int64_t it = 0; it < att_items(BH, T); it++) {
-    int64_t h = it % BH, i0 = (last - it / BH) * ATT_ROWS;
-    forward_rows(&a, i0, q + h * hd, k + h * hd, v + h * hd, probs + h * hp, out + h * hd);
+    int64_t h = it % BH, i0 = (last - it / BH) * ATT_ROWS, hi = in_at(a, h);
+    forward_rows(a, i0, q + hi, k + hi, v + hi, probs + h * hp, out + out_at(a, h));
   }
 }
 
@@ -138,12 +170,13 @@ static void attention_forward_f32(gaaw_context_t ctx, int64_t BH, int64_t T, int
 static void backward_rows(const att_dims *a, int64_t i0, const float *dout, const float *k, const float *v,
                           const float *probs, float *dprobs, float *dq)
 {
-  int64_t T = a->T, D = a->D, e = i0 + ATT_ROWS < T ? i0 + ATT_ROWS : T;
+  int64_t T = a->T, D = a->D, e = i0 + ATT_ROWS < T ? i0 + ATT_ROWS : T, ldi = a->lay.ld_in, ldo = a->lay.ld_out;
   float *ds = dprobs + i0 * T;
-  gaaw_host_sgemm_serial_ld(a->ctx, GAAW_OP_N, GAAW_OP_T, e - i0, e, D, 1.0f, dout + i0 * D, D, v, D, 0.0f, ds, T);
+  gaaw_host_sgemm_serial_ld(a->ctx, GAAW_OP_N, GAAW_OP_T, e - i0, e, D, 1.0f, dout + i0 * ldo, ldo, v, ldi, 0.0f, ds,
+                            T);
   for (int64_t t = i0; t < e; t++) /* in place; 0 right of the diagonal */
     causal_softmax_backward_row(t, T, a->scale, probs + t * T, ds + (t - i0) * T, ds + (t - i0) * T, 0);
-  gaaw_host_sgemm_serial_ld(a->ctx, GAAW_OP_N, GAAW_OP_N, e - i0, D, e, 1.0f, ds, T, k, D, 1.0f, dq + i0 * D, D);
+  gaaw_host_sgemm_serial_ld(a->ctx, GAAW_OP_N, GAAW_OP_N, e - i0, D, e, 1.0f, ds, T, k, ldi, 1.0f, dq + i0 * ldi, ldi);
 }
 
 /* Key columns [j0, f), from the rows that see them ([j0, T)): dv += probs^T dout,
@@ -152,29 +185,29 @@ static void backward_columns(const att_dims *a, int64_t j0, const float *dout, c
                              const float *dscores, float *dk, float *dv)
 {
   int64_t T = a->T, D = a->D, f = j0 + ATT_ROWS < T ? j0 + ATT_ROWS : T, rows = T - j0;
+  int64_t ldi = a->lay.ld_in, ldo = a->lay.ld_out;
   const float *p = probs + j0 * T + j0, *ds = dscores + j0 * T + j0;
-  gaaw_host_sgemm_serial_ld(a->ctx, GAAW_OP_T, GAAW_OP_N, f - j0, D, rows, 1.0f, p, T, dout + j0 * D, D, 1.0f,
-                            dv + j0 * D, D);
-  gaaw_host_sgemm_serial_ld(a->ctx, GAAW_OP_T, GAAW_OP_N, f - j0, D, rows, 1.0f, ds, T, q + j0 * D, D, 1.0f,
-                            dk + j0 * D, D);
+  gaaw_host_sgemm_serial_ld(a->ctx, GAAW_OP_T, GAAW_OP_N, f - j0, D, rows, 1.0f, p, T, dout + j0 * ldo, ldo, 1.0f,
+                            dv + j0 * ldi, ldi);
+  gaaw_host_sgemm_serial_ld(a->ctx, GAAW_OP_T, GAAW_OP_N, f - j0, D, rows, 1.0f, ds, T, q + j0 * ldi, ldi, 1.0f,
+                            dk + j0 * ldi, ldi);
 }
 
-static void attention_backward_f32(gaaw_context_t ctx, int64_t BH, int64_t T, int64_t D, const float *dout,
-                                   const float *q, const float *k, const float *v, const float *probs,
-                                   float *dprobs, float *dq, float *dk, float *dv)
+/* dq, dk, dv (in a's "in" layout) += the gradients from dout ("out" layout). */
+static void attention_backward_f32(const att_dims *a, int64_t BH, const float *dout, const float *q, const float *k,
+                                   const float *v, const float *probs, float *dprobs, float *dq, float *dk, float *dv)
 {
-  att_dims a = {ctx, T, D, 1.0f / sqrtf((float)D)};
-  int64_t hd = T * D, hp = T * T, last = att_blocks(T) - 1;
-#pragma omp parallel for if (att_parallel(BH, T, D)) schedule(dynamic)
+  int64_t T = a->T, hp = T * T, last = att_blocks(T) - 1;
+#pragma omp parallel for if (att_parallel(BH, T, a->D)) schedule(dynamic)
   for (int64_t it = 0; it < att_items(BH, T); it++) {
-    int64_t h = it % BH, i0 = (last - it / BH) * ATT_ROWS;
-    backward_rows(&a, i0, dout + h * hd, k + h * hd, v + h * hd, probs + h * hp, dprobs + h * hp, dq + h * hd);
+    int64_t h = it % BH, i0 = (last - it / BH) * ATT_ROWS, hi = in_at(a, h);
+    backward_rows(a, i0, dout + out_at(a, h), k + hi, v + hi, probs + h * hp, dprobs + h * hp, dq + hi);
   }
   /* the columns need every row's dscores: a second pass */
-#pragma omp parallel for if (att_parallel(BH, T, D)) schedule(dynamic)
+#pragma omp parallel for if (att_parallel(BH, T, a->D)) schedule(dynamic)
   for (int64_t it = 0; it < att_items(BH, T); it++) {
-    int64_t h = it % BH, j0 = (it / BH) * ATT_ROWS;
-    backward_columns(&a, j0, dout + h * hd, q + h * hd, probs + h * hp, dprobs + h * hp, dk + h * hd, dv + h * hd);
+    int64_t h = it % BH, j0 = (it / BH) * ATT_ROWS, hi = in_at(a, h);
+    backward_columns(a, j0, dout + out_at(a, h), q + hi, probs + h * hp, dprobs + h * hp, dk + hi, dv + hi);
   }
 }
 
@@ -211,31 +244,76 @@ gaaw_status_t host_causal_softmax_backward(gaaw_context_t ctx, float scale, gaaw
   return host_stage_end(&s);
 }
 
+/* att_dims of a (BH, T, T) probs tensor, heads of D, in layout lay. */
+static att_dims dims_of_probs(gaaw_context_t ctx, gaaw_cten probs, int64_t D, att_layout lay, int64_t *BH)
+{
+  int64_t T;
+  square_dims(probs, BH, &T);
+  return (att_dims){ctx, T, D, 1.0f / sqrtf((float)D), lay};
+}
+
 gaaw_status_t host_attention_forward(gaaw_context_t ctx, gaaw_cten q, gaaw_cten k, gaaw_cten v, gaaw_ten probs,
                                      gaaw_ten out)
 {
-  int64_t BH, T, D = host_cols(q);
-  square_dims(probs, &BH, &T);
+  int64_t BH, D = host_cols(q);
+  att_dims a = dims_of_probs(ctx, probs, D, head_major_layout(host_cols(probs), D), &BH);
   host_stage s;
   host_stage_init(&s, ctx);
   const float *pq = host_in(&s, q), *pk = host_in(&s, k), *pv = host_in(&s, v);
   float *pp = host_out(&s, probs), *po = host_out(&s, out);
-  if (s.status == GAAW_SUCCESS) s.status = gaaw_host_check_gemm_sizes(ctx, T, T, T > D ? T : D);
-  if (s.status == GAAW_SUCCESS) attention_forward_f32(ctx, BH, T, D, pq, pk, pv, pp, po);
+  if (s.status == GAAW_SUCCESS) s.status = gaaw_host_check_gemm_sizes(ctx, a.T, a.T, a.T > D ? a.T : D);
+  if (s.status == GAAW_SUCCESS) attention_forward_f32(&a, BH, pq, pk, pv, pp, po);
   return host_stage_end(&s);
 }
 
 gaaw_status_t host_attention_backward(gaaw_context_t ctx, gaaw_cten dout, gaaw_cten q, gaaw_cten k, gaaw_cten v,
                                       gaaw_cten probs, gaaw_ten dprobs, gaaw_ten dq, gaaw_ten dk, gaaw_ten dv)
 {
-  int64_t BH, T, D = host_cols(q);
-  square_dims(probs, &BH, &T);
+  int64_t BH, D = host_cols(q);
+  att_dims a = dims_of_probs(ctx, probs, D, head_major_layout(host_cols(probs), D), &BH);
   host_stage s;
   host_stage_init(&s, ctx);
   const float *pdo = host_in(&s, dout), *pq = host_in(&s, q), *pk = host_in(&s, k), *pv = host_in(&s, v);
   const float *pp = host_in(&s, probs);
   float *pdp = host_out(&s, dprobs), *pdq = host_inout(&s, dq), *pdk = host_inout(&s, dk), *pdv = host_inout(&s, dv);
-  if (s.status == GAAW_SUCCESS) s.status = gaaw_host_check_gemm_sizes(ctx, T, T, T > D ? T : D);
-  if (s.status == GAAW_SUCCESS) attention_backward_f32(ctx, BH, T, D, pdo, pq, pk, pv, pp, pdp, pdq, pdk, pdv);
+  if (s.status == GAAW_SUCCESS) s.status = gaaw_host_check_gemm_sizes(ctx, a.T, a.T, a.T > D ? a.T : D);
+  if (s.status == GAAW_SUCCESS) attention_backward_f32(&a, BH, pdo, pq, pk, pv, pp, pdp, pdq, pdk, pdv);
+  return host_stage_end(&s);
+}
+
+/* qkv: (B, T, 3H, D), its q, k and v parts H D apart in each row. */
+static att_dims dims_of_qkv(gaaw_context_t ctx, gaaw_cten qkv, int64_t *BH, int64_t *HD)
+{
+  int64_t B = qkv->shape[0], T = qkv->shape[1], H = qkv->shape[2] / 3, D = qkv->shape[3];
+  *BH = B * H;
+  *HD = H * D;
+  return (att_dims){ctx, T, D, 1.0f / sqrtf((float)D), qkv_layout(T, H, D)};
+}
+
+gaaw_status_t host_attention_qkv_forward(gaaw_context_t ctx, gaaw_cten qkv, gaaw_ten probs, gaaw_ten out)
+{
+  int64_t BH, HD;
+  att_dims a = dims_of_qkv(ctx, qkv, &BH, &HD);
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const float *pqkv = host_in(&s, qkv);
+  float *pp = host_out(&s, probs), *po = host_out(&s, out);
+  if (s.status == GAAW_SUCCESS) s.status = gaaw_host_check_gemm_sizes(ctx, a.T, a.T, 3 * HD > a.T ? 3 * HD : a.T);
+  if (s.status == GAAW_SUCCESS) attention_forward_f32(&a, BH, pqkv, pqkv + HD, pqkv + 2 * HD, pp, po);
+  return host_stage_end(&s);
+}
+
+gaaw_status_t host_attention_qkv_backward(gaaw_context_t ctx, gaaw_cten dout, gaaw_cten qkv, gaaw_cten probs,
+                                          gaaw_ten dprobs, gaaw_ten dqkv)
+{
+  int64_t BH, HD;
+  att_dims a = dims_of_qkv(ctx, qkv, &BH, &HD);
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const float *pdo = host_in(&s, dout), *pqkv = host_in(&s, qkv), *pp = host_in(&s, probs);
+  float *pdp = host_out(&s, dprobs), *pd = host_inout(&s, dqkv);
+  if (s.status == GAAW_SUCCESS) s.status = gaaw_host_check_gemm_sizes(ctx, a.T, a.T, 3 * HD > a.T ? 3 * HD : a.T);
+  if (s.status == GAAW_SUCCESS)
+    attention_backward_f32(&a, BH, pdo, pqkv, pqkv + HD, pqkv + 2 * HD, pp, pdp, pd, pd + HD, pd + 2 * HD);
   return host_stage_end(&s);
 }

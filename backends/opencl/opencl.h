@@ -160,7 +160,7 @@ static inline int64_t ocl_rows(const gaaw_tensor_t *t)
 
 #define OCL_DECLARE(name, params) gaaw_status_t ocl_##name params;
 GAAW_DEVICE_KERNEL_LIST(OCL_DECLARE)
-GAAW_DEVICE_OPTIONAL_KERNEL_LIST(OCL_DECLARE)
+GAAW_DEVICE_OPTIONAL_SHARED_LIST(OCL_DECLARE)
 #undef OCL_DECLARE
 
 extern const gaaw_device_ops gaaw_opencl_device_ops;

@@ -628,6 +628,9 @@ int main(int argc, char **argv)
   require_ok(dev, gaaw_kernel_available(dev, "flash_attention_backward", &has));
   expect_true(has == (strcmp(backend, "cuda") != 0), "%s: gaaw_kernel_available(flash_attention_backward) = %d",
               backend, has);
+  /* the attention on the QKV layout is the host's alone (the GPT block permutes elsewhere) */
+  require_ok(dev, gaaw_kernel_available(dev, "attention_qkv_forward", &has));
+  expect_true(!has, "%s: gaaw_kernel_available(attention_qkv_forward) = %d", backend, has);
   gaaw_finalize(&dev);
   gaaw_finalize(&host);
   MPI_Finalize();
