@@ -66,8 +66,10 @@ gaaw_status_t gaaw_cross_entropy_forward(gaaw_context_t ctx, const gaaw_tensor_t
  * GAAW_ERR_UNSUPPORTED, and gaaw_kernel_available says 0. */
 gaaw_status_t gaaw_attention_qkv_forward(gaaw_context_t ctx, const gaaw_tensor_t *qkv, gaaw_tensor_t *probs,
                                          gaaw_tensor_t *out);
-/* dqkv (B, T, 3H, D) += the gradients of qkv's q, k and v parts, from dout (B, T,
- * H, D) and the forward's probs; dprobs (B H, T, T): workspace, overwritten. */
+/* dqkv (B, T, 3H, D) = the gradients of qkv's q, k and v parts, from dout (B, T,
+ * H, D) and the forward's probs; dprobs (B H, T, T): workspace, overwritten. dqkv
+ * is overwritten, not added to as gaaw_attention_backward adds to dq, dk and dv (the
+ * caller's scratch needs no zeroing). */
 gaaw_status_t gaaw_attention_qkv_backward(gaaw_context_t ctx, const gaaw_tensor_t *dout, const gaaw_tensor_t *qkv,
                                           const gaaw_tensor_t *probs, gaaw_tensor_t *dprobs, gaaw_tensor_t *dqkv);
 

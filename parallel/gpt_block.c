@@ -396,7 +396,7 @@ static gaaw_status_t attention_backward(gaaw_model_t m, gaaw_layer *l, const blo
   if (d->qkv_core) {
     /* dqkv (N, 3 Cl) = (B, T, 3 Hl, D) from datt (B, T, Hl, D) */
     gaaw_tensor_t *dprobs;
-    GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(d->N, 3 * d->Cl), &dqkv));
+    GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, 3 * d->Cl), &dqkv)); /* overwritten */
     GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &dprobs));
     gaaw_tensor_t qkv4 = as4(&sv[S_QKVP], d->B, d->T, 3 * d->Hl, d->D), dqkv4 = as4(dqkv, d->B, d->T, 3 * d->Hl, d->D);
     gaaw_tensor_t datt4 = as4(datt, d->B, d->T, d->Hl, d->D);

@@ -108,6 +108,7 @@ typedef struct {
   int64_t T, D;
   float scale; /* 1 / sqrt(D) */
   att_layout lay;
+  float grad_beta; /* backward: 1 adds to dq, dk, dv (gaaw_attention_backward), 0 overwrites them */
 } att_dims;
 
 /* Offsets of head bh's first row in the "in" and "out" layouts. */
@@ -176,7 +177,8 @@ static void backward_rows(const att_dims *a, int64_t i0, const float *dout, cons
                             T);
   for (int64_t t = i0; t < e; t++) /* in place; 0 right of the diagonal */
     causal_softmax_backward_row(t, T, a->scale, probs + t * T, ds + (t - i0) * T, ds + (t - i0) * T, 0);
-  gaaw_host_sgemm_serial_ld(a->ctx, GAAW_OP_N, GAAW_OP_N, e - i0, D, e, 1.0f, ds, T, k, ldi, 1.0f, dq + i0 * ldi, ldi);
+  gaaw_host_sgemm_serial_ld(a->ctx, GAAW_OP_N, GAAW_OP_N, e - i0, D, e, 1.0f, ds, T, k, ldi, a->grad_beta, dq + i0 * ldi,
+                            ldi);
 }
 
 /* Key columns [j0, f), from the rows that see them ([j0, T)): dv += probs^T dout,
@@ -187,13 +189,14 @@ static void backward_columns(const att_dims *a, int64_t j0, const float *dout, c
   int64_t T = a->T, D = a->D, f = j0 + ATT_ROWS < T ? j0 + ATT_ROWS : T, rows = T - j0;
   int64_t ldi = a->lay.ld_in, ldo = a->lay.ld_out;
   const float *p = probs + j0 * T + j0, *ds = dscores + j0 * T + j0;
-  gaaw_host_sgemm_serial_ld(a->ctx, GAAW_OP_T, GAAW_OP_N, f - j0, D, rows, 1.0f, p, T, dout + j0 * ldo, ldo, 1.0f,
-                            dv + j0 * ldi, ldi);
-  gaaw_host_sgemm_serial_ld(a->ctx, GAAW_OP_T, GAAW_OP_N, f - j0, D, rows, 1.0f, ds, T, q + j0 * ldi, ldi, 1.0f,
-                            dk + j0 * ldi, ldi);
+  gaaw_host_sgemm_serial_ld(a->ctx, GAAW_OP_T, GAAW_OP_N, f - j0, D, rows, 1.0f, p, T, dout + j0 * ldo, ldo,
+                            a->grad_beta, dv + j0 * ldi, ldi);
+  gaaw_host_sgemm_serial_ld(a->ctx, GAAW_OP_T, GAAW_OP_N, f - j0, D, rows, 1.0f, ds, T, q + j0 * ldi, ldi,
+                            a->grad_beta, dk + j0 * ldi, ldi);
 }
 
-/* dq, dk, dv (in a's "in" layout) += the gradients from dout ("out" layout). */
+/* dq, dk, dv (in a's "in" layout) += (grad_beta 1) or = (0) the gradients from dout
+ * ("out" layout): each of their rows is written by one GEMM call. */
 static void attention_backward_f32(const att_dims *a, int64_t BH, const float *dout, const float *q, const float *k,
                                    const float *v, const float *probs, float *dprobs, float *dq, float *dk, float *dv)
 {
@@ -249,7 +252,7 @@ static att_dims dims_of_probs(gaaw_context_t ctx, gaaw_cten probs, int64_t D, at
 {
   int64_t T;
   square_dims(probs, BH, &T);
-  return (att_dims){ctx, T, D, 1.0f / sqrtf((float)D), lay};
+  return (att_dims){ctx, T, D, 1.0f / sqrtf((float)D), lay, 1.0f};
 }
 
 gaaw_status_t host_attention_forward(gaaw_context_t ctx, gaaw_cten q, gaaw_cten k, gaaw_cten v, gaaw_ten probs,
@@ -287,7 +290,7 @@ static att_dims dims_of_qkv(gaaw_context_t ctx, gaaw_cten qkv, int64_t *BH, int6
   int64_t B = qkv->shape[0], T = qkv->shape[1], H = qkv->shape[2] / 3, D = qkv->shape[3];
   *BH = B * H;
   *HD = H * D;
-  return (att_dims){ctx, T, D, 1.0f / sqrtf((float)D), qkv_layout(T, H, D)};
+  return (att_dims){ctx, T, D, 1.0f / sqrtf((float)D), qkv_layout(T, H, D), 0.0f};
 }
 
 gaaw_status_t host_attention_qkv_forward(gaaw_context_t ctx, gaaw_cten qkv, gaaw_ten probs, gaaw_ten out)
@@ -311,7 +314,7 @@ gaaw_status_t host_attention_qkv_backward(gaaw_context_t ctx, gaaw_cten dout, ga
   host_stage s;
   host_stage_init(&s, ctx);
   const float *pdo = host_in(&s, dout), *pqkv = host_in(&s, qkv), *pp = host_in(&s, probs);
-  float *pdp = host_out(&s, dprobs), *pd = host_inout(&s, dqkv);
+  float *pdp = host_out(&s, dprobs), *pd = host_out(&s, dqkv);
   if (s.status == GAAW_SUCCESS) s.status = gaaw_host_check_gemm_sizes(ctx, a.T, a.T, 3 * HD > a.T ? 3 * HD : a.T);
   if (s.status == GAAW_SUCCESS)
     attention_backward_f32(&a, BH, pdo, pqkv, pqkv + HD, pqkv + 2 * HD, pp, pdp, pd, pd + HD, pd + 2 * HD);
