@@ -98,6 +98,22 @@ gaaw_status_t gaaw_cross_entropy_forward(gaaw_context_t ctx, const gaaw_tensor_t
   return GAAW_SUCCESS;
 }
 
+gaaw_status_t gaaw_gelu_backward_set(gaaw_context_t ctx, const gaaw_tensor_t *dy, const gaaw_tensor_t *x,
+                                     gaaw_tensor_t *dx)
+{
+  GAAW_CHECK(check_ctx(ctx));
+  CHECK_FLOATS(NT(dy), NT(x), NT(dx));
+  GAAW_CHECK(check_numel(ctx, dy, "dy", gaaw_tensor_numel(x), "numel(x)"));
+  GAAW_CHECK(check_numel(ctx, dx, "dx", gaaw_tensor_numel(x), "numel(x)"));
+  if (!gaaw_device_has_gelu_backward_set(ctx->device)) {
+    GAAW_CHECK(gaaw_fill(ctx, dx, 0.0f));
+    GAAW_CHECK(gaaw_gelu_backward(ctx, dy, x, dx));
+    return GAAW_SUCCESS;
+  }
+  RUN(gelu_backward_set, dx, dy, x, dx);
+  return GAAW_SUCCESS;
+}
+
 /* qkv (B, T, 3H, D); every tensor of list (B, T, H, D); probs (B H, T, T). */
 static gaaw_status_t check_attention_qkv(gaaw_context_t ctx, const gaaw_tensor_t *qkv, int n, const named_tensor *list,
                                          const gaaw_tensor_t *probs)

@@ -2,8 +2,9 @@
  * kernels (include/gaaw/kernels.h) does in several. Internal to the library (no
  * Fortran interface); used by parallel/. Every function checks its arguments as the
  * public kernels do, then runs the device's fused kernel, or, on a backend without
- * one (CUDA today), the unfused sequence it replaces: callers need no case of their
- * own. "Bit-identical" below is the host kernels' promise against the unfused
+ * one (CUDA today; OpenCL too for gelu_backward_set, which only the host has), the
+ * unfused sequence it replaces: callers need no case of their own. The exception is
+ * the attention on the QKV layout (last below), whose callers choose. "Bit-identical" below is the host kernels' promise against the unfused
  * sequence, for f32, bf16 and f16 (a 16-bit intermediate is rounded where the
  * sequence stores it), on any thread count (tests/unit/test_kernel_fused). The
  * OpenCL kernels do the same operations per element, from the same helpers as the
@@ -55,6 +56,12 @@ gaaw_status_t gaaw_cross_entropy_forward(gaaw_context_t ctx, const gaaw_tensor_t
                                          const gaaw_tensor_t *targets, int64_t vocab_start, float dloss,
                                          gaaw_tensor_t *max, gaaw_tensor_t *sumexp, gaaw_tensor_t *target,
                                          gaaw_tensor_t *dlogits);
+
+/* dx = dy gelu'(x), overwriting dx (whose contents may be anything).
+ * dy, x, dx: same numel. Bit-identical to gaaw_fill(dx, 0); gaaw_gelu_backward(dy,
+ * x, dx), which is what a backend without it runs. */
+gaaw_status_t gaaw_gelu_backward_set(gaaw_context_t ctx, const gaaw_tensor_t *dy, const gaaw_tensor_t *x,
+                                     gaaw_tensor_t *dx);
 
 /* Causal attention on the layout the QKV projection writes, without the permutes
  * that split it into heads and merge them again:

@@ -314,9 +314,9 @@ static gaaw_status_t mlp_backward(gaaw_model_t m, gaaw_layer *l, const block_dim
   GAAW_CHECK(enter_tp_backward(m, d, s, dout, &dz));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->Fl), &da));
   GAAW_CHECK(gaaw_layer_linear_backward(m, l, d->f, dz, &sv[S_A], PARAM(P_FC2_W), da, P_FC2_W, -1, -1));
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(d->N, d->Fu), &du));
-  GAAW_CHECK(m->gpt.activation == GAAW_ACT_SWIGLU ? gaaw_swiglu_backward(ctx, da, &sv[S_U], du)
-                                                   : gaaw_gelu_backward(ctx, da, &sv[S_U], du));
+  int swiglu = m->gpt.activation == GAAW_ACT_SWIGLU; /* its backward adds to a zeroed du */
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, swiglu, GAAW_SHAPE(d->N, d->Fu), &du));
+  GAAW_CHECK(swiglu ? gaaw_swiglu_backward(ctx, da, &sv[S_U], du) : gaaw_gelu_backward_set(ctx, da, &sv[S_U], du));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &dh2g));
   GAAW_CHECK(gaaw_layer_linear_backward(m, l, d->f, du, h2g, PARAM(P_FC_W), dh2g, P_FC_W, -1, P_FC_B));
   GAAW_CHECK(leave_tp_backward(m, d, s, dh2g, &dh2));

@@ -69,6 +69,15 @@ ACTIVATION_BLOCKS(tanh, GAAW_ACT_TANH)
 ACTIVATION_BLOCKS(silu, GAAW_ACT_SILU)
 ACTIVATION_BLOCKS(identity, GAAW_ACT_NONE)
 
+/* GELU's backward into dx: dx = 0 + dy gelu'(x), the bits of a zeroed dx added to
+ * (the sign of a zero result included). */
+HOST_VECTOR_CLONES static void gelu_backward_set_block(int64_t lo, int64_t hi, const float *dy, const float *x,
+                                                       float *dx)
+{
+#pragma omp simd
+  for (int64_t i = lo; i < hi; i++) dx[i] = 0.0f + dy[i] * act_slope(GAAW_ACT_GELU, x[i]);
+}
+
 typedef void (*forward_block_fn)(int64_t lo, int64_t hi, const float *x, float *y);
 typedef void (*backward_block_fn)(int64_t lo, int64_t hi, const float *dy, const float *x, float *dx);
 
@@ -94,11 +103,12 @@ static void act_forward_f32(gaaw_activation_t act, int64_t n, const float *x, fl
   for (int64_t k = 0; k < blocks; k++) f(k * HOST_VECTOR_BLOCK, k + 1 < blocks ? (k + 1) * HOST_VECTOR_BLOCK : n, x, y);
 }
 
-static void act_backward_f32(gaaw_activation_t act, int64_t n, const float *dy, const float *x, float *dx)
+/* dx += dy act'(x), or with b given, whatever b does on blocks. */
+static void act_backward_f32(gaaw_activation_t act, int64_t n, const float *dy, const float *x, float *dx,
+                             backward_block_fn b)
 {
   forward_block_fn unused;
-  backward_block_fn b;
-  pick_blocks(act, &unused, &b);
+  if (!b) pick_blocks(act, &unused, &b);
   int64_t blocks = (n + HOST_VECTOR_BLOCK - 1) / HOST_VECTOR_BLOCK;
 #pragma omp parallel for if (n > HOST_PARALLEL_MIN) schedule(static)
   for (int64_t k = 0; k < blocks; k++)
@@ -167,7 +177,18 @@ gaaw_status_t host_activation_backward(gaaw_context_t ctx, gaaw_activation_t act
   host_stage_init(&s, ctx);
   const float *pdy = host_in(&s, dy), *px = host_in(&s, x);
   float *pdx = host_inout(&s, dx);
-  if (s.status == GAAW_SUCCESS) act_backward_f32(act, gaaw_tensor_numel(x), pdy, px, pdx);
+  if (s.status == GAAW_SUCCESS) act_backward_f32(act, gaaw_tensor_numel(x), pdy, px, pdx, NULL);
+  return host_stage_end(&s);
+}
+
+gaaw_status_t host_gelu_backward_set(gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_ten dx)
+{
+  host_stage s;
+  host_stage_init(&s, ctx);
+  const float *pdy = host_in(&s, dy), *px = host_in(&s, x);
+  float *pdx = host_out(&s, dx);
+  if (s.status == GAAW_SUCCESS)
+    act_backward_f32(GAAW_ACT_GELU, gaaw_tensor_numel(x), pdy, px, pdx, gelu_backward_set_block);
   return host_stage_end(&s);
 }
 

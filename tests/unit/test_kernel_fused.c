@@ -117,6 +117,18 @@ static void run_cross_entropy(gaaw_context_t ctx, gaaw_dtype_t dt, int64_t N, in
 
 /* ---------------------------------------------------------------- fused against unfused */
 
+/* The GELU's backward into dx, whose old contents (nan here) must not matter. */
+static void run_gelu_backward_set(gaaw_context_t ctx, gaaw_dtype_t dt, int64_t N, int64_t F, outputs *o)
+{
+  uint64_t seed = 43;
+  gaaw_tensor_t dy = rnd(ctx, dt, N, F, -1, 1, &seed), x = rnd(ctx, dt, N, F, -5, 5, &seed);
+  gaaw_tensor_t dx = rnd(ctx, dt, N, F, 0, 1, &seed);
+  require_ok(ctx, gaaw_fill(ctx, &dx, NAN));
+  expect_status_ctx(ctx, gaaw_gelu_backward_set(ctx, &dy, &x, &dx), GAAW_SUCCESS);
+  keep(ctx, o, &dx, "dx");
+  kt_free(ctx, &dy), kt_free(ctx, &x), kt_free(ctx, &dx);
+}
+
 static gaaw_device_ops unfused_ops; /* the host table without its fused kernels */
 
 static void run_case(gaaw_context_t ctx, int c, gaaw_dtype_t dt, int64_t rows, int64_t cols, outputs *o)
@@ -128,12 +140,13 @@ static void run_case(gaaw_context_t ctx, int c, gaaw_dtype_t dt, int64_t rows, i
   case 3: run_cross_entropy(ctx, dt, rows, cols, 1, o); break;
   case 4: run_cross_entropy(ctx, dt, rows, cols, 0, o); break;
   case 5: run_bias_residual_add(ctx, dt, rows, cols, 0, o); break;
-  default: run_bias_residual_add(ctx, dt, rows, cols, 1, o); break;
+  case 6: run_bias_residual_add(ctx, dt, rows, cols, 1, o); break;
+  default: run_gelu_backward_set(ctx, dt, rows, cols, o); break;
   }
 }
 static const char *const case_names[] = {"bias_gelu",     "add_layernorm with bias",     "add_layernorm",
                                          "cross_entropy with gradient", "cross_entropy", "bias_residual_add",
-                                         "bias_residual_add into y"};
+                                         "bias_residual_add into y", "gelu_backward_set"};
 
 static void check_same(gaaw_context_t ctx, int c, gaaw_dtype_t dt, int64_t rows, int64_t cols, int threads)
 {
@@ -190,6 +203,12 @@ static void check_bad_input(gaaw_context_t ctx)
   BAD(gaaw_bias_residual_add(ctx, &x, &y, &c6, &x5));
   BAD(gaaw_bias_residual_add(ctx, &x, &y, &c6, &xh));
 
+  expect_status_ctx(ctx, gaaw_gelu_backward_set(ctx, &x, &y, &h), GAAW_SUCCESS);
+  BAD(gaaw_gelu_backward_set(ctx, &x, &y, &x5));  /* dx's size */
+  BAD(gaaw_gelu_backward_set(ctx, &x5, &y, &h));  /* dy's size */
+  BAD(gaaw_gelu_backward_set(ctx, &x, &y, &xh));  /* mixed dtypes */
+  BAD(gaaw_gelu_backward_set(ctx, &x, NULL, &h));
+
   expect_status_ctx(ctx, gaaw_add_layernorm_forward(ctx, &x, &y, &c6, &c6, &c6, 1e-5f, &x2, &h, &n4, &n4b),
                     GAAW_SUCCESS);
   expect_status_ctx(ctx, gaaw_add_layernorm_forward(ctx, &x, &y, NULL, &c6, &c6, 1e-5f, &x2, &h, &n4, &n4b),
@@ -225,7 +244,8 @@ int main(int argc, char **argv)
   GAAW_DEVICE_OPTIONAL_KERNEL_LIST(NO_FUSED)
 #undef NO_FUSED
   expect_true(gaaw_device_has_bias_gelu_forward(ctx->device) && gaaw_device_has_add_layernorm_forward(ctx->device) &&
-                  gaaw_device_has_cross_entropy_forward(ctx->device) && gaaw_device_has_bias_residual_add(ctx->device),
+                  gaaw_device_has_cross_entropy_forward(ctx->device) && gaaw_device_has_bias_residual_add(ctx->device) &&
+                  gaaw_device_has_gelu_backward_set(ctx->device),
               "the host backend should have every fused kernel");
   expect_true(!gaaw_device_has_bias_gelu_forward(&unfused_ops), "a NULL entry should count as missing");
   for (int c = 0; c < (int)(sizeof case_names / sizeof *case_names); c++)
