@@ -140,11 +140,13 @@ static gaaw_tensor_t qkv_part(const gaaw_tensor_t *qkvp, const block_dims *d, in
 
 /* Which attention core runs (option attention) for sequences of T tokens. With auto,
  * the default: the blocked kernel (gaaw_flash_attention_*) from T = 512 up wherever
- * the backend has it (host, OpenCL), else the (T, T) matrix kernel. Below 512 the
- * matrix one is faster on the host (the blocked forward + backward took 1.5 / 1.7 /
- * 1.1 times as long at T = 128 / 256 / 512, doc/benchmarks.md) and its (T, T)
- * probabilities are small; from 512 up they are what grows. The choice depends on T
- * only, not on recompute, so every recompute mode gives the same bits. blocked on a
+ * the backend has it (host, OpenCL), else the (T, T) matrix kernel. The blocked one
+ * saves memory, not time: on the host its forward + backward took about twice as
+ * long as the matrix core's at every T from 128 to 2048 (doc/benchmarks.md), but the
+ * matrix core keeps (B Hl, T, T) probabilities per layer, small below 512 tokens and
+ * what grows above (attention=matrix keeps the faster core where memory allows).
+ * The choice depends on T only, not on recompute, so every recompute mode gives the
+ * same bits. blocked on a
  * backend without it fails at the first forward with GAAW_ERR_UNSUPPORTED.
  *   blocked: keeps lse (B Hl, T) f32; the probabilities are recomputed block by block
  *            inside the backward kernel, so no (T, T) matrix exists at any time, and
