@@ -146,8 +146,8 @@ static gaaw_tensor_t qkv_part(const gaaw_tensor_t *qkvp, const block_dims *d, in
  * matrix core keeps (B Hl, T, T) probabilities per layer, small below 512 tokens and
  * what grows above (attention=matrix keeps the faster core where memory allows).
  * The choice depends on T only, not on recompute, so every recompute mode gives the
- * same bits. blocked on a
- * backend without it fails at the first forward with GAAW_ERR_UNSUPPORTED.
+ * same bits. blocked on a backend without it fails at the first forward with
+ * GAAW_ERR_UNSUPPORTED.
  *   blocked: keeps lse (B Hl, T) f32; the probabilities are recomputed block by block
  *            inside the backward kernel, so no (T, T) matrix exists at any time, and
  *            selective recomputation has nothing left to drop (it then runs as none);
@@ -231,10 +231,11 @@ static gaaw_status_t attention_forward(gaaw_model_t m, gaaw_layer *l, const bloc
     /* qkv (N, 3 Cl) = (B, T, 3 Hl, D), kept; att (N, Cl) = (B, T, Hl, D) */
     GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_QKVP, 0, GAAW_SHAPE(d->N, 3 * d->Cl), &qkv));
     GAAW_CHECK(gaaw_linear_forward(ctx, h1g, PARAM(P_ATTN_W), PARAM(P_ATTN_B), qkv));
-    GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_PROBS, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &o));
+    gaaw_tensor_t *probs;
+    GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_PROBS, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &probs));
     GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_ATT, 0, GAAW_SHAPE(d->N, d->Cl), &att));
     gaaw_tensor_t qkv4 = as4(qkv, d->B, d->T, 3 * d->Hl, d->D), att4 = as4(att, d->B, d->T, d->Hl, d->D);
-    GAAW_CHECK(gaaw_attention_qkv_forward(ctx, &qkv4, o, &att4));
+    GAAW_CHECK(gaaw_attention_qkv_forward(ctx, &qkv4, probs, &att4));
     return project_attention(m, d, s, l, att, y);
   }
   /* qkv (N, 3 Cl) = (B, T, 3 Hl, D) -> (B, 3 Hl, T, D) -> (3, B, Hl T D) */
@@ -328,21 +329,21 @@ static gaaw_status_t mlp_backward(gaaw_model_t m, gaaw_layer *l, const block_dim
 }
 
 /* Selective recomputation with the matrix core: the softmax of the scores again, by
- * the forward's own kernel on the same q, k, v (so bit-identical), into the saved slot
- * (with qkv_core, q is qkv (B, T, 3 Hl, D) and k, v are NULL). */
-static gaaw_status_t recompute_probs(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
-                                     const gaaw_tensor_t *q, const gaaw_tensor_t *k, const gaaw_tensor_t *v)
+ * the forward's own kernel on the kept q, k, v (so bit-identical), into the saved slot;
+ * the output o is scratch. */
+static gaaw_status_t recompute_probs(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s)
 {
   gaaw_context_t ctx = m->ctx;
-  gaaw_tensor_t *probs, *o;
+  gaaw_tensor_t *sv = gaaw_layer_saved(d->f, l), *probs, *o;
   GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_PROBS, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &probs));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->D), &o));
-  if (d->qkv_core) { /* q is the kept qkv (B, T, 3 Hl, D); o the merged (B, T, Hl, D) */
-    gaaw_tensor_t o4 = as4(o, d->B, d->T, d->Hl, d->D);
-    GAAW_CHECK(gaaw_attention_qkv_forward(ctx, q, probs, &o4));
+  if (d->qkv_core) { /* the kept qkv (B, T, 3 Hl, D); o merged, (B, T, Hl, D) */
+    gaaw_tensor_t qkv4 = as4(&sv[S_QKVP], d->B, d->T, 3 * d->Hl, d->D), o4 = as4(o, d->B, d->T, d->Hl, d->D);
+    GAAW_CHECK(gaaw_attention_qkv_forward(ctx, &qkv4, probs, &o4));
     return GAAW_SUCCESS;
   }
-  GAAW_CHECK(gaaw_attention_forward(ctx, q, k, v, probs, o));
+  gaaw_tensor_t q = qkv_part(&sv[S_QKVP], d, 0), k = qkv_part(&sv[S_QKVP], d, 1), v = qkv_part(&sv[S_QKVP], d, 2);
+  GAAW_CHECK(gaaw_attention_forward(ctx, &q, &k, &v, probs, o));
   return GAAW_SUCCESS;
 }
 
@@ -364,7 +365,7 @@ static gaaw_status_t attention_core_backward(gaaw_model_t m, gaaw_layer *l, cons
     return GAAW_SUCCESS;
   }
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &dprobs));
-  if (!sv[S_PROBS].buf) GAAW_CHECK(recompute_probs(m, l, d, s, q, k, v));
+  if (!sv[S_PROBS].buf) GAAW_CHECK(recompute_probs(m, l, d, s));
   GAAW_CHECK(gaaw_attention_backward(ctx, dout, q, k, v, &sv[S_PROBS], dprobs, dq, dk, dv));
   return GAAW_SUCCESS;
 }
@@ -402,7 +403,7 @@ static gaaw_status_t attention_backward(gaaw_model_t m, gaaw_layer *l, const blo
     GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &dprobs));
     gaaw_tensor_t qkv4 = as4(&sv[S_QKVP], d->B, d->T, 3 * d->Hl, d->D), dqkv4 = as4(dqkv, d->B, d->T, 3 * d->Hl, d->D);
     gaaw_tensor_t datt4 = as4(datt, d->B, d->T, d->Hl, d->D);
-    if (!sv[S_PROBS].buf) GAAW_CHECK(recompute_probs(m, l, d, s, &qkv4, NULL, NULL));
+    if (!sv[S_PROBS].buf) GAAW_CHECK(recompute_probs(m, l, d, s));
     GAAW_CHECK(gaaw_attention_qkv_backward(ctx, &datt4, &qkv4, &sv[S_PROBS], dprobs, &dqkv4));
     return qkv_backward(m, l, d, s, x, dqkv, dx);
   }
