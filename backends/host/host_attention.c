@@ -2,6 +2,9 @@
  * of scores / sqrt(D), out = probs v): one-thread GEMMs on blocks of rows of each
  * head, the softmax of those rows in between. */
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "backends/host/host.h"
 #include "backends/host/host_math.h"
@@ -73,9 +76,10 @@ static void causal_softmax_backward_f32(int64_t batch, int64_t T, float scale, c
 /* The attention core, one head at a time, in blocks of ATT_ROWS rows of the (T, T)
  * matrices: queries [i0, e) see keys [0, e) only, so every product skips the blocks
  * above the diagonal, whose probabilities are 0 (the terms dropped are exact zeros:
- * trailing ones for scores, out and dq, leading ones for dv and dk). Each (head,
- * block) item runs on one thread while its rows are in cache, softmax included, and
- * writes its own rows (or columns), so the bits do not depend on the thread count.
+ * trailing ones for scores, out and dq, leading ones for dv and dk). Each block runs
+ * on one thread while its rows are in cache, softmax included, and writes its own rows
+ * (or columns), so the bits do not depend on the thread count nor on whether the
+ * threads take whole heads or (head, block) items (whole_heads).
  * 64 rows: at T = 128 the GEMMs do 3/4 of the full products' work. 32 rows would do
  * 10/16, but each block repacks the keys and values it reads (OpenBLAS copies every
  * operand before multiplying), and at these sizes the copies cost about what the
@@ -135,6 +139,21 @@ static int64_t att_items(int64_t BH, int64_t T)
   return BH * att_blocks(T);
 }
 
+/* Heads per thread from which a pass hands out whole heads instead of (head, block)
+ * items: each thread then runs all the blocks of its heads back to back, so a head's
+ * keys, values, probabilities and (backward) score gradients stay in that core's cache
+ * between its blocks and passes, and the equal-sized heads still balance. */
+enum { HEADS_PER_THREAD = 4 };
+
+static int whole_heads(int64_t BH)
+{
+#ifdef _OPENMP
+  return BH >= HEADS_PER_THREAD * (int64_t)omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
 /* Whether the pass is worth a parallel region. */
 static int att_parallel(int64_t BH, int64_t T, int64_t D)
 {
@@ -159,6 +178,15 @@ static void attention_forward_f32(const att_dims *a, int64_t BH, const float *q,
                                   float *probs, float *out)
 {
   int64_t T = a->T, hp = T * T, last = att_blocks(T) - 1;
+  if (whole_heads(BH)) {
+#pragma omp parallel for if (att_parallel(BH, T, a->D)) schedule(static)
+    for (int64_t h = 0; h < BH; h++) {
+      int64_t hi = in_at(a, h);
+      for (int64_t b = last; b >= 0; b--)
+        forward_rows(a, b * ATT_ROWS, q + hi, k + hi, v + hi, probs + h * hp, out + out_at(a, h));
+    }
+    return;
+  }
 #pragma omp parallel for if (att_parallel(BH, T, a->D)) schedule(dynamic)
   for (int64_t it = 0; it < att_items(BH, T); it++) {
     int64_t h = it % BH, i0 = (last - it / BH) * ATT_ROWS, hi = in_at(a, h);
@@ -201,6 +229,17 @@ static void attention_backward_f32(const att_dims *a, int64_t BH, const float *d
                                    const float *v, const float *probs, float *dprobs, float *dq, float *dk, float *dv)
 {
   int64_t T = a->T, hp = T * T, last = att_blocks(T) - 1;
+  if (whole_heads(BH)) {
+#pragma omp parallel for if (att_parallel(BH, T, a->D)) schedule(static)
+    for (int64_t h = 0; h < BH; h++) {
+      int64_t hi = in_at(a, h), ho = out_at(a, h);
+      for (int64_t b = last; b >= 0; b--)
+        backward_rows(a, b * ATT_ROWS, dout + ho, k + hi, v + hi, probs + h * hp, dprobs + h * hp, dq + hi);
+      for (int64_t b = 0; b <= last; b++)
+        backward_columns(a, b * ATT_ROWS, dout + ho, q + hi, probs + h * hp, dprobs + h * hp, dk + hi, dv + hi);
+    }
+    return;
+  }
 #pragma omp parallel for if (att_parallel(BH, T, a->D)) schedule(dynamic)
   for (int64_t it = 0; it < att_items(BH, T); it++) {
     int64_t h = it % BH, i0 = (last - it / BH) * ATT_ROWS, hi = in_at(a, h);

@@ -3,7 +3,7 @@
  * permutes of parallel/gpt_block.c around gaaw_attention_forward / _backward (its
  * gradients added to zeros; the qkv kernel overwrites whatever dqkv held), in
  * f32, bf16 and f16, on 1 and 3 threads, at T a multiple of the kernel's 64-row
- * blocks and not. The (BH, T, D) kernels are checked against references in
+ * blocks and not; and the same bits on 1 thread (whole heads) and 4 (head, block items). The (BH, T, D) kernels are checked against references in
  * test_kernel_attention, so this pins the new one to them. Plus bad input. */
 #include "backends/fused.h"
 #include "tests/unit/test_kernel_util.h"
@@ -117,6 +117,32 @@ static void check_same(gaaw_context_t ctx, gaaw_dtype_t dt, qkv_shape s, int thr
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) kt_free(ctx, all[i]);
 }
 
+/* The bits do not depend on the thread count, nor on how the host hands out the work:
+ * 12 heads go out whole on 1 thread (at least 4 heads per thread) and as (head, 64-row
+ * block) items on 4, and both must give the same out, probs, dprobs and dqkv. */
+static void check_thread_independent(gaaw_context_t ctx)
+{
+  const qkv_shape s = {2, 130, 6, 8};
+  const gaaw_dtype_t F = GAAW_F32;
+  int64_t BH = s.B * s.H;
+  uint64_t seed = 5;
+  gaaw_tensor_t qkv = random4(ctx, F, s.B, s.T, 3 * s.H, s.D, &seed), dout = random4(ctx, F, s.B, s.T, s.H, s.D, &seed);
+  gaaw_tensor_t out[2], probs[2], dprobs[2], dqkv[2];
+  for (int i = 0; i < 2; i++) {
+    kt_threads(i == 0 ? 1 : 4);
+    out[i] = KT_NEW(ctx, F, s.B, s.T, s.H, s.D), dqkv[i] = KT_NEW(ctx, F, s.B, s.T, 3 * s.H, s.D);
+    probs[i] = KT_NEW(ctx, F, BH, s.T, s.T), dprobs[i] = KT_NEW(ctx, F, BH, s.T, s.T);
+    require_ok(ctx, gaaw_attention_qkv_forward(ctx, &qkv, &probs[i], &out[i]));
+    require_ok(ctx, gaaw_attention_qkv_backward(ctx, &dout, &qkv, &probs[i], &dprobs[i], &dqkv[i]));
+  }
+  expect_same_bytes(ctx, &out[0], &out[1], "out on 1 vs 4", &s, F, 4);
+  expect_same_bytes(ctx, &probs[0], &probs[1], "probs on 1 vs 4", &s, F, 4);
+  expect_same_bytes(ctx, &dprobs[0], &dprobs[1], "dprobs on 1 vs 4", &s, F, 4);
+  expect_same_bytes(ctx, &dqkv[0], &dqkv[1], "dqkv on 1 vs 4", &s, F, 4);
+  gaaw_tensor_t *all[] = {&qkv, &dout, &out[0], &out[1], &probs[0], &probs[1], &dprobs[0], &dprobs[1], &dqkv[0], &dqkv[1]};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) kt_free(ctx, all[i]);
+}
+
 #define BAD(call) expect_status_ctx(ctx, (call), GAAW_ERR_INVALID_ARG)
 
 static void check_bad_input(gaaw_context_t ctx)
@@ -153,6 +179,7 @@ int main(int argc, char **argv)
   for (size_t d = 0; d < sizeof kt_float_dtypes / sizeof *kt_float_dtypes; d++)
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
       for (int threads = 1; threads <= 3; threads += 2) check_same(ctx, kt_float_dtypes[d], shapes[i], threads);
+  check_thread_independent(ctx);
   kt_threads(2);
   check_bad_input(ctx);
   return kt_finish(&ctx, "test_kernel_attention_qkv");
