@@ -3,7 +3,8 @@
  * One line per size:
  *   bench=gemm n=N dtype=f32 backend=host threads=T openblas_coretype=X value=GFLOPS
  *   unit=GFLOP/s peer=cblas_sgemm peer_value=GFLOPS ratio=gaaw/peer
- * Run: mpiexec -n 1 bench/gemm (or bench/gemm as a singleton).
+ * Run: mpiexec -n 1 bench/gemm [N ...] (or as a singleton); the sizes default to 256,
+ * 512, 1024 and 2048.
  * Fairness: with a pthreads OpenBLAS, gaaw sets OpenBLAS to one thread per call and
  * splits each GEMM over its OpenMP threads (backends/host/host_threads.c); the peer
  * gets OpenBLAS's own thread pool of the same size for its calls. Each side's idle
@@ -64,8 +65,19 @@ int main(int argc, char **argv)
 #ifdef _OPENMP
   threads = omp_get_max_threads();
 #endif
-  const int sizes[] = {256, 512, 1024, 2048};
-  for (int si = 0; si < 4; si++) {
+  int64_t sizes[8] = {256, 512, 1024, 2048};
+  int nsizes = 4;
+  if (argc > 1) nsizes = 0;
+  for (int i = 1; i < argc; i++) {
+    char *end;
+    long v = strtol(argv[i], &end, 10);
+    if (*end || v < 1 || v > 16384 || nsizes == 8) {
+      fprintf(stderr, "bench/gemm: sizes are at most 8 integers in 1..16384, not '%s'\n", argv[i]);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    sizes[nsizes++] = v;
+  }
+  for (int si = 0; si < nsizes; si++) {
     int64_t n = sizes[si];
     int repeats;
     gaaw_tensor_t a, b, c;

@@ -11,19 +11,26 @@
 #
 # Run from the build directory:
 #   [ROUNDS=5] [STEPS=4] [WARMUP=2] [MODES="1proc ddp2 zero1"] [THREADS=2]
-#   [TORCH_WAITS="default passive"] SRCDIR/bench/train_gpt.sh
+#   [TORCH_WAITS="default passive"] [PEAK_SIZES="1024 2048"] SRCDIR/bench/train_gpt.sh
 # One line per mode:
 #   bench=train_gpt mode=M np=.. tp=1 dp=.. zero=.. threads_total=.. batch=8 seq=128 steps=..
 #   rounds=.. value=X unit=tok/s peer=torch peer_value=Y ratio=X/Y cpu_s_per_step=..
 #   peer_cpu_s_per_step=.. loss_last=.. peer_loss_last=.. openblas_coretype=..
-#   model_gflops=.. peer_model_gflops=.. sgemm_peak_gflops=.. ceiling_tok_s=.. goal_tok_s=..
+#   model_gflops=.. peer_model_gflops=.. sgemm_peak_gflops=.. roofline_share=.. ceiling_tok_s=..
+#   goal_tok_s=..
 # tok/s counts every rank's tokens (batch 8 x seq 128 per rank) per step; cpu_s_per_step
 # is the user + system time of all threads of all ranks per timed step.
 # The roofline: model_gflops is tok/s x the model FLOPs per token (PaLM's count,
-# printed by bench/train_gpt), sgemm_peak_gflops the best cblas_sgemm rate bench/gemm
-# measures on THREADS threads at the start of the run, and ceiling_tok_s the tok/s a
-# step would reach if all of its model FLOPs ran at that rate (no step can beat it);
-# goal_tok_s is 1.3 x the peer's tok/s (the goal gaaw holds itself to on this path).
+# printed by bench/train_gpt). Every round measures the sgemm peak just before gaaw's
+# run: the best cblas_sgemm rate of bench/gemm at PEAK_SIZES (default "1024 2048",
+# the sizes where it peaks) on THREADS threads. roofline_share is the median over the
+# rounds of gaaw's model FLOP/s over its own round's peak, sgemm_peak_gflops the median
+# peak, and ceiling_tok_s the tok/s a step would reach if all of its model FLOPs ran at
+# that rate (no step can beat it). The peak is measured per round because on a shared
+# VM it drifts by 10-20% within minutes (152 to 198 GFLOP/s seen on one machine in one
+# hour), so one figure from the start of the run would not be the ceiling of rounds
+# run minutes later. goal_tok_s is 1.3 x the peer's tok/s (the goal gaaw holds itself
+# to on this path).
 # The peer runs once per round under each OpenMP wait policy of TORCH_WAITS
 # ("default": OMP_WAIT_POLICY unset; "passive"), and its figure is the best of their
 # medians (peer_wait names it; peer_tok_s_WAIT gives each). gaaw runs in the
@@ -57,14 +64,16 @@ fi
 
 # shellcheck source=bench/bench_util.sh
 . "$here/bench_util.sh"
-# The machine's GEMM ceiling, measured first (empty without CBLAS).
+# sgemm_peak: the machine's GEMM ceiling now, in GFLOP/s on THREADS threads (empty
+# without bench/gemm or CBLAS).
 GEMM_BIN=${GEMM_BIN:-./bench/gemm}
-peak=""
-if [ -x "$GEMM_BIN" ]; then
-  peak=$(OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS mpiexec -n 1 "$GEMM_BIN" |
-         sed -n 's/.* peer_value=\([^ ]*\).*/\1/p' | sort -g | tail -1)
-  echo "# sgemm peak on $THREADS threads: ${peak:-unknown} GFLOP/s" >&2
-fi
+PEAK_SIZES=${PEAK_SIZES:-"1024 2048"}
+sgemm_peak() {
+  [ -x "$GEMM_BIN" ] || return 0
+  # shellcheck disable=SC2086
+  OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS mpiexec -n 1 "$GEMM_BIN" $PEAK_SIZES |
+    sed -n 's/.* peer_value=\([^ ]*\).*/\1/p' | sort -g | tail -1
+}
 
 
 for mode in $MODES; do
@@ -75,6 +84,7 @@ for mode in $MODES; do
     *) echo "train_gpt.sh: unknown mode '$mode'" >&2; exit 2 ;;
   esac
   per_rank=$((THREADS / np))
+  tokens=$((np * 8 * 128))
   [ "$per_rank" -ge 1 ] || per_rank=1
   export OMP_NUM_THREADS=$per_rank OPENBLAS_NUM_THREADS=$per_rank
   gaaw_cmd=(mpiexec -n "$np" "$GAAW_BIN" --steps "$STEPS" --warmup "$WARMUP" --zero "$zero" --tp 1
@@ -87,7 +97,7 @@ for mode in $MODES; do
     torch_cmd[3]=$PEER_BIN
     peer_tag=train_gpt_gaaw
   fi
-  g_step=() g_cpu=()
+  g_step=() g_cpu=() peaks=() shares=()
   declare -A t_step=() t_cpu=()
   peer_waits=$TORCH_WAITS
   [ -z "$PEER_BIN" ] || peer_waits=default
@@ -96,9 +106,16 @@ for mode in $MODES; do
     if ((r % 2 == 0)); then order="gaaw $peer_waits"; else order="$peer_waits gaaw"; fi
     for side in $order; do
       if [ "$side" = gaaw ]; then
+        peak=$(sgemm_peak)
         line=$(measure train_gpt_gaaw "${gaaw_cmd[@]}")
         g_step+=("$(field step_s "$line")") g_cpu+=("$(field cpu_s_per_step "$line")")
         g_loss=$(field loss_last "$line") flops=$(field model_flops_per_token "$line")
+        if [ -n "$peak" ]; then
+          peaks+=("$peak")
+          shares+=("$(awk -v t="$tokens" -v s="${g_step[-1]}" -v f="$flops" -v p="$peak" \
+                      'BEGIN { printf "%.4f", t / s * f * 1e-9 / p }')")
+          line+=" sgemm_peak_gflops=$peak roofline_share=${shares[-1]}"
+        fi
       else
         line=$(measure "$peer_tag" with_wait "$side" "${torch_cmd[@]}")
         t_step[$side]+=" $(field step_s "$line")" t_cpu[$side]+=" $(field cpu_s_per_step "$line")"
@@ -107,8 +124,9 @@ for mode in $MODES; do
       echo "# mode=$mode round=$r${side:+ side=$side} $line" >&2
     done
   done
-  tokens=$((np * 8 * 128))
   gs=$(median "${g_step[@]}") gc=$(median "${g_cpu[@]}")
+  peak="" share=""
+  [ ${#peaks[@]} -eq 0 ] || peak=$(median "${peaks[@]}") share=$(median "${shares[@]}")
   # the peer's best wait policy: the lowest median step time
   ts="" tc="" best_wait="" per_wait=""
   for w in $peer_waits; do
@@ -120,13 +138,14 @@ for mode in $MODES; do
   awk -v mode="$mode" -v np="$np" -v zero="$zero" -v thr="$((per_rank * np))" -v steps="$STEPS" \
       -v rounds="$ROUNDS" -v tok="$tokens" -v gs="$gs" -v ts="$ts" -v gc="$gc" -v tc="$tc" \
       -v gl="$g_loss" -v tl="$t_loss" -v ct="$OPENBLAS_CORETYPE" -v fl="$flops" -v peak="$peak" \
-      -v peer="$peer_name" -v wait="$best_wait" -v per="$per_wait" 'BEGIN {
+      -v peer="$peer_name" -v wait="$best_wait" -v per="$per_wait" -v share="$share" 'BEGIN {
     printf "bench=train_gpt mode=%s np=%d tp=1 dp=%d zero=%d threads_total=%d batch=8 seq=128 steps=%d rounds=%d " \
            "value=%.1f unit=tok/s peer=%s peer_value=%.1f ratio=%.3f cpu_s_per_step=%.3f " \
            "peer_cpu_s_per_step=%.3f loss_last=%s peer_loss_last=%s openblas_coretype=%s " \
-           "model_gflops=%.1f peer_model_gflops=%.1f sgemm_peak_gflops=%s ceiling_tok_s=%s goal_tok_s=%.1f " \
+           "model_gflops=%.1f peer_model_gflops=%.1f sgemm_peak_gflops=%s roofline_share=%s ceiling_tok_s=%s " \
+           "goal_tok_s=%.1f " \
            "peer_wait=%s%s\n",
            mode, np, np, zero, thr, steps, rounds, tok / gs, peer, tok / ts, ts / gs, gc, tc, gl, tl, ct,
-           tok / gs * fl * 1e-9, tok / ts * fl * 1e-9, peak == "" ? "na" : peak,
+           tok / gs * fl * 1e-9, tok / ts * fl * 1e-9, peak == "" ? "na" : peak, share == "" ? "na" : share,
            peak == "" ? "na" : sprintf("%.1f", peak * 1e9 / fl), 1.3 * tok / ts, wait, per }'
 done
