@@ -3,7 +3,8 @@
  * permutes of parallel/gpt_block.c around gaaw_attention_forward / _backward (its
  * gradients added to zeros; the qkv kernel overwrites whatever dqkv held), in
  * f32, bf16 and f16, on 1 and 3 threads, at T a multiple of the kernel's 64-row
- * blocks and not; and the same bits on 1 thread (whole heads) and 4 (head, block items). The (BH, T, D) kernels are checked against references in
+ * blocks and not; and the same bits on 1 thread (whole heads) and 4 ((head, block)
+ * items). The (BH, T, D) kernels are checked against references in
  * test_kernel_attention, so this pins the new one to them. Plus bad input. */
 #include "backends/fused.h"
 #include "tests/unit/test_kernel_util.h"
