@@ -85,6 +85,7 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
   X(cross_entropy_forward, (gaaw_context_t ctx, gaaw_cten logits, gaaw_cten targets,                \
                             int64_t vocab_start, float dloss, gaaw_ten max, gaaw_ten sumexp,         \
                             gaaw_ten target, gaaw_ten dlogits))                                     \
+  X(gelu_backward_set, (gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_ten dx))                \
   X(flash_attention_forward, (gaaw_context_t ctx, gaaw_cten q, gaaw_cten k, gaaw_cten v, gaaw_ten out, \
                               gaaw_ten lse))                                                        \
   X(flash_attention_backward, (gaaw_context_t ctx, gaaw_cten dout, gaaw_cten q, gaaw_cten k,         \
@@ -92,13 +93,11 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
                                gaaw_ten dv))
 /* Optional kernels of the host backend alone (backends/fused.h): the attention on the
  * QKV projection's (B, T, 3H, D) layout, writing the merged (B, T, H, D) output,
- * where the other backends run the (BH, T, D) kernels between head permutes; the
- * GELU's backward into an unzeroed dx. */
+ * where the other backends run the (BH, T, D) kernels between head permutes. */
 #define GAAW_DEVICE_OPTIONAL_HOST_LIST(X)                                                          \
   X(attention_qkv_forward, (gaaw_context_t ctx, gaaw_cten qkv, gaaw_ten probs, gaaw_ten out))        \
   X(attention_qkv_backward, (gaaw_context_t ctx, gaaw_cten dout, gaaw_cten qkv, gaaw_cten probs,      \
-                             gaaw_ten dprobs, gaaw_ten dqkv))                                       \
-  X(gelu_backward_set, (gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_ten dx))
+                             gaaw_ten dprobs, gaaw_ten dqkv))
 #define GAAW_DEVICE_OPTIONAL_KERNEL_LIST(X) GAAW_DEVICE_OPTIONAL_SHARED_LIST(X) GAAW_DEVICE_OPTIONAL_HOST_LIST(X)
 
 #define GAAW_DEVICE_OP_FIELD(name, params) gaaw_status_t(*name) params;

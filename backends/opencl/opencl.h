@@ -28,7 +28,7 @@
   X(regression_loss) X(row_max) X(row_sum_exp) X(target_logit) X(cross_entropy_backward) X(column_sums)            \
   X(sum_squares_partial) X(sum_squares_final) X(check_finite) X(permute_0213)                   \
   X(embedding_forward) X(embedding_backward) X(bias_gelu_forward) X(bias_residual_add) X(add_layernorm_forward)      \
-  X(cross_entropy_forward) X(flash_attention_forward) X(flash_attention_backward_dq)                   \
+  X(gelu_backward_set) X(cross_entropy_forward) X(flash_attention_forward) X(flash_attention_backward_dq)                   \
   X(flash_attention_backward_dkv)
 #define OCL_KERNEL_ENUM(name) OCL_K_##name,
 typedef enum { OCL_KERNEL_LIST(OCL_KERNEL_ENUM) OCL_KERNEL_COUNT } ocl_kernel_id;

@@ -1,5 +1,6 @@
 /* Table entries of the elementwise kernels (kernels/pointwise.cl): activations,
- * the fused bias add and GELU, residual add, axpy, scale, bias add, AdamW, cast; and the layout kernel. */
+ * the fused bias add and GELU, GELU's backward into an unzeroed dx, residual add,
+ * axpy, scale, bias add, AdamW, cast; and the layout kernel. */
 #include <math.h>
 
 #include "backends/opencl/opencl.h"
@@ -52,6 +53,14 @@ gaaw_status_t ocl_bias_gelu_forward(gaaw_context_t ctx, gaaw_ten u, gaaw_cten b,
   cl_long F = ocl_cols(u), n = gaaw_tensor_numel(u);
   return OCL_RUN(ctx, OCL_K_bias_gelu_forward, ocl_ew_groups(n), OCL_EW_WG, OCL_TEN(u), OCL_TEN(b), OCL_TEN(a),
                  OCL_VAL(F), OCL_VAL(n));
+}
+
+gaaw_status_t ocl_gelu_backward_set(gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_ten dx)
+{
+  OCL_CHECK_F16("gelu_backward_set", dy, x, dx);
+  cl_long n = gaaw_tensor_numel(x);
+  return OCL_RUN(ctx, OCL_K_gelu_backward_set, ocl_ew_groups(n), OCL_EW_WG, OCL_TEN(dy), OCL_TEN(x), OCL_TEN(dx),
+                 OCL_VAL(n));
 }
 
 gaaw_status_t ocl_bias_residual_add(gaaw_context_t ctx, gaaw_cten x, gaaw_cten y, gaaw_cten bias, gaaw_ten out)

@@ -324,6 +324,17 @@ static gaaw_status_t case_bias_gelu(run_t *r)
   return GAAW_SUCCESS;
 }
 
+/* dx starts as nan: the kernel overwrites it (the fused one and the fill + backward
+ * a backend without it runs) */
+static gaaw_status_t case_gelu_backward_set(run_t *r)
+{
+  gaaw_tensor_t dy = RAND(DT, -1, 1, 9, 301), x = RAND(DT, -4, 4, 9, 301), dx = RAND(DT, 0, 1, 9, 301);
+  CALL(gaaw_fill(CTX, &dx, NAN));
+  CALL(gaaw_gelu_backward_set(CTX, &dy, &x, &dx));
+  keep(r, &dx, "dx");
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t case_bias_residual_add(run_t *r)
 {
   gaaw_tensor_t x = RAND(DT, -2, 2, 40, 33), y = RAND(DT, -1, 1, 40, 33), b = RAND(DT, -1, 1, 33);
@@ -467,7 +478,8 @@ static const struct {
   {"cast", case_cast, 0},               {"permute_0213", case_permute, 0},
   {"sum_squares", case_sum_squares, 1e-5}, {"check_finite", case_check_finite, 0},
   {"fill", case_fill, 0},
-  {"bias_gelu (fused)", case_bias_gelu, 1e-5}, {"add_layernorm (fused)", case_add_layernorm, 1e-4},
+  {"bias_gelu (fused)", case_bias_gelu, 1e-5}, {"gelu_backward_set (fused)", case_gelu_backward_set, 1e-5},
+  {"add_layernorm (fused)", case_add_layernorm, 1e-4},
   {"cross_entropy (fused)", case_cross_entropy_fused, 1e-5},
   {"bias_residual_add (fused)", case_bias_residual_add, 1e-5},
 };
@@ -628,6 +640,9 @@ int main(int argc, char **argv)
   require_ok(dev, gaaw_kernel_available(dev, "flash_attention_backward", &has));
   expect_true(has == (strcmp(backend, "cuda") != 0), "%s: gaaw_kernel_available(flash_attention_backward) = %d",
               backend, has);
+  require_ok(dev, gaaw_kernel_available(dev, "gelu_backward_set", &has));
+  expect_true(has == (strcmp(backend, "cuda") != 0), "%s: gaaw_kernel_available(gelu_backward_set) = %d", backend,
+              has);
   /* the attention on the QKV layout is the host's alone (the GPT block permutes elsewhere) */
   require_ok(dev, gaaw_kernel_available(dev, "attention_qkv_forward", &has));
   expect_true(!has, "%s: gaaw_kernel_available(attention_qkv_forward) = %d", backend, has);

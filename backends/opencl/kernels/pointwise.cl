@@ -75,6 +75,15 @@ __kernel void swiglu_backward(TEN(dy), TEN(x), TEN(dx), long H, long n)
   ST(dx, ig, LD(dx, ig) + d * a * sig);
 }
 
+/* dx = dy gelu'(x), whatever dx held: the bits of gaaw_fill(dx, 0) then
+ * activation_backward (0 + the product, rounded to dx's dtype) */
+__kernel void gelu_backward_set(TEN(dy), TEN(x), TEN(dx), long n)
+{
+  long i = get_global_id(0);
+  if (i >= n) return;
+  ST(dx, i, 0.0f + LD(dy, i) * act_slope(ACT_GELU, LD(x, i)));
+}
+
 /* y: (N, C) += b: (C) */
 __kernel void bias_add(TEN(y), TEN(b), long C, long n)
 {
