@@ -74,9 +74,12 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
  *   - fused kernels, internal (backends/fused.h): each does in one pass what a
  *     sequence of the kernels above does; without it backends/fused.c runs the
  *     sequence;
- *   - the blocked causal attention: without it the GPT block keeps the (T, T) path.
+ *   - the blocked causal attention: without it the GPT block keeps the (T, T) path;
+ *   - the attention on the QKV projection's (B, T, 3H, D) layout, writing the merged
+ *     (B, T, H, D) output: without it the GPT block permutes into heads and back
+ *     around the (BH, T, D) kernels.
  * Host and OpenCL have them all; CUDA none yet. */
-#define GAAW_DEVICE_OPTIONAL_SHARED_LIST(X)                                                        \
+#define GAAW_DEVICE_OPTIONAL_KERNEL_LIST(X)                                                        \
   X(bias_gelu_forward, (gaaw_context_t ctx, gaaw_ten u, gaaw_cten b, gaaw_ten a))                   \
   X(bias_residual_add, (gaaw_context_t ctx, gaaw_cten x, gaaw_cten y, gaaw_cten bias, gaaw_ten out))   \
   X(add_layernorm_forward, (gaaw_context_t ctx, gaaw_cten x, gaaw_cten y, gaaw_cten bias,           \
@@ -90,15 +93,10 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
                               gaaw_ten lse))                                                        \
   X(flash_attention_backward, (gaaw_context_t ctx, gaaw_cten dout, gaaw_cten q, gaaw_cten k,         \
                                gaaw_cten v, gaaw_cten out, gaaw_cten lse, gaaw_ten dq, gaaw_ten dk,   \
-                               gaaw_ten dv))
-/* Optional kernels of the host backend alone (backends/fused.h): the attention on the
- * QKV projection's (B, T, 3H, D) layout, writing the merged (B, T, H, D) output,
- * where the other backends run the (BH, T, D) kernels between head permutes. */
-#define GAAW_DEVICE_OPTIONAL_HOST_LIST(X)                                                          \
+                               gaaw_ten dv))                                                        \
   X(attention_qkv_forward, (gaaw_context_t ctx, gaaw_cten qkv, gaaw_ten probs, gaaw_ten out))        \
   X(attention_qkv_backward, (gaaw_context_t ctx, gaaw_cten dout, gaaw_cten qkv, gaaw_cten probs,      \
                              gaaw_ten dprobs, gaaw_ten dqkv))
-#define GAAW_DEVICE_OPTIONAL_KERNEL_LIST(X) GAAW_DEVICE_OPTIONAL_SHARED_LIST(X) GAAW_DEVICE_OPTIONAL_HOST_LIST(X)
 
 #define GAAW_DEVICE_OP_FIELD(name, params) gaaw_status_t(*name) params;
 

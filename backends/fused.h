@@ -68,8 +68,8 @@ gaaw_status_t gaaw_gelu_backward_set(gaaw_context_t ctx, const gaaw_tensor_t *dy
  *   qkv: (B, T, 3H, D)  each token's q heads, then its k heads, then its v heads
  *   probs: (B H, T, T)  out: (B, T, H, D)
  * The same math as gaaw_attention_forward on q, k, v (B H, T, D) cut from qkv,
- * with out merged back to (B, T, H, D). Only the host backend has it (no unfused
- * sequence here: it would need scratch the size of qkv); elsewhere
+ * with out merged back to (B, T, H, D). The host and OpenCL backends have it (no
+ * unfused sequence here: it would need scratch the size of qkv); elsewhere
  * GAAW_ERR_UNSUPPORTED, and gaaw_kernel_available says 0. */
 gaaw_status_t gaaw_attention_qkv_forward(gaaw_context_t ctx, const gaaw_tensor_t *qkv, gaaw_tensor_t *probs,
                                          gaaw_tensor_t *out);

@@ -165,9 +165,9 @@ static int blocked_attention(gaaw_model_t m, int64_t T)
 }
 
 /* Whether the matrix core runs on the QKV projection's (B, T, 3 Hl, D) layout and
- * writes the merged (B, T, Hl, D) (gaaw_attention_qkv_*, the host backend): no
- * permutes into heads and back, which took 3% of a step of the host path; the
- * other backends permute around their (B Hl, T, D) kernels. */
+ * writes the merged (B, T, Hl, D) (gaaw_attention_qkv_*, host and OpenCL): no
+ * permutes into heads and back, which took 3% of a step of the host path; CUDA
+ * permutes around its (B Hl, T, D) kernels. */
 static int qkv_attention(gaaw_model_t m, int blocked)
 {
   int fwd = 0, bwd = 0;

@@ -143,6 +143,19 @@ gaaw_status_t gaaw_ocl_sgemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_trans
                              int64_t m, int64_t n, int64_t k, float alpha, const gaaw_tensor_t *a,
                              const gaaw_tensor_t *b, float beta, gaaw_tensor_t *c);
 
+/* Where the matrices of a batch lie in an f32 tensor: the first at element `at` of
+ * its view, each next one `stride` elements on, their stored rows `ld` apart. */
+typedef struct {
+  const gaaw_tensor_t *t;
+  int64_t at, ld, stride;
+} ocl_matrices;
+
+/* gaaw_ocl_sgemm on matrices laid out as a, b and c say (the heads of the QKV
+ * projection's layout: D apart within rows of 3 H D). */
+gaaw_status_t gaaw_ocl_sgemm_strided(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t batch,
+                                     int64_t m, int64_t n, int64_t k, float alpha, ocl_matrices a, ocl_matrices b,
+                                     float beta, ocl_matrices c);
+
 /* ---------------------------------------------------------------- shapes */
 
 static inline int64_t ocl_cols(const gaaw_tensor_t *t)
@@ -160,7 +173,7 @@ static inline int64_t ocl_rows(const gaaw_tensor_t *t)
 
 #define OCL_DECLARE(name, params) gaaw_status_t ocl_##name params;
 GAAW_DEVICE_KERNEL_LIST(OCL_DECLARE)
-GAAW_DEVICE_OPTIONAL_SHARED_LIST(OCL_DECLARE)
+GAAW_DEVICE_OPTIONAL_KERNEL_LIST(OCL_DECLARE)
 #undef OCL_DECLARE
 
 extern const gaaw_device_ops gaaw_opencl_device_ops;

@@ -1,4 +1,5 @@
-/* Table entries of the causal softmax and of attention, composed as on the host:
+/* Table entries of the causal softmax and of attention (also on the QKV projection's
+ * layout, at the end), composed as on the host:
  * scores = q k^T (CLBlast batched GEMM), probs = causal softmax of scores / sqrt(D),
  * out = probs v; 16-bit tensors through f32 copies (ocl_stage). */
 #include <math.h>
@@ -89,5 +90,98 @@ gaaw_status_t ocl_attention_backward(gaaw_context_t ctx, gaaw_cten dout, gaaw_ct
   /* dq += dscores k;  dk += dscores^T q */
   if (s.status == GAAW_SUCCESS) s.status = gaaw_ocl_sgemm(ctx, GAAW_OP_N, GAAW_OP_N, BH, T, D, T, 1.0f, &fdp, &fk, 1.0f, &fdq);
   if (s.status == GAAW_SUCCESS) s.status = gaaw_ocl_sgemm(ctx, GAAW_OP_T, GAAW_OP_N, BH, T, D, T, 1.0f, &fdp, &fq, 1.0f, &fdk);
+  return ocl_stage_end(&s);
+}
+
+/* ---------------------------------------------------------------- the QKV layout */
+
+/* The attention on the QKV projection's layout (backends/fused.h): the GEMMs above
+ * with each head cut from qkv (B, T, 3H, D) in place, q, k and v H D apart in a row
+ * of 3 H D and the heads D apart, and out (B, T, H, D) written merged; one batched
+ * GEMM per sequence over its H heads (the heads of a sequence are equally spaced,
+ * those of different sequences are not). */
+typedef struct {
+  int64_t B, T, H, D;
+} qkv_dims;
+
+static qkv_dims dims_of_qkv(gaaw_cten qkv)
+{
+  return (qkv_dims){qkv->shape[0], qkv->shape[1], qkv->shape[2] / 3, qkv->shape[3]};
+}
+
+/* Sequence b's heads of part (0 q, 1 k, 2 v) of qkv. */
+static ocl_matrices qkv_heads(const gaaw_tensor_t *qkv, const qkv_dims *d, int64_t b, int part)
+{
+  int64_t row = 3 * d->H * d->D;
+  return (ocl_matrices){qkv, b * d->T * row + part * d->H * d->D, row, d->D};
+}
+
+/* Sequence b's heads of a (B, T, H, D) tensor. */
+static ocl_matrices merged_heads(const gaaw_tensor_t *t, const qkv_dims *d, int64_t b)
+{
+  return (ocl_matrices){t, b * d->T * d->H * d->D, d->H * d->D, d->D};
+}
+
+/* Sequence b's (T, T) matrices of a (B H, T, T) tensor. */
+static ocl_matrices square_heads(const gaaw_tensor_t *t, const qkv_dims *d, int64_t b)
+{
+  return (ocl_matrices){t, b * d->H * d->T * d->T, d->T, d->T * d->T};
+}
+
+gaaw_status_t ocl_attention_qkv_forward(gaaw_context_t ctx, gaaw_cten qkv, gaaw_ten probs, gaaw_ten out)
+{
+  OCL_CHECK_F16("attention_qkv_forward", qkv, probs, out);
+  qkv_dims d = dims_of_qkv(qkv);
+  int64_t T = d.T, D = d.D, H = d.H;
+  ocl_stage s;
+  ocl_stage_init(&s, ctx);
+  gaaw_tensor_t fqkv, fp, fo;
+  ocl_in(&s, qkv, &fqkv);
+  ocl_out(&s, probs, &fp);
+  ocl_out(&s, out, &fo);
+  /* scores = q k^T */
+  for (int64_t b = 0; b < d.B && s.status == GAAW_SUCCESS; b++)
+    s.status = gaaw_ocl_sgemm_strided(ctx, GAAW_OP_N, GAAW_OP_T, H, T, T, D, 1.0f, qkv_heads(&fqkv, &d, b, 0),
+                                      qkv_heads(&fqkv, &d, b, 1), 0.0f, square_heads(&fp, &d, b));
+  if (s.status == GAAW_SUCCESS) s.status = softmax_forward(ctx, 1.0f / sqrtf((float)D), &fp, &fp);
+  /* out = probs v */
+  for (int64_t b = 0; b < d.B && s.status == GAAW_SUCCESS; b++)
+    s.status = gaaw_ocl_sgemm_strided(ctx, GAAW_OP_N, GAAW_OP_N, H, T, D, T, 1.0f, square_heads(&fp, &d, b),
+                                      qkv_heads(&fqkv, &d, b, 2), 0.0f, merged_heads(&fo, &d, b));
+  return ocl_stage_end(&s);
+}
+
+gaaw_status_t ocl_attention_qkv_backward(gaaw_context_t ctx, gaaw_cten dout, gaaw_cten qkv, gaaw_cten probs,
+                                         gaaw_ten dprobs, gaaw_ten dqkv)
+{
+  OCL_CHECK_F16("attention_qkv_backward", dout, qkv, probs, dprobs, dqkv);
+  qkv_dims d = dims_of_qkv(qkv);
+  int64_t T = d.T, D = d.D, H = d.H;
+  ocl_stage s;
+  ocl_stage_init(&s, ctx);
+  gaaw_tensor_t fdo, fqkv, fp, fdp, fd;
+  ocl_in(&s, dout, &fdo);
+  ocl_in(&s, qkv, &fqkv);
+  ocl_in(&s, probs, &fp);
+  ocl_out(&s, dprobs, &fdp);
+  ocl_out(&s, dqkv, &fd); /* every element is written (beta 0) */
+  /* dv = probs^T dout;  dprobs = dout v^T */
+  for (int64_t b = 0; b < d.B && s.status == GAAW_SUCCESS; b++) {
+    s.status = gaaw_ocl_sgemm_strided(ctx, GAAW_OP_T, GAAW_OP_N, H, T, D, T, 1.0f, square_heads(&fp, &d, b),
+                                      merged_heads(&fdo, &d, b), 0.0f, qkv_heads(&fd, &d, b, 2));
+    if (s.status == GAAW_SUCCESS)
+      s.status = gaaw_ocl_sgemm_strided(ctx, GAAW_OP_N, GAAW_OP_T, H, T, T, D, 1.0f, merged_heads(&fdo, &d, b),
+                                        qkv_heads(&fqkv, &d, b, 2), 0.0f, square_heads(&fdp, &d, b));
+  }
+  /* dscores (in dprobs) = scale probs (dprobs - rowsum(dprobs probs)) */
+  if (s.status == GAAW_SUCCESS) s.status = softmax_backward(ctx, 1.0f / sqrtf((float)D), &fp, &fdp, &fdp, 0);
+  /* dq = dscores k;  dk = dscores^T q */
+  for (int64_t b = 0; b < d.B && s.status == GAAW_SUCCESS; b++) {
+    s.status = gaaw_ocl_sgemm_strided(ctx, GAAW_OP_N, GAAW_OP_N, H, T, D, T, 1.0f, square_heads(&fdp, &d, b),
+                                      qkv_heads(&fqkv, &d, b, 1), 0.0f, qkv_heads(&fd, &d, b, 0));
+    if (s.status == GAAW_SUCCESS)
+      s.status = gaaw_ocl_sgemm_strided(ctx, GAAW_OP_T, GAAW_OP_N, H, T, D, T, 1.0f, square_heads(&fdp, &d, b),
+                                        qkv_heads(&fqkv, &d, b, 0), 0.0f, qkv_heads(&fd, &d, b, 1));
+  }
   return ocl_stage_end(&s);
 }

@@ -179,5 +179,5 @@ const gaaw_device_ops gaaw_opencl_device_ops = {
   .mem_read = ocl_mem_read,
   .host_ptr = ocl_host_ptr,
   GAAW_DEVICE_KERNEL_LIST(OCL_TABLE_ENTRY)
-  GAAW_DEVICE_OPTIONAL_SHARED_LIST(OCL_TABLE_ENTRY)
+  GAAW_DEVICE_OPTIONAL_KERNEL_LIST(OCL_TABLE_ENTRY)
 };

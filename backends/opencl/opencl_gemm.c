@@ -44,13 +44,26 @@ static gaaw_status_t scale_only(gaaw_context_t ctx, float beta, gaaw_tensor_t *c
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_ocl_sgemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t batch,
-                             int64_t m, int64_t n, int64_t k, float alpha, const gaaw_tensor_t *a,
-                             const gaaw_tensor_t *b, float beta, gaaw_tensor_t *c)
+/* The batch's matrices as one packed (batch m n) f32 view, for scale_only. */
+static gaaw_tensor_t packed_view(ocl_matrices c, int64_t batch, int64_t m, int64_t n)
+{
+  gaaw_tensor_t v = *c.t;
+  v.offset += (size_t)c.at * sizeof(float);
+  v.ndim = 1;
+  v.shape[0] = batch * m * n;
+  return v;
+}
+
+gaaw_status_t gaaw_ocl_sgemm_strided(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t batch,
+                                     int64_t m, int64_t n, int64_t k, float alpha, ocl_matrices a, ocl_matrices b,
+                                     float beta, ocl_matrices c)
 {
   if (batch == 0 || m == 0 || n == 0) return GAAW_SUCCESS;
   if (k == 0) {
-    GAAW_CHECK(scale_only(ctx, beta, c));
+    if (c.ld != n || c.stride != m * n)
+      GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "a GEMM with k = 0 on matrices that are not packed");
+    gaaw_tensor_t all = packed_view(c, batch, m, n);
+    GAAW_CHECK(scale_only(ctx, beta, &all));
     return GAAW_SUCCESS;
   }
 #ifdef GAAW_HAVE_CLBLAST
@@ -58,19 +71,17 @@ gaaw_status_t gaaw_ocl_sgemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_trans
   cl_command_queue queue = ocl_of(ctx)->queue;
   CLBlastTranspose opa = ta == GAAW_OP_N ? CLBlastTransposeNo : CLBlastTransposeYes;
   CLBlastTranspose opb = tb == GAAW_OP_N ? CLBlastTransposeNo : CLBlastTransposeYes;
-  /* Row-major leading dimensions: the stored row lengths. */
-  size_t lda = (size_t)(ta == GAAW_OP_N ? k : m), ldb = (size_t)(tb == GAAW_OP_N ? n : k), ldc = (size_t)n;
-  cl_mem ma = (cl_mem)a->buf->handle, mb = (cl_mem)b->buf->handle, mc = (cl_mem)c->buf->handle;
-  size_t oa = a->offset / 4, ob = b->offset / 4, oc = c->offset / 4;
+  cl_mem ma = (cl_mem)a.t->buf->handle, mb = (cl_mem)b.t->buf->handle, mc = (cl_mem)c.t->buf->handle;
+  size_t oa = a.t->offset / 4 + (size_t)a.at, ob = b.t->offset / 4 + (size_t)b.at, oc = c.t->offset / 4 + (size_t)c.at;
   CLBlastStatusCode st;
   if (batch == 1) {
-    st = CLBlastSgemm(CLBlastLayoutRowMajor, opa, opb, (size_t)m, (size_t)n, (size_t)k, alpha, ma, oa, lda, mb, ob,
-                      ldb, beta, mc, oc, ldc, &queue, NULL);
+    st = CLBlastSgemm(CLBlastLayoutRowMajor, opa, opb, (size_t)m, (size_t)n, (size_t)k, alpha, ma, oa,
+                      (size_t)a.ld, mb, ob, (size_t)b.ld, beta, mc, oc, (size_t)c.ld, &queue, NULL);
     if (st != CLBlastSuccess) return clblast_fail(ctx, st, "Sgemm");
   } else {
     st = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, opa, opb, (size_t)m, (size_t)n, (size_t)k, alpha, ma, oa,
-                                    lda, (size_t)(m * k), mb, ob, ldb, (size_t)(k * n), beta, mc, oc, ldc,
-                                    (size_t)(m * n), (size_t)batch, &queue, NULL);
+                                    (size_t)a.ld, (size_t)a.stride, mb, ob, (size_t)b.ld, (size_t)b.stride, beta, mc,
+                                    oc, (size_t)c.ld, (size_t)c.stride, (size_t)batch, &queue, NULL);
     if (st != CLBlastSuccess) return clblast_fail(ctx, st, "SgemmStridedBatched");
   }
   return GAAW_SUCCESS;
@@ -78,6 +89,16 @@ gaaw_status_t gaaw_ocl_sgemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_trans
   (void)ta, (void)tb, (void)alpha, (void)a, (void)b;
   GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "OpenCL GEMM needs CLBlast, which this gaaw was built without");
 #endif
+}
+
+gaaw_status_t gaaw_ocl_sgemm(gaaw_context_t ctx, gaaw_transpose_t ta, gaaw_transpose_t tb, int64_t batch,
+                             int64_t m, int64_t n, int64_t k, float alpha, const gaaw_tensor_t *a,
+                             const gaaw_tensor_t *b, float beta, gaaw_tensor_t *c)
+{
+  /* Row-major leading dimensions: the stored row lengths. */
+  int64_t lda = ta == GAAW_OP_N ? k : m, ldb = tb == GAAW_OP_N ? n : k;
+  return gaaw_ocl_sgemm_strided(ctx, ta, tb, batch, m, n, k, alpha, (ocl_matrices){a, 0, lda, m * k},
+                                (ocl_matrices){b, 0, ldb, k * n}, beta, (ocl_matrices){c, 0, n, m * n});
 }
 
 /* (batch, rows, cols) of a tensor seen as a batch of matrices. */

@@ -253,6 +253,26 @@ static gaaw_status_t case_attention(run_t *r)
   return GAAW_SUCCESS;
 }
 
+/* The attention on the QKV projection's layout (backends/fused.h): T = 70 crosses the
+ * host's 64-row blocks; 2 sequences of 3 heads; dprobs and dqkv start as nan (the
+ * kernel overwrites both). */
+static gaaw_status_t case_attention_qkv(run_t *r)
+{
+  int64_t B = 2, T = 70, H = 3, D = 8;
+  gaaw_tensor_t qkv = RAND(DT, -1.5f, 1.5f, B, T, 3 * H, D), probs = RAND(DT, 0, 1, B * H, T, T);
+  gaaw_tensor_t out = RAND(DT, 0, 1, B, T, H, D);
+  CALL(gaaw_attention_qkv_forward(CTX, &qkv, &probs, &out));
+  keep(r, &probs, "probs");
+  keep(r, &out, "out");
+  gaaw_tensor_t dout = RAND(DT, -1, 1, B, T, H, D), dprobs = RAND(DT, 0, 1, B * H, T, T);
+  gaaw_tensor_t dqkv = RAND(DT, 0, 1, B, T, 3 * H, D);
+  CALL(gaaw_fill(CTX, &dprobs, NAN));
+  CALL(gaaw_fill(CTX, &dqkv, NAN));
+  CALL(gaaw_attention_qkv_backward(CTX, &dout, &qkv, &probs, &dprobs, &dqkv));
+  keep(r, &dqkv, "dqkv");
+  return GAAW_SUCCESS;
+}
+
 /* The blocked attention: T = 70 crosses the host's 64-row tiles and OpenCL's 64-item
  * groups, with a partial last block; backward accumulates into non-zero gradients. */
 static gaaw_status_t case_flash_attention(run_t *r)
@@ -479,7 +499,7 @@ static const struct {
   {"sum_squares", case_sum_squares, 1e-5}, {"check_finite", case_check_finite, 0},
   {"fill", case_fill, 0},
   {"bias_gelu (fused)", case_bias_gelu, 1e-5}, {"gelu_backward_set (fused)", case_gelu_backward_set, 1e-5},
-  {"add_layernorm (fused)", case_add_layernorm, 1e-4},
+  {"add_layernorm (fused)", case_add_layernorm, 1e-4}, {"attention_qkv (fused)", case_attention_qkv, 1e-5},
   {"cross_entropy (fused)", case_cross_entropy_fused, 1e-5},
   {"bias_residual_add (fused)", case_bias_residual_add, 1e-5},
 };
@@ -643,9 +663,9 @@ int main(int argc, char **argv)
   require_ok(dev, gaaw_kernel_available(dev, "gelu_backward_set", &has));
   expect_true(has == (strcmp(backend, "cuda") != 0), "%s: gaaw_kernel_available(gelu_backward_set) = %d", backend,
               has);
-  /* the attention on the QKV layout is the host's alone (the GPT block permutes elsewhere) */
-  require_ok(dev, gaaw_kernel_available(dev, "attention_qkv_forward", &has));
-  expect_true(!has, "%s: gaaw_kernel_available(attention_qkv_forward) = %d", backend, has);
+  require_ok(dev, gaaw_kernel_available(dev, "attention_qkv_backward", &has));
+  expect_true(has == (strcmp(backend, "cuda") != 0), "%s: gaaw_kernel_available(attention_qkv_backward) = %d",
+              backend, has);
   gaaw_finalize(&dev);
   gaaw_finalize(&host);
   MPI_Finalize();
