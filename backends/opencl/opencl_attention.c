@@ -1,7 +1,7 @@
-/* Table entries of the causal softmax and of attention (also on the QKV projection's
- * layout, at the end), composed as on the host:
- * scores = q k^T (CLBlast batched GEMM), probs = causal softmax of scores / sqrt(D),
- * out = probs v; 16-bit tensors through f32 copies (ocl_stage). */
+/* Table entries of the causal softmax and of attention, on (BH, T, D) tensors and on
+ * the QKV projection's layout, composed as on the host: scores = q k^T (CLBlast
+ * batched GEMMs), probs = causal softmax of scores / sqrt(D), out = probs v; 16-bit
+ * tensors through f32 copies (ocl_stage). */
 #include <math.h>
 
 #include "backends/opencl/opencl.h"
@@ -44,12 +44,110 @@ gaaw_status_t ocl_causal_softmax_backward(gaaw_context_t ctx, float scale, gaaw_
   return softmax_backward(ctx, scale, y, dy, dx, 1);
 }
 
+/* ---------------------------------------------------------------- the attention core */
+
+/* Where each head's rows lie (as the host's att_layout): `seqs` sequences of `heads`
+ * heads; q, k, v, dq, dk, dv in the "in" layout, out and dout in the "out" one, head
+ * h of sequence b starting at b seq + h head, its rows ld apart; probs and dprobs
+ * (seqs heads, T, T) packed. One batched GEMM per sequence over its heads (those of
+ * a sequence are equally spaced, those of different sequences need not be):
+ *   (BH, T, D) tensors (gaaw_attention_*): 1 sequence of BH heads, ld D, head T D;
+ *   the QKV projection's (B, T, 3H, D) and the merged (B, T, H, D) (attention_qkv_*):
+ *   B sequences of H heads D apart, ld_in 3 H D, seq_in T 3 H D, ld_out H D,
+ *   seq_out T H D; q, k and v are the same tensor, H D apart. */
+typedef struct {
+  int64_t seqs, heads, T, D, ld_in, head_in, seq_in, ld_out, head_out, seq_out;
+} att_layout;
+
+/* An f32 tensor and the element of it where head 0 of sequence 0 starts. */
+typedef struct {
+  const gaaw_tensor_t *t;
+  int64_t at;
+} att_operand;
+
+static ocl_matrices in_heads(const att_layout *l, att_operand x, int64_t b)
+{
+  return (ocl_matrices){x.t, x.at + b * l->seq_in, l->ld_in, l->head_in};
+}
+
+static ocl_matrices out_heads(const att_layout *l, const gaaw_tensor_t *t, int64_t b)
+{
+  return (ocl_matrices){t, b * l->seq_out, l->ld_out, l->head_out};
+}
+
+static ocl_matrices square_heads(const att_layout *l, const gaaw_tensor_t *t, int64_t b)
+{
+  return (ocl_matrices){t, b * l->heads * l->T * l->T, l->T, l->T * l->T};
+}
+
+/* probs = causal softmax of q k^T / sqrt(D);  out = probs v */
+static gaaw_status_t attention_forward(gaaw_context_t ctx, const att_layout *l, att_operand q, att_operand k,
+                                       att_operand v, gaaw_tensor_t *probs, gaaw_tensor_t *out)
+{
+  int64_t T = l->T, D = l->D, H = l->heads;
+  for (int64_t b = 0; b < l->seqs; b++)
+    GAAW_CHECK(gaaw_ocl_sgemm_strided(ctx, GAAW_OP_N, GAAW_OP_T, H, T, T, D, 1.0f, in_heads(l, q, b),
+                                      in_heads(l, k, b), 0.0f, square_heads(l, probs, b)));
+  GAAW_CHECK(softmax_forward(ctx, 1.0f / sqrtf((float)D), probs, probs));
+  for (int64_t b = 0; b < l->seqs; b++)
+    GAAW_CHECK(gaaw_ocl_sgemm_strided(ctx, GAAW_OP_N, GAAW_OP_N, H, T, D, T, 1.0f, square_heads(l, probs, b),
+                                      in_heads(l, v, b), 0.0f, out_heads(l, out, b)));
+  return GAAW_SUCCESS;
+}
+
+/* dq, dk, dv (+)= their gradients: grad_beta 1 adds, 0 overwrites; dprobs: workspace. */
+static gaaw_status_t attention_backward(gaaw_context_t ctx, const att_layout *l, const gaaw_tensor_t *dout,
+                                        att_operand q, att_operand k, att_operand v, const gaaw_tensor_t *probs,
+                                        gaaw_tensor_t *dprobs, att_operand dq, att_operand dk, att_operand dv,
+                                        float grad_beta)
+{
+  int64_t T = l->T, D = l->D, H = l->heads;
+  /* dv (+)= probs^T dout;  dprobs = dout v^T */
+  for (int64_t b = 0; b < l->seqs; b++) {
+    GAAW_CHECK(gaaw_ocl_sgemm_strided(ctx, GAAW_OP_T, GAAW_OP_N, H, T, D, T, 1.0f, square_heads(l, probs, b),
+                                      out_heads(l, dout, b), grad_beta, in_heads(l, dv, b)));
+    GAAW_CHECK(gaaw_ocl_sgemm_strided(ctx, GAAW_OP_N, GAAW_OP_T, H, T, T, D, 1.0f, out_heads(l, dout, b),
+                                      in_heads(l, v, b), 0.0f, square_heads(l, dprobs, b)));
+  }
+  /* dscores (in dprobs) = scale probs (dprobs - rowsum(dprobs probs)) */
+  GAAW_CHECK(softmax_backward(ctx, 1.0f / sqrtf((float)D), probs, dprobs, dprobs, 0));
+  /* dq (+)= dscores k;  dk (+)= dscores^T q */
+  for (int64_t b = 0; b < l->seqs; b++) {
+    GAAW_CHECK(gaaw_ocl_sgemm_strided(ctx, GAAW_OP_N, GAAW_OP_N, H, T, D, T, 1.0f, square_heads(l, dprobs, b),
+                                      in_heads(l, k, b), grad_beta, in_heads(l, dq, b)));
+    GAAW_CHECK(gaaw_ocl_sgemm_strided(ctx, GAAW_OP_T, GAAW_OP_N, H, T, D, T, 1.0f, square_heads(l, dprobs, b),
+                                      in_heads(l, q, b), grad_beta, in_heads(l, dk, b)));
+  }
+  return GAAW_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- table entries */
+
+/* (BH, T, D) tensors of the probs' (BH, T, T). */
+static att_layout head_major_layout(gaaw_cten probs, int64_t D)
+{
+  int64_t BH, T;
+  square_dims(probs, &BH, &T);
+  return (att_layout){1, BH, T, D, D, T * D, 0, D, T * D, 0};
+}
+
+/* qkv (B, T, 3H, D), out and dout (B, T, H, D). */
+static att_layout qkv_layout(gaaw_cten qkv)
+{
+  int64_t B = qkv->shape[0], T = qkv->shape[1], H = qkv->shape[2] / 3, D = qkv->shape[3];
+  return (att_layout){B, H, T, D, 3 * H * D, D, T * 3 * H * D, H * D, D, T * H * D};
+}
+
+static att_operand whole(const gaaw_tensor_t *t)
+{
+  return (att_operand){t, 0};
+}
+
 gaaw_status_t ocl_attention_forward(gaaw_context_t ctx, gaaw_cten q, gaaw_cten k, gaaw_cten v, gaaw_ten probs,
                                     gaaw_ten out)
 {
   OCL_CHECK_F16("attention_forward", q, k, v, probs, out);
-  int64_t BH, T, D = ocl_cols(q);
-  square_dims(probs, &BH, &T);
+  att_layout l = head_major_layout(probs, ocl_cols(q));
   ocl_stage s;
   ocl_stage_init(&s, ctx);
   gaaw_tensor_t fq, fk, fv, fp, fo;
@@ -58,9 +156,7 @@ gaaw_status_t ocl_attention_forward(gaaw_context_t ctx, gaaw_cten q, gaaw_cten k
   ocl_in(&s, v, &fv);
   ocl_out(&s, probs, &fp);
   ocl_out(&s, out, &fo);
-  if (s.status == GAAW_SUCCESS) s.status = gaaw_ocl_sgemm(ctx, GAAW_OP_N, GAAW_OP_T, BH, T, T, D, 1.0f, &fq, &fk, 0.0f, &fp);
-  if (s.status == GAAW_SUCCESS) s.status = softmax_forward(ctx, 1.0f / sqrtf((float)D), &fp, &fp);
-  if (s.status == GAAW_SUCCESS) s.status = gaaw_ocl_sgemm(ctx, GAAW_OP_N, GAAW_OP_N, BH, T, D, T, 1.0f, &fp, &fv, 0.0f, &fo);
+  if (s.status == GAAW_SUCCESS) s.status = attention_forward(ctx, &l, whole(&fq), whole(&fk), whole(&fv), &fp, &fo);
   return ocl_stage_end(&s);
 }
 
@@ -68,8 +164,7 @@ gaaw_status_t ocl_attention_backward(gaaw_context_t ctx, gaaw_cten dout, gaaw_ct
                                      gaaw_cten probs, gaaw_ten dprobs, gaaw_ten dq, gaaw_ten dk, gaaw_ten dv)
 {
   OCL_CHECK_F16("attention_backward", dout, q, k, v, probs, dprobs, dq, dk, dv);
-  int64_t BH, T, D = ocl_cols(q);
-  square_dims(probs, &BH, &T);
+  att_layout l = head_major_layout(probs, ocl_cols(q));
   ocl_stage s;
   ocl_stage_init(&s, ctx);
   gaaw_tensor_t fdo, fq, fk, fv, fp, fdp, fdq, fdk, fdv;
@@ -82,72 +177,28 @@ gaaw_status_t ocl_attention_backward(gaaw_context_t ctx, gaaw_cten dout, gaaw_ct
   ocl_inout(&s, dq, &fdq);
   ocl_inout(&s, dk, &fdk);
   ocl_inout(&s, dv, &fdv);
-  /* dv += probs^T dout;  dprobs = dout v^T */
-  if (s.status == GAAW_SUCCESS) s.status = gaaw_ocl_sgemm(ctx, GAAW_OP_T, GAAW_OP_N, BH, T, D, T, 1.0f, &fp, &fdo, 1.0f, &fdv);
-  if (s.status == GAAW_SUCCESS) s.status = gaaw_ocl_sgemm(ctx, GAAW_OP_N, GAAW_OP_T, BH, T, T, D, 1.0f, &fdo, &fv, 0.0f, &fdp);
-  /* dscores (in dprobs) = scale probs (dprobs - rowsum(dprobs probs)) */
-  if (s.status == GAAW_SUCCESS) s.status = softmax_backward(ctx, 1.0f / sqrtf((float)D), &fp, &fdp, &fdp, 0);
-  /* dq += dscores k;  dk += dscores^T q */
-  if (s.status == GAAW_SUCCESS) s.status = gaaw_ocl_sgemm(ctx, GAAW_OP_N, GAAW_OP_N, BH, T, D, T, 1.0f, &fdp, &fk, 1.0f, &fdq);
-  if (s.status == GAAW_SUCCESS) s.status = gaaw_ocl_sgemm(ctx, GAAW_OP_T, GAAW_OP_N, BH, T, D, T, 1.0f, &fdp, &fq, 1.0f, &fdk);
+  if (s.status == GAAW_SUCCESS)
+    s.status = attention_backward(ctx, &l, &fdo, whole(&fq), whole(&fk), whole(&fv), &fp, &fdp, whole(&fdq),
+                                  whole(&fdk), whole(&fdv), 1.0f);
   return ocl_stage_end(&s);
 }
 
-/* ---------------------------------------------------------------- the QKV layout */
-
-/* The attention on the QKV projection's layout (backends/fused.h): the GEMMs above
- * with each head cut from qkv (B, T, 3H, D) in place, q, k and v H D apart in a row
- * of 3 H D and the heads D apart, and out (B, T, H, D) written merged; one batched
- * GEMM per sequence over its H heads (the heads of a sequence are equally spaced,
- * those of different sequences are not). */
-typedef struct {
-  int64_t B, T, H, D;
-} qkv_dims;
-
-static qkv_dims dims_of_qkv(gaaw_cten qkv)
-{
-  return (qkv_dims){qkv->shape[0], qkv->shape[1], qkv->shape[2] / 3, qkv->shape[3]};
-}
-
-/* Sequence b's heads of part (0 q, 1 k, 2 v) of qkv. */
-static ocl_matrices qkv_heads(const gaaw_tensor_t *qkv, const qkv_dims *d, int64_t b, int part)
-{
-  int64_t row = 3 * d->H * d->D;
-  return (ocl_matrices){qkv, b * d->T * row + part * d->H * d->D, row, d->D};
-}
-
-/* Sequence b's heads of a (B, T, H, D) tensor. */
-static ocl_matrices merged_heads(const gaaw_tensor_t *t, const qkv_dims *d, int64_t b)
-{
-  return (ocl_matrices){t, b * d->T * d->H * d->D, d->H * d->D, d->D};
-}
-
-/* Sequence b's (T, T) matrices of a (B H, T, T) tensor. */
-static ocl_matrices square_heads(const gaaw_tensor_t *t, const qkv_dims *d, int64_t b)
-{
-  return (ocl_matrices){t, b * d->H * d->T * d->T, d->T, d->T * d->T};
-}
-
+/* The attention on the QKV projection's layout (backends/fused.h): the same core on
+ * the heads where they lie in qkv, out written merged, dqkv overwritten. */
 gaaw_status_t ocl_attention_qkv_forward(gaaw_context_t ctx, gaaw_cten qkv, gaaw_ten probs, gaaw_ten out)
 {
   OCL_CHECK_F16("attention_qkv_forward", qkv, probs, out);
-  qkv_dims d = dims_of_qkv(qkv);
-  int64_t T = d.T, D = d.D, H = d.H;
+  att_layout l = qkv_layout(qkv);
+  int64_t HD = l.heads * l.D;
   ocl_stage s;
   ocl_stage_init(&s, ctx);
   gaaw_tensor_t fqkv, fp, fo;
   ocl_in(&s, qkv, &fqkv);
   ocl_out(&s, probs, &fp);
   ocl_out(&s, out, &fo);
-  /* scores = q k^T */
-  for (int64_t b = 0; b < d.B && s.status == GAAW_SUCCESS; b++)
-    s.status = gaaw_ocl_sgemm_strided(ctx, GAAW_OP_N, GAAW_OP_T, H, T, T, D, 1.0f, qkv_heads(&fqkv, &d, b, 0),
-                                      qkv_heads(&fqkv, &d, b, 1), 0.0f, square_heads(&fp, &d, b));
-  if (s.status == GAAW_SUCCESS) s.status = softmax_forward(ctx, 1.0f / sqrtf((float)D), &fp, &fp);
-  /* out = probs v */
-  for (int64_t b = 0; b < d.B && s.status == GAAW_SUCCESS; b++)
-    s.status = gaaw_ocl_sgemm_strided(ctx, GAAW_OP_N, GAAW_OP_N, H, T, D, T, 1.0f, square_heads(&fp, &d, b),
-                                      qkv_heads(&fqkv, &d, b, 2), 0.0f, merged_heads(&fo, &d, b));
+  if (s.status == GAAW_SUCCESS)
+    s.status = attention_forward(ctx, &l, (att_operand){&fqkv, 0}, (att_operand){&fqkv, HD},
+                                 (att_operand){&fqkv, 2 * HD}, &fp, &fo);
   return ocl_stage_end(&s);
 }
 
@@ -155,8 +206,8 @@ gaaw_status_t ocl_attention_qkv_backward(gaaw_context_t ctx, gaaw_cten dout, gaa
                                          gaaw_ten dprobs, gaaw_ten dqkv)
 {
   OCL_CHECK_F16("attention_qkv_backward", dout, qkv, probs, dprobs, dqkv);
-  qkv_dims d = dims_of_qkv(qkv);
-  int64_t T = d.T, D = d.D, H = d.H;
+  att_layout l = qkv_layout(qkv);
+  int64_t HD = l.heads * l.D;
   ocl_stage s;
   ocl_stage_init(&s, ctx);
   gaaw_tensor_t fdo, fqkv, fp, fdp, fd;
@@ -165,23 +216,9 @@ gaaw_status_t ocl_attention_qkv_backward(gaaw_context_t ctx, gaaw_cten dout, gaa
   ocl_in(&s, probs, &fp);
   ocl_out(&s, dprobs, &fdp);
   ocl_out(&s, dqkv, &fd); /* every element is written (beta 0) */
-  /* dv = probs^T dout;  dprobs = dout v^T */
-  for (int64_t b = 0; b < d.B && s.status == GAAW_SUCCESS; b++) {
-    s.status = gaaw_ocl_sgemm_strided(ctx, GAAW_OP_T, GAAW_OP_N, H, T, D, T, 1.0f, square_heads(&fp, &d, b),
-                                      merged_heads(&fdo, &d, b), 0.0f, qkv_heads(&fd, &d, b, 2));
-    if (s.status == GAAW_SUCCESS)
-      s.status = gaaw_ocl_sgemm_strided(ctx, GAAW_OP_N, GAAW_OP_T, H, T, T, D, 1.0f, merged_heads(&fdo, &d, b),
-                                        qkv_heads(&fqkv, &d, b, 2), 0.0f, square_heads(&fdp, &d, b));
-  }
-  /* dscores (in dprobs) = scale probs (dprobs - rowsum(dprobs probs)) */
-  if (s.status == GAAW_SUCCESS) s.status = softmax_backward(ctx, 1.0f / sqrtf((float)D), &fp, &fdp, &fdp, 0);
-  /* dq = dscores k;  dk = dscores^T q */
-  for (int64_t b = 0; b < d.B && s.status == GAAW_SUCCESS; b++) {
-    s.status = gaaw_ocl_sgemm_strided(ctx, GAAW_OP_N, GAAW_OP_N, H, T, D, T, 1.0f, square_heads(&fdp, &d, b),
-                                      qkv_heads(&fqkv, &d, b, 1), 0.0f, qkv_heads(&fd, &d, b, 0));
-    if (s.status == GAAW_SUCCESS)
-      s.status = gaaw_ocl_sgemm_strided(ctx, GAAW_OP_T, GAAW_OP_N, H, T, D, T, 1.0f, square_heads(&fdp, &d, b),
-                                        qkv_heads(&fqkv, &d, b, 0), 0.0f, qkv_heads(&fd, &d, b, 1));
-  }
+  if (s.status == GAAW_SUCCESS)
+    s.status = attention_backward(ctx, &l, &fdo, (att_operand){&fqkv, 0}, (att_operand){&fqkv, HD},
+                                  (att_operand){&fqkv, 2 * HD}, &fp, &fdp, (att_operand){&fd, 0},
+                                  (att_operand){&fd, HD}, (att_operand){&fd, 2 * HD}, 0.0f);
   return ocl_stage_end(&s);
 }
