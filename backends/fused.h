@@ -2,9 +2,9 @@
  * kernels (include/gaaw/kernels.h) does in several. Internal to the library (no
  * Fortran interface); used by parallel/. Every function checks its arguments as the
  * public kernels do, then runs the device's fused kernel, or, on a backend without
- * one (CUDA today), the
- * unfused sequence it replaces: callers need no case of their own. The exception is
- * the attention on the QKV layout (last below), whose callers choose. "Bit-identical" below is the host kernels' promise against the unfused
+ * one (CUDA today), the unfused sequence it replaces: callers need no case of their
+ * own. The exception is the attention on the QKV layout (last below), whose callers
+ * choose. "Bit-identical" below is the host kernels' promise against the unfused
  * sequence, for f32, bf16 and f16 (a 16-bit intermediate is rounded where the
  * sequence stores it), on any thread count (tests/unit/test_kernel_fused). The
  * OpenCL kernels do the same operations per element, from the same helpers as the
