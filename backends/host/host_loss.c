@@ -16,23 +16,33 @@ static inline int64_t target_column(const int32_t *targets, int64_t n, int64_t v
 
 /* ---------------------------------------------------------------- rows; l, dl: (V) */
 
-static float max_of_row(int64_t V, const float *l)
+/* Each row function is built for the widest vector unit (HOST_VECTOR_CLONES); the
+ * max is exact in any order, the sum of exp is in the lanes' order (host_math.h), so
+ * every vector width gives the same bits. */
+
+/* max_v l[v], nan ignored as fmaxf does (-inf for a row of nan) */
+HOST_VECTOR_CLONES static float max_of_row(int64_t V, const float *l)
 {
   float m = -INFINITY;
-  for (int64_t v = 0; v < V; v++) m = fmaxf(m, l[v]);
+#pragma omp simd reduction(max : m)
+  for (int64_t v = 0; v < V; v++) m = l[v] > m ? l[v] : m;
   return m;
 }
 
-static float sum_exp_of_row(int64_t V, const float *l, float m)
+HOST_VECTOR_CLONES static float sum_exp_of_row(int64_t V, const float *l, float m)
 {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t v = 0; v < V; v++) s += host_expf(l[v] - m);
-  return s;
+  float part[HOST_SUM_LANES] = {0};
+  int64_t full = V / HOST_SUM_LANES * HOST_SUM_LANES;
+  for (int64_t v0 = 0; v0 < full; v0 += HOST_SUM_LANES)
+#pragma omp simd
+    for (int k = 0; k < HOST_SUM_LANES; k++) part[k] += host_expf(l[v0 + k] - m);
+  for (int64_t v = full; v < V; v++) part[v - full] += host_expf(l[v] - m);
+  return host_lanes_total(part);
 }
 
 /* dl += dloss (softmax - onehot(col)), col < 0: no target in the slice. */
-static void gradient_of_row(int64_t V, const float *l, float m, float sumexp, int64_t col, float dloss, float *dl)
+HOST_VECTOR_CLONES static void gradient_of_row(int64_t V, const float *l, float m, float sumexp, int64_t col,
+                                               float dloss, float *dl)
 {
   float inv = 1.0f / sumexp;
 #pragma omp simd
