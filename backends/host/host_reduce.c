@@ -5,6 +5,10 @@
 #include "backends/host/host.h"
 #include "backends/runtime/half.h"
 
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 /* Elements per chunk of the sum of squares: a constant, for a fixed summation order. */
 enum { SUMSQ_CHUNK = 4096 };
 
@@ -89,6 +93,43 @@ gaaw_status_t host_check_finite(gaaw_context_t ctx, gaaw_cten x, gaaw_ten flag)
   return host_stage_end(&s);
 }
 
+/* Fills of at least this many bytes bypass the caches (x86-64): larger than a core's
+ * L2, they would evict everything to write lines that are not read again soon (the
+ * gradients zeroed after a step are next written in the next backward), and a plain
+ * store first reads each line it writes. */
+#define FILL_STREAM_BYTES ((int64_t)2 << 20)
+enum { FILL_BLOCK = 1 << 16 };
+
+/* u[lo, hi) = bits */
+static void fill32_range(uint32_t *u, int64_t lo, int64_t hi, uint32_t bits, int stream)
+{
+  int64_t i = lo;
+#if defined(__x86_64__)
+  if (stream) {
+    for (; i < hi && ((uintptr_t)(u + i) & 15); i++) u[i] = bits;
+    __m128i v = _mm_set1_epi32((int)bits);
+    for (; i + 4 <= hi; i += 4) _mm_stream_si128((__m128i *)(u + i), v);
+  }
+#else
+  (void)stream;
+#endif
+  for (; i < hi; i++) u[i] = bits;
+}
+
+/* u: (n) = bits, in blocks over the threads */
+static void fill32(uint32_t *u, int64_t n, uint32_t bits)
+{
+  int stream = n * 4 >= FILL_STREAM_BYTES;
+  int64_t blocks = (n + FILL_BLOCK - 1) / FILL_BLOCK;
+#pragma omp parallel for if (n > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t k = 0; k < blocks; k++) {
+    fill32_range(u, k * FILL_BLOCK, k + 1 < blocks ? (k + 1) * FILL_BLOCK : n, bits, stream);
+#if defined(__x86_64__)
+    if (stream) _mm_sfence(); /* this thread's streaming stores are visible before the region ends */
+#endif
+  }
+}
+
 gaaw_status_t host_fill(gaaw_context_t ctx, gaaw_ten x, float value)
 {
   host_stage s;
@@ -104,9 +145,7 @@ gaaw_status_t host_fill(gaaw_context_t ctx, gaaw_ten x, float value)
       } else {
         bits = gaaw_f32_bits(value);
       }
-      uint32_t *u = px;
-#pragma omp parallel for if (n > HOST_PARALLEL_MIN) schedule(static)
-      for (int64_t i = 0; i < n; i++) u[i] = bits;
+      fill32(px, n, bits);
     } else {
       uint16_t bits = x->dtype == GAAW_BF16 ? gaaw_f32_to_bf16(value) : gaaw_f32_to_f16(value);
       uint16_t *h = px;

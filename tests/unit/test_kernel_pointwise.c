@@ -230,6 +230,32 @@ static void check_cast_fill(gaaw_context_t ctx)
   kt_free(ctx, &tx), kt_free(ctx, &tb), kt_free(ctx, &th), kt_free(ctx, &ti), kt_free(ctx, &tf);
 }
 
+/* A fill larger than the caches (the host writes it with streaming stores) of a
+ * view that starts and ends off a 16-byte boundary: every element of the view set,
+ * the elements around it untouched. */
+static void check_large_fill(gaaw_context_t ctx)
+{
+  enum { N = (1 << 20) + 7, SKIP = 3 }; /* 4 MiB + 28 bytes, from element 3 */
+  gaaw_tensor_t all = KT_NEW(ctx, GAAW_F32, N + 2 * SKIP);
+  require_ok(ctx, gaaw_fill(ctx, &all, 1.5f));
+  gaaw_tensor_t part = all;
+  part.offset += SKIP * sizeof(float);
+  part.shape[0] = N;
+  require_ok(ctx, gaaw_fill(ctx, &part, -2.25f));
+  float *v = malloc((N + 2 * SKIP) * sizeof *v);
+  if (!v) return;
+  require_ok(ctx, gaaw_buffer_read(ctx, all.buf, all.offset, v, (N + 2 * SKIP) * sizeof *v));
+  int64_t wrong = 0, first = -1;
+  for (int64_t i = 0; i < N + 2 * SKIP; i++) {
+    float want = i < SKIP || i >= N + SKIP ? 1.5f : -2.25f;
+    if (v[i] != want && wrong++ == 0) first = i;
+  }
+  expect_true(wrong == 0, "large fill: %lld of %d elements wrong, the first at %lld", (long long)wrong,
+              N + 2 * SKIP, (long long)first);
+  free(v);
+  kt_free(ctx, &all);
+}
+
 /* check_finite leaves the flag alone for finite data, sets it to 1 for inf or nan. */
 static void check_finite(gaaw_context_t ctx)
 {
@@ -272,6 +298,7 @@ int main(int argc, char **argv)
   check_activation_edges(ctx);
   check_reductions_threads(ctx, &seed);
   check_cast_fill(ctx);
+  check_large_fill(ctx);
   check_finite(ctx);
   return kt_finish(&ctx, "test_kernel_pointwise");
 }
