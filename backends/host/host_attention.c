@@ -13,10 +13,16 @@
 /* ---------------------------------------------------------------- f32 cores */
 
 /* Row t of a causal softmax of T columns: y[0..t] = softmax(scale x[0..t]), y[t+1..T) = 0
- * (y may be x: each element is read before it is written). */
+ * (y may be x: each element is read before it is written).
+ * The last, partial group of lanes runs as a whole vector when the row has room for
+ * it: its lanes right of the diagonal compute e^(whatever they hold) and are then
+ * set to 0, which adds +0 to their partial sums, so the bits are those of one lane
+ * at a time (about a sixth of the time at T = 128, where these rows average 8
+ * scalar exponentials). */
 HOST_VECTOR_CLONES static void causal_softmax_row(int64_t t, int64_t T, float scale, const float *xr, float *yr)
 {
   int64_t n = t + 1, full = n / HOST_SUM_LANES * HOST_SUM_LANES;
+  int64_t padded = full < n && full + HOST_SUM_LANES <= T ? full + HOST_SUM_LANES : n;
   float max = -INFINITY, part[HOST_SUM_LANES] = {0};
 #pragma omp simd reduction(max : max)
   for (int64_t j = 0; j < n; j++) max = scale * xr[j] > max ? scale * xr[j] : max;
@@ -27,15 +33,25 @@ HOST_VECTOR_CLONES static void causal_softmax_row(int64_t t, int64_t T, float sc
       yr[j0 + l] = e;
       part[l] += e;
     }
-  for (int64_t j = full; j < n; j++) {
-    float e = host_expf(scale * xr[j] - max);
-    yr[j] = e;
-    part[j - full] += e;
+  if (padded > n) {
+#pragma omp simd
+    for (int l = 0; l < HOST_SUM_LANES; l++) {
+      float e = host_expf(scale * xr[full + l] - max);
+      e = full + l < n ? e : 0.0f;
+      yr[full + l] = e;
+      part[l] += e;
+    }
+  } else {
+    for (int64_t j = full; j < n; j++) {
+      float e = host_expf(scale * xr[j] - max);
+      yr[j] = e;
+      part[j - full] += e;
+    }
   }
   float inv = 1.0f / host_lanes_total(part);
 #pragma omp simd
   for (int64_t j = 0; j < n; j++) yr[j] *= inv;
-  for (int64_t j = n; j < T; j++) yr[j] = 0.0f;
+  for (int64_t j = padded; j < T; j++) yr[j] = 0.0f;
 }
 
 /* Row t of the softmax's backward: dx[0..t] (+)= scale y (dy - sum_j dy y); without
