@@ -9,8 +9,12 @@
 #include "backends/host/host.h"
 #include "backends/host/host_math.h"
 
-#define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
-#define GELU_CUBE 0.044715f
+/* GELU's tanh form: 0.5 x (1 + tanh u) = x sigmoid(2u), u = s (x + c x^3), with
+ * s = sqrt(2 / pi) and c = 0.044715; 2u = x (2s + 2sc x^2), du/dx = s + 3sc x^2. */
+#define GELU_SCALE 0.7978845608028654f   /* s */
+#define GELU_2S 1.5957691216057308f      /* 2s */
+#define GELU_2SC 0.07135481627260025f    /* 2sc */
+#define GELU_3SC 0.10703222440890038f    /* 3sc */
 
 /* ---------------------------------------------------------------- f32 cores */
 
@@ -19,7 +23,7 @@
 static inline float act_value(gaaw_activation_t act, float v)
 {
   switch (act) {
-  case GAAW_ACT_GELU: return v * host_sigmoidf(2.0f * GELU_SCALE * (v + GELU_CUBE * v * v * v));
+  case GAAW_ACT_GELU: return v * host_sigmoidf(v * (GELU_2S + GELU_2SC * (v * v)));
   case GAAW_ACT_RELU: return v > 0.0f ? v : 0.0f;
   case GAAW_ACT_TANH: return tanhf(v);
   case GAAW_ACT_SILU: return v * host_sigmoidf(v);
@@ -32,8 +36,8 @@ static inline float act_slope(gaaw_activation_t act, float v)
 {
   switch (act) {
   case GAAW_ACT_GELU: {
-    float sig = host_sigmoidf(2.0f * GELU_SCALE * (v + GELU_CUBE * v * v * v));
-    float du = GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * v * v);
+    float v2 = v * v, sig = host_sigmoidf(v * (GELU_2S + GELU_2SC * v2));
+    float du = GELU_SCALE + GELU_3SC * v2;
     return sig + 2.0f * v * sig * (1.0f - sig) * du;
   }
   case GAAW_ACT_RELU: return v > 0.0f ? 1.0f : 0.0f;

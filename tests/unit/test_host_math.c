@@ -1,6 +1,7 @@
 /* host_expf and host_sigmoidf (backends/host/host_math.h) against double exp on a
- * dense sweep of [-87, 88] and on the edges: 0 -> 1 exactly, above 88 -> inf,
- * below -87 -> 0, inf, -inf and nan. */
+ * dense sweep of [-87, 88] and on the edges: exp 0 -> 1 exactly, above 88 -> inf,
+ * below -87 -> 0, inf, -inf and nan; sigmoid beyond +-87 -> its value there (1, and
+ * 1.6e-38, normal), nan -> nan. */
 #include <math.h>
 #include <stdio.h>
 
@@ -29,7 +30,11 @@ int main(void)
               host_expf(-87.5f), host_expf(-INFINITY));
   expect_true(isnan(host_expf(NAN)) && isnan(host_expf(-NAN)), "host_expf(nan) = %g, (-nan) = %g", host_expf(NAN),
               host_expf(-NAN));
-  expect_true(host_sigmoidf(-100.0f) == 0.0f && host_sigmoidf(100.0f) == 1.0f, "sigmoid(-100) = %g, (100) = %g",
-              host_sigmoidf(-100.0f), host_sigmoidf(100.0f));
+  float low = host_sigmoidf(-100.0f);
+  expect_true(low == host_sigmoidf(-87.0f) && isnormal(low) && low < 1.7e-38f && host_sigmoidf(-INFINITY) == low,
+              "sigmoid(-100) = %g, (-87) = %g, (-inf) = %g", low, host_sigmoidf(-87.0f), host_sigmoidf(-INFINITY));
+  expect_true(host_sigmoidf(100.0f) == 1.0f && host_sigmoidf(INFINITY) == 1.0f, "sigmoid(100) = %g, (inf) = %g",
+              host_sigmoidf(100.0f), host_sigmoidf(INFINITY));
+  expect_true(isnan(host_sigmoidf(NAN)), "sigmoid(nan) = %g", host_sigmoidf(NAN));
   return test_finish("test_host_math");
 }
