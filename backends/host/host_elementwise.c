@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backends/host/host.h"
+#include "backends/host/host_math.h"
 
 /* ---------------------------------------------------------------- f32 cores */
 
@@ -20,19 +21,24 @@ static void bias_add_f32(int64_t N, int64_t C, float *y, const float *b)
   }
 }
 
+/* kdb: (C) = sum of dy's rows [lo, hi), each column in row order (so the same bits at
+ * every vector width). */
+HOST_VECTOR_CLONES static void column_sums(int64_t lo, int64_t hi, int64_t C, const float *dy, float *kdb)
+{
+  memset(kdb, 0, (size_t)C * sizeof(float));
+  for (int64_t n = lo; n < hi; n++)
+#pragma omp simd
+    for (int64_t c = 0; c < C; c++) kdb[c] += dy[n * C + c];
+}
+
 /* db: (C) += sum_n dy: (N, C), in fixed chunks of rows. */
 static void bias_backward_f32(int64_t N, int64_t C, const float *dy, float *db, float *partial /* chunks * C */)
 {
   int64_t chunks = (N + HOST_CHUNK_ROWS - 1) / HOST_CHUNK_ROWS;
 #pragma omp parallel for if (N * C > HOST_PARALLEL_MIN) schedule(static)
-  for (int64_t k = 0; k < chunks; k++) {
-    float *kdb = partial + k * C;
-    memset(kdb, 0, (size_t)C * sizeof(float));
-    int64_t end = (k + 1) * HOST_CHUNK_ROWS < N ? (k + 1) * HOST_CHUNK_ROWS : N;
-    for (int64_t n = k * HOST_CHUNK_ROWS; n < end; n++)
-#pragma omp simd
-      for (int64_t c = 0; c < C; c++) kdb[c] += dy[n * C + c];
-  }
+  for (int64_t k = 0; k < chunks; k++)
+    column_sums(k * HOST_CHUNK_ROWS, (k + 1) * HOST_CHUNK_ROWS < N ? (k + 1) * HOST_CHUNK_ROWS : N, C, dy,
+                partial + k * C);
   host_sum_chunks(partial, chunks, C, db, 1);
 }
 
