@@ -33,6 +33,7 @@ static void embedding_backward_f32(int64_t N, int64_t V, int64_t C, const int32_
       if (row < 0 || row >= V) continue;
       float *dst = dtable + row * C;
       const float *src = dy + n * C;
+#pragma omp simd
       for (int64_t c = c0; c < c1; c++) dst[c] += src[c];
     }
   }

@@ -12,6 +12,27 @@
 /* Elements per chunk of the sum of squares: a constant, for a fixed summation order. */
 enum { SUMSQ_CHUNK = 4096 };
 
+/* Bytes per block of a threaded copy. */
+enum { COPY_BLOCK = 1 << 18 };
+
+/* dst = src, n bytes: memmove where the two overlap, else blocks over the threads. */
+static void copy_bytes(void *dst, const void *src, size_t n)
+{
+  char *d = dst;
+  const char *s = src;
+  if (d == s) return;
+  if (d < s + n && s < d + n) {
+    memmove(d, s, n);
+    return;
+  }
+  int64_t blocks = (int64_t)((n + COPY_BLOCK - 1) / COPY_BLOCK);
+#pragma omp parallel for if (blocks > 1 && (int64_t)n / 4 > HOST_PARALLEL_MIN) schedule(static)
+  for (int64_t k = 0; k < blocks; k++) {
+    size_t at = (size_t)k * COPY_BLOCK;
+    memcpy(d + at, s + at, n - at < COPY_BLOCK ? n - at : COPY_BLOCK);
+  }
+}
+
 gaaw_status_t host_cast(gaaw_context_t ctx, gaaw_cten x, gaaw_ten y)
 {
   host_stage s;
@@ -21,7 +42,7 @@ gaaw_status_t host_cast(gaaw_context_t ctx, gaaw_cten x, gaaw_ten y)
   int64_t n = gaaw_tensor_numel(x);
   if (s.status == GAAW_SUCCESS) {
     if (x->dtype == y->dtype) {
-      if (px != py) memmove(py, px, (size_t)n * gaaw_dtype_size(x->dtype));
+      copy_bytes(py, px, (size_t)n * gaaw_dtype_size(x->dtype));
     } else {
       gaaw_dtype_t dx = x->dtype, dy = y->dtype;
 #pragma omp parallel for if (n > HOST_PARALLEL_MIN) schedule(static)
