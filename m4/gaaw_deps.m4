@@ -193,7 +193,7 @@ AC_DEFUN([GAAW_CHECK_XXHASH], [
 # ---------------------------------------------------------------- CUDA and NCCL
 AC_DEFUN([GAAW_CHECK_CUDA], [
   GAAW_ARG_WITH([cuda], [CUDA toolkit (nvcc, cudart, cuBLAS/cuBLASLt)], [check])
-  AC_ARG_WITH([cuda-arch], [AS_HELP_STRING([--with-cuda-arch=LIST], [CUDA compute capabilities to build for (default: "80 90")])],
+  AC_ARG_WITH([cuda-arch], [AS_HELP_STRING([--with-cuda-arch=LIST], [CUDA compute capabilities to build machine code for, and PTX for the last (default: "80 90")])],
               [gaaw_cuda_arch=$withval], [gaaw_cuda_arch="80 90"])
   CUDA_CFLAGS=; CUDA_LIBS=; NVCC=; gaaw_have_cuda=no
   AS_IF([test "x$gaaw_with_cuda" != xno], [
@@ -217,8 +217,11 @@ AC_DEFUN([GAAW_CHECK_CUDA], [
   ])
   AC_MSG_CHECKING([for CUDA])
   AC_MSG_RESULT([$gaaw_have_cuda])
-  gaaw_cuda_gencode=
+  dnl Machine code for each capability, and PTX for the last one, so that a newer GPU
+  dnl than any named still runs (its driver compiles the PTX at first use).
+  gaaw_cuda_gencode=; gaaw_a=
   for gaaw_a in $gaaw_cuda_arch; do gaaw_cuda_gencode="$gaaw_cuda_gencode -gencode arch=compute_$gaaw_a,code=sm_$gaaw_a"; done
+  AS_IF([test -n "$gaaw_a"], [gaaw_cuda_gencode="$gaaw_cuda_gencode -gencode arch=compute_$gaaw_a,code=compute_$gaaw_a"])
   AS_IF([test "x$gaaw_have_cuda" = xyes],
         [AC_DEFINE([GAAW_HAVE_CUDA], [1], [CUDA is available])
          gaaw_cuda_summary="yes  $NVCC (the backend runs where a GPU is found)"],
