@@ -4,9 +4,10 @@
 # --cflags --libs gaaw)`, the Fortran ones with the Fortran MPI wrapper) and with
 # CMake (one project: find_package(gaaw) and gaaw::gaaw), and each build runs under
 # $MPIEXEC on its rank count, the CMake ones also after `cmake --install`; the
-# installed gaaw-info and gaaw-plot run too. README.md's training loops (its ```c and ```fortran
-# blocks) are built and run the same way, as readme_loop.c and .f90 on 2 ranks, so
-# that the README cannot show a call that does not exist. Last, doc/insitu.md's commands for users' own programs
+# installed gaaw-info and gaaw-plot run too. README.md's C training loop (its ```c block)
+# and doc/fortran.md's Fortran one (between <!-- fortran-loop --> and
+# <!-- /fortran-loop -->) are built and run the same way, as readme_loop.c and .f90 on
+# 2 ranks, so that the pages cannot show a call that does not exist. Last, doc/insitu.md's commands for users' own programs
 # (its block between <!-- insitu-commands --> and <!-- /insitu-commands -->) run as
 # written, in a folder where _install is the installation checked here.
 #
@@ -71,15 +72,21 @@ done
 work=`mktemp -d "${TMPDIR:-/tmp}/gaaw-install.XXXXXX"` || exit 1
 trap 'rm -rf "$work"' 0
 
-# README.md's C and Fortran training loops join the programs (absolute paths)
+# README.md's C training loop (its ```c block) and doc/fortran.md's Fortran one (its
+# block between <!-- fortran-loop --> and <!-- /fortran-loop -->) join the programs
+# (absolute paths)
 mkdir "$work/readme_src" || exit 1
-for lang in c fortran; do
-  out=$work/readme_src/readme_loop.`test $lang = c && echo c || echo f90`
-  awk -v fence="\`\`\`$lang" '$0 == fence { f = 1; next } /^[`][`][`]/ { f = 0 } f' "$srcdir/README.md" >"$out"
-  test -s "$out" || { echo "FAIL: README.md has no $lang block (a training loop)"; exit 1; }
-  examples="$examples
+out=$work/readme_src/readme_loop.c
+awk -v fence='```c' '$0 == fence { f = 1; next } /^[`][`][`]/ { f = 0 } f' "$srcdir/README.md" >"$out"
+test -s "$out" || { echo "FAIL: README.md has no c block (a training loop)"; exit 1; }
+examples="$examples
 $out 2"
-done
+out=$work/readme_src/readme_loop.f90
+awk '/^<!-- fortran-loop -->/ { m = 1; next } /^<!-- \/fortran-loop -->/ { m = 0 }
+  m && /^[`][`][`]/ { next } m' "$srcdir/doc/fortran.md" >"$out"
+test -s "$out" || { echo "FAIL: doc/fortran.md has no training loop between <!-- fortran-loop --> and <!-- /fortran-loop -->"; exit 1; }
+examples="$examples
+$out 2"
 
 if test -n "$GAAW_INSTALLED_PCDIR"; then
   pcdir=$GAAW_INSTALLED_PCDIR
