@@ -7,10 +7,16 @@
  *
  * Without a CUDA device the same comparisons run with a second host context in the
  * device's place (a check of this test itself), and the test exits 77 (skip): the
- * CUDA backend was not tested. */
+ * CUDA backend was not tested.
+ *
+ * Coverage, with or without a device: every kernel that the CUDA backend's table
+ * provides (backends/device.h, both lists; all but synchronize, a wait) must have
+ * been called in the device's context, as its kernel trace shows; a CUDA kernel
+ * without a case here fails the test even where no GPU is. */
 #include <mpi.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backends/device.h"
 #include "backends/runtime/half.h"
@@ -517,6 +523,7 @@ static void check_utilities(gaaw_dtype_t dt)
   gaaw_adamw_args_t args = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.1f,
                             .grad_scale = 0.5f, .step = 3};
   BOTH(gaaw_adamw_update(C, T(p), T(g), T(master), T(m), T(v), &args));
+  BOTH(gaaw_synchronize(C));
   compare(&master, 1e-5, "adamw master");
   compare(&p, 1e-5, "adamw params");
   compare(&m, 1e-5, "adamw m");
@@ -553,13 +560,58 @@ static void check_utilities(gaaw_dtype_t dt)
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
 }
 
-static gaaw_context_t open_context(gaaw_config_t *cfg, const char *backend)
+/* trace: a file for the context's kernel trace, or NULL for none. */
+static gaaw_context_t open_context(gaaw_config_t *cfg, const char *backend, const char *trace)
 {
   gaaw_context_t ctx = NULL;
   require_ok(NULL, gaaw_config_create(cfg));
   require_ok(NULL, gaaw_config_set(*cfg, "backend", backend));
+  if (trace) {
+    require_ok(NULL, gaaw_config_set(*cfg, "trace", trace));
+    require_ok(NULL, gaaw_config_set(*cfg, "trace_kernels", "yes"));
+  }
   require_ok(NULL, gaaw_init(MPI_COMM_WORLD, *cfg, &ctx));
   return ctx;
+}
+
+/* The whole file at path, NUL-terminated (the caller frees it), or NULL. */
+static char *read_whole(const char *path)
+{
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t cap = 1 << 16, n = 0;
+  char *text = malloc(cap);
+  for (size_t got; (got = fread(text + n, 1, cap - n - 1, f)) > 0;) {
+    n += got;
+    if (n + 1 == cap) text = realloc(text, cap *= 2);
+  }
+  fclose(f);
+  text[n] = '\0';
+  return text;
+}
+
+/* Every kernel the CUDA table provides appears in the device context's kernel trace
+ * (a span named after the table's entry). */
+static void check_coverage(const gaaw_device_ops *cuda, const char *trace_path)
+{
+  if (!cuda) return; /* CUDA not built: nothing to cover */
+  char *trace = read_whole(trace_path);
+  expect_true(trace != NULL, "cannot read the kernel trace %s", trace_path);
+  if (!trace) return;
+  int provided = 0;
+  /* synchronize is a wait, not a kernel: it leaves no span (check_utilities calls it). */
+#define COVERED(name, params)                                                                      \
+  if (gaaw_device_provides(cuda, #name) == 1 && strcmp(#name, "synchronize") != 0) {               \
+    provided++;                                                                                    \
+    expect_true(strstr(trace, "\"name\":\"" #name "\"") != NULL,                                     \
+                "the CUDA kernel %s has no conformance case here (never called in the device's "   \
+                "context)", #name);                                                                \
+  }
+  GAAW_DEVICE_KERNEL_LIST(COVERED)
+  GAAW_DEVICE_OPTIONAL_KERNEL_LIST(COVERED)
+#undef COVERED
+  expect_true(provided > 0, "the CUDA table provides no kernel at all");
+  free(trace);
 }
 
 int main(int argc, char **argv)
@@ -572,8 +624,12 @@ int main(int argc, char **argv)
     fprintf(stderr, "test_conformance_cuda: %s; checking the test with host against host, then skipping\n",
             cuda ? "no CUDA device" : "the CUDA backend is not built");
   gaaw_config_t cfgs[2];
-  ctxs[0] = open_context(&cfgs[0], "host");
-  ctxs[1] = open_context(&cfgs[1], devices > 0 ? "cuda" : "host");
+  char trace_path[4096];
+  const char *tmpdir = getenv("TMPDIR");
+  snprintf(trace_path, sizeof trace_path, "%s/gaaw_conformance_cuda_%d.json", tmpdir && *tmpdir ? tmpdir : "/tmp",
+           (int)getpid());
+  ctxs[0] = open_context(&cfgs[0], "host", NULL);
+  ctxs[1] = open_context(&cfgs[1], devices > 0 ? "cuda" : "host", trace_path);
   const gaaw_dtype_t dtypes[] = {GAAW_F32, GAAW_BF16, GAAW_F16};
   for (int i = 0; i < 3; i++) {
     check_gemm(dtypes[i]);
@@ -591,6 +647,8 @@ int main(int argc, char **argv)
     require_ok(ctxs[s], gaaw_finalize(&ctxs[s]));
     gaaw_config_destroy(&cfgs[s]);
   }
+  check_coverage(cuda, trace_path);
+  remove(trace_path);
   MPI_Finalize();
   int rc = test_finish("test_conformance_cuda");
   return rc == 0 && devices == 0 ? TEST_SKIP : rc;
