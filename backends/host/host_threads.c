@@ -24,9 +24,8 @@
 extern void openblas_set_num_threads(int) __attribute__((weak));
 extern int openblas_get_parallel(void) __attribute__((weak));
 
-/* libgaaw_ompwait's record of the OpenMP wait policy (backends/host/omp_wait.c); weak,
- * so NULL in a static build, which links no libgaaw_ompwait. */
-const char *gaaw_omp_wait_choice(void) __attribute__((weak));
+/* libgaaw_ompwait's record of the OpenMP wait policy (backends/host/omp_wait.c). */
+const char *gaaw_omp_wait_choice(void);
 
 /* Set once per process by the first context; every context agrees. */
 static int gemm_split = 0;
@@ -55,7 +54,7 @@ gaaw_status_t gaaw_host_threads_configure(gaaw_context_t ctx)
   if (threads > 0) omp_set_num_threads((int)threads);
 #endif
 #ifdef _OPENMP
-  const char *wait = gaaw_omp_wait_choice ? gaaw_omp_wait_choice() : "";
+  const char *wait = gaaw_omp_wait_choice();
   gaaw_log(GAAW_LOG_DEBUG, "host: OpenMP threads wait %s", wait[0] ? wait : "as the environment says (static build)");
 #endif
 #ifdef GAAW_HAVE_CBLAS
