@@ -56,6 +56,10 @@ cudaError_t gaaw_cuda_activation_backward(cudaStream_t s, gaaw_cuda_dtype dt, ga
 cudaError_t gaaw_cuda_swiglu_forward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t H, const void *x, void *y);
 cudaError_t gaaw_cuda_swiglu_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t H, const void *dy,
                                       const void *x, void *dx);
+/* x, y: (B, T, NH, D) (y may be x)   table: (T, D) f32 = (cos | sin); the first heads
+ * rotated (inverse: back), the others copied */
+cudaError_t gaaw_cuda_rope(cudaStream_t s, gaaw_cuda_dtype dt, int64_t B, int64_t Tn, int64_t NH, int64_t D,
+                           int64_t heads, int inverse, const void *x, const float *table, void *y);
 /* y: (N, C) += b: (C) */
 cudaError_t gaaw_cuda_bias_add(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t C, void *y, const void *b);
 /* y = a + b (y may be a or b); y += alpha x; x *= alpha */

@@ -181,6 +181,14 @@ gaaw_status_t gaaw_cuda_op_swiglu_backward(gaaw_context_t ctx, gaaw_cten dy, gaa
   return GAAW_SUCCESS;
 }
 
+gaaw_status_t gaaw_cuda_op_rope(gaaw_context_t ctx, gaaw_cten x, gaaw_cten table, int64_t heads, int inverse,
+                               gaaw_ten y)
+{
+  LAUNCH(gaaw_cuda_rope(STREAM, DT(x), x->shape[0], x->shape[1], x->shape[2], x->shape[3], heads, inverse, P(x),
+                        P(table), P(y)));
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_cuda_op_bias_add(gaaw_context_t ctx, gaaw_ten y, gaaw_cten b)
 {
   LAUNCH(gaaw_cuda_bias_add(STREAM, DT(y), rows_of(y), cols_of(y), P(y), P(b)));

@@ -101,6 +101,30 @@ template <typename T> __global__ void swiglu_backward_kernel(int64_t N, int64_t 
   }
 }
 
+/* Rotary position embedding on x, y: (B*T, NH, D), table: (T, D) f32 = (cos | sin); one
+ * thread per pair (i, i + D/2) of a head, read whole before it is written (y may be x);
+ * heads from `heads` on are copied when copy is set. sign -1: the inverse rotation. */
+template <typename T>
+__global__ void rope_kernel(int64_t n, int64_t Tn, int64_t NH, int64_t D, int64_t heads, float sign, int copy,
+                            const T *x, const float *table, T *y)
+{
+  const int64_t hd = D / 2;
+  for (int64_t o = global_index(); o < n; o += global_stride()) {
+    int64_t i = o % hd, r = o / hd, h = r % NH, bt = r / NH;
+    int64_t ia = (bt * NH + h) * D + i, ib = ia + hd;
+    float xa = to_f32(x[ia]), xb = to_f32(x[ib]);
+    if (h < heads) {
+      const float *row = table + (bt % Tn) * D;
+      float c = row[i], sn = sign * row[hd + i];
+      y[ia] = from_f32<T>(xa * c - xb * sn);
+      y[ib] = from_f32<T>(xb * c + xa * sn);
+    } else if (copy) {
+      y[ia] = x[ia];
+      y[ib] = x[ib];
+    }
+  }
+}
+
 /* ---------------------------------------------------------------- elementwise */
 
 template <typename T> __global__ void bias_add_kernel(int64_t N, int64_t C, T *y, const T *b)
@@ -281,6 +305,19 @@ cudaError_t gaaw_cuda_swiglu_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_
   if (N * H == 0) return cudaSuccess;
   GAAW_CUDA_DISPATCH_FLOAT(
       dt, T, swiglu_backward_kernel<<<GAAW_POINTWISE(N * H)>>>(N, H, (const T *)dy, (const T *)x, (T *)dx));
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_rope(cudaStream_t s, gaaw_cuda_dtype dt, int64_t B, int64_t Tn, int64_t NH, int64_t D,
+                           int64_t heads, int inverse, const void *x, const float *table, void *y)
+{
+  int64_t n = B * Tn * NH * (D / 2);
+  if (n == 0) return cudaSuccess;
+  float sign = inverse ? -1.0f : 1.0f;
+  int copy = x != y;
+  GAAW_CUDA_DISPATCH_FLOAT(dt, T,
+                           rope_kernel<<<GAAW_POINTWISE(n)>>>(n, Tn, NH, D, heads, sign, copy, (const T *)x, table,
+                                                               (T *)y));
   return cudaGetLastError();
 }
 

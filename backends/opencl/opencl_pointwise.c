@@ -1,6 +1,6 @@
 /* Table entries of the elementwise kernels (kernels/pointwise.cl): activations,
  * the fused bias add and GELU, GELU's backward into an unzeroed dx, residual add,
- * axpy, scale, bias add, AdamW, cast; and the layout kernel. */
+ * axpy, scale, bias add, AdamW, cast, the rotary embedding; and the layout kernel. */
 #include <math.h>
 
 #include "backends/opencl/opencl.h"
@@ -38,6 +38,16 @@ gaaw_status_t ocl_swiglu_backward(gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x,
   cl_long H = ocl_cols(dy), n = gaaw_tensor_numel(dy);
   return OCL_RUN(ctx, OCL_K_swiglu_backward, ocl_ew_groups(n), OCL_EW_WG, OCL_TEN(dy), OCL_TEN(x), OCL_TEN(dx),
                  OCL_VAL(H), OCL_VAL(n));
+}
+
+gaaw_status_t ocl_rope(gaaw_context_t ctx, gaaw_cten x, gaaw_cten table, int64_t heads, int inverse, gaaw_ten y)
+{
+  OCL_CHECK_F16("rope", x, y);
+  cl_long T = x->shape[1], NH = x->shape[2], D = x->shape[3], h = heads, n = gaaw_tensor_numel(x) / 2;
+  cl_float sign = inverse ? -1.0f : 1.0f;
+  cl_int copy = !(x->buf == y->buf && x->offset == y->offset);
+  return OCL_RUN(ctx, OCL_K_rope, ocl_ew_groups(n), OCL_EW_WG, OCL_TEN(x), OCL_TEN(table), OCL_TEN(y), OCL_VAL(T),
+                 OCL_VAL(NH), OCL_VAL(D), OCL_VAL(h), OCL_VAL(sign), OCL_VAL(copy), OCL_VAL(n));
 }
 
 gaaw_status_t ocl_bias_add(gaaw_context_t ctx, gaaw_ten y, gaaw_cten b)

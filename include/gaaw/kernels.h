@@ -80,6 +80,28 @@ gaaw_status_t gaaw_swiglu_forward(gaaw_context_t ctx, const gaaw_tensor_t *x, ga
 gaaw_status_t gaaw_swiglu_backward(gaaw_context_t ctx, const gaaw_tensor_t *dy, const gaaw_tensor_t *x,
                                    gaaw_tensor_t *dx);
 
+/* Rotary position embedding, Hugging Face's rotate-half convention: for each row
+ * (b, t), each of the first `heads` heads and i < D/2,
+ *   y[i]       = x[i] c - x[i + D/2] s,   y[i + D/2] = x[i + D/2] c + x[i] s,
+ * with c = table[t][i], s = table[t][D/2 + i] (gaaw_rope_table); the heads from `heads`
+ * on are copied (in a fused QKV block: rotate q and k, pass v). gaaw_rope_backward
+ * applies the inverse rotation, dx = R^T dy (s negated). Unlike the other backward
+ * kernels both OVERWRITE their output. y may be x (in place); otherwise they must
+ * not overlap.
+ * x, y: (B, T, NH, D), D even   table: f32 (T, D)   0 < heads <= NH */
+gaaw_status_t gaaw_rope_forward(gaaw_context_t ctx, const gaaw_tensor_t *x, const gaaw_tensor_t *table, int64_t heads,
+                                gaaw_tensor_t *y);
+gaaw_status_t gaaw_rope_backward(gaaw_context_t ctx, const gaaw_tensor_t *dy, const gaaw_tensor_t *table,
+                                 int64_t heads, gaaw_tensor_t *dx);
+/* The rotary table of positions pos0 .. pos0 + T - 1 into host memory table (T, D):
+ * row t holds cos(a_i) for i < D/2, then sin(a_i), a_i = (pos0 + t) theta^(-2i/D).
+ * Each angle is formed and reduced modulo 2 pi in double precision before its cosine
+ * and sine, so every entry is within 1 ulp of f32 at any position (at 65,536 and
+ * beyond, where an f32 angle would already be off by up to 4e-3 rad).
+ * GAAW_ERR_INVALID_ARG, with its report in gaaw_last_error(NULL), for T < 0, D odd or
+ * below 2, pos0 < 0, theta not finite or <= 1, or table NULL (when T > 0). */
+gaaw_status_t gaaw_rope_table(int64_t T, int64_t D, int64_t pos0, double theta, float *table);
+
 /* y += b, broadcast over rows.   y: (N, C)   b: (C) */
 gaaw_status_t gaaw_bias_add(gaaw_context_t ctx, gaaw_tensor_t *y, const gaaw_tensor_t *b);
 /* db += sum_n dy.   dy: (N, C)   db: (C) */

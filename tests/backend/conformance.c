@@ -210,6 +210,27 @@ static gaaw_status_t case_swiglu(run_t *r)
   return GAAW_SUCCESS;
 }
 
+/* The rotary embedding: out of place on 3 of 5 heads (the others copied), then in
+ * place, then its inverse, at an awkward D/2 = 19 and positions from 70,000. */
+static gaaw_status_t case_rope(run_t *r)
+{
+  enum { B = 2, T = 7, NH = 5, D = 38 };
+  float table[T * D];
+  CALL(gaaw_rope_table(T, D, 70000, 10000.0, table));
+  gaaw_tensor_t tab = FROM(GAAW_F32, table, T, D);
+  gaaw_tensor_t x = RAND(DT, -2, 2, B, T, NH, D), y = RAND(DT, 0, 1, B, T, NH, D);
+  gaaw_tensor_t dy = RAND(DT, -1, 1, B, T, NH, D), dx = RAND(DT, 0, 1, B, T, NH, D);
+  CALL(gaaw_rope_forward(CTX, &x, &tab, 3, &y));
+  CALL(gaaw_rope_backward(CTX, &dy, &tab, 3, &dx));
+  keep(r, &y, "y");
+  keep(r, &dx, "dx");
+  CALL(gaaw_rope_forward(CTX, &x, &tab, NH, &x));
+  CALL(gaaw_rope_backward(CTX, &dy, &tab, 4, &dy));
+  keep(r, &x, "x in place");
+  keep(r, &dy, "dy in place");
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t case_elementwise(run_t *r)
 {
   gaaw_tensor_t y = RAND(DT, -1, 1, 40, 33), b = RAND(DT, -1, 1, 33), a = RAND(DT, -2, 2, 40, 33);
@@ -490,6 +511,7 @@ static const struct {
   {"relu", case_relu, 1e-5},            {"tanh", case_tanh, 1e-5},
   {"silu", case_silu, 1e-5},            {"none (identity)", case_identity, 0},
   {"swiglu", case_swiglu, 1e-5},        {"elementwise", case_elementwise, 1e-5},
+  {"rope", case_rope, 1e-5},
   {"regression losses", case_regression, 1e-5},
   {"causal_softmax", case_softmax, 1e-5}, {"attention", case_attention, 1e-5},
   {"flash_attention", case_flash_attention, 1e-5},

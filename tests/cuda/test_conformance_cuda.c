@@ -281,6 +281,30 @@ static void check_pointwise(gaaw_dtype_t dt)
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
 }
 
+/* The rotary embedding at an awkward D/2 = 19 and positions from 70,000: out of place
+ * on 3 of 5 heads (the others copied), in place, and its inverse. */
+static void check_rope(gaaw_dtype_t dt)
+{
+  enum { B = 3, TT = 9, NH = 5, D = 38 };
+  float table[TT * D];
+  require_ok(NULL, gaaw_rope_table(TT, D, 70000, 10000.0, table));
+  twin tab, x, y, dy, dx;
+  MAKE(tab, GAAW_F32, TT, D), MAKE(x, dt, B, TT, NH, D), MAKE(y, dt, B, TT, NH, D);
+  MAKE(dy, dt, B, TT, NH, D), MAKE(dx, dt, B, TT, NH, D);
+  set_values(&tab, table);
+  randomize(&x, -2, 2), randomize(&y, 0, 1), randomize(&dy, -1, 1), randomize(&dx, 0, 1);
+  BOTH(gaaw_rope_forward(C, T(x), T(tab), 3, T(y)));
+  compare(&y, 1e-5, "rope y");
+  BOTH(gaaw_rope_backward(C, T(dy), T(tab), 3, T(dx)));
+  compare(&dx, 1e-5, "rope dx");
+  BOTH(gaaw_rope_forward(C, T(x), T(tab), NH, T(x)));
+  compare(&x, 1e-5, "rope in place");
+  BOTH(gaaw_rope_backward(C, T(dy), T(tab), 4, T(dy)));
+  compare(&dy, 1e-5, "rope backward in place");
+  twin *all[] = {&tab, &x, &y, &dy, &dx};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
+}
+
 /* Every element of the device copy is finite. */
 static void expect_finite(const twin *w, const char *what)
 {
@@ -635,6 +659,7 @@ int main(int argc, char **argv)
     check_gemm(dtypes[i]);
     check_norms(dtypes[i]);
     check_pointwise(dtypes[i]);
+    check_rope(dtypes[i]);
     check_attention(dtypes[i]);
     check_attention_large_scores(dtypes[i]);
     check_embedding_loss(dtypes[i]);

@@ -75,6 +75,27 @@ __kernel void swiglu_backward(TEN(dy), TEN(x), TEN(dx), long H, long n)
   ST(dx, ig, LD(dx, ig) + d * a * sig);
 }
 
+/* Rotary position embedding on x, y: (B*T, NH, D), table: (T, D) = (cos | sin); one
+ * item per pair (i, i + D/2) of a head; heads from `heads` on are copied unless y is
+ * x (copy 0). sign -1: the inverse rotation. */
+__kernel void rope(TEN(x), TEN(table), TEN(y), long T, long NH, long D, long heads, float sign, int copy, long n)
+{
+  long o = get_global_id(0);
+  if (o >= n) return;
+  long hd = D / 2, i = o % hd, r = o / hd, h = r % NH, bt = r / NH;
+  long ia = (bt * NH + h) * D + i, ib = ia + hd;
+  float xa = LD(x, ia), xb = LD(x, ib);
+  if (h < heads) {
+    long t = bt % T;
+    float c = LD(table, t * D + i), s = sign * LD(table, t * D + hd + i);
+    ST(y, ia, xa * c - xb * s);
+    ST(y, ib, xb * c + xa * s);
+  } else if (copy) {
+    ST(y, ia, xa);
+    ST(y, ib, xb);
+  }
+}
+
 /* dx = dy gelu'(x), whatever dx held: the bits of gaaw_fill(dx, 0) then
  * activation_backward (0 + the product, rounded to dx's dtype) */
 __kernel void gelu_backward_set(TEN(dy), TEN(x), TEN(dx), long n)
