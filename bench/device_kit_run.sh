@@ -30,7 +30,28 @@ result() { # ITEM STATUS DETAIL...
   case "$2" in FAIL | TIMEOUT) failed=1 ;; esac
   line "$@"
 }
-pack_logs() { tar -C "$logs" -cf - . 2> /dev/null | xz -1 > "$out/logs.tar.xz.tmp" && mv "$out/logs.tar.xz.tmp" "$out/logs.tar.xz"; }
+# xz, or Python's lzma where the machine has no xz (a minimal image may lack it).
+have_xz() { xz --version > /dev/null 2>&1; }
+py_tar() { # MODE ARCHIVE DIR: x (extract ARCHIVE into DIR) or c (DIR's contents into ARCHIVE)
+  python3 -c 'import sys, tarfile
+mode, archive, folder = sys.argv[1:]
+if mode == "x":
+    with tarfile.open(archive) as t:
+        if hasattr(tarfile, "data_filter"):
+            t.extractall(folder, filter="data")
+        else:
+            t.extractall(folder)
+else:
+    with tarfile.open(archive, "w:xz", preset=1) as t:
+        t.add(folder, arcname=".")' "$@"
+}
+pack_logs() {
+  if have_xz; then
+    tar -C "$logs" -cf - . 2> /dev/null | xz -1 > "$out/logs.tar.xz.tmp"
+  else
+    py_tar c "$out/logs.tar.xz.tmp" "$logs"
+  fi && mv "$out/logs.tar.xz.tmp" "$out/logs.tar.xz"
+}
 finish() {
   line "done INFO ${SECONDS} s of a ${budget} s budget"
   pack_logs
@@ -53,10 +74,13 @@ line "driver INFO $gpus GPU(s): $(head -n 1 "$logs/gpus.txt"); $(uname -r); glib
 
 # ---------------------------------------------------------------- unpack
 t0=$SECONDS
-rm -rf "$kit_root" && mkdir -p "$kit_root" && tar -C "$kit_root" -xJf "$here/gaaw-device-kit.tar.xz" ||
+unpack() {
+  if have_xz; then tar -C "$kit_root" -xJf "$here/gaaw-device-kit.tar.xz"; else py_tar x "$here/gaaw-device-kit.tar.xz" "$kit_root"; fi
+}
+rm -rf "$kit_root" && mkdir -p "$kit_root" && unpack ||
   { result unpack FAIL "could not unpack $here/gaaw-device-kit.tar.xz to $kit_root"; finish 1; }
 cp "$kit_root/kit.txt" "$logs/"
-line "unpack INFO $((SECONDS - t0)) s; $(grep -m1 '^commit:' "$kit_root/kit.txt"); $(grep -m1 '^glibc_floor:' "$kit_root/kit.txt")"
+line "unpack INFO $((SECONDS - t0)) s ($(have_xz && echo xz || echo "Python's lzma: no xz here")); $(grep -m1 '^commit:' "$kit_root/kit.txt"); $(grep -m1 '^glibc_floor:' "$kit_root/kit.txt")"
 
 # ---------------------------------------------------------------- CUDA 13 and NCCL
 # Candidate folders: the machine's LD_LIBRARY_PATH, the toolkit's, the Python wheels'

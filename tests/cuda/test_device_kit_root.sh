@@ -113,7 +113,8 @@ done
 # run.sh itself, on this machine (outside the root): without a GPU, one SKIP line and
 # 77; with a stub driver (an nvidia-smi that names one GPU, an empty libcuda.so.1),
 # every stage and item of a real run, each reported in summary.txt, the logs in
-# logs.tar.xz, and nothing else under OUT.
+# logs.tar.xz, and nothing else under OUT; with no xz there (a failing stub), Python's
+# lzma unpacks and packs.
 out=$tmp/out-nogpu
 if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L > /dev/null 2>&1; then
   OUT=$out KIT_LOGS=$tmp/logs bash "$kit_dir/run.sh" > "$tmp/run.log" 2>&1
@@ -125,7 +126,9 @@ fi
 mkdir "$tmp/stub"
 printf '#!/bin/sh\ncase "$*" in *query-gpu*) echo "Stub GPU, 580.00, 81559 MiB, 9.0" ;; *) echo "GPU 0: Stub GPU (UUID: GPU-0)" ;; esac\n' \
   > "$tmp/stub/nvidia-smi"
-chmod +x "$tmp/stub/nvidia-smi"
+# and no xz (a stub that fails): run.sh unpacks and packs its logs with Python's lzma
+printf '#!/bin/sh\nexit 127\n' > "$tmp/stub/xz"
+chmod +x "$tmp/stub/nvidia-smi" "$tmp/stub/xz"
 echo 'int gaaw_stub_driver;' > "$tmp/stub/stub.c"
 gcc -shared -fPIC -o "$tmp/stub/libcuda.so.1" "$tmp/stub/stub.c" || err "cannot build the stub libcuda.so.1"
 out=$tmp/out-stub
@@ -133,7 +136,7 @@ PATH=$tmp/stub:$PATH LD_LIBRARY_PATH=$tmp/stub OUT=$out KIT_LOGS=$tmp/logs BUDGE
   bash "$kit_dir/run.sh" > "$tmp/run.log" 2>&1
 rc=$?
 [ "$rc" -le 1 ] || err "run.sh with a stub driver: exit $rc: $(tail -n 3 "$tmp/run.log")"
-for item in 'kit: driver INFO 1 GPU' 'kit: unpack INFO' 'kit: found INFO libcudart.so.13' 'kit: found INFO libnccl.so.2' \
+for item in 'kit: driver INFO 1 GPU' "kit: unpack INFO [0-9]* s (Python's lzma" 'kit: found INFO libcudart.so.13' 'kit: found INFO libnccl.so.2' \
   'kit: libstdcxx INFO' 'kit: versions PASS' 'kit: loads PASS' 'kit: conformance SKIP' 'kit: mpi PASS' \
   'kit: smoke INFO' 'cuda_device_check: build INFO prebuilt' 'cuda_device_check: conformance SKIP' \
   'cuda_device_check: cuda_errors PASS' 'cuda_device_check: zero_gpt' 'cuda_device_check: train_cuda SKIP' \
@@ -142,7 +145,7 @@ for item in 'kit: driver INFO 1 GPU' 'kit: unpack INFO' 'kit: found INFO libcuda
   grep -q "^$item" "$out/summary.txt" || err "run.sh with a stub driver: no line '$item...' in summary.txt"
 done
 [ "$(ls "$out" | tr '\n' ' ')" = "logs.tar.xz summary.txt " ] || err "run.sh left $(ls "$out" | tr '\n' ' ') under OUT"
-tar -tJf "$out/logs.tar.xz" | grep -q 'check/zero_gpt.log' || err "logs.tar.xz lacks the check's logs"
+tar -tJf "$out/logs.tar.xz" | grep -q 'check/zero_gpt.log' || err "logs.tar.xz (Python's) lacks the check's logs"
 echo "$name: run.sh with a stub driver: $(grep -c . "$out/summary.txt") summary lines, exit $rc"
 [ "$fail" -eq 0 ] && echo "$name: passed"
 exit $fail
