@@ -272,26 +272,25 @@ static double timed_gemm(gaaw_context_t ctx, uint64_t seed, void **bytes)
   return took;
 }
 
-/* Option compute_slowdown 4: a gemm takes about 4 times as long (the median of 7
- * alternating pairs at least 2.5 times), with the same bits. */
+/* Option compute_slowdown 4: a gemm takes about 4 times as long, with the same bits.
+ * Of 7 alternating pairs the fastest of each side are compared (at least 2.5 times):
+ * the fastest run is the one no other process slowed, which a median of ratios is
+ * not on a loaded 2-core machine (CI once saw 1.62 there). */
 static void check_slowdown(gaaw_context_t ctx)
 {
   gaaw_context_t slow = test_context(MPI_COMM_SELF, "backend=host compute_slowdown=4");
-  double ratio[7];
+  double plain_min = HUGE_VAL, slow_min = HUGE_VAL;
   for (int i = 0; i < 7; i++) {
     void *plain_bytes, *slow_bytes;
     double plain_s = timed_gemm(ctx, 7, &plain_bytes), slow_s = timed_gemm(slow, 7, &slow_bytes);
-    ratio[i] = slow_s / plain_s;
+    plain_min = fmin(plain_min, plain_s);
+    slow_min = fmin(slow_min, slow_s);
     expect_true(memcmp(plain_bytes, slow_bytes, sizeof(float) * 192 * 192) == 0, "compute_slowdown changed a gemm's bits");
     free(plain_bytes);
     free(slow_bytes);
   }
-  for (int i = 1; i < 7; i++) /* insertion sort for the median */
-    for (int j = i; j > 0 && ratio[j] < ratio[j - 1]; j--) {
-      double t = ratio[j];
-      ratio[j] = ratio[j - 1], ratio[j - 1] = t;
-    }
-  expect_true(ratio[3] >= 2.5, "compute_slowdown 4: a gemm took %.2f times as long (median of 7)", ratio[3]);
+  expect_true(slow_min >= 2.5 * plain_min, "compute_slowdown 4: the fastest gemm took %.2f times as long (%.3g s, %.3g s)",
+              slow_min / plain_min, slow_min, plain_min);
   require_ok(slow, gaaw_finalize(&slow));
 }
 
