@@ -70,35 +70,8 @@ if [ "$gpus" -lt 1 ]; then
 fi
 line "gpu INFO $gpus GPU(s): $(sed -n 1p "$out/nvidia-smi.txt")"
 
-# Runs an item under a time limit that fits the budget; its output goes to LOG.
-# Usage: run_item ITEM NEED_S LIMIT_S LOG command...   (sets $rc; 124: timed out,
-# 200: skipped for the budget)
-run_item() {
-  local item=$1 need=$2 limit=$3 log=$4
-  shift 4
-  local left=$((budget - SECONDS))
-  if [ "$left" -lt "$need" ]; then
-    result "$item" SKIP "not enough of the time budget left (${left} s, needs ${need} s)"
-    rc=200
-    return
-  fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  local t0=$SECONDS
-  timeout --signal=KILL "$limit" "$@" > "$out/$log" 2>&1
-  rc=$?
-  [ "$rc" -eq 137 ] && rc=124
-  elapsed=$((SECONDS - t0))
-}
-
-# Status word of a test's exit code.
-status_of() {
-  case "$1" in 0) echo PASS ;; 77) echo SKIP ;; 124) echo TIMEOUT ;; *) echo FAIL ;; esac
-}
-
-# A test program's last summary line ("...: N checks passed").
-summary_of() {
-  grep -E 'checks (passed|failed)|skipp|not run' "$out/$1" | tail -n 1
-}
+# run_item, status_of, summary_of
+. "$(dirname "$0")/device_check_util.sh"
 
 # ---------------------------------------------------------------- build
 build_cmd() {

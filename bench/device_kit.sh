@@ -108,8 +108,8 @@ for m in "${ucx_modules[@]}"; do
   cp -L "$m" "$root/lib/ucx/"
 done
 : > "$root/libraries.txt"
-from_device_seen=
-carry_deps_of() { # FILE...: copies every library they load into lib/ or lib/fallback
+carry_deps_of() { # FILE...: copies every library they load (ldd: the whole closure) into
+  # lib/ or lib/fallback
   local f name path
   for f in "$@"; do
     ldd "$f" | awk '/=>/ { print $1, $3 }' | while read -r name path; do
@@ -129,7 +129,6 @@ carry_deps_of() { # FILE...: copies every library they load into lib/ or lib/fal
 }
 cd "$root/build"
 carry_deps_of "${programs[@]}" "$root/bin/mpiexec" "$root/bin/hydra_pmi_proxy" "$root"/lib/ucx/*
-carry_deps_of "$root"/lib/*.so* # what the carried libraries load themselves (ldd lists them too; a check)
 sort -u -o "$root/libraries.txt" "$root/libraries.txt"
 say "libraries: $(grep -c '^carried' "$root/libraries.txt") carried, from the device: $(grep '^device' "$root/libraries.txt" | cut -d' ' -f2 | tr '\n' ' ')"
 

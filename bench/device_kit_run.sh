@@ -16,13 +16,13 @@
 set -u
 kit_root=/tmp/gaaw-kit
 here=$(cd "$(dirname "$0")" && pwd)
-out=${OUT:-$here/out}
+result_dir=${OUT:-$here/out}
 budget=${BUDGET_S:-300}
 smoke_s=${SMOKE_S:-60}
 logs=${KIT_LOGS:-/tmp/gaaw-kit-logs}
-mkdir -p "$out"
+mkdir -p "$result_dir"
 rm -rf "$logs" && mkdir -p "$logs"
-summary=$out/summary.txt
+summary=$result_dir/summary.txt
 : > "$summary"
 failed=0
 line() { echo "kit: $*" | tee -a "$summary"; }
@@ -47,17 +47,16 @@ else:
 }
 pack_logs() {
   if have_xz; then
-    tar -C "$logs" -cf - . 2> /dev/null | xz -1 > "$out/logs.tar.xz.tmp"
+    tar -C "$logs" -cf - . 2> /dev/null | xz -1 > "$result_dir/logs.tar.xz.tmp"
   else
-    py_tar c "$out/logs.tar.xz.tmp" "$logs"
-  fi && mv "$out/logs.tar.xz.tmp" "$out/logs.tar.xz"
+    py_tar c "$result_dir/logs.tar.xz.tmp" "$logs"
+  fi && mv "$result_dir/logs.tar.xz.tmp" "$result_dir/logs.tar.xz"
 }
 finish() {
   line "done INFO ${SECONDS} s of a ${budget} s budget"
   pack_logs
   exit "$1"
 }
-status_of() { case "$1" in 0) echo PASS ;; 77) echo SKIP ;; 124 | 137) echo TIMEOUT ;; *) echo FAIL ;; esac; }
 
 # ---------------------------------------------------------------- the driver
 gpus=0
@@ -137,21 +136,10 @@ export GAAW_LOG=${GAAW_LOG:-warn}
 build=$kit_root/build
 
 # ---------------------------------------------------------------- smoke
-smoke_item() { # ITEM LIMIT_S LOG command...: runs it within the smoke budget
-  local item=$1 limit=$2 log=$3 left=$((smoke_s - SECONDS))
-  shift 3
-  if [ "$left" -lt 3 ]; then
-    result "$item" SKIP "the smoke stage's ${smoke_s} s are spent"
-    rc=200
-    return
-  fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  local t=$SECONDS
-  timeout --signal=KILL "$limit" "$@" > "$logs/$log" 2>&1
-  rc=$?
-  elapsed=$((SECONDS - t))
-}
-smoke_item versions 10 versions.log "$build/examples/gaaw-info"
+# run_item, status_of, summary_of, over the smoke stage's budget and the logs folder
+. "$kit_root/src/bench/device_check_util.sh"
+out=$logs budget_all=$budget budget=$smoke_s
+run_item versions 3 10 versions.log "$build/examples/gaaw-info"
 [ "$rc" -eq 200 ] || result versions "$(status_of $rc)" "$(head -n 1 "$logs/versions.log"); $(grep -i -m2 'cuda\|nccl' "$logs/versions.log" | tr '\n' ' ')"
 
 # Every program, mpiexec, its proxy and UCX's modules load: all libraries found, every
@@ -169,11 +157,12 @@ done
 rm -f "$logs/load.tmp"
 if [ -z "$bad" ]; then result loads PASS "every program, mpiexec, its proxy and UCX module of the kit"; else result loads FAIL "$bad (see loads.log)"; fi
 
-smoke_item conformance 40 conformance.log "$build/tests/cuda/test_conformance_cuda"
-[ "$rc" -eq 200 ] || result conformance "$(status_of $rc)" "${elapsed} s: $(grep -E 'checks (passed|failed)' "$logs/conformance.log" | tail -n 1)"
+run_item conformance 3 40 conformance.log "$build/tests/cuda/test_conformance_cuda"
+[ "$rc" -eq 200 ] || result conformance "$(status_of $rc)" "${elapsed} s: $(summary_of conformance.log)"
 
-smoke_item mpi 20 mpi.log mpiexec -n 2 "$build/tests/mpi/test_comm_alias_np2"
-[ "$rc" -eq 200 ] || result mpi "$(status_of $rc)" "mpiexec -n 2 (host): $(grep -E 'checks (passed|failed)' "$logs/mpi.log" | tail -n 1)"
+run_item mpi 3 20 mpi.log mpiexec -n 2 "$build/tests/mpi/test_comm_alias_np2"
+[ "$rc" -eq 200 ] || result mpi "$(status_of $rc)" "mpiexec -n 2 (host): $(summary_of mpi.log)"
+budget=$budget_all
 line "smoke INFO ${SECONDS} s"
 pack_logs
 
