@@ -36,6 +36,8 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
   X(swiglu_forward, (gaaw_context_t ctx, gaaw_cten x, gaaw_ten y))                                  \
   X(swiglu_backward, (gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_ten dx))                  \
   X(rope, (gaaw_context_t ctx, gaaw_cten x, gaaw_cten table, int64_t heads, int inverse, gaaw_ten y)) \
+  X(qkv_heads, (gaaw_context_t ctx, gaaw_ten qkv, int64_t kv_heads, int backward, gaaw_ten q, gaaw_ten k,  \
+                gaaw_ten v))                                                                        \
   X(bias_add, (gaaw_context_t ctx, gaaw_ten y, gaaw_cten b))                                        \
   X(bias_backward, (gaaw_context_t ctx, gaaw_cten dy, gaaw_ten db))                                 \
   X(add, (gaaw_context_t ctx, gaaw_cten a, gaaw_cten b, gaaw_ten y))                                \

@@ -60,6 +60,9 @@ cudaError_t gaaw_cuda_swiglu_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_
  * rotated (inverse: back), the others copied */
 cudaError_t gaaw_cuda_rope(cudaStream_t s, gaaw_cuda_dtype dt, int64_t B, int64_t Tn, int64_t NH, int64_t D,
                            int64_t heads, int inverse, const void *x, const float *table, void *y);
+/* qkv (B, T, H + 2 Hkv, D) <-> q, k, v (B, H, T, D) (gaaw_qkv_heads_forward / _backward). */
+cudaError_t gaaw_cuda_qkv_heads(cudaStream_t s, gaaw_cuda_dtype dt, int64_t B, int64_t H, int64_t Tn, int64_t D,
+                                int64_t Hkv, int backward, void *qkv, void *q, void *k, void *v);
 /* y: (N, C) += b: (C) */
 cudaError_t gaaw_cuda_bias_add(cudaStream_t s, gaaw_cuda_dtype dt, int64_t N, int64_t C, void *y, const void *b);
 /* y = a + b (y may be a or b); y += alpha x; x *= alpha */

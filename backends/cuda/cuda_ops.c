@@ -189,6 +189,14 @@ gaaw_status_t gaaw_cuda_op_rope(gaaw_context_t ctx, gaaw_cten x, gaaw_cten table
   return GAAW_SUCCESS;
 }
 
+gaaw_status_t gaaw_cuda_op_qkv_heads(gaaw_context_t ctx, gaaw_ten qkv, int64_t kv_heads, int backward, gaaw_ten q,
+                                    gaaw_ten k, gaaw_ten v)
+{
+  LAUNCH(gaaw_cuda_qkv_heads(STREAM, DT(q), q->shape[0], q->shape[1], q->shape[2], q->shape[3], kv_heads, backward,
+                             P(qkv), P(q), P(k), P(v)));
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_cuda_op_bias_add(gaaw_context_t ctx, gaaw_ten y, gaaw_cten b)
 {
   LAUNCH(gaaw_cuda_bias_add(STREAM, DT(y), rows_of(y), cols_of(y), P(y), P(b)));

@@ -125,6 +125,43 @@ __global__ void rope_kernel(int64_t n, int64_t Tn, int64_t NH, int64_t D, int64_
   }
 }
 
+/* Grouped-query attention's heads: forward one thread per element of q (and of k
+ * and v), (B, H, T, D) from qkv (B, T, H + 2 Hkv, D), key/value head j serving query
+ * heads j g .. j g + g - 1; backward one per element of dqkv, a key or value head's
+ * the sum of its g query heads' (the first, then + each next, in f32). */
+template <typename T>
+__global__ void qkv_heads_forward_kernel(int64_t n, int64_t H, int64_t Tn, int64_t D, int64_t Hkv, const T *qkv, T *q,
+                                         T *k, T *v)
+{
+  for (int64_t o = global_index(); o < n; o += global_stride()) {
+    int64_t d = o % D, r = o / D, t = r % Tn;
+    r /= Tn;
+    int64_t h = r % H, b = r / H, NH = H + 2 * Hkv, j = h / (H / Hkv), row = (b * Tn + t) * NH;
+    q[o] = qkv[(row + h) * D + d];
+    k[o] = qkv[(row + H + j) * D + d];
+    v[o] = qkv[(row + H + Hkv + j) * D + d];
+  }
+}
+
+template <typename T>
+__global__ void qkv_heads_backward_kernel(int64_t n, int64_t H, int64_t Tn, int64_t D, int64_t Hkv, const T *dq,
+                                          const T *dk, const T *dv, T *dqkv)
+{
+  const int64_t NH = H + 2 * Hkv, g = H / Hkv;
+  for (int64_t o = global_index(); o < n; o += global_stride()) {
+    int64_t d = o % D, r = o / D, h = r % NH, bt = r / NH, t = bt % Tn, b = bt / Tn;
+    if (h < H) {
+      dqkv[o] = dq[((b * H + h) * Tn + t) * D + d];
+      continue;
+    }
+    const T *src = h < H + Hkv ? dk : dv;
+    int64_t first = (h < H + Hkv ? h - H : h - H - Hkv) * g;
+    float sum = to_f32(src[((b * H + first) * Tn + t) * D + d]);
+    for (int64_t s = first + 1; s < first + g; s++) sum += to_f32(src[((b * H + s) * Tn + t) * D + d]);
+    dqkv[o] = from_f32<T>(sum);
+  }
+}
+
 /* ---------------------------------------------------------------- elementwise */
 
 template <typename T> __global__ void bias_add_kernel(int64_t N, int64_t C, T *y, const T *b)
@@ -318,6 +355,23 @@ cudaError_t gaaw_cuda_rope(cudaStream_t s, gaaw_cuda_dtype dt, int64_t B, int64_
   GAAW_CUDA_DISPATCH_FLOAT(dt, T,
                            rope_kernel<<<GAAW_POINTWISE(n)>>>(n, Tn, NH, D, heads, sign, copy, (const T *)x, table,
                                                                (T *)y));
+  return cudaGetLastError();
+}
+
+cudaError_t gaaw_cuda_qkv_heads(cudaStream_t s, gaaw_cuda_dtype dt, int64_t B, int64_t H, int64_t Tn, int64_t D,
+                                int64_t Hkv, int backward, void *qkv, void *q, void *k, void *v)
+{
+  int64_t n = backward ? B * Tn * (H + 2 * Hkv) * D : B * H * Tn * D;
+  if (n == 0) return cudaSuccess;
+  if (backward) {
+    GAAW_CUDA_DISPATCH_FLOAT(dt, T,
+                             qkv_heads_backward_kernel<<<GAAW_POINTWISE(n)>>>(n, H, Tn, D, Hkv, (const T *)q,
+                                                                              (const T *)k, (const T *)v, (T *)qkv));
+  } else {
+    GAAW_CUDA_DISPATCH_FLOAT(dt, T,
+                             qkv_heads_forward_kernel<<<GAAW_POINTWISE(n)>>>(n, H, Tn, D, Hkv, (const T *)qkv, (T *)q,
+                                                                             (T *)k, (T *)v));
+  }
   return cudaGetLastError();
 }
 

@@ -29,7 +29,7 @@
   X(sum_squares_partial) X(sum_squares_final) X(check_finite) X(permute_0213)                   \
   X(embedding_forward) X(embedding_backward) X(bias_gelu_forward) X(bias_residual_add) X(add_layernorm_forward)      \
   X(gelu_backward_set) X(cross_entropy_forward) X(flash_attention_forward) X(flash_attention_backward_dq)                   \
-  X(flash_attention_backward_dkv) X(rope)
+  X(flash_attention_backward_dkv) X(rope) X(qkv_heads_forward) X(qkv_heads_backward)
 #define OCL_KERNEL_ENUM(name) OCL_K_##name,
 typedef enum { OCL_KERNEL_LIST(OCL_KERNEL_ENUM) OCL_KERNEL_COUNT } ocl_kernel_id;
 #undef OCL_KERNEL_ENUM

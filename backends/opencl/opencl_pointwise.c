@@ -161,3 +161,20 @@ gaaw_status_t ocl_permute_0213(gaaw_context_t ctx, gaaw_cten x, gaaw_ten y)
                  OCL_VAL(xo), {sizeof(cl_mem), &y->buf->handle}, OCL_VAL(yo), OCL_VAL(B), OCL_VAL(C), OCL_VAL(D2),
                  OCL_VAL(total));
 }
+
+/* Grouped-query attention's heads (kernels in layout.cl): forward one item per
+ * element of q, backward one per element of dqkv. */
+gaaw_status_t ocl_qkv_heads(gaaw_context_t ctx, gaaw_ten qkv, int64_t kv_heads, int backward, gaaw_ten q, gaaw_ten k,
+                            gaaw_ten v)
+{
+  OCL_CHECK_F16("qkv_heads", qkv, q, k, v);
+  cl_long H = q->shape[1], T = q->shape[2], D = q->shape[3], Hkv = kv_heads;
+  if (!backward) {
+    cl_long n = gaaw_tensor_numel(q);
+    return OCL_RUN(ctx, OCL_K_qkv_heads_forward, ocl_ew_groups(n), OCL_EW_WG, OCL_TEN(qkv), OCL_TEN(q), OCL_TEN(k),
+                   OCL_TEN(v), OCL_VAL(H), OCL_VAL(T), OCL_VAL(D), OCL_VAL(Hkv), OCL_VAL(n));
+  }
+  cl_long n = gaaw_tensor_numel(qkv);
+  return OCL_RUN(ctx, OCL_K_qkv_heads_backward, ocl_ew_groups(n), OCL_EW_WG, OCL_TEN(q), OCL_TEN(k), OCL_TEN(v),
+                 OCL_TEN(qkv), OCL_VAL(H), OCL_VAL(T), OCL_VAL(D), OCL_VAL(Hkv), OCL_VAL(n));
+}

@@ -221,6 +221,17 @@ gaaw_status_t gaaw_cast(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_
  * Splits and merges attention heads ((B, T, H, D) <-> (B, H, T, D)) and interleaves
  * column blocks gathered over ranks. Its own backward: permute dy with its shape. */
 gaaw_status_t gaaw_permute_0213(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *y);
+/* Grouped-query attention's heads. Forward: the QKV projection's output qkv
+ * (B, T, Hq + 2 Hkv, D), its Hq query heads then Hkv key and Hkv value heads, into
+ * the attention core's q, k, v, each (B, Hq, T, D): key and value head j serves
+ * query heads j g .. j g + g - 1, g = Hq / Hkv (Hugging Face's repeat_kv); a copy.
+ * Backward: dqkv (overwritten) from dq, dk, dv, each key and value head's the sum
+ * of its g query heads' (in f32, in head order, rounded once). Hq is q's second
+ * dimension, Hkv = kv_heads, which divides it. Float dtypes, one for all. */
+gaaw_status_t gaaw_qkv_heads_forward(gaaw_context_t ctx, const gaaw_tensor_t *qkv, int64_t kv_heads, gaaw_tensor_t *q,
+                                     gaaw_tensor_t *k, gaaw_tensor_t *v);
+gaaw_status_t gaaw_qkv_heads_backward(gaaw_context_t ctx, const gaaw_tensor_t *dq, const gaaw_tensor_t *dk,
+                                      const gaaw_tensor_t *dv, int64_t kv_heads, gaaw_tensor_t *dqkv);
 /* out[0] = sum of x^2, summed in a fixed order (bit-identical run to run).
  * x: any float dtype   out: (1) f32 */
 gaaw_status_t gaaw_sum_squares(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *out);

@@ -231,6 +231,22 @@ static gaaw_status_t case_rope(run_t *r)
   return GAAW_SUCCESS;
 }
 
+/* Grouped-query attention's heads: 6 query heads over 2 kv heads (groups of 3), D 10. */
+static gaaw_status_t case_qkv_heads(run_t *r)
+{
+  enum { B = 2, T = 5, H = 6, KV = 2, D = 10 };
+  gaaw_tensor_t qkv = RAND(DT, -2, 2, B, T, H + 2 * KV, D), dqkv = RAND(DT, 0, 1, B, T, H + 2 * KV, D);
+  gaaw_tensor_t q = RAND(DT, 0, 1, B, H, T, D), k = RAND(DT, 0, 1, B, H, T, D), v = RAND(DT, 0, 1, B, H, T, D);
+  CALL(gaaw_qkv_heads_forward(CTX, &qkv, KV, &q, &k, &v));
+  keep(r, &q, "q");
+  keep(r, &k, "k");
+  keep(r, &v, "v");
+  gaaw_tensor_t dq = RAND(DT, -1, 1, B, H, T, D), dk = RAND(DT, -1, 1, B, H, T, D), dv = RAND(DT, -1, 1, B, H, T, D);
+  CALL(gaaw_qkv_heads_backward(CTX, &dq, &dk, &dv, KV, &dqkv));
+  keep(r, &dqkv, "dqkv");
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t case_elementwise(run_t *r)
 {
   gaaw_tensor_t y = RAND(DT, -1, 1, 40, 33), b = RAND(DT, -1, 1, 33), a = RAND(DT, -2, 2, 40, 33);
@@ -512,6 +528,7 @@ static const struct {
   {"silu", case_silu, 1e-5},            {"none (identity)", case_identity, 0},
   {"swiglu", case_swiglu, 1e-5},        {"elementwise", case_elementwise, 1e-5},
   {"rope", case_rope, 1e-5},
+  {"qkv_heads", case_qkv_heads, 1e-6},
   {"regression losses", case_regression, 1e-5},
   {"causal_softmax", case_softmax, 1e-5}, {"attention", case_attention, 1e-5},
   {"flash_attention", case_flash_attention, 1e-5},

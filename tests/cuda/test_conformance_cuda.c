@@ -305,6 +305,27 @@ static void check_rope(gaaw_dtype_t dt)
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
 }
 
+/* Grouped-query attention's heads at B 2, T 5, 6 query heads over 2 kv heads (groups of 3)
+ * and over 6 (multi-head), D 10: cut out, and summed back. */
+static void check_qkv_heads(gaaw_dtype_t dt)
+{
+  enum { B = 2, TT = 5, H = 6, D = 10 };
+  for (int kv = 2; kv <= 6; kv += 4) {
+    twin qkv, q, k, v, dqkv;
+    MAKE(qkv, dt, B, TT, H + 2 * kv, D), MAKE(dqkv, dt, B, TT, H + 2 * kv, D);
+    MAKE(q, dt, B, H, TT, D), MAKE(k, dt, B, H, TT, D), MAKE(v, dt, B, H, TT, D);
+    randomize(&qkv, -2, 2), randomize(&dqkv, 0, 1);
+    randomize(&q, 0, 1), randomize(&k, 0, 1), randomize(&v, 0, 1);
+    BOTH(gaaw_qkv_heads_forward(C, T(qkv), kv, T(q), T(k), T(v)));
+    compare(&q, 0, "qkv_heads q"), compare(&k, 0, "qkv_heads k"), compare(&v, 0, "qkv_heads v");
+    randomize(&q, -1, 1), randomize(&k, -1, 1), randomize(&v, -1, 1);
+    BOTH(gaaw_qkv_heads_backward(C, T(q), T(k), T(v), kv, T(dqkv)));
+    compare(&dqkv, 1e-6, "qkv_heads dqkv");
+    twin *all[] = {&qkv, &q, &k, &v, &dqkv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
+  }
+}
+
 /* Every element of the device copy is finite. */
 static void expect_finite(const twin *w, const char *what)
 {
@@ -660,6 +681,7 @@ int main(int argc, char **argv)
     check_norms(dtypes[i]);
     check_pointwise(dtypes[i]);
     check_rope(dtypes[i]);
+    check_qkv_heads(dtypes[i]);
     check_attention(dtypes[i]);
     check_attention_large_scores(dtypes[i]);
     check_embedding_loss(dtypes[i]);

@@ -1,6 +1,60 @@
 /* permute_0213 against index arithmetic, for every dtype, its own inverse, and bad
- * shapes. */
+ * shapes; qkv_heads (grouped-query attention's heads) against index arithmetic:
+ * forward a copy, backward the sum over each kv head's query heads. */
 #include "tests/unit/test_kernel_util.h"
+
+/* 6 query heads over kv heads (2: groups of 3; 1: multi-query; 6: multi-head). */
+static void check_qkv_heads(gaaw_context_t ctx, gaaw_dtype_t dt, int64_t KV)
+{
+  enum { B = 2, T = 3, H = 6, D = 4, NH_MAX = H + 2 * H };
+  const int64_t NH = H + 2 * KV, g = H / KV, n = B * H * T * D;
+  float x[B * T * NH_MAX * D], dq[B * H * T * D], dk[B * H * T * D], dv[B * H * T * D];
+  double want[3][B * H * T * D], dwant[B * T * NH_MAX * D];
+  uint64_t seed = 11 + (uint64_t)KV;
+  gaaw_tensor_t qkv = kt_random_tensor(ctx, dt, 4, (int64_t[]){B, T, NH, D}, -2, 2, &seed, x);
+  gaaw_tensor_t q = KT_NEW(ctx, dt, B, H, T, D), k = KT_NEW(ctx, dt, B, H, T, D), v = KT_NEW(ctx, dt, B, H, T, D);
+  gaaw_tensor_t gq = kt_random_tensor(ctx, dt, 4, (int64_t[]){B, H, T, D}, -1, 1, &seed, dq);
+  gaaw_tensor_t gk = kt_random_tensor(ctx, dt, 4, (int64_t[]){B, H, T, D}, -1, 1, &seed, dk);
+  gaaw_tensor_t gv = kt_random_tensor(ctx, dt, 4, (int64_t[]){B, H, T, D}, -1, 1, &seed, dv);
+  gaaw_tensor_t dqkv = KT_NEW(ctx, dt, B, T, NH, D);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = 0; t < T; t++)
+      for (int64_t e = 0; e < D; e++) {
+        for (int64_t h = 0; h < H; h++) {
+          int64_t o = ((b * H + h) * T + t) * D + e, row = (b * T + t) * NH;
+          want[0][o] = x[(row + h) * D + e];
+          want[1][o] = x[(row + H + h / g) * D + e];
+          want[2][o] = x[(row + H + KV + h / g) * D + e];
+          dwant[(row + h) * D + e] = dq[o];
+        }
+        for (int64_t j = 0; j < KV; j++) {
+          int64_t row = (b * T + t) * NH;
+          double sk = 0, sv = 0;
+          for (int64_t h = j * g; h < (j + 1) * g; h++) {
+            sk += dk[((b * H + h) * T + t) * D + e];
+            sv += dv[((b * H + h) * T + t) * D + e];
+          }
+          dwant[(row + H + j) * D + e] = sk;
+          dwant[(row + H + KV + j) * D + e] = sv;
+        }
+      }
+  expect_status_ctx(ctx, gaaw_qkv_heads_forward(ctx, &qkv, KV, &q, &k, &v), GAAW_SUCCESS);
+  kt_expect(ctx, &q, want[0], 0, "qkv_heads q, kv %lld, %s", (long long)KV, gaaw_dtype_name(dt));
+  kt_expect(ctx, &k, want[1], 0, "qkv_heads k, kv %lld, %s", (long long)KV, gaaw_dtype_name(dt));
+  kt_expect(ctx, &v, want[2], 0, "qkv_heads v, kv %lld, %s", (long long)KV, gaaw_dtype_name(dt));
+  expect_status_ctx(ctx, gaaw_qkv_heads_backward(ctx, &gq, &gk, &gv, KV, &dqkv), GAAW_SUCCESS);
+  kt_expect(ctx, &dqkv, dwant, kt_tol(dt), "qkv_heads dqkv, kv %lld, %s", (long long)KV, gaaw_dtype_name(dt));
+  (void)n;
+  /* bad input: kv heads that do not divide the query heads, a qkv of the wrong width */
+  if (KV == 2) {
+    expect_status_ctx(ctx, gaaw_qkv_heads_forward(ctx, &qkv, 4, &q, &k, &v), GAAW_ERR_INVALID_ARG);
+    expect_true(strstr(gaaw_last_error(ctx), "kv_heads (4) must be >= 1 and divide the 6 query heads") != NULL, "%s",
+                gaaw_last_error(ctx));
+    expect_status_ctx(ctx, gaaw_qkv_heads_backward(ctx, &gq, &gk, &gv, 3, &dqkv), GAAW_ERR_INVALID_ARG);
+  }
+  gaaw_tensor_t *all[] = {&qkv, &q, &k, &v, &gq, &gk, &gv, &dqkv};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) kt_free(ctx, all[i]);
+}
 
 int main(int argc, char **argv)
 {
@@ -29,6 +83,10 @@ int main(int argc, char **argv)
     kt_free(ctx, &y);
     kt_free(ctx, &back);
   }
+
+  for (int d = 0; d < 3; d++)
+    for (int64_t kv = 1; kv <= 6; kv++)
+      if (6 % kv == 0) check_qkv_heads(ctx, dtypes[d], kv);
 
   /* bad input */
   gaaw_tensor_t x = KT_NEW(ctx, GAAW_F32, A, B, C, D), y = KT_NEW(ctx, GAAW_F32, A, C, B, D);

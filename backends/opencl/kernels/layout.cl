@@ -34,3 +34,36 @@ __kernel void embedding_backward(TEN(tokens), TEN(dy), long vocab_start, TEN(dta
     if (row >= 0 && row < V) F32(dtable)[row * C + c] += LD(dy, n * C + c);
   }
 }
+
+/* Grouped-query attention's heads, forward: q, k, v (B, H, T, D) from qkv
+ * (B, T, H + 2 Hkv, D), key/value head j serving query heads j g .. j g + g - 1;
+ * one item per element of q (and the same element of k and v). */
+__kernel void qkv_heads_forward(TEN(qkv), TEN(q), TEN(k), TEN(v), long H, long T, long D, long Hkv, long n)
+{
+  long o = get_global_id(0);
+  if (o >= n) return;
+  long d = o % D, r = o / D, t = r % T;
+  r /= T;
+  long h = r % H, b = r / H, NH = H + 2 * Hkv, j = h / (H / Hkv), row = (b * T + t) * NH;
+  ST(q, o, LD(qkv, (row + h) * D + d));
+  ST(k, o, LD(qkv, (row + H + j) * D + d));
+  ST(v, o, LD(qkv, (row + H + Hkv + j) * D + d));
+}
+
+/* Backward: one item per element of dqkv; a key or value head's gradient is the sum
+ * of its g query heads' (the first, then + each next, in f32). */
+__kernel void qkv_heads_backward(TEN(dq), TEN(dk), TEN(dv), TEN(dqkv), long H, long T, long D, long Hkv, long n)
+{
+  long o = get_global_id(0);
+  if (o >= n) return;
+  long NH = H + 2 * Hkv, g = H / Hkv, d = o % D, r = o / D, h = r % NH, bt = r / NH, t = bt % T, b = bt / T;
+  if (h < H) {
+    ST(dqkv, o, LD(dq, ((b * H + h) * T + t) * D + d));
+    return;
+  }
+  long j = h < H + Hkv ? h - H : h - H - Hkv, first = j * g;
+  float sum = h < H + Hkv ? LD(dk, ((b * H + first) * T + t) * D + d) : LD(dv, ((b * H + first) * T + t) * D + d);
+  for (long s = first + 1; s < first + g; s++)
+    sum += h < H + Hkv ? LD(dk, ((b * H + s) * T + t) * D + d) : LD(dv, ((b * H + s) * T + t) * D + d);
+  ST(dqkv, o, sum);
+}
