@@ -33,6 +33,28 @@ void gaaw_gpt_config_default(gaaw_gpt_config_t *cfg)
   cfg->sequence_parallel = 0;
   cfg->seed = 1337;
   cfg->dtype = GAAW_F32;
+  cfg->kv_heads = 0;
+  cfg->head_dim = 0;
+  cfg->position = GAAW_POSITION_LEARNED;
+  cfg->rope_theta = 10000.0;
+  cfg->no_bias = 0;
+  cfg->norm_eps = GAAW_NORM_EPS;
+}
+
+void gaaw_gpt_config_llama(gaaw_gpt_config_t *cfg)
+{
+  if (!cfg) return;
+  cfg->position = GAAW_POSITION_ROPE;
+  if (cfg->rope_theta == 0) cfg->rope_theta = 10000.0;
+  cfg->norm = GAAW_NORM_RMSNORM;
+  cfg->activation = GAAW_ACT_SWIGLU;
+  cfg->no_bias = 1;
+  cfg->tied_embeddings = 0;
+  if (cfg->ffn == 0 && cfg->dim > 0) {
+    int64_t multiple = cfg->dim >= 1024 ? 256 : 32, hidden = 8 * (int64_t)cfg->dim / 3;
+    hidden = (hidden + multiple - 1) / multiple * multiple;
+    cfg->ffn = hidden <= INT_MAX ? (int)hidden : 0; /* too large: gaaw_model_create_gpt says so */
+  }
 }
 
 static int sequence_parallel(gaaw_model_t m)
@@ -43,6 +65,11 @@ static int sequence_parallel(gaaw_model_t m)
 static int64_t local_rows(gaaw_model_t m, const gaaw_frame *f)
 {
   return sequence_parallel(m) ? f->rows / m->tp_size : f->rows;
+}
+
+static int learned_positions(gaaw_model_t m)
+{
+  return m->gpt.position == GAAW_POSITION_LEARNED;
 }
 
 static int64_t vocab_start(gaaw_model_t m)
@@ -70,9 +97,10 @@ static gaaw_status_t embedding_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame
   if (st == GAAW_SUCCESS && sequence_parallel(m)) st = gaaw_tp_reduce_scatter_rows(m->tp, full, y);
   if (st == GAAW_SUCCESS && !sequence_parallel(m)) st = gaaw_tp_allreduce(m->tp, full);
   if (st == GAAW_SUCCESS && !sequence_parallel(m)) st = gaaw_cast(ctx, full, y);
-  if (st == GAAW_SUCCESS) st = gaaw_scratch_alloc(m, &s, 0, GAAW_SHAPE(Nl, C), &pe);
-  if (st == GAAW_SUCCESS) st = gaaw_embedding_forward(ctx, &pos, gaaw_layer_param(m, l, E_WPE), 0, pe);
-  if (st == GAAW_SUCCESS) st = gaaw_add(ctx, y, pe, y);
+  if (st == GAAW_SUCCESS && learned_positions(m)) st = gaaw_scratch_alloc(m, &s, 0, GAAW_SHAPE(Nl, C), &pe);
+  if (st == GAAW_SUCCESS && learned_positions(m))
+    st = gaaw_embedding_forward(ctx, &pos, gaaw_layer_param(m, l, E_WPE), 0, pe);
+  if (st == GAAW_SUCCESS && learned_positions(m)) st = gaaw_add(ctx, y, pe, y);
   gaaw_scratch_free(m, &s);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
@@ -84,7 +112,7 @@ static gaaw_status_t embedding_backward(gaaw_model_t m, gaaw_layer *l, gaaw_fram
   gaaw_context_t ctx = m->ctx;
   int64_t C = m->gpt.dim, N = f->rows, Nl = local_rows(m, f);
   gaaw_tensor_t pos = gaaw_rows_view(&f->positions, sequence_parallel(m) ? m->tp_rank * Nl : 0, Nl);
-  GAAW_CHECK(gaaw_embedding_backward(ctx, &pos, dy, 0, gaaw_layer_grad(m, l, E_WPE)));
+  if (learned_positions(m)) GAAW_CHECK(gaaw_embedding_backward(ctx, &pos, dy, 0, gaaw_layer_grad(m, l, E_WPE)));
   if (!sequence_parallel(m)) {
     GAAW_CHECK(gaaw_embedding_backward(ctx, &f->tokens, dy, vocab_start(m), gaaw_layer_grad(m, l, E_WTE)));
     return GAAW_SUCCESS;
@@ -109,7 +137,7 @@ static void embedding_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk 
   if (!backward) {
     gaaw_mem_output(w, gaaw_mem_act(m, local_rows(m, f) * C));
     gaaw_mem_scratch(w, gaaw_mem_act(m, f->rows * C));
-    gaaw_mem_scratch(w, gaaw_mem_act(m, local_rows(m, f) * C));
+    if (learned_positions(m)) gaaw_mem_scratch(w, gaaw_mem_act(m, local_rows(m, f) * C));
   } else if (sequence_parallel(m)) {
     gaaw_mem_scratch(w, gaaw_mem_act(m, f->rows * C));
   }
@@ -163,7 +191,7 @@ static gaaw_status_t head_forward_body(gaaw_model_t m, gaaw_layer *l, gaaw_frame
   GAAW_CHECK(gaaw_layer_alloc(m, f, l, HS_H, 0, GAAW_SHAPE(Nl, C), &h));
   if (layernorm) GAAW_CHECK(gaaw_layer_alloc_stat(m, f, l, HS_MEAN, Nl, &mean));
   GAAW_CHECK(gaaw_layer_alloc_stat(m, f, l, HS_RSTD, Nl, &rstd));
-  GAAW_CHECK(gaaw_norm_forward(ctx, m->gpt.norm, x, gaaw_layer_param(m, l, H_LNF_W),
+  GAAW_CHECK(gaaw_norm_forward(ctx, m->gpt.norm, m->gpt.norm_eps, x, gaaw_layer_param(m, l, H_LNF_W),
                                layernorm ? gaaw_layer_param(m, l, H_LNF_B) : NULL, h, mean, rstd));
   hg = h;
   if (sequence_parallel(m)) {
@@ -270,6 +298,46 @@ const gaaw_layer_ops gaaw_gpt_head_ops = {"lm head and cross-entropy", head_forw
 
 /* ---------------------------------------------------------------- builder */
 
+static const char *position_name(gaaw_position_t p)
+{
+  return p == GAAW_POSITION_LEARNED ? "learned" : p == GAAW_POSITION_ROPE ? "rope" : "?";
+}
+
+/* The attention's sizes: kv heads, head width, and the parts each kv head's rows
+ * split into over tp (kv_heads itself when tp exceeds it: replicated). */
+static int kv_heads_of(const gaaw_gpt_config_t *g)
+{
+  return g->kv_heads ? g->kv_heads : g->heads;
+}
+
+static int head_dim_of(const gaaw_gpt_config_t *g)
+{
+  return g->head_dim ? g->head_dim : g->heads ? g->dim / g->heads : 0;
+}
+
+static gaaw_status_t check_attention(gaaw_context_t ctx, const gaaw_gpt_config_t *g, int tp)
+{
+  int kv = kv_heads_of(g), hd = head_dim_of(g);
+  GAAW_ARG_CHECK(ctx, g->kv_heads >= 0, "kv_heads must be >= 0 (0 = heads), got %d", g->kv_heads);
+  GAAW_ARG_CHECK(ctx, g->head_dim >= 0, "head_dim must be >= 0 (0 = dim / heads), got %d", g->head_dim);
+  GAAW_ARG_CHECK(ctx, g->head_dim || g->dim % g->heads == 0,
+                 "dim (%d) must be divisible by heads (%d), or head_dim given", g->dim, g->heads);
+  GAAW_ARG_CHECK(ctx, hd >= 1, "head_dim is %d: dim / heads must be >= 1", hd);
+  GAAW_ARG_CHECK(ctx, g->heads % kv == 0, "heads (%d) must be divisible by kv_heads (%d)", g->heads, kv);
+  GAAW_ARG_CHECK(ctx, g->heads % tp == 0, "heads (%d) must be divisible by tp (%d)", g->heads, tp);
+  GAAW_ARG_CHECK(ctx, kv % tp == 0 || tp % kv == 0,
+                 "kv_heads (%d) and tp (%d): one must divide the other (kv heads split over tp, or each replicated on "
+                 "tp / kv_heads ranks)", kv, tp);
+  GAAW_ARG_CHECK(ctx, g->position == GAAW_POSITION_LEARNED || g->position == GAAW_POSITION_ROPE,
+                 "position %d is not a gaaw_position_t", (int)g->position);
+  GAAW_ARG_CHECK(ctx, g->position != GAAW_POSITION_ROPE || hd % 2 == 0, "RoPE needs an even head_dim, got %d", hd);
+  GAAW_ARG_CHECK(ctx, isfinite(g->rope_theta) && g->rope_theta >= 0 && (g->rope_theta == 0 || g->rope_theta > 1),
+                 "rope_theta must be > 1 (0 = 10000), got %g", g->rope_theta);
+  GAAW_ARG_CHECK(ctx, isfinite(g->norm_eps) && g->norm_eps >= 0, "norm_eps must be finite and >= 0 (0 = 1e-5), got %g",
+                 (double)g->norm_eps);
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t check_gpt_config(gaaw_context_t ctx, const gaaw_gpt_config_t *g, int tp)
 {
   GAAW_ARG_CHECK(ctx, g->vocab >= 1, "vocab must be >= 1, got %d", g->vocab);
@@ -278,17 +346,17 @@ static gaaw_status_t check_gpt_config(gaaw_context_t ctx, const gaaw_gpt_config_
   GAAW_ARG_CHECK(ctx, g->heads >= 1, "heads must be >= 1, got %d", g->heads);
   GAAW_ARG_CHECK(ctx, g->dim >= 1, "dim must be >= 1, got %d", g->dim);
   GAAW_ARG_CHECK(ctx, g->ffn >= 0, "ffn must be >= 0 (0 = 4 x dim), got %d", g->ffn);
-  GAAW_ARG_CHECK(ctx, g->dim % g->heads == 0, "dim (%d) must be divisible by heads (%d)", g->dim, g->heads);
-  GAAW_ARG_CHECK(ctx, g->heads % tp == 0, "heads (%d) must be divisible by tp (%d)", g->heads, tp);
+  GAAW_CHECK(check_attention(ctx, g, tp));
   /* widths in 64 bits: each must fit the int of the config and of the kernels */
-  int64_t ffn = g->ffn ? g->ffn : 4 * (int64_t)g->dim, qkv = 3 * (int64_t)g->dim;
+  int64_t ffn = g->ffn ? g->ffn : 4 * (int64_t)g->dim;
   int64_t fc = g->activation == GAAW_ACT_SWIGLU ? 2 * ffn : ffn;
   GAAW_ARG_CHECK(ctx, ffn <= INT_MAX, "dim %d is too large: the MLP width 4 x dim = %lld exceeds %d", g->dim,
                  (long long)ffn, INT_MAX);
-  GAAW_ARG_CHECK(ctx, qkv <= INT_MAX, "dim %d is too large: the attention width 3 x dim = %lld exceeds %d", g->dim,
-                 (long long)qkv, INT_MAX);
   GAAW_ARG_CHECK(ctx, fc <= INT_MAX, "ffn %lld is too large for SwiGLU: its input width 2 x ffn = %lld exceeds %d",
                  (long long)ffn, (long long)fc, INT_MAX);
+  int64_t qkv = ((int64_t)g->heads + 2 * (int64_t)kv_heads_of(g)) * head_dim_of(g);
+  GAAW_ARG_CHECK(ctx, qkv <= INT_MAX, "the attention width (heads + 2 kv_heads) x head_dim = %lld exceeds %d",
+                 (long long)qkv, INT_MAX);
   GAAW_ARG_CHECK(ctx, ffn % tp == 0, "ffn (%lld) must be divisible by tp (%d)", (long long)ffn, tp);
   GAAW_ARG_CHECK(ctx, g->norm == GAAW_NORM_LAYERNORM || g->norm == GAAW_NORM_RMSNORM, "norm %d is not a gaaw_norm_t",
                  (int)g->norm);
@@ -319,6 +387,12 @@ static int gpt_fields(const void *cfg, gaaw_field *f)
   f[n++] = GAAW_FIELD_INT("sequence_parallel", g->sequence_parallel != 0);
   f[n++] = GAAW_FIELD_INT("seed", (int64_t)g->seed);
   f[n++] = GAAW_FIELD_NAMED("dtype", g->dtype, gaaw_dtype_name(g->dtype));
+  f[n++] = GAAW_FIELD_INT("kv_heads", g->kv_heads);
+  f[n++] = GAAW_FIELD_INT("head_dim", g->head_dim);
+  f[n++] = GAAW_FIELD_NAMED("position", g->position, position_name(g->position));
+  f[n++] = GAAW_FIELD_REAL("rope_theta", g->rope_theta);
+  f[n++] = GAAW_FIELD_INT("no_bias", g->no_bias != 0);
+  f[n++] = GAAW_FIELD_FLOAT("norm_eps", g->norm_eps);
   return n;
 }
 
@@ -343,51 +417,90 @@ static gaaw_status_t add_norm(gaaw_model_t m, gaaw_layer *l, int slot_w, int slo
   return GAAW_SUCCESS;
 }
 
-/* Parameters of block i, in the slots of gpt_block.c, with nanoGPT's names. */
+/* The fused QKV's blocks on the split axis (heads x head_dim rows each): q split
+ * over tp, k and v split over tp or, when tp exceeds kv_heads, into kv_heads parts
+ * each replicated on tp / kv_heads ranks. */
+static gaaw_param_blocks qkv_blocks(gaaw_model_t m)
+{
+  const gaaw_gpt_config_t *g = &m->gpt;
+  int kv_parts = g->kv_heads % m->tp_size == 0 ? m->tp_size : g->kv_heads;
+  int64_t q = (int64_t)g->heads * g->head_dim, kv = (int64_t)g->kv_heads * g->head_dim;
+  return (gaaw_param_blocks){3, {q, kv, kv}, {m->tp_size, kv_parts, kv_parts}};
+}
+
+/* Parameters of block i, in the slots of gpt_block.c, with nanoGPT's names; the
+ * biases only without no_bias. */
 static gaaw_status_t add_block(gaaw_model_t m, gaaw_layer *l, int i)
 {
   gaaw_context_t ctx = m->ctx;
   const gaaw_gpt_config_t *g = &m->gpt;
   int64_t C = g->dim, F = g->ffn, Fu = g->activation == GAAW_ACT_SWIGLU ? 2 * F : F;
-  int fu_blocks = g->activation == GAAW_ACT_SWIGLU ? 2 : 1;
+  int64_t Q = (int64_t)g->heads * g->head_dim, QKV = Q + 2 * (int64_t)g->kv_heads * g->head_dim;
+  int fu_blocks = g->activation == GAAW_ACT_SWIGLU ? 2 : 1, bias = !g->no_bias;
   float std = 0.02f, residual_std = 0.02f / sqrtf(2.0f * (float)g->layers);
+  gaaw_param_blocks qkv = qkv_blocks(m);
   char p[32], name[GAAW_PARAM_NAME_MAX];
   snprintf(p, sizeof p, "h.%d", i);
 #define NAME(suffix) (snprintf(name, sizeof name, "%s.%s", p, suffix), name)
   snprintf(name, sizeof name, "%s.ln_1", p);
   GAAW_CHECK(add_norm(m, l, 0, 1, name));
-  GAAW_CHECK(gaaw_model_add_param(m, l, 2, NAME("attn.c_attn.weight"), 2, 3 * C, C, 0, 3, GAAW_INIT_NORMAL, std));
-  GAAW_CHECK(gaaw_model_add_param(m, l, 3, NAME("attn.c_attn.bias"), 1, 3 * C, 0, 0, 3, GAAW_INIT_CONSTANT, 0));
-  GAAW_CHECK(gaaw_model_add_param(m, l, 4, NAME("attn.c_proj.weight"), 2, C, C, 1, 1, GAAW_INIT_NORMAL, residual_std));
-  GAAW_CHECK(gaaw_model_add_param(m, l, 5, NAME("attn.c_proj.bias"), 1, C, 0, -1, 1, GAAW_INIT_CONSTANT, 0));
+  GAAW_CHECK(gaaw_model_add_param_blocks(m, l, 2, NAME("attn.c_attn.weight"), 2, QKV, C, 0, &qkv, GAAW_INIT_NORMAL,
+                                         std));
+  if (bias)
+    GAAW_CHECK(gaaw_model_add_param_blocks(m, l, 3, NAME("attn.c_attn.bias"), 1, QKV, 0, 0, &qkv, GAAW_INIT_CONSTANT,
+                                           0));
+  GAAW_CHECK(gaaw_model_add_param(m, l, 4, NAME("attn.c_proj.weight"), 2, C, Q, 1, 1, GAAW_INIT_NORMAL, residual_std));
+  if (bias) GAAW_CHECK(gaaw_model_add_param(m, l, 5, NAME("attn.c_proj.bias"), 1, C, 0, -1, 1, GAAW_INIT_CONSTANT, 0));
   mark_partial(m, l, 5, sequence_parallel(m));
   snprintf(name, sizeof name, "%s.ln_2", p);
   GAAW_CHECK(add_norm(m, l, 6, 7, name));
   GAAW_CHECK(gaaw_model_add_param(m, l, 8, NAME("mlp.c_fc.weight"), 2, Fu, C, 0, fu_blocks, GAAW_INIT_NORMAL, std));
-  GAAW_CHECK(gaaw_model_add_param(m, l, 9, NAME("mlp.c_fc.bias"), 1, Fu, 0, 0, fu_blocks, GAAW_INIT_CONSTANT, 0));
+  if (bias)
+    GAAW_CHECK(gaaw_model_add_param(m, l, 9, NAME("mlp.c_fc.bias"), 1, Fu, 0, 0, fu_blocks, GAAW_INIT_CONSTANT, 0));
   GAAW_CHECK(gaaw_model_add_param(m, l, 10, NAME("mlp.c_proj.weight"), 2, C, F, 1, 1, GAAW_INIT_NORMAL, residual_std));
-  GAAW_CHECK(gaaw_model_add_param(m, l, 11, NAME("mlp.c_proj.bias"), 1, C, 0, -1, 1, GAAW_INIT_CONSTANT, 0));
+  if (bias) GAAW_CHECK(gaaw_model_add_param(m, l, 11, NAME("mlp.c_proj.bias"), 1, C, 0, -1, 1, GAAW_INIT_CONSTANT, 0));
   mark_partial(m, l, 11, sequence_parallel(m));
 #undef NAME
   return GAAW_SUCCESS;
 }
 
 /* Pipeline stages over embedding, blocks and head, balanced by forward FLOPs per
- * token: a block's four projections and MLP (24 C^2 with ffn 4C) and attention
- * (4 T C), the head's 2 C V; the embedding's lookup is nearly free. */
+ * token: a block's projections (2 C (heads + 2 kv_heads) D for QKV, 2 heads D C for
+ * the output) and MLP (4 C ffn: SwiGLU's third matrix is left out, as it always
+ * was, to keep the stage plans of existing runs) and attention (4 T heads D), the
+ * head's 2 C V; the embedding's lookup is nearly free. */
 static gaaw_status_t plan_gpt_stages(gaaw_model_t m)
 {
   const gaaw_gpt_config_t *g = &m->gpt;
   int n = g->layers + 2;
-  double C = g->dim, F = g->ffn, T = g->max_seq, V = g->vocab;
+  double C = g->dim, F = g->ffn, T = g->max_seq, V = g->vocab, HD = (double)g->heads * g->head_dim;
+  double KD = (double)g->kv_heads * g->head_dim;
   double *cost = malloc(sizeof(double) * (size_t)n);
   if (!cost) GAAW_FAIL(m->ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d layer costs", n);
   cost[0] = 2 * C;
-  for (int i = 1; i <= g->layers; i++) cost[i] = 8 * C * C + 4 * C * F + 4 * T * C;
+  for (int i = 1; i <= g->layers; i++) cost[i] = 2 * C * (HD + 2 * KD) + 2 * HD * C + 4 * C * F + 4 * T * HD;
   cost[n - 1] = 2 * C * V;
   gaaw_status_t st = gaaw_model_plan_stages(m, n, 1, 1, cost);
   free(cost);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(m->ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+/* RoPE's cos | sin table for positions 0..max_seq-1, on the device (f32). */
+static gaaw_status_t upload_rope_table(gaaw_model_t m)
+{
+  gaaw_context_t ctx = m->ctx;
+  const gaaw_gpt_config_t *g = &m->gpt;
+  if (g->position != GAAW_POSITION_ROPE || m->planned_only) return GAAW_SUCCESS;
+  int64_t T = g->max_seq, D = g->head_dim;
+  float *host = malloc(sizeof(float) * (size_t)(T * D));
+  if (!host) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the RoPE table (%lld x %lld)", (long long)T,
+                       (long long)D);
+  gaaw_status_t st = gaaw_rope_table(T, D, 0, g->rope_theta, host);
+  if (st == GAAW_SUCCESS) st = gaaw_tensor_alloc(ctx, GAAW_F32, 2, (int64_t[]){T, D}, GAAW_MEM_PARAMS, &m->rope_table);
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_write(ctx, m->rope_table.buf, 0, host, sizeof(float) * (size_t)(T * D));
+  free(host);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
 
@@ -403,8 +516,10 @@ static gaaw_status_t build_gpt(gaaw_model_t m)
 
   GAAW_CHECK(gaaw_model_add_layer(m, &gaaw_gpt_embedding_ops, &l));
   GAAW_CHECK(gaaw_model_add_param(m, l, E_WTE, "wte.weight", 2, g->vocab, g->dim, 0, 1, GAAW_INIT_NORMAL, 0.02f));
-  GAAW_CHECK(gaaw_model_add_param(m, l, E_WPE, "wpe.weight", 2, g->max_seq, g->dim, -1, 1, GAAW_INIT_NORMAL, 0.02f));
-  mark_partial(m, l, E_WPE, sequence_parallel(m));
+  if (learned_positions(m)) {
+    GAAW_CHECK(gaaw_model_add_param(m, l, E_WPE, "wpe.weight", 2, g->max_seq, g->dim, -1, 1, GAAW_INIT_NORMAL, 0.02f));
+    mark_partial(m, l, E_WPE, sequence_parallel(m));
+  }
   int wte = l->params[E_WTE];
   for (int i = 0; i < g->layers; i++) {
     GAAW_CHECK(gaaw_model_add_layer(m, &gaaw_gpt_block_ops, &l));
@@ -426,6 +541,7 @@ static gaaw_status_t build_gpt(gaaw_model_t m)
   if (wte >= 0 && g->tied_embeddings && !gaaw_model_owns_layer(m, m->nlayers - 1))
     m->params.items[wte].tied_peer = gaaw_model_layer_rank(m, m->nlayers - 1);
   GAAW_CHECK(gaaw_model_finish(m, g->seed));
+  GAAW_CHECK(upload_rope_table(m));
   return GAAW_SUCCESS;
 }
 
@@ -439,7 +555,13 @@ static gaaw_status_t gpt_adopt(gaaw_model_t m, const void *cfg)
   const gaaw_gpt_config_t *g = cfg;
   m->gpt = *g;
   GAAW_CHECK_CTX(m->ctx, check_gpt_config(m->ctx, g, m->tp_size));
-  if (!m->gpt.ffn) m->gpt.ffn = 4 * g->dim; /* checked to fit */
+  /* the defaults of zeroed fields, resolved once (checked to fit) */
+  if (!m->gpt.ffn) m->gpt.ffn = 4 * g->dim;
+  m->gpt.kv_heads = kv_heads_of(g);
+  m->gpt.head_dim = head_dim_of(g);
+  if (m->gpt.rope_theta == 0) m->gpt.rope_theta = 10000.0;
+  if (m->gpt.norm_eps == 0) m->gpt.norm_eps = GAAW_NORM_EPS;
+  m->gpt.no_bias = g->no_bias != 0;
   return GAAW_SUCCESS;
 }
 
@@ -485,13 +607,14 @@ static int inference_layers(gaaw_model_t m)
 
 /* wpe, and wte unless the LM head is tied to it (then its logit matmul counts),
  * are table lookups; attention's QK^T and product with V over the full context
- * cost 4 FLOPs per position and width forward and 8 backward. */
+ * cost 4 FLOPs per position and query width (heads x head_dim) forward and 8
+ * backward; RoPE and the norms are left out, as in Megatron's and PaLM's counts. */
 static void gpt_flops(gaaw_model_t m, double *lookup_params, double *extra_flops)
 {
   const gaaw_gpt_config_t *g = &m->gpt;
-  double C = g->dim, T = g->max_seq;
-  *lookup_params = T * C + (g->tied_embeddings ? 0 : (double)g->vocab * C);
-  *extra_flops = 12 * (double)g->layers * T * C;
+  double C = g->dim, T = g->max_seq, HD = (double)g->heads * g->head_dim;
+  *lookup_params = (learned_positions(m) ? T * C : 0) + (g->tied_embeddings ? 0 : (double)g->vocab * C);
+  *extra_flops = 12 * (double)g->layers * T * HD;
 }
 
 static const gaaw_model_kind_ops gpt_kind = {

@@ -1,10 +1,13 @@
-/* The GPT transformer block on this rank (pre-norm, GPT-2):
+/* The GPT transformer block on this rank (pre-norm; GPT-2, or LLaMA's with RoPE,
+ * grouped-query attention and no biases):
  *   x2  = x  + attn(norm_1(x))     heads split over tp: QKV column-parallel,
  *                                  output projection row-parallel
  *   out = x2 + mlp(norm_2(x2))     c_fc column-parallel, c_proj row-parallel
  * Shapes (P = tp, N = B*T tokens, Nl = N/P with sequence parallelism else N,
- * C = dim, Hl = heads/P, D = C/heads, Cl = C/P, Fl = ffn/P):
- *   x, x2, out: (Nl, C)   qkv: (N, 3 Cl)   q, k, v: (B Hl, T, D)   att: (N, Cl)
+ * C = dim, Hl = heads/P query heads, Kl = this rank's kv heads (kv_heads/P, or 1
+ * when P exceeds kv_heads: replicated), D = head_dim, Ql = Hl D, Fl = ffn/P):
+ *   x, x2, out: (Nl, C)   qkv: (N, (Hl + 2 Kl) D) = (B, T, Hl + 2 Kl, D)
+ *   q, k, v: (B Hl, T, D) (k and v repeated over their query heads)   att: (N, Ql)
  *   u: (N, Fl) or (N, 2 Fl) for SwiGLU   a: (N, Fl) */
 #include <string.h>
 
@@ -17,12 +20,12 @@
 /* parameter slots */
 enum { P_LN1_W, P_LN1_B, P_ATTN_W, P_ATTN_B, P_PROJ_W, P_PROJ_B, P_LN2_W, P_LN2_B, P_FC_W, P_FC_B, P_FC2_W, P_FC2_B };
 /* saved-for-backward slots (S_PROBS with the matrix attention, S_LSE with the blocked;
- * S_QKVP: q, k, v as (3, B Hl, T, D), or the projection's (N, 3 Cl) with qkv_core) */
+ * S_QKVP: q, k, v as (3, B Hl, T, D), or the projection's (N, 3 Ql) with qkv_core) */
 enum { S_H1, S_MEAN1, S_RSTD1, S_H1G, S_QKVP, S_PROBS, S_ATT, S_X2, S_H2, S_MEAN2, S_RSTD2, S_H2G, S_U, S_A, S_LSE };
 
 typedef struct {
   gaaw_frame *f; /* the microbatch */
-  int64_t B, T, N, Nl, C, Hl, D, Cl, Fl, Fu;
+  int64_t B, T, N, Nl, C, Hl, Kl, D, Ql, QKVl, Fl, Fu;
   int sp;
   int blocked;  /* the attention core: blocked (1) or matrix (0), blocked_attention */
   int qkv_core; /* the matrix core reads the QKV projection's layout (qkv_attention) */
@@ -43,8 +46,10 @@ static block_dims dims_of(gaaw_model_t m, gaaw_frame *f)
   d.Nl = d.sp ? d.N / m->tp_size : d.N;
   d.C = g->dim;
   d.Hl = g->heads / m->tp_size;
-  d.D = g->dim / g->heads;
-  d.Cl = g->dim / m->tp_size;
+  d.Kl = g->kv_heads >= m->tp_size ? g->kv_heads / m->tp_size : 1;
+  d.D = g->head_dim;
+  d.Ql = d.Hl * d.D;
+  d.QKVl = (d.Hl + 2 * d.Kl) * d.D;
   d.Fl = g->ffn / m->tp_size;
   d.Fu = g->activation == GAAW_ACT_SWIGLU ? 2 * d.Fl : d.Fl;
   d.blocked = blocked_attention(m, d.T);
@@ -56,6 +61,10 @@ static block_dims dims_of(gaaw_model_t m, gaaw_frame *f)
 #define GRAD(k) gaaw_layer_grad(m, l, (k))
 #define NORM_BIAS(k) (m->gpt.norm == GAAW_NORM_LAYERNORM ? PARAM(k) : NULL)
 #define NORM_BIAS_GRAD(k) (m->gpt.norm == GAAW_NORM_LAYERNORM ? GRAD(k) : NULL)
+/* a linear's bias, or its slot for the gradient; NULL and -1 without biases */
+#define BIAS(k) (m->gpt.no_bias ? NULL : PARAM(k))
+#define BIAS_GRAD(k) (m->gpt.no_bias ? NULL : GRAD(k))
+#define BIAS_SLOT(k) (m->gpt.no_bias ? -1 : (k))
 
 /* ---------------------------------------------------------------- shared pieces */
 
@@ -166,12 +175,12 @@ static int blocked_attention(gaaw_model_t m, int64_t T)
 
 /* Whether the matrix core runs on the QKV projection's (B, T, 3 Hl, D) layout and
  * writes the merged (B, T, Hl, D) (gaaw_attention_qkv_*, host and OpenCL): no
- * permutes into heads and back, which took 3% of a step of the host path; CUDA
- * permutes around its (B Hl, T, D) kernels. */
+ * reshuffles into heads and back, which took 3% of a step of the host path; CUDA
+ * (and grouped-query attention everywhere) cuts the heads out with qkv_heads. */
 static int qkv_attention(gaaw_model_t m, int blocked)
 {
   int fwd = 0, bwd = 0;
-  return !blocked && gaaw_kernel_available(m->ctx, "attention_qkv_forward", &fwd) == GAAW_SUCCESS &&
+  return !blocked && m->gpt.kv_heads == m->gpt.heads && /* multi-head: the kernels read 3 Hl heads */ gaaw_kernel_available(m->ctx, "attention_qkv_forward", &fwd) == GAAW_SUCCESS &&
          gaaw_kernel_available(m->ctx, "attention_qkv_backward", &bwd) == GAAW_SUCCESS && fwd && bwd;
 }
 
@@ -203,7 +212,7 @@ static gaaw_status_t attention_core(gaaw_model_t m, gaaw_layer *l, const block_d
 
 /* ---------------------------------------------------------------- forward */
 
-/* y (Nl, C) = the output projection of att (N, Cl), before its bias. */
+/* y (Nl, C) = the output projection of att (N, Ql), before its bias. */
 static gaaw_status_t project_attention(gaaw_model_t m, const block_dims *d, gaaw_scratch *s, gaaw_layer *l,
                                        const gaaw_tensor_t *att, gaaw_tensor_t **y)
 {
@@ -215,42 +224,66 @@ static gaaw_status_t project_attention(gaaw_model_t m, const block_dims *d, gaaw
   return GAAW_SUCCESS;
 }
 
+/* RoPE on the q and k heads of qkv (N, QKVl) = (B, T, Hl + 2 Kl, D), in place
+ * (inverse: its backward on dqkv); nothing with learned positions. */
+static gaaw_status_t rotate_qk(gaaw_model_t m, const block_dims *d, gaaw_tensor_t *qkv, int inverse)
+{
+  gaaw_context_t ctx = m->ctx;
+  if (m->gpt.position != GAAW_POSITION_ROPE) return GAAW_SUCCESS;
+  gaaw_tensor_t x = as4(qkv, d->B, d->T, d->Hl + 2 * d->Kl, d->D), table = gaaw_rows_view(&m->rope_table, 0, d->T);
+  if (inverse)
+    GAAW_CHECK(gaaw_rope_backward(ctx, &x, &table, d->Hl + d->Kl, &x));
+  else
+    GAAW_CHECK(gaaw_rope_forward(ctx, &x, &table, d->Hl + d->Kl, &x));
+  return GAAW_SUCCESS;
+}
+
+/* q, k, v of the kept qkvp (3, B Hl, T, D), each as (B, Hl, T, D). */
+static void qkv_heads_of(const gaaw_tensor_t *qkvp, const block_dims *d, gaaw_tensor_t out[3])
+{
+  for (int k = 0; k < 3; k++) {
+    gaaw_tensor_t part = qkv_part(qkvp, d, k);
+    out[k] = as4(&part, d->B, d->Hl, d->T, d->D);
+  }
+}
+
 /* y (Nl, C): the attention branch before its output bias (added by mlp_forward's
  * fused residual add and norm_2). */
 static gaaw_status_t attention_forward(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
                                        const gaaw_tensor_t *x, gaaw_tensor_t **y)
 {
   gaaw_context_t ctx = m->ctx;
-  gaaw_tensor_t *h1, *mean1 = NULL, *rstd1, *h1g, *qkv, *heads, *qkvp, *o, *att;
+  gaaw_tensor_t *h1, *mean1 = NULL, *rstd1, *h1g, *qkv, *qkvp, *o, *att;
   GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_H1, 0, GAAW_SHAPE(d->Nl, d->C), &h1));
   if (m->gpt.norm == GAAW_NORM_LAYERNORM) GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_MEAN1, d->Nl, &mean1));
   GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_RSTD1, d->Nl, &rstd1));
-  GAAW_CHECK(gaaw_norm_forward(ctx, m->gpt.norm, x, PARAM(P_LN1_W), NORM_BIAS(P_LN1_B), h1, mean1, rstd1));
+  GAAW_CHECK(
+    gaaw_norm_forward(ctx, m->gpt.norm, m->gpt.norm_eps, x, PARAM(P_LN1_W), NORM_BIAS(P_LN1_B), h1, mean1, rstd1));
   GAAW_CHECK(enter_tp(m, l, S_H1G, d, h1, &h1g));
   if (d->qkv_core) {
-    /* qkv (N, 3 Cl) = (B, T, 3 Hl, D), kept; att (N, Cl) = (B, T, Hl, D) */
-    GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_QKVP, 0, GAAW_SHAPE(d->N, 3 * d->Cl), &qkv));
-    GAAW_CHECK(gaaw_linear_forward(ctx, h1g, PARAM(P_ATTN_W), PARAM(P_ATTN_B), qkv));
+    /* qkv (N, 3 Ql) = (B, T, 3 Hl, D), kept (rotated); att (N, Ql) = (B, T, Hl, D) */
+    GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_QKVP, 0, GAAW_SHAPE(d->N, d->QKVl), &qkv));
+    GAAW_CHECK(gaaw_linear_forward(ctx, h1g, PARAM(P_ATTN_W), BIAS(P_ATTN_B), qkv));
+    GAAW_CHECK(rotate_qk(m, d, qkv, 0));
     gaaw_tensor_t *probs;
     GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_PROBS, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &probs));
-    GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_ATT, 0, GAAW_SHAPE(d->N, d->Cl), &att));
+    GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_ATT, 0, GAAW_SHAPE(d->N, d->Ql), &att));
     gaaw_tensor_t qkv4 = as4(qkv, d->B, d->T, 3 * d->Hl, d->D), att4 = as4(att, d->B, d->T, d->Hl, d->D);
     GAAW_CHECK(gaaw_attention_qkv_forward(ctx, &qkv4, probs, &att4));
     return project_attention(m, d, s, l, att, y);
   }
-  /* qkv (N, 3 Cl) = (B, T, 3 Hl, D) -> (B, 3 Hl, T, D) -> (3, B, Hl T D) */
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, 3 * d->Cl), &qkv));
-  GAAW_CHECK(gaaw_linear_forward(ctx, h1g, PARAM(P_ATTN_W), PARAM(P_ATTN_B), qkv));
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B, 3 * d->Hl, d->T, d->D), &heads));
-  gaaw_tensor_t in = as4(qkv, d->B, d->T, 3 * d->Hl, d->D);
-  GAAW_CHECK(gaaw_permute_0213(ctx, &in, heads));
+  /* qkv (N, QKVl) = (B, T, Hl + 2 Kl, D), rotated -> q, k, v (3, B Hl, T, D) */
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->QKVl), &qkv));
+  GAAW_CHECK(gaaw_linear_forward(ctx, h1g, PARAM(P_ATTN_W), BIAS(P_ATTN_B), qkv));
+  GAAW_CHECK(rotate_qk(m, d, qkv, 0));
   GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_QKVP, 0, GAAW_SHAPE(1, 3, d->B, d->Hl * d->T * d->D), &qkvp));
-  in = as4(heads, 1, d->B, 3, d->Hl * d->T * d->D);
-  GAAW_CHECK(gaaw_permute_0213(ctx, &in, qkvp));
+  gaaw_tensor_t in = as4(qkv, d->B, d->T, d->Hl + 2 * d->Kl, d->D), heads[3];
+  qkv_heads_of(qkvp, d, heads);
+  GAAW_CHECK(gaaw_qkv_heads_forward(ctx, &in, d->Kl, &heads[0], &heads[1], &heads[2]));
   gaaw_tensor_t q = qkv_part(qkvp, d, 0), k = qkv_part(qkvp, d, 1), v = qkv_part(qkvp, d, 2);
   GAAW_CHECK(attention_core(m, l, d, s, &q, &k, &v, &o));
-  /* merge heads: (B, Hl, T, D) -> (B, T, Hl, D) = (N, Cl) */
-  GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_ATT, 0, GAAW_SHAPE(d->N, d->Cl), &att));
+  /* merge heads: (B, Hl, T, D) -> (B, T, Hl, D) = (N, Ql) */
+  GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_ATT, 0, GAAW_SHAPE(d->N, d->Ql), &att));
   in = as4(o, d->B, d->Hl, d->T, d->D);
   gaaw_tensor_t out4 = as4(att, d->B, d->T, d->Hl, d->D);
   GAAW_CHECK(gaaw_permute_0213(ctx, &in, &out4));
@@ -270,17 +303,25 @@ static gaaw_status_t mlp_forward(gaaw_model_t m, gaaw_layer *l, const block_dims
   GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_H2, 0, GAAW_SHAPE(d->Nl, d->C), &h2));
   if (m->gpt.norm == GAAW_NORM_LAYERNORM) GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_MEAN2, d->Nl, &mean2));
   GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_RSTD2, d->Nl, &rstd2));
-  GAAW_CHECK(gaaw_add_norm_forward(ctx, m->gpt.norm, x, ya, PARAM(P_PROJ_B), PARAM(P_LN2_W), NORM_BIAS(P_LN2_B), x2,
-                                   h2, mean2, rstd2));
+  GAAW_CHECK(gaaw_add_norm_forward(ctx, m->gpt.norm, m->gpt.norm_eps, x, ya, BIAS(P_PROJ_B), PARAM(P_LN2_W),
+                                   NORM_BIAS(P_LN2_B), x2, h2, mean2, rstd2));
   GAAW_CHECK(enter_tp(m, l, S_H2G, d, h2, &h2g));
   GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_U, 0, GAAW_SHAPE(d->N, d->Fu), &u));
-  GAAW_CHECK(gaaw_linear_forward(ctx, h2g, PARAM(P_FC_W), swiglu ? PARAM(P_FC_B) : NULL, u));
+  GAAW_CHECK(gaaw_linear_forward(ctx, h2g, PARAM(P_FC_W), swiglu ? BIAS(P_FC_B) : NULL, u));
   GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_A, 0, GAAW_SHAPE(d->N, d->Fl), &a));
-  GAAW_CHECK(swiglu ? gaaw_swiglu_forward(ctx, u, a) : gaaw_bias_gelu_forward(ctx, u, PARAM(P_FC_B), a));
+  if (swiglu)
+    GAAW_CHECK(gaaw_swiglu_forward(ctx, u, a));
+  else if (m->gpt.no_bias)
+    GAAW_CHECK(gaaw_gelu_forward(ctx, u, a));
+  else
+    GAAW_CHECK(gaaw_bias_gelu_forward(ctx, u, PARAM(P_FC_B), a));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &z));
   GAAW_CHECK(gaaw_linear_forward(ctx, a, PARAM(P_FC2_W), NULL, z));
   GAAW_CHECK(leave_tp(m, d, s, z, NULL, &y));
-  GAAW_CHECK(gaaw_bias_residual_add(ctx, x2, y, PARAM(P_FC2_B), out));
+  if (m->gpt.no_bias)
+    GAAW_CHECK(gaaw_add(ctx, x2, y, out));
+  else
+    GAAW_CHECK(gaaw_bias_residual_add(ctx, x2, y, PARAM(P_FC2_B), out));
   return GAAW_SUCCESS;
 }
 
@@ -313,7 +354,7 @@ static gaaw_status_t mlp_backward(gaaw_model_t m, gaaw_layer *l, const block_dim
   gaaw_context_t ctx = m->ctx;
   gaaw_tensor_t *sv = gaaw_layer_saved(d->f, l), *da, *du, *dh2g, *dh2;
   const gaaw_tensor_t *dz, *h2g = d->sp ? &sv[S_H2G] : &sv[S_H2];
-  GAAW_CHECK(gaaw_bias_backward(ctx, dout, GRAD(P_FC2_B)));
+  if (!m->gpt.no_bias) GAAW_CHECK(gaaw_bias_backward(ctx, dout, GRAD(P_FC2_B)));
   GAAW_CHECK(enter_tp_backward(m, d, s, dout, &dz));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->Fl), &da));
   GAAW_CHECK(gaaw_layer_linear_backward(m, l, d->f, dz, &sv[S_A], PARAM(P_FC2_W), da, P_FC2_W, -1, -1));
@@ -321,7 +362,7 @@ static gaaw_status_t mlp_backward(gaaw_model_t m, gaaw_layer *l, const block_dim
   GAAW_CHECK(gaaw_scratch_alloc(m, s, swiglu, GAAW_SHAPE(d->N, d->Fu), &du));
   GAAW_CHECK(swiglu ? gaaw_swiglu_backward(ctx, da, &sv[S_U], du) : gaaw_gelu_backward_set(ctx, da, &sv[S_U], du));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &dh2g));
-  GAAW_CHECK(gaaw_layer_linear_backward(m, l, d->f, du, h2g, PARAM(P_FC_W), dh2g, P_FC_W, -1, P_FC_B));
+  GAAW_CHECK(gaaw_layer_linear_backward(m, l, d->f, du, h2g, PARAM(P_FC_W), dh2g, P_FC_W, -1, BIAS_SLOT(P_FC_B)));
   GAAW_CHECK(leave_tp_backward(m, d, s, dh2g, &dh2));
   GAAW_CHECK(gaaw_norm_backward(ctx, m->gpt.norm, dh2, &sv[S_X2], PARAM(P_LN2_W), &sv[S_MEAN2], &sv[S_RSTD2], dx2,
                                 GRAD(P_LN2_W), NORM_BIAS_GRAD(P_LN2_B)));
@@ -370,15 +411,18 @@ static gaaw_status_t attention_core_backward(gaaw_model_t m, gaaw_layer *l, cons
   return GAAW_SUCCESS;
 }
 
-/* dx += d(norm_1 and the QKV projection)/dx, given dqkv (N, 3 Cl). */
+/* dx += d(norm_1, the QKV projection and RoPE)/dx, given dqkv (N, QKVl), which
+ * RoPE's backward rotates back in place. */
 static gaaw_status_t qkv_backward(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
-                                  const gaaw_tensor_t *x, const gaaw_tensor_t *dqkv, gaaw_tensor_t *dx)
+                                  const gaaw_tensor_t *x, gaaw_tensor_t *dqkv, gaaw_tensor_t *dx)
 {
   gaaw_context_t ctx = m->ctx;
   gaaw_tensor_t *sv = gaaw_layer_saved(d->f, l), *dh1g, *dh1;
+  GAAW_CHECK(rotate_qk(m, d, dqkv, 1));
   const gaaw_tensor_t *h1g = d->sp ? &sv[S_H1G] : &sv[S_H1];
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &dh1g));
-  GAAW_CHECK(gaaw_layer_linear_backward(m, l, d->f, dqkv, h1g, PARAM(P_ATTN_W), dh1g, P_ATTN_W, -1, P_ATTN_B));
+  GAAW_CHECK(
+    gaaw_layer_linear_backward(m, l, d->f, dqkv, h1g, PARAM(P_ATTN_W), dh1g, P_ATTN_W, -1, BIAS_SLOT(P_ATTN_B)));
   GAAW_CHECK(leave_tp_backward(m, d, s, dh1g, &dh1));
   GAAW_CHECK(gaaw_norm_backward(ctx, m->gpt.norm, dh1, x, PARAM(P_LN1_W), &sv[S_MEAN1], &sv[S_RSTD1], dx,
                                 GRAD(P_LN1_W), NORM_BIAS_GRAD(P_LN1_B)));
@@ -390,16 +434,16 @@ static gaaw_status_t attention_backward(gaaw_model_t m, gaaw_layer *l, const blo
                                         const gaaw_tensor_t *x, const gaaw_tensor_t *dx2, gaaw_tensor_t *dx)
 {
   gaaw_context_t ctx = m->ctx;
-  gaaw_tensor_t *sv = gaaw_layer_saved(d->f, l), *datt, *dheads, *dqkvp, *tmp, *dqkv;
+  gaaw_tensor_t *sv = gaaw_layer_saved(d->f, l), *datt, *dheads, *dqkvp, *dqkv;
   const gaaw_tensor_t *dy;
-  GAAW_CHECK(gaaw_bias_backward(ctx, dx2, GRAD(P_PROJ_B)));
+  if (!m->gpt.no_bias) GAAW_CHECK(gaaw_bias_backward(ctx, dx2, GRAD(P_PROJ_B)));
   GAAW_CHECK(enter_tp_backward(m, d, s, dx2, &dy));
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->Cl), &datt));
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->Ql), &datt));
   GAAW_CHECK(gaaw_layer_linear_backward(m, l, d->f, dy, &sv[S_ATT], PARAM(P_PROJ_W), datt, P_PROJ_W, -1, -1));
   if (d->qkv_core) {
-    /* dqkv (N, 3 Cl) = (B, T, 3 Hl, D) from datt (B, T, Hl, D) */
+    /* dqkv (N, 3 Ql) = (B, T, 3 Hl, D) from datt (B, T, Hl, D) */
     gaaw_tensor_t *dprobs;
-    GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, 3 * d->Cl), &dqkv)); /* overwritten */
+    GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->QKVl), &dqkv)); /* overwritten */
     GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &dprobs));
     gaaw_tensor_t qkv4 = as4(&sv[S_QKVP], d->B, d->T, 3 * d->Hl, d->D), dqkv4 = as4(dqkv, d->B, d->T, 3 * d->Hl, d->D);
     gaaw_tensor_t datt4 = as4(datt, d->B, d->T, d->Hl, d->D);
@@ -416,13 +460,11 @@ static gaaw_status_t attention_backward(gaaw_model_t m, gaaw_layer *l, const blo
   gaaw_tensor_t dq = qkv_part(dqkvp, d, 0), dk = qkv_part(dqkvp, d, 1), dv = qkv_part(dqkvp, d, 2);
   gaaw_tensor_t dout3 = gaaw_reshape(dheads, 3, (int64_t[]){d->B * d->Hl, d->T, d->D});
   GAAW_CHECK(attention_core_backward(m, l, d, s, &dout3, &q, &k, &v, &dq, &dk, &dv));
-  /* (3, B, Hl T D) -> (B, 3 Hl, T, D) -> (B, T, 3 Hl, D) = (N, 3 Cl) */
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(1, d->B, 3, d->Hl * d->T * d->D), &tmp));
-  GAAW_CHECK(gaaw_permute_0213(ctx, dqkvp, tmp));
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, 3 * d->Cl), &dqkv));
-  in = as4(tmp, d->B, 3 * d->Hl, d->T, d->D);
-  gaaw_tensor_t out4 = as4(dqkv, d->B, d->T, 3 * d->Hl, d->D);
-  GAAW_CHECK(gaaw_permute_0213(ctx, &in, &out4));
+  /* (3, B Hl, T, D) -> (B, T, Hl + 2 Kl, D) = (N, QKVl), key and value heads summed over their groups */
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->QKVl), &dqkv));
+  gaaw_tensor_t grads[3], out4 = as4(dqkv, d->B, d->T, d->Hl + 2 * d->Kl, d->D);
+  qkv_heads_of(dqkvp, d, grads);
+  GAAW_CHECK(gaaw_qkv_heads_backward(ctx, &grads[0], &grads[1], &grads[2], d->Kl, &out4));
   return qkv_backward(m, l, d, s, x, dqkv, dx);
 }
 
@@ -457,7 +499,7 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
   int64_t nlc = gaaw_mem_act(m, d.Nl * d.C), nc = gaaw_mem_act(m, d.N * d.C), heads = d.B * d.Hl * d.T * d.D;
   int64_t probs = gaaw_mem_act(m, d.B * d.Hl * d.T * d.T), stat = gaaw_mem_stat(d.Nl);
   int64_t lse = gaaw_mem_stat(d.B * d.Hl * d.T), selective = m->recompute == GAAW_RECOMPUTE_SELECTIVE && !blocked;
-  int64_t qkv = gaaw_mem_act(m, d.N * 3 * d.Cl), qkv4 = gaaw_mem_act(m, 3 * heads), att = gaaw_mem_act(m, d.N * d.Cl);
+  int64_t qkv = gaaw_mem_act(m, d.N * d.QKVl), qkv4 = gaaw_mem_act(m, 3 * heads), att = gaaw_mem_act(m, d.N * d.Ql);
   int64_t u = gaaw_mem_act(m, d.N * d.Fu), a = gaaw_mem_act(m, d.N * d.Fl);
   if (!backward) {
     gaaw_mem_output(w, nlc);
@@ -471,7 +513,6 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
       gaaw_mem_save(w, probs);
     } else {
       gaaw_mem_scratch(w, qkv);
-      gaaw_mem_scratch(w, qkv4);
       gaaw_mem_save(w, qkv4);
       gaaw_mem_save(w, blocked ? lse : probs); /* attention_core */
       gaaw_mem_scratch(w, gaaw_mem_act(m, heads));
@@ -519,10 +560,7 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
     gaaw_mem_save(w, probs);
     gaaw_mem_scratch(w, gaaw_mem_act(m, heads));
   }
-  if (!d.qkv_core) {
-    gaaw_mem_scratch(w, qkv4);
-    gaaw_mem_scratch(w, qkv);
-  }
+  if (!d.qkv_core) gaaw_mem_scratch(w, qkv);
   gaaw_mem_scratch(w, nc); /* qkv_backward */
   gaaw_mem_linear_backward(w, qkv, nc);
   if (d.sp) gaaw_mem_scratch(w, nlc);

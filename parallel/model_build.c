@@ -209,17 +209,28 @@ const gaaw_param_entry *gaaw_model_catalog_find(gaaw_model_t m, const char *name
   return NULL;
 }
 
-gaaw_status_t gaaw_model_add_param(gaaw_model_t m, gaaw_layer *l, int k, const char *name, int ndim,
-                                   int64_t d0, int64_t d1, int split_axis, int fused_blocks,
-                                   gaaw_init_kind init, float init_value)
+gaaw_status_t gaaw_model_add_param_blocks(gaaw_model_t m, gaaw_layer *l, int k, const char *name, int ndim,
+                                          int64_t d0, int64_t d1, int split_axis, const gaaw_param_blocks *blocks,
+                                          gaaw_init_kind init, float init_value)
 {
   gaaw_context_t ctx = m->ctx;
   int64_t shape[2] = {d0, d1};
   GAAW_CHECK(catalog_add(m, name, ndim, shape, gaaw_model_layer_rank(m, l->index)));
   if (!gaaw_model_owns_layer(m, l->index)) return GAAW_SUCCESS; /* another stage's */
-  GAAW_CHECK(gaaw_params_add(ctx, &m->params, m->tp_size, name, ndim, shape, split_axis, fused_blocks, init,
-                             init_value, &l->params[k]));
+  GAAW_CHECK(gaaw_params_add(ctx, &m->params, m->tp_size, name, ndim, shape, split_axis, blocks, init, init_value,
+                             &l->params[k]));
   m->params.items[l->params[k]].owner = l->index;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_model_add_param(gaaw_model_t m, gaaw_layer *l, int k, const char *name, int ndim,
+                                   int64_t d0, int64_t d1, int split_axis, int fused_blocks,
+                                   gaaw_init_kind init, float init_value)
+{
+  int64_t extent = split_axis == 1 ? d1 : d0;
+  gaaw_param_blocks blocks = gaaw_param_equal_blocks(extent, fused_blocks, m->tp_size);
+  GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param_blocks(m, l, k, name, ndim, d0, d1, split_axis, &blocks, init,
+                                                     init_value));
   return GAAW_SUCCESS;
 }
 
@@ -258,6 +269,7 @@ gaaw_status_t gaaw_model_destroy(gaaw_model_t *model)
   gaaw_model_t m = *model;
   gaaw_frame_free(m, &m->frame);
   gaaw_params_free(m->ctx, &m->params);
+  gaaw_buffer_free(m->ctx, &m->rope_table.buf);
   gaaw_stages_free(&m->stages);
   gaaw_sched_destroy(&m->sched);
   free(m->catalog);

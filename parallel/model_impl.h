@@ -230,6 +230,7 @@ struct gaaw_model_s {
     double count;
     double *mean, *m2;
   } norm;
+  gaaw_tensor_t rope_table;     /* a GPT with RoPE: (max_seq, head_dim) f32, cos | sin (gaaw_rope_table) */
   int64_t vocab_local;         /* padded vocabulary rows per rank */
   int64_t vocab_valid_local;   /* of which real (not padding) */
   gaaw_param_table params;
@@ -299,7 +300,11 @@ gaaw_status_t gaaw_model_plan(gaaw_context_t ctx, const gaaw_model_builder *b, c
                               const gaaw_model_layout *layout, gaaw_model_t *model);
 /* Appends a layer; returns it. */
 gaaw_status_t gaaw_model_add_layer(gaaw_model_t m, const gaaw_layer_ops *ops, gaaw_layer **layer);
-/* Declares a parameter for slot k of layer l. */
+/* Declares a parameter for slot k of layer l: fused_blocks equal blocks on its
+ * split axis, each split over tp; or blocks as described (parallel/params.h). */
+gaaw_status_t gaaw_model_add_param_blocks(gaaw_model_t m, gaaw_layer *l, int k, const char *name, int ndim,
+                                          int64_t d0, int64_t d1, int split_axis, const gaaw_param_blocks *blocks,
+                                          gaaw_init_kind init, float init_value);
 gaaw_status_t gaaw_model_add_param(gaaw_model_t m, gaaw_layer *l, int k, const char *name, int ndim,
                                    int64_t d0, int64_t d1, int split_axis, int fused_blocks,
                                    gaaw_init_kind init, float init_value);

@@ -7,8 +7,66 @@
 #include "parallel/params.h"
 #include "parallel/rng.h"
 
+gaaw_param_blocks gaaw_param_equal_blocks(int64_t extent, int n, int tp_size)
+{
+  gaaw_param_blocks b = {.n = n};
+  for (int k = 0; k < n && k < GAAW_PARAM_MAX_BLOCKS; k++) {
+    b.extent[k] = extent / n;
+    b.parts[k] = tp_size;
+  }
+  return b;
+}
+
+int gaaw_param_block_replicas(const gaaw_param *p, int b, int tp_size)
+{
+  return p->split_axis < 0 ? tp_size : tp_size / p->blocks.parts[b];
+}
+
+int gaaw_param_has_replicas(const gaaw_param *p, int tp_size)
+{
+  for (int b = 0; p->split_axis >= 0 && b < p->blocks.n; b++)
+    if (gaaw_param_block_replicas(p, b, tp_size) > 1) return 1;
+  return 0;
+}
+
+void gaaw_param_block_span(const gaaw_param *p, int b, int64_t *at, int64_t *count)
+{
+  int64_t cols = p->ndim == 2 ? p->local_shape[1] : 1, rows = 0;
+  for (int k = 0; k < b; k++) rows += p->block_local[k];
+  *at = rows * cols;
+  *count = p->block_local[b] * cols;
+}
+
+/* The blocks of p's split axis (extent e over tp ranks): checks them and sets
+ * each block's local extent; returns the local extent of the axis. */
+static gaaw_status_t set_blocks(gaaw_context_t ctx, gaaw_param *p, int64_t e, int tp_size,
+                                const gaaw_param_blocks *blocks, int64_t *local)
+{
+  p->blocks = blocks ? *blocks : gaaw_param_equal_blocks(e, 1, tp_size);
+  const gaaw_param_blocks *b = &p->blocks;
+  GAAW_ARG_CHECK(ctx, b->n >= 1 && b->n <= GAAW_PARAM_MAX_BLOCKS, "parameter %s: %d fused blocks (1 to %d)", p->name,
+                 b->n, GAAW_PARAM_MAX_BLOCKS);
+  int64_t sum = 0;
+  *local = 0;
+  for (int k = 0; k < b->n; k++) {
+    GAAW_ARG_CHECK(ctx, b->parts[k] >= 1 && tp_size % b->parts[k] == 0,
+                   "parameter %s: block %d splits into %d parts, which must divide tp = %d", p->name, k, b->parts[k],
+                   tp_size);
+    /* fused blocks are split one by one, so no block may need padding */
+    GAAW_ARG_CHECK(ctx, b->n == 1 || b->extent[k] % b->parts[k] == 0,
+                   "parameter %s: fused block %d (%lld rows) must divide into %d parts (tp = %d)", p->name, k,
+                   (long long)b->extent[k], b->parts[k], tp_size);
+    p->block_local[k] = (b->extent[k] + b->parts[k] - 1) / b->parts[k];
+    *local += p->block_local[k];
+    sum += b->extent[k];
+  }
+  GAAW_ARG_CHECK(ctx, sum == e, "parameter %s: its fused blocks hold %lld rows of %lld", p->name, (long long)sum,
+                 (long long)e);
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_params_add(gaaw_context_t ctx, gaaw_param_table *table, int tp_size, const char *name,
-                              int ndim, const int64_t *shape, int split_axis, int fused_blocks,
+                              int ndim, const int64_t *shape, int split_axis, const gaaw_param_blocks *blocks,
                               gaaw_init_kind init, float init_value, int *index)
 {
   GAAW_ARG_CHECK(ctx, strlen(name) < GAAW_PARAM_NAME_MAX, "parameter name '%s' is too long", name);
@@ -27,7 +85,7 @@ gaaw_status_t gaaw_params_add(gaaw_context_t ctx, gaaw_param_table *table, int t
   strcpy(p->name, name);
   p->ndim = ndim;
   p->split_axis = split_axis;
-  p->fused_blocks = fused_blocks > 0 ? fused_blocks : 1;
+  p->blocks = gaaw_param_equal_blocks(1, 1, tp_size);
   p->init = init;
   p->init_value = init_value;
   p->tied_peer = -1;
@@ -36,20 +94,11 @@ gaaw_status_t gaaw_params_add(gaaw_context_t ctx, gaaw_param_table *table, int t
     GAAW_ARG_CHECK(ctx, shape[d] > 0, "parameter %s: extent %lld on axis %d", name, (long long)shape[d], d);
     p->shape[d] = shape[d];
     p->local_shape[d] = shape[d];
-    if (d == split_axis) {
-      int64_t unit = (int64_t)p->fused_blocks * tp_size;
-      GAAW_ARG_CHECK(ctx, p->fused_blocks == 1 || shape[d] % p->fused_blocks == 0,
-                     "parameter %s: %lld rows do not split into %d fused blocks", name, (long long)shape[d],
-                     p->fused_blocks);
-      p->padded_extent = (shape[d] + unit - 1) / unit * unit;
-      /* fused blocks are split one by one, so no block may need padding */
-      GAAW_ARG_CHECK(ctx, p->fused_blocks == 1 || p->padded_extent == shape[d],
-                     "parameter %s: each of its %d fused blocks (%lld rows) must divide by tp = %d", name,
-                     p->fused_blocks, (long long)(shape[d] / p->fused_blocks), tp_size);
-      p->local_shape[d] = p->padded_extent / tp_size;
-    }
+    if (d == split_axis) GAAW_CHECK(set_blocks(ctx, p, shape[d], tp_size, blocks, &p->local_shape[d]));
     p->local_numel *= p->local_shape[d];
   }
+  GAAW_ARG_CHECK(ctx, p->blocks.n == 1 || split_axis == 0 || !gaaw_param_has_replicas(p, tp_size),
+                 "parameter %s: replicated blocks must lie on axis 0", name);
   p->offset = table->numel;
   /* keep every parameter 16-element aligned (64 bytes in f32) */
   table->numel += (p->local_numel + 15) / 16 * 16;
@@ -74,12 +123,17 @@ int64_t gaaw_param_global_index(const gaaw_param *p, int tp_rank, int tp_size, i
     coord[0] = i;
   }
   if (p->split_axis >= 0) {
-    int a = p->split_axis;
-    /* local index along the split axis -> (block, position in this rank's chunk) */
-    int64_t chunk = p->padded_extent / p->fused_blocks / tp_size;
-    int64_t block = coord[a] / chunk, j = coord[a] % chunk;
-    coord[a] = block * (p->padded_extent / p->fused_blocks) + (int64_t)tp_rank * chunk + j;
-    if (coord[a] >= p->shape[a]) return -1; /* vocabulary padding */
+    /* local index along the split axis -> (block, position in this rank's piece) */
+    int a = p->split_axis, b = 0;
+    int64_t j = coord[a], start = 0;
+    while (b + 1 < p->blocks.n && j >= p->block_local[b]) {
+      j -= p->block_local[b];
+      start += p->blocks.extent[b];
+      b++;
+    }
+    int64_t piece = tp_rank / gaaw_param_block_replicas(p, b, tp_size), within = piece * p->block_local[b] + j;
+    if (within >= p->blocks.extent[b]) return -1; /* vocabulary padding */
+    coord[a] = start + within;
   }
   return p->ndim == 2 ? coord[0] * p->shape[1] + coord[1] : coord[0];
 }

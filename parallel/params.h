@@ -10,14 +10,28 @@
 
 typedef enum { GAAW_INIT_NORMAL = 0, GAAW_INIT_CONSTANT = 1 } gaaw_init_kind;
 
+#define GAAW_PARAM_MAX_BLOCKS 4
+
+/* How a parameter's split axis divides over the tp group: n fused blocks one after
+ * the other (the attention's q, k and v), each with its global extent, each cut
+ * into `parts` pieces on its own. parts = tp: tp rank r holds piece r. parts a
+ * proper divisor of tp: the block is replicated, tp / parts ranks hold each piece
+ * (rank r holds piece r / (tp / parts)): grouped-query attention's key and value
+ * heads when tp exceeds kv_heads. A single block may be padded to a multiple of tp
+ * (the vocabulary); fused blocks split exactly. */
+typedef struct {
+  int n;
+  int64_t extent[GAAW_PARAM_MAX_BLOCKS];
+  int parts[GAAW_PARAM_MAX_BLOCKS];
+} gaaw_param_blocks;
+
 typedef struct {
   char name[GAAW_PARAM_NAME_MAX];
   int ndim;                /* 1 or 2 */
   int64_t shape[2];        /* global, as stored in checkpoints: [out, in] for linears */
   int split_axis;          /* -1: replicated on every tp rank; 0 or 1: split over tp */
-  int fused_blocks;        /* the split axis holds this many blocks, each split over tp
-                              (3 for the fused q,k,v weight); 1 otherwise */
-  int64_t padded_extent;   /* split axis extent rounded up to fused_blocks * tp (vocab padding) */
+  gaaw_param_blocks blocks; /* the split axis's blocks (one unless fused) */
+  int64_t block_local[GAAW_PARAM_MAX_BLOCKS]; /* each block's extent on this rank (padded) */
   int64_t local_shape[2];  /* this rank's slice (padded) */
   int64_t local_numel;
   int64_t offset;          /* elements from the start of the flat buffers */
@@ -60,10 +74,20 @@ typedef struct {
   gaaw_grads_state grads;  /* whether the chunks' gradient buffers exist */
 } gaaw_param_table;
 
-/* Declares a parameter; returns its index. Views are set by gaaw_params_allocate. */
+/* Declares a parameter; returns its index. blocks: how its split axis divides
+ * (NULL: one block split over tp; ignored when split_axis is -1). Views are set by
+ * gaaw_params_allocate. */
 gaaw_status_t gaaw_params_add(gaaw_context_t ctx, gaaw_param_table *table, int tp_size, const char *name,
-                              int ndim, const int64_t *shape, int split_axis, int fused_blocks,
+                              int ndim, const int64_t *shape, int split_axis, const gaaw_param_blocks *blocks,
                               gaaw_init_kind init, float init_value, int *index);
+/* n equal blocks of extent / n rows each, every one split over tp. */
+gaaw_param_blocks gaaw_param_equal_blocks(int64_t extent, int n, int tp_size);
+/* How many tp ranks hold each piece of block b (1 unless it is replicated). */
+int gaaw_param_block_replicas(const gaaw_param *p, int b, int tp_size);
+/* Block b's first element among p's local ones (split axis 0), and its count. */
+void gaaw_param_block_span(const gaaw_param *p, int b, int64_t *at, int64_t *count);
+/* Whether some block of p is replicated over tp ranks. */
+int gaaw_param_has_replicas(const gaaw_param *p, int tp_size);
 /* Pads the flat size up to a multiple of `multiple` elements (so that the next
  * parameters start a new bucket that splits evenly over dp). */
 void gaaw_params_align(gaaw_param_table *table, int64_t multiple);

@@ -63,7 +63,7 @@ static gaaw_status_t norm_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, 
   if (layernorm) GAAW_CHECK(gaaw_layer_alloc_stat(m, f, l, NS_MEAN, f->rows, &mean));
   GAAW_CHECK(gaaw_layer_alloc_stat(m, f, l, NS_RSTD, f->rows, &rstd));
   GAAW_CHECK(gaaw_act_alloc(m, GAAW_SHAPE(f->rows, l->out_features), y));
-  GAAW_CHECK(gaaw_norm_forward(ctx, l->norm, gaaw_seq_input(f, l), gaaw_layer_param(m, l, N_W),
+  GAAW_CHECK(gaaw_norm_forward(ctx, l->norm, GAAW_NORM_EPS, gaaw_seq_input(f, l), gaaw_layer_param(m, l, N_W),
                                layernorm ? gaaw_layer_param(m, l, N_B) : NULL, y, mean, rstd));
   return GAAW_SUCCESS;
 }

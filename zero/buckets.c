@@ -39,8 +39,22 @@ gaaw_tensor_t gaaw_zero_param_piece(gaaw_optimizer_t opt, int b)
   return gaaw_params_span(&m->params, 0, k->lo + (sharded(opt) ? opt->dp_rank * k->piece : 0), k->piece);
 }
 
+static gaaw_status_t add_norm_segment(gaaw_optimizer_t opt, int b, int64_t piece_lo, int64_t piece_hi, int64_t lo,
+                                      int64_t hi)
+{
+  lo = lo > piece_lo ? lo : piece_lo;
+  hi = hi < piece_hi ? hi : piece_hi;
+  if (lo >= hi) return GAAW_SUCCESS;
+  zero_norm_segment *grown = realloc(opt->segments, (size_t)(opt->nsegments + 1) * sizeof *grown);
+  if (!grown) GAAW_FAIL(opt->ctx, GAAW_ERR_NO_MEMORY, "cannot grow the norm segments");
+  opt->segments = grown;
+  grown[opt->nsegments++] = (zero_norm_segment){b, lo - piece_lo, hi - lo};
+  return GAAW_SUCCESS;
+}
+
 /* The runs of bucket b's piece that count in the norm: parameters split over tp,
- * and replicated ones on tp rank 0 only (so that each is counted once). */
+ * and replicated ones (or replicated blocks: kv heads over more tp ranks) on the
+ * first rank holding them only (so that each is counted once). */
 static gaaw_status_t plan_norm_segments(gaaw_optimizer_t opt, int b)
 {
   gaaw_model_t m = opt->model;
@@ -51,13 +65,16 @@ static gaaw_status_t plan_norm_segments(gaaw_optimizer_t opt, int b)
     const gaaw_param *p = &m->params.items[i];
     if (opt->bucket_of_layer[p->owner] != b || (p->split_axis < 0 && m->tp_rank != 0)) continue;
     if (p->tied_peer >= 0 && p->tied_peer < m->pp_rank) continue; /* the first stage's copy counts */
-    int64_t lo = p->offset > piece_lo ? p->offset : piece_lo;
-    int64_t hi = p->offset + p->local_numel < piece_hi ? p->offset + p->local_numel : piece_hi;
-    if (lo >= hi) continue;
-    zero_norm_segment *grown = realloc(opt->segments, (size_t)(opt->nsegments + 1) * sizeof *grown);
-    if (!grown) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot grow the norm segments");
-    opt->segments = grown;
-    grown[opt->nsegments++] = (zero_norm_segment){b, lo - piece_lo, hi - lo};
+    if (!gaaw_param_has_replicas(p, m->tp_size)) {
+      GAAW_CHECK(add_norm_segment(opt, b, piece_lo, piece_hi, p->offset, p->offset + p->local_numel));
+      continue;
+    }
+    for (int j = 0; j < p->blocks.n; j++) {
+      int64_t at, count;
+      if (m->tp_rank % gaaw_param_block_replicas(p, j, m->tp_size)) continue;
+      gaaw_param_block_span(p, j, &at, &count);
+      GAAW_CHECK(add_norm_segment(opt, b, piece_lo, piece_hi, p->offset + at, p->offset + at + count));
+    }
   }
   return GAAW_SUCCESS;
 }

@@ -28,17 +28,18 @@ void gaaw_ckpt_tensor_dims(int ndim, const int64_t shape[2], int64_t *rows, int6
 /* Box k of parameter p on tp rank r: its global rows and columns, and where it
  * starts among p's local elements. A fused parameter (split on axis 0) holds one
  * box per block, one after the other; any other one box. */
-static void param_box(const gaaw_param *p, int tp_rank, int k, ckpt_run *box, int64_t *local_at)
+static void param_box(const gaaw_param *p, int tp_rank, int tp_size, int k, ckpt_run *box, int64_t *local_at)
 {
   int64_t lrows = p->local_shape[0], lcols = p->ndim == 2 ? p->local_shape[1] : 1;
   memset(box, 0, sizeof *box);
   box->nr = lrows, box->nc = lcols;
   *local_at = 0;
   if (p->split_axis == 0) {
-    int64_t part = lrows / p->fused_blocks;
-    box->nr = part;
-    box->r0 = k * (p->padded_extent / p->fused_blocks) + (int64_t)tp_rank * part;
-    *local_at = k * part * lcols;
+    int64_t start = 0, count;
+    for (int b = 0; b < k; b++) start += p->blocks.extent[b];
+    box->nr = p->block_local[k];
+    box->r0 = start + (int64_t)(tp_rank / gaaw_param_block_replicas(p, k, tp_size)) * box->nr;
+    gaaw_param_block_span(p, k, local_at, &count);
   } else if (p->split_axis == 1) {
     box->c0 = (int64_t)tp_rank * lcols;
   }
@@ -73,15 +74,17 @@ int64_t gaaw_ckpt_run_limit(void)
 }
 
 /* The runs of table range g that lie in parameter p, each of at most limit elements. */
-static gaaw_status_t param_runs(gaaw_model_t m, const gaaw_param *p, int tensor, const ckpt_range *g, int64_t limit,
-                                ckpt_run **runs, int *n, int *cap)
+static gaaw_status_t param_runs(gaaw_model_t m, const gaaw_param *p, int tensor, const ckpt_range *g, int save,
+                                int64_t limit, ckpt_run **runs, int *n, int *cap)
 {
   gaaw_context_t ctx = m->ctx;
-  int boxes = p->split_axis == 0 ? p->fused_blocks : 1;
+  int boxes = p->split_axis == 0 ? p->blocks.n : 1;
   for (int k = 0; k < boxes; k++) {
     ckpt_run r;
     int64_t local_at;
-    param_box(p, m->tp_rank, k, &r, &local_at);
+    /* a replicated block (kv heads over more tp ranks) is written by its first holder */
+    if (save && p->split_axis == 0 && m->tp_rank % gaaw_param_block_replicas(p, k, m->tp_size)) continue;
+    param_box(p, m->tp_rank, m->tp_size, k, &r, &local_at);
     int64_t box_lo = p->offset + local_at, box_hi = box_lo + r.nr * r.nc;
     int64_t lo = max64(box_lo, g->lo), hi = min64(box_hi, g->lo + g->len);
     if (lo >= hi) continue;
@@ -108,12 +111,12 @@ gaaw_status_t gaaw_ckpt_owned_runs(gaaw_model_t m, const ckpt_range *ranges, int
       const gaaw_param *p = &m->params.items[k];
       if (p->offset >= ranges[i].lo + ranges[i].len || p->offset + p->local_numel <= ranges[i].lo) continue;
       if (save && !writes_param(m, p)) continue;
-      GAAW_ARG_CHECK(ctx, p->fused_blocks == 1 || p->split_axis == 0,
+      GAAW_ARG_CHECK(ctx, p->blocks.n == 1 || p->split_axis == 0,
                      "parameter %s: fused blocks on axis %d cannot be checkpointed", p->name, p->split_axis);
       const gaaw_param_entry *e = gaaw_model_catalog_find(m, p->name);
       if (!e) GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "parameter %s is not in the model's catalog", p->name);
       int64_t limit = save ? gaaw_ckpt_run_limit() : INT64_MAX;
-      gaaw_status_t st = param_runs(m, p, (int)(e - m->catalog), &ranges[i], limit, runs, nruns, &cap);
+      gaaw_status_t st = param_runs(m, p, (int)(e - m->catalog), &ranges[i], save, limit, runs, nruns, &cap);
       if (st != GAAW_SUCCESS) {
         free(*runs);
         *runs = NULL, *nruns = 0;

@@ -207,7 +207,7 @@ static gaaw_status_t plan_file(gaaw_optimizer_t opt, gaaw_ckpt_pending *p)
       size_t bytes = sizeof(float) * (size_t)(r->b - r->a);
       const gaaw_param *prm = &m->params.items[gaaw_params_find(&m->params, m->catalog[r->tensor].name)];
       int64_t v[RECORD_WIDTH] = {r->tensor, f, offset, r->r0, r->nr, r->c0, r->nc, r->a, r->b, 0,
-                                 prm->split_axis, prm->fused_blocks};
+                                 prm->split_axis, prm->blocks.n};
       memcpy(rec + RECORD_WIDTH * i, v, sizeof v);
       p->run_data[i] = data;
       add_part(p, data, bytes);

@@ -68,7 +68,7 @@ static gaaw_status_t estimate_job(gaaw_context_t ctx, const train_options *o, ga
   gaaw_estimate_options_t eo;
   gaaw_status_t st = gaaw_config_get_int(cfg, "microbatches", &microbatches);
   if (st != GAAW_SUCCESS) return st;
-  trainer_gpt_config(o, &g);
+  train_gpt_config(o, &g);
   trainer_optimizer_config(o, (int)microbatches, &oc);
   gaaw_estimate_options_default(&eo);
   eo.batch = (int)o->batch;

@@ -12,7 +12,7 @@
 static void job_request(const train_options *o, int64_t global_batch, gaaw_plan_request_t *req)
 {
   memset(req, 0, sizeof *req);
-  trainer_gpt_config(o, &req->model);
+  train_gpt_config(o, &req->model);
   req->global_batch = global_batch;
   if (!strcmp(o->offload_optimizer, "host")) req->offload = 1u << 1;
   else if (!strcmp(o->offload_optimizer, "nvme")) req->offload = 1u << 2;

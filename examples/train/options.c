@@ -500,8 +500,17 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
   CHECK(o->zero >= 0 && o->zero <= 3, "--zero must be 0, 1, 2 or 3, got %ld", o->zero);
   CHECK(o->layers >= 1, "--layers must be >= 1, got %ld", o->layers);
   CHECK(o->heads >= 1, "--heads must be >= 1, got %ld", o->heads);
-  CHECK(o->dim >= 1 && o->dim % o->heads == 0, "--dim (%ld) must be a positive multiple of --heads (%ld)", o->dim,
-        o->heads);
+  CHECK(o->dim >= 1 && (o->head_dim || o->dim % o->heads == 0),
+        "--dim (%ld) must be a positive multiple of --heads (%ld), or --head-dim given", o->dim, o->heads);
+  static const char *const archs[] = {"gpt2", "llama", NULL};
+  CHECK(one_of(o->arch, archs), "--arch must be gpt2 or llama, got '%s'", o->arch);
+  CHECK(o->kv_heads >= 0 && o->kv_heads <= o->heads && (o->kv_heads == 0 || o->heads % o->kv_heads == 0),
+        "--kv-heads (%ld) must divide --heads (%ld); 0 = --heads", o->kv_heads, o->heads);
+  CHECK(o->head_dim >= 0 && o->head_dim <= INT_MAX, "--head-dim must be >= 0 (0 = --dim / --heads), got %ld",
+        o->head_dim);
+  CHECK(o->ffn >= 0 && o->ffn <= INT_MAX, "--ffn must be >= 0 (0 = the architecture's default), got %ld", o->ffn);
+  CHECK(o->rope_theta > 1 && o->rope_theta < HUGE_VAL, "--rope-theta must be > 1, got %g", o->rope_theta);
+  CHECK(o->norm_eps > 0 && o->norm_eps <= 1, "--norm-eps must be in (0, 1], got %g", o->norm_eps);
   CHECK(o->seq >= 1, "--seq must be >= 1, got %ld", o->seq);
   CHECK(o->vocab >= 1, "--vocab must be >= 1, got %ld", o->vocab);
   CHECK(o->batch >= 1, "--batch must be >= 1, got %ld", o->batch);
@@ -550,9 +559,16 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
         (long long)dp, (long long)pp, (long long)tp, world);
   if (dp == 0) dp = world / (tp * pp);
   CHECK(o->heads % tp == 0, "--heads (%ld) must be divisible by --tp (%lld)", o->heads, (long long)tp);
-  int64_t ffn = 4 * (int64_t)o->dim, tokens = (int64_t)o->batch * o->seq;
-  CHECK(ffn % tp == 0, "the MLP width 4 x --dim (%lld) must be divisible by --tp (%lld)", (long long)ffn,
+  gaaw_gpt_config_t g;
+  train_gpt_config(o, &g);
+  int64_t ffn = g.ffn ? g.ffn : 4 * (int64_t)o->dim, tokens = (int64_t)o->batch * o->seq;
+  int64_t kv = o->kv_heads ? o->kv_heads : o->heads;
+  CHECK(ffn % tp == 0, "the MLP width (--ffn, or the architecture's from --dim: %lld) must be divisible by --tp (%lld)",
+        (long long)ffn, (long long)tp);
+  CHECK(kv % tp == 0 || tp % kv == 0, "--kv-heads (%lld) and --tp (%lld): one must divide the other", (long long)kv,
         (long long)tp);
+  CHECK(!strcmp(o->arch, "gpt2") || (o->head_dim ? o->head_dim : o->dim / o->heads) % 2 == 0,
+        "--arch llama needs an even head width (--head-dim, or --dim / --heads = %ld)", o->dim / o->heads);
   int64_t rows = (o->vocab + tp - 1) / tp; /* vocabulary rows per tp rank, padded */
   CHECK(o->vocab > (tp - 1) * rows, "--vocab %ld is too small to split over --tp %lld", o->vocab, (long long)tp);
 
@@ -653,4 +669,27 @@ void train_options_usage(FILE *out, const char *prog)
     if (gaaw_tunable_info(i, &s.name, NULL, &s.def, &s.help) != GAAW_SUCCESS) continue;
     print_option(out, &s);
   }
+}
+
+static gaaw_dtype_t dtype_of(const char *name)
+{
+  return !strcmp(name, "bf16") ? GAAW_BF16 : !strcmp(name, "f16") ? GAAW_F16 : GAAW_F32;
+}
+
+void train_gpt_config(const train_options *o, gaaw_gpt_config_t *g)
+{
+  gaaw_gpt_config_default(g);
+  g->vocab = (int)o->vocab;
+  g->max_seq = (int)o->seq;
+  g->layers = (int)o->layers;
+  g->heads = (int)o->heads;
+  g->dim = (int)o->dim;
+  g->ffn = (int)o->ffn; /* 0: the architecture's default */
+  if (!strcmp(o->arch, "llama")) gaaw_gpt_config_llama(g);
+  g->kv_heads = (int)o->kv_heads;
+  g->head_dim = (int)o->head_dim;
+  g->rope_theta = o->rope_theta;
+  g->norm_eps = (float)o->norm_eps;
+  g->seed = (uint64_t)o->seed;
+  g->dtype = dtype_of(o->dtype);
 }

@@ -23,6 +23,12 @@
   X(dim, INT, "128", "N", "embedding width (divisible by heads)")                                   \
   X(seq, INT, "128", "N", "tokens per sequence (the model's context)")                              \
   X(vocab, INT, "256", "N", "vocabulary; every byte of the data must be below it")                  \
+  X(arch, STRING, "gpt2", "A", "gpt2 (learned positions, layernorm, GELU, biases, tied head) or llama (RoPE, RMSNorm, SwiGLU, no biases, untied head)") \
+  X(kv_heads, INT, "0", "N", "key/value heads for grouped-query attention (dividing --heads; 1 = multi-query); 0 = --heads") \
+  X(ffn, INT, "0", "N", "MLP hidden width (divisible by tp); 0 = 4 x --dim for gpt2, 8/3 x --dim rounded up to 32 (256 from --dim 1024) for llama") \
+  X(head_dim, INT, "0", "N", "width of one attention head; 0 = --dim / --heads")                    \
+  X(rope_theta, DOUBLE, "10000", "X", "RoPE's base with --arch llama")                              \
+  X(norm_eps, DOUBLE, "1e-5", "X", "the norms' epsilon")                                           \
   X(dtype, STRING, "f32", "T", "compute dtype: f32, bf16 or f16 (f16 with dynamic loss scaling)")   \
   X(layout, STRING, "", "auto", "auto = the planner (gaaw-plan) chooses tp, pp, dp, virtual stages, microbatches, schedule, --zero, recompute and --batch for the global batch --batch x --accum x microbatches x dp, after calibrating this machine, and prints its choice; empty = the layout options as given") \
   /* optimization */                                                                                 \
@@ -107,5 +113,8 @@ void train_memory_estimate(const train_options *opts, int tp, int pp, int dp, in
 
 /* --help: every trainer option and every library option with its default. */
 void train_options_usage(FILE *out, const char *prog);
+
+/* The GPT configuration the options describe (--arch and the model sizes). */
+void train_gpt_config(const train_options *o, gaaw_gpt_config_t *g);
 
 #endif

@@ -29,24 +29,6 @@ static gaaw_status_t failed_on(trainer *t, gaaw_status_t st, const char *functio
     if (st_ != GAAW_SUCCESS) return failed(t, st_, #call); \
   } while (0)
 
-static gaaw_dtype_t dtype_of(const char *name)
-{
-  return !strcmp(name, "bf16") ? GAAW_BF16 : !strcmp(name, "f16") ? GAAW_F16 : GAAW_F32;
-}
-
-void trainer_gpt_config(const train_options *o, gaaw_gpt_config_t *g)
-{
-  gaaw_gpt_config_default(g);
-  g->vocab = (int)o->vocab;
-  g->max_seq = (int)o->seq;
-  g->layers = (int)o->layers;
-  g->heads = (int)o->heads;
-  g->dim = (int)o->dim;
-  g->ffn = 0; /* 4 x dim */
-  g->seed = (uint64_t)o->seed;
-  g->dtype = dtype_of(o->dtype);
-}
-
 void trainer_optimizer_config(const train_options *o, int microbatches, gaaw_optimizer_config_t *c)
 {
   gaaw_optimizer_config_default(c);
@@ -90,7 +72,7 @@ gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options 
 
   gaaw_gpt_config_t g;
   gaaw_optimizer_config_t oc;
-  trainer_gpt_config(opts, &g);
+  train_gpt_config(opts, &g);
   trainer_optimizer_config(opts, t->microbatches, &oc);
   TRY(t, gaaw_model_create_gpt(ctx, &g, &t->model));
   if (opts->import[0]) { /* before the optimizer copies them */

@@ -25,10 +25,9 @@ typedef struct {
   char err[4096];
 } trainer;
 
-/* The GPT's and the optimizer's configurations from opts (microbatches: the
- * library option's value), as trainer_setup builds them; the memory estimate
- * reads the same. Not collective. */
-void trainer_gpt_config(const train_options *opts, gaaw_gpt_config_t *g);
+/* The optimizer's configuration from opts (microbatches: the library option's
+ * value), as trainer_setup builds it, beside train_gpt_config (options.h); the
+ * memory estimate reads the same. Not collective. */
 void trainer_optimizer_config(const train_options *opts, int microbatches, gaaw_optimizer_config_t *c);
 
 /* Builds the GPT and its optimizer from opts, with the weights of --import if

@@ -28,7 +28,20 @@ typedef struct gaaw_model_s *gaaw_model_t;
 typedef enum { GAAW_NORM_LAYERNORM = 0, GAAW_NORM_RMSNORM = 1 } gaaw_norm_t;
 /* gaaw_activation_t: see gaaw/kernels.h (GELU, SwiGLU, none, ReLU, tanh, SiLU). */
 
-/* The GPT. Sizes must satisfy: heads % tp == 0, dim % heads == 0, ffn % tp == 0. */
+/* How a GPT knows where a token is: a learned table of max_seq positions added to
+ * the embedding (GPT-2, "wpe.weight"), or rotary embeddings applied to q and k
+ * in every attention (RoPE, LLaMA; Hugging Face's rotate-half convention, inverse
+ * frequencies theta^(-2i/head_dim); no parameters). */
+typedef enum { GAAW_POSITION_LEARNED = 0, GAAW_POSITION_ROPE = 1 } gaaw_position_t;
+
+/* The GPT: GPT-2 by default (gaaw_gpt_config_default), a LLaMA-class decoder with
+ * gaaw_gpt_config_llama. Sizes must satisfy: heads % kv_heads == 0; heads % tp == 0;
+ * kv_heads % tp == 0 or tp % kv_heads == 0 (then each key/value head is replicated
+ * on the tp / kv_heads ranks whose query heads use it); ffn % tp == 0; head_dim
+ * even with RoPE; and, with head_dim 0, dim % heads == 0. Any vocabulary at any tp
+ * (padded internally to a multiple of tp; the padding never shows). A zeroed field
+ * added after dtype means its default, so a config filled field by field keeps
+ * working. */
 typedef struct {
   int vocab;             /* token ids are 0..vocab-1 (256: bytes) */
   int max_seq;           /* positions 0..max_seq-1 */
@@ -41,11 +54,26 @@ typedef struct {
   uint64_t seed;         /* initialisation */
   gaaw_dtype_t dtype;    /* compute dtype of parameters and activations: f32 (default),
                             bf16 or f16 (statistics stay f32) */
+  int kv_heads;          /* key/value heads (grouped-query attention, 1: multi-query);
+                            0 = heads (multi-head) */
+  int head_dim;          /* width of one head; 0 = dim / heads */
+  gaaw_position_t position; /* learned (default) or RoPE */
+  double rope_theta;     /* RoPE's base; 0 = 10000 */
+  int no_bias;           /* 1: linears without biases (LLaMA); 0: with (GPT-2, default) */
+  float norm_eps;        /* the norms' epsilon; 0 = 1e-5 */
 } gaaw_gpt_config_t;
 
 /* GPT-2 small-ish defaults: vocab 256, max_seq 128, 4 layers, 4 heads, dim 256,
- * ffn 4*dim, layernorm, GELU, tied, no sequence parallelism, seed 1337, f32. */
+ * ffn 4*dim, layernorm, GELU, tied, no sequence parallelism, seed 1337, f32,
+ * multi-head, learned positions, biases, eps 1e-5. */
 void gaaw_gpt_config_default(gaaw_gpt_config_t *cfg);
+/* The LLaMA architecture on the sizes cfg already holds (call it after setting
+ * them, or after gaaw_gpt_config_default for its sizes): RoPE (theta 10000 unless
+ * set), RMSNorm, SwiGLU, no biases, untied embeddings, and, when ffn is 0, LLaMA's
+ * hidden size 8/3 x dim rounded up to a multiple of 256 (LLaMA's multiple_of), or
+ * of 32 below dim 1024, where 256 would inflate it.
+ * kv_heads, head_dim and norm_eps are left as they are. */
+void gaaw_gpt_config_llama(gaaw_gpt_config_t *cfg);
 
 /* Builds the GPT on this rank's share of the tp group. Collective over world: every
  * field of cfg (dtype and seed included) must be the same on every rank, since dp

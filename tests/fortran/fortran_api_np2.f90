@@ -233,7 +233,51 @@ contains
     call check_failure("targets (seq - 1, batch) on rank 1", st, GAAW_ERR_INVALID_ARG, ctx, &
                        "targets hold 2 samples of 7 features")
     call check_status("destroy gpt", gaaw_model_destroy(gpt), GAAW_SUCCESS)
+    call check_llama()
   end subroutine check_gpt
+
+  ! A LLaMA-class GPT at tp 2 with one kv head (replicated on both ranks), by the
+  ! keywords and by a config that gaaw_gpt_config_llama filled: the same model.
+  subroutine check_llama()
+    type(gaaw_model) :: a, b
+    type(gaaw_gpt_config_t) :: c
+    integer(c_int32_t) :: tokens(seq, nbatch), targets(seq, nbatch)
+    real(c_float) :: loss_a, loss_b
+    integer(c_int64_t) :: n_a, n_b, local
+    integer :: i
+    call check_status("create llama", gaaw_model_create_gpt(ctx, a, vocab=vocab, max_seq=seq, layers=1, heads=2, &
+                                                            dim=16, seed=7, llama=.true., kv_heads=1, head_dim=6, &
+                                                            rope_theta=5d5, norm_eps=1e-6), GAAW_SUCCESS, ctx)
+    call gaaw_gpt_config_default(c)
+    c%vocab = vocab
+    c%max_seq = seq
+    c%layers = 1
+    c%heads = 2
+    c%dim = 16
+    c%seed = 7
+    c%ffn = 0
+    call gaaw_gpt_config_llama(c)
+    call check_true("llama: RoPE, no biases, untied, ffn 8/3 x 16 rounded up to 64", &
+                    c%position == GAAW_POSITION_ROPE .and. c%no_bias == 1 .and. c%tied_embeddings == 0 .and. &
+                    c%ffn == 64)
+    c%kv_heads = 1
+    c%head_dim = 6
+    c%rope_theta = 5d5
+    c%norm_eps = 1e-6
+    call check_status("create llama from a config", gaaw_model_create_gpt(ctx, b, config=c), GAAW_SUCCESS, ctx)
+    call check_status("num_params", gaaw_model_num_params(a, n_a, local), GAAW_SUCCESS, ctx)
+    call check_status("num_params", gaaw_model_num_params(b, n_b, local), GAAW_SUCCESS, ctx)
+    ! wte and lm_head 2 x vocab x 16; q 12 x 16, k and v 6 x 16, o 16 x 12; 2 x 64 x 16 + 16 x 64; 3 norms of 16
+    call check_true("llama: the parameter count", n_a == n_b .and. n_a == 2 * vocab * 16 + 36 * 16 + &
+                    3 * 64 * 16 + 3 * 16)
+    tokens = reshape([(int(mod(i * 5, vocab), c_int32_t), i = 1, seq * nbatch)], [seq, nbatch])
+    targets = cshift(tokens, 1, dim=1)
+    call check_status("llama forward", gaaw_model_forward(a, tokens, targets, loss_a), GAAW_SUCCESS, ctx)
+    call check_status("llama forward", gaaw_model_forward(b, tokens, targets, loss_b), GAAW_SUCCESS, ctx)
+    call check_same("the same llama either way", [loss_a], [loss_b])
+    call check_status("destroy llama", gaaw_model_destroy(a), GAAW_SUCCESS)
+    call check_status("destroy llama", gaaw_model_destroy(b), GAAW_SUCCESS)
+  end subroutine check_llama
 
   ! The parameter registry, gradients, timing and the optimizer's figures.
   subroutine check_mlp_state()

@@ -32,6 +32,25 @@ static inline gaaw_gpt_config_t model_tiny_gpt(int seq, gaaw_dtype_t dtype)
   return g;
 }
 
+/* The small LLaMA-class GPT of the LLaMA tests: vocabulary 1,001, 2 layers, 4
+ * query heads of width 8 over kv_heads key/value heads, dim 24 (so head_dim !=
+ * dim / heads), LLaMA's ffn 8/3 x 24 = 64, context seq. */
+static inline gaaw_gpt_config_t model_tiny_llama(int seq, int kv_heads)
+{
+  gaaw_gpt_config_t g;
+  gaaw_gpt_config_default(&g);
+  g.vocab = 1001;
+  g.max_seq = seq;
+  g.layers = 2;
+  g.heads = 4;
+  g.dim = 24;
+  g.head_dim = 8;
+  g.ffn = 0;
+  gaaw_gpt_config_llama(&g);
+  g.kv_heads = kv_heads;
+  return g;
+}
+
 /* steps training steps of model and opt: step s runs the random batch (batch x seq)
  * of seed seed0 + seed_step * s, and its loss goes to losses[s]. Collective over
  * the world. */

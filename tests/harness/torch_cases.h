@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "tests/harness/tensor_file.h"
+#include "tests/harness/torch_config.h"
 #include "tests/harness/model_util.h"
 
 #ifndef GAAW_SRCDIR
@@ -91,10 +92,8 @@ static inline void torch_case_add(torch_cases *c, gaaw_model_t model, const gaaw
                                   const int32_t *tokens, const int32_t *targets)
 {
   FILE *f = torch_case_begin(c);
-  int32_t cfg[12] = {g->vocab, g->max_seq, g->layers, g->heads, g->dim, g->ffn ? g->ffn : 4 * g->dim,
-                     g->norm, g->activation, g->tied_embeddings, B, T, 0};
   const float no_adam[5] = {0};
-  tf_write(f, "config", 1, 1, (int64_t[]){12}, cfg);
+  torch_write_config(f, g, B, T, 0);
   tf_write(f, "tokens", 1, 2, (int64_t[]){B, T}, tokens);
   tf_write(f, "targets", 1, 2, (int64_t[]){B, T}, targets);
   tf_write(f, "adam", 0, 1, (int64_t[]){5}, no_adam);

@@ -8,6 +8,7 @@
 
 #include "tests/harness/tensor_file.h"
 #include "tests/harness/test_util.h"
+#include "tests/harness/torch_config.h"
 
 #ifndef GAAW_SRCDIR
 #define GAAW_SRCDIR "."
@@ -37,10 +38,8 @@ static inline tf_tensor *torch_reference_run(gaaw_context_t ctx, gaaw_model_t mo
     fprintf(stderr, "torch_reference: cannot write %s\n", in);
     return NULL;
   }
-  int32_t cfg[12] = {g->vocab, g->max_seq, g->layers, g->heads, g->dim, g->ffn ? g->ffn : 4 * g->dim,
-                     g->norm, g->activation, g->tied_embeddings, B, T, steps};
   const float no_adam[5] = {0};
-  tf_write(f, "config", 1, 1, (int64_t[]){12}, cfg);
+  torch_write_config(f, g, B, T, steps);
   tf_write(f, "tokens", 1, 2, (int64_t[]){B, T}, tokens);
   tf_write(f, "targets", 1, 2, (int64_t[]){B, T}, targets);
   tf_write(f, "adam", 0, 1, (int64_t[]){5}, adam ? adam : no_adam);

@@ -6,7 +6,9 @@ Usage: gpt_reference.py IN OUT [IN OUT ...]
 Each pair is one case, run in turn (PyTorch starts once for them all). IN and OUT are "tensor files": a sequence of records, each
     u32 name length, name (utf-8), u32 dtype (0 f32, 3 i32), u32 ndim, ndim x i64 shape, data
 IN holds "config" (i32: vocab, max_seq, layers, heads, dim, ffn, norm (0 layernorm, 1 rmsnorm),
-activation (0 gelu-tanh, 1 swiglu), tied, batch, seq, optimizer steps), "tokens", "targets"
+activation (0 gelu-tanh, 1 swiglu), tied, batch, seq, optimizer steps, and optionally kv_heads,
+head_dim, position (0 learned, 1 rotary), no_bias), optionally "llama" (f32: rope_theta,
+norm_eps), "tokens", "targets"
 (i32, (batch, seq), negative = ignored), "adam" (f32: lr, beta1, beta2, eps, weight_decay),
 optionally "sgd" (f32: lr, momentum, weight_decay), and every parameter by its nanoGPT name.
 OUT holds "loss", "logits" (batch*seq, vocab), "grad.NAME" for every parameter, and, when
@@ -60,38 +62,64 @@ def write_tensors(path, tensors):
             f.write(t.numpy().astype("<i4" if is_int else "<f4").tobytes())
 
 
-def norm(x, p, prefix, kind):
+def norm(x, p, prefix, kind, eps):
     if kind == 0:
         return torch.nn.functional.layer_norm(x, (x.shape[-1],), p[prefix + ".weight"],
-                                              p[prefix + ".bias"], eps=1e-5)
-    rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
+                                              p[prefix + ".bias"], eps=eps)
+    rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     return x * rstd * p[prefix + ".weight"]
 
 
-def forward(p, cfg, tokens):
+def rotate(x, theta):
+    """Rotary embedding of x (B, heads, T, D), Hugging Face's rotate-half on the two
+    halves of each head, angles in double precision."""
+    T, D = x.shape[-2], x.shape[-1]
+    inv_freq = 1.0 / theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D)
+    angles = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    angles = torch.cat([angles, angles], dim=-1)
+    cos, sin = angles.cos().float(), angles.sin().float()
+    x1, x2 = x[..., :D // 2], x[..., D // 2:]
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+def linear(x, p, name):
+    """x W^T (+ b where the model has biases)."""
+    y = x @ p[name + ".weight"].T
+    return y + p[name + ".bias"] if name + ".bias" in p else y
+
+
+def forward(p, cfg, tokens, theta=10000.0, eps=1e-5):
     vocab, _, layers, heads, dim, ffn, norm_kind, act, tied = cfg[:9]
+    kv_heads, head_dim, position = (cfg[12:15] + [0, 0, 0])[:3] if len(cfg) > 12 else (0, 0, 0)
+    kv_heads, head_dim = kv_heads or heads, head_dim or dim // heads
     B, T = tokens.shape
-    x = p["wte.weight"][tokens.long()] + p["wpe.weight"][:T]
+    x = p["wte.weight"][tokens.long()]
+    if position == 0:
+        x = x + p["wpe.weight"][:T]
     mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
     for i in range(layers):
         h = f"h.{i}"
-        a = norm(x, p, h + ".ln_1", norm_kind)
-        qkv = a @ p[h + ".attn.c_attn.weight"].T + p[h + ".attn.c_attn.bias"]
-        q, k, v = qkv.split(dim, dim=-1)
-        q, k, v = (t.view(B, T, heads, dim // heads).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(dim // heads)
+        a = norm(x, p, h + ".ln_1", norm_kind, eps)
+        qkv = linear(a, p, h + ".attn.c_attn")
+        q, k, v = qkv.split([heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], dim=-1)
+        q = q.view(B, T, heads, head_dim).transpose(1, 2)
+        k, v = (t.view(B, T, kv_heads, head_dim).transpose(1, 2) for t in (k, v))
+        if position == 1:
+            q, k = rotate(q, theta), rotate(k, theta)
+        k, v = (t.repeat_interleave(heads // kv_heads, dim=1) for t in (k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(head_dim)
         att = att.masked_fill(~mask, float("-inf")).softmax(-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, dim)
-        x = x + y @ p[h + ".attn.c_proj.weight"].T + p[h + ".attn.c_proj.bias"]
-        m = norm(x, p, h + ".ln_2", norm_kind)
-        u = m @ p[h + ".mlp.c_fc.weight"].T + p[h + ".mlp.c_fc.bias"]
+        y = (att @ v).transpose(1, 2).reshape(B, T, heads * head_dim)
+        x = x + linear(y, p, h + ".attn.c_proj")
+        m = norm(x, p, h + ".ln_2", norm_kind, eps)
+        u = linear(m, p, h + ".mlp.c_fc")
         if act == 0:
             u = torch.nn.functional.gelu(u, approximate="tanh")
         else:
             gate, up = u.split(ffn, dim=-1)
             u = torch.nn.functional.silu(gate) * up
-        x = x + u @ p[h + ".mlp.c_proj.weight"].T + p[h + ".mlp.c_proj.bias"]
-    x = norm(x, p, "ln_f", norm_kind)
+        x = x + linear(u, p, h + ".mlp.c_proj")
+    x = norm(x, p, "ln_f", norm_kind, eps)
     head = p["wte.weight"] if tied else p["lm_head.weight"]
     return (x @ head.T).reshape(B * T, vocab)
 
@@ -101,10 +129,11 @@ def run_case(in_path, out_path):
     cfg = [int(v) for v in src.pop("config").tolist()]
     tokens, targets, adam = src.pop("tokens"), src.pop("targets"), src.pop("adam").tolist()
     sgd = src.pop("sgd").tolist() if "sgd" in src else None
+    theta, norm_eps = src.pop("llama").tolist() if "llama" in src else (10000.0, 1e-5)
     adam_steps = cfg[11]
     torch.set_default_dtype(torch.float32)
     params = {n: t.clone().requires_grad_(True) for n, t in src.items()}
-    logits = forward(params, cfg, tokens)
+    logits = forward(params, cfg, tokens, theta, norm_eps)
     loss = torch.nn.functional.cross_entropy(logits, targets.reshape(-1).long(), ignore_index=-1)
     loss.backward()
     out = {"loss": loss.detach().reshape(1), "logits": logits.detach()}
@@ -120,7 +149,7 @@ def run_case(in_path, out_path):
         for step in range(adam_steps):
             if step > 0:
                 opt.zero_grad()
-                logits = forward(params, cfg, tokens)
+                logits = forward(params, cfg, tokens, theta, norm_eps)
                 torch.nn.functional.cross_entropy(logits, targets.reshape(-1).long(),
                                                   ignore_index=-1).backward()
             opt.step()

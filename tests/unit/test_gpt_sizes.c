@@ -24,7 +24,7 @@ int main(int argc, char **argv)
   expect_refused(ctx, &g, "dim 600000000 is too large: the MLP width 4 x dim = 2400000000 exceeds 2147483647");
   gaaw_gpt_config_default(&g);
   g.dim = 800000000, g.ffn = 4; /* 3 x dim = 2.4e9 */
-  expect_refused(ctx, &g, "the attention width 3 x dim = 2400000000 exceeds");
+  expect_refused(ctx, &g, "the attention width (heads + 2 kv_heads) x head_dim = 2400000000 exceeds");
   gaaw_gpt_config_default(&g);
   g.activation = GAAW_ACT_SWIGLU, g.ffn = 1200000000;
   expect_refused(ctx, &g, "ffn 1200000000 is too large for SwiGLU: its input width 2 x ffn = 2400000000 exceeds");
