@@ -25,7 +25,10 @@ static void usage(FILE *out, const char *prog)
           "the cost model of gaaw/plan.h predicts them (doc/plan.md), then the (dp, pp, tp)\n"
           "families it rejected and why.\n"
           "model (gaaw-train's flags; defaults gaaw_gpt_config_default's):\n"
-          "  --layers N --heads N --dim N --seq N --vocab N --ffn N (0: 4 x dim)\n"
+          "  --layers N --heads N --dim N --seq N --vocab N --ffn N (0: the architecture's)\n"
+          "  --arch gpt2|llama             the GPT-2 (default) or a LLaMA-class decoder (RoPE,\n"
+          "                                RMSNorm, SwiGLU of 8/3 x dim, no biases, untied)\n"
+          "  --kv-heads N --head-dim N     grouped-query attention; a head width (0: defaults)\n"
           "  --dtype bf16|f16|f32          compute dtype (default bf16)\n"
           "job and cluster:\n"
           "  --global-batch B              sequences per optimizer step (required)\n"
@@ -60,6 +63,7 @@ typedef struct {
   const char *speeds; /* --speeds as given, expanded by fill_cluster */
   double *speed;      /* world entries, or NULL */
   int json;
+  int llama;          /* --arch llama: gaaw_gpt_config_llama after the sizes */
 } plan_options;
 
 static int parse_long(const char *prog, const char *flag, const char *text, long lo, long *value)
@@ -158,6 +162,8 @@ static int parse_args(int argc, char **argv, plan_options *o)
     INT_FLAG("--seq", 1, g->max_seq)
     INT_FLAG("--vocab", 1, g->vocab)
     INT_FLAG("--ffn", 0, g->ffn)
+    INT_FLAG("--kv-heads", 0, g->kv_heads)
+    INT_FLAG("--head-dim", 0, g->head_dim)
     INT_FLAG("--global-batch", 1, o->req.global_batch)
     INT_FLAG("--nodes", 1, o->cluster.nodes)
     INT_FLAG("--devices-per-node", 1, o->cluster.devices_per_node)
@@ -171,6 +177,12 @@ static int parse_args(int argc, char **argv, plan_options *o)
       else if (!strcmp(v, "f32")) g->dtype = GAAW_F32;
       else {
         fprintf(stderr, "%s: --dtype must be bf16, f16 or f32, got '%s'\n", prog, v);
+        rc = 2;
+      }
+    } else if (!strcmp(f, "--arch")) {
+      o->llama = !strcmp(v, "llama");
+      if (!o->llama && strcmp(v, "gpt2")) {
+        fprintf(stderr, "%s: --arch must be gpt2 or llama, got '%s'\n", prog, v);
         rc = 2;
       }
     } else if (!strcmp(f, "--device")) o->device = v;
@@ -192,6 +204,7 @@ static int parse_args(int argc, char **argv, plan_options *o)
     }
   }
   if (rc) return rc;
+  if (o->llama) gaaw_gpt_config_llama(&o->req.model); /* keeps --kv-heads, --head-dim, a given --ffn */
   if (o->req.global_batch < 1) {
     fprintf(stderr, "%s: --global-batch is required\n", prog);
     return 2;
@@ -315,8 +328,10 @@ static void print_tables(const plan_options *o, gaaw_plan_t plan)
 {
   const gaaw_gpt_config_t *g = &o->req.model;
   const gaaw_plan_cluster_t *c = &o->cluster;
-  printf("GPT: %d layers, %d heads, dim %d, seq %d, vocab %d, %s; global batch %lld\n", g->layers, g->heads, g->dim,
-         g->max_seq, g->vocab, gaaw_dtype_name(g->dtype), (long long)o->req.global_batch);
+  printf("GPT (%s): %d layers, %d heads (%d kv), dim %d, ffn %d, seq %d, vocab %d, %s; global batch %lld\n",
+         o->llama ? "llama" : "gpt2", g->layers, g->heads, g->kv_heads ? g->kv_heads : g->heads, g->dim,
+         g->ffn ? g->ffn : 4 * g->dim, g->max_seq, g->vocab, gaaw_dtype_name(g->dtype),
+         (long long)o->req.global_batch);
   printf("cluster: %d nodes x %d %s (%.0f TFLOP/s, %.1f GB), links %.0f GB/s intra-node, %.0f GB/s inter-node\n\n",
          c->nodes, c->devices_per_node, c->device.name, c->device.peak_tflops, c->device.memory_bytes / 1e9,
          c->intra_node_gbps, c->inter_node_gbps);

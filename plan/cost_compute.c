@@ -2,11 +2,13 @@
  * and the work of one microbatch through a GPT block and through the LM head.
  *
  * A block on one rank of a tp group of t, microbatch of b rows, N = b s tokens,
- * C = dim, H = heads, D = C / H, F = ffn, Fu = c_fc outputs (F, or 2 F for SwiGLU):
- *   c_attn   (N, 3C/t) = (N, C)    (C, 3C/t)      column-parallel
+ * C = dim, H = heads, D = head_dim (C / H unless given), Q = H D, K = kv_heads,
+ * Kl = K D / t (D when t exceeds K: one replicated kv head), F = ffn, Fu = c_fc
+ * outputs (F, or 2 F for SwiGLU):
+ *   c_attn   (N, Q/t + 2 Kl) = (N, C)  (C, Q/t + 2 Kl)   column-parallel
  *   scores   (s, s)    = (s, D)    (D, s)         b H / t of them
  *   context  (s, D)    = (s, s)    (s, D)         b H / t of them
- *   c_proj   (N, C)    = (N, C/t)  (C/t, C)       row-parallel
+ *   c_proj   (N, C)    = (N, Q/t)  (Q/t, C)       row-parallel
  *   c_fc     (N, Fu/t) = (N, C)    (C, Fu/t)      column-parallel
  *   c_proj   (N, C)    = (N, F/t)  (F/t, C)       row-parallel
  * Each linear's backward is one GEMM of its FLOPs for the input gradient (B) and
@@ -26,20 +28,24 @@ void plan_shape_of(const gaaw_plan_request_t *r, plan_shape *sh)
   sh->h = g->dim;
   sh->s = g->max_seq;
   sh->a = g->heads;
+  sh->d = g->head_dim > 0 ? g->head_dim : (double)g->dim / g->heads;
+  sh->kv = g->kv_heads > 0 ? g->kv_heads : g->heads;
+  sh->q = sh->a * sh->d;
   sh->f = g->ffn > 0 ? g->ffn : 4.0 * g->dim;
   sh->fc1_out = g->activation == GAAW_ACT_SWIGLU ? 2 * sh->f : sh->f;
   sh->V = g->vocab;
   sh->L = g->layers;
   sh->e = (double)gaaw_dtype_size(g->dtype);
-  double h = sh->h;
+  double h = sh->h, qkv = sh->q + 2 * sh->kv * sh->d, bias = g->no_bias ? 0 : 1;
+  double norm = g->norm == GAAW_NORM_LAYERNORM ? 2 * h : h;
   /* ln_1, c_attn, c_proj, ln_2, c_fc, c_proj: weights and biases (gpt.c's add_block) */
-  sh->block_params = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (h * sh->fc1_out + sh->fc1_out) +
-                     (sh->f * h + h);
-  double wte = sh->V * h, wpe = sh->s * h, lnf = 2 * h;
+  sh->block_params = 2 * norm + h * qkv + sh->q * h + h * sh->fc1_out + sh->f * h +
+                     bias * (qkv + h + sh->fc1_out + h);
+  double wte = sh->V * h, wpe = g->position == GAAW_POSITION_LEARNED ? sh->s * h : 0, lnf = norm;
   sh->embed_params = wte * (g->tied_embeddings ? 1 : 2) + wpe + lnf;
-  /* 6 N + 12 L s h, N without the looked-up tables (gaaw_model_flops_per_token) */
+  /* 6 N + 12 L s q, N without the looked-up tables (gaaw_model_flops_per_token) */
   double n = sh->L * sh->block_params + sh->embed_params - wpe - (g->tied_embeddings ? 0 : wte);
-  sh->flops_per_token = 6 * n + 12 * sh->L * sh->s * h;
+  sh->flops_per_token = 6 * n + 12 * sh->L * sh->s * sh->q;
 }
 
 /* The rate (FLOP/s) of a GEMM of `flops` FLOPs whose smallest dimension is dmin:
@@ -80,11 +86,12 @@ static void add_linear(const gaaw_plan_device_t *d, double N, double out, double
 void plan_block_work(const plan_shape *sh, const gaaw_plan_device_t *d, int tp, int sequence_parallel, int rows,
                      int recompute, plan_work *out)
 {
-  double t = tp, b = rows, s = sh->s, h = sh->h, N = b * s, D = h / sh->a, e = sh->e;
+  double t = tp, b = rows, s = sh->s, h = sh->h, N = b * s, D = sh->d, e = sh->e;
+  double kvl = sh->kv >= t ? sh->kv * D / t : D, qkvl = sh->q / t + 2 * kvl;
   double bw = d->memory_gbps * PLAN_GB;
   plan_work x = {0, 0, 0};
-  add_linear(d, N, 3 * h / t, h, &x);
-  add_linear(d, N, h, h / t, &x);
+  add_linear(d, N, qkvl, h, &x);
+  add_linear(d, N, h, sh->q / t, &x);
   add_linear(d, N, sh->fc1_out / t, h, &x);
   add_linear(d, N, h, sh->f / t, &x);
   double core = plan_gemm_seconds(d, s, s, D, b * sh->a / t) + plan_gemm_seconds(d, s, D, s, b * sh->a / t);
@@ -93,7 +100,7 @@ void plan_block_work(const plan_shape *sh, const gaaw_plan_device_t *d, int tp, 
    * residuals on the (possibly sequence-split) stream */
   double tok = sequence_parallel ? N / t : N;
   double softmax = 4 * b * (sh->a / t) * s * s * e;
-  double columns = 2 * N * (3 * h + sh->fc1_out) / t * e + 2 * N * sh->f / t * e;
+  double columns = 2 * N * (qkvl + sh->fc1_out / t) * e + 2 * N * sh->f / t * e;
   double stream = tok * (2 * 2 * h + 2 * 3 * h) * e + 2 * N * 2 * h / t * e;
   double elem = (softmax + columns + stream) / bw;
   x.f += core + elem;

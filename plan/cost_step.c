@@ -168,6 +168,9 @@ gaaw_status_t plan_layout_check(gaaw_context_t ctx, const gaaw_plan_request_t *r
                  "dp %d x pp %d x tp %d is not the cluster's %lld devices (%d nodes x %d)", l->dp, l->pp, l->tp, world,
                  c->nodes, c->devices_per_node);
   GAAW_ARG_CHECK(ctx, g->heads % l->tp == 0, "heads %d are not divisible by tp %d", g->heads, l->tp);
+  int kv = g->kv_heads > 0 ? g->kv_heads : g->heads;
+  GAAW_ARG_CHECK(ctx, kv % l->tp == 0 || l->tp % kv == 0, "kv_heads %d and tp %d: one must divide the other", kv,
+                 l->tp);
   GAAW_ARG_CHECK(ctx, (g->ffn > 0 ? g->ffn : 4 * g->dim) % l->tp == 0, "ffn %d is not divisible by tp %d",
                  g->ffn > 0 ? g->ffn : 4 * g->dim, l->tp);
   GAAW_ARG_CHECK(ctx, g->layers % (l->pp * l->virtual_stages) == 0,

@@ -25,11 +25,12 @@
 /* The job's sizes, derived once from a request. */
 typedef struct {
   double h, s, a, f, fc1_out, V; /* dim, seq, heads, ffn, c_fc outputs (2 ffn for SwiGLU), vocab */
+  double d, kv, q;               /* head width, key/value heads, query width a x d */
   double L;                      /* transformer blocks */
   double e;                      /* bytes per element of the compute dtype */
   double block_params;           /* parameters of one block (unsplit) */
   double embed_params;           /* token embedding (and untied head), position embedding, ln_f */
-  double flops_per_token;        /* the model's: 6 N + 12 L s h (gaaw_model_flops_per_token) */
+  double flops_per_token;        /* the model's: 6 N + 12 L s q (gaaw_model_flops_per_token) */
 } plan_shape;
 
 void plan_shape_of(const gaaw_plan_request_t *r, plan_shape *sh);

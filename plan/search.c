@@ -250,9 +250,11 @@ static gaaw_status_t enumerate(gaaw_context_t ctx, const gaaw_plan_request_t *r,
       if ((world / tp) % pp) continue;
       int dp = world / tp / pp;
       if ((r->tp && tp != r->tp) || (r->pp && pp != r->pp)) continue;
-      if (g->heads % tp || ffn % tp) {
-        GAAW_CHECK(reject(ctx, plan, dp, pp, tp, "divisibility: heads %d or ffn %d not divisible by tp %d", g->heads,
-                          ffn, tp));
+      int kv = g->kv_heads > 0 ? g->kv_heads : g->heads;
+      if (g->heads % tp || ffn % tp || (kv % tp && tp % kv)) {
+        GAAW_CHECK(reject(ctx, plan, dp, pp, tp,
+                          "divisibility: heads %d or ffn %d not divisible by tp %d, or kv_heads %d and tp %d not "
+                          "dividing one another", g->heads, ffn, tp, kv, tp));
         continue;
       }
       if (g->layers % pp) {

@@ -57,6 +57,19 @@ test $? -eq 0 || err "--speeds 2x1,2x0.5 exited non-zero"
 echo "$rows" | grep "^  1     4    1    1 .*  4     1 " >/dev/null || err "--speeds: layout 1 is not dp 4 x 4 rows: $rows"
 echo "$rows" | grep "dp replicas (gaaw_batch_t.batch), by speed: 0-1: 5 2-3: 3$" >/dev/null ||
   err "--speeds: the replicas' rows are not 5, 5, 3, 3: $rows"
+# --arch llama: LLaMA's ffn from --dim (8/3 x 4096 -> 11008), kv heads that tp may
+# exceed only by a multiple; a bad --arch exits 2 naming it
+llama="--arch llama --layers 32 --heads 32 --kv-heads 8 --dim 4096 --seq 4096 --vocab 32000 --global-batch 64 --device h100-80g"
+out=`$prog $llama --top 1`
+test $? -eq 0 || err "--arch llama exited non-zero"
+echo "$out" | grep "^GPT (llama): 32 layers, 32 heads (8 kv), dim 4096, ffn 11008," >/dev/null ||
+  err "--arch llama: the header is not LLaMA-7B's with 8 kv heads: $out"
+out=`$prog --arch llama --heads 8 --kv-heads 3 --dim 512 --global-batch 8 --device h100-80g --tp 2 2>&1`
+echo "$out" | grep "kv_heads 3" >/dev/null || err "--kv-heads 3 at --tp 2 is not rejected by name: $out"
+msg=`$prog $small --arch mistral 2>&1 >/dev/null`
+test $? -eq 2 || err "--arch mistral: not 2"
+echo "$msg" | grep -- "--arch must be gpt2 or llama" >/dev/null || err "--arch mistral: $msg"
+
 help=`$prog --help`
 test $? -eq 0 || err "--help did not exit 0"
 echo "$help" | grep -- '--global-batch' >/dev/null || err "--help does not list --global-batch"

@@ -124,6 +124,21 @@ static void check_flops(gaaw_context_t ctx)
   expect_true(fabs(got - built) <= 1e-9 * built && fabs(built - flops_here(&s.model)) <= 1e-9 * built,
               "small GPT: %.6e implied, %.6e gaaw_model_flops_per_token, %.6e here", got, built,
               flops_here(&s.model));
+
+  /* a small LLaMA-class GPT (RoPE: no position table; grouped-query attention, no
+   * biases, RMSNorm, SwiGLU, untied, head_dim != dim / heads) built for real */
+  s.model.kv_heads = 2;
+  s.model.head_dim = 24;
+  s.model.ffn = 0;
+  gaaw_gpt_config_llama(&s.model);
+  l = layout_of(1, 1, 1, 1, 2, 4, GAAW_PLAN_1F1B, 0, 0);
+  require_ok(ctx, gaaw_plan_predict(ctx, &s, &c, &l));
+  require_ok(ctx, gaaw_model_create_gpt(ctx, &s.model, &model));
+  require_ok(ctx, gaaw_model_flops_per_token(model, &built));
+  gaaw_model_destroy(&model);
+  got = implied_flops(&s, &l);
+  expect_true(fabs(got - built) <= 1e-9 * built, "small LLaMA: %.6e implied, %.6e gaaw_model_flops_per_token", got,
+              built);
 }
 
 /* The pipeline alone: links and memory so fast that messages and elementwise work
