@@ -180,6 +180,9 @@ static void create(zero_mem *z, const zero_store_bytes *store)
     gaaw_ledger_add(z->g, GAAW_MEM_PARAMS, bytes);
     model += bytes;
   }
+  /* a GPT with RoPE keeps its (max_seq, head_dim) f32 table (gpt.c's upload_rope_table) */
+  if (m->kind_ops->kind == GAAW_MODEL_GPT && m->gpt.position == GAAW_POSITION_ROPE)
+    gaaw_ledger_add(z->g, GAAW_MEM_PARAMS, gaaw_ledger_bytes(GAAW_F32, (int64_t)m->gpt.max_seq * m->gpt.head_dim));
   /* the model's gradients come with its first backward pass (parallel/model_memory.c)
    * unless stages 2 and 3 take them over first */
   if (opt->is.shard_grads) {

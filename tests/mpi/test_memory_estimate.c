@@ -8,6 +8,8 @@
  *    options) equals the peak of gaaw_memory_total within 2%;
  *  - pp 2 x dp 2 with gpipe, 1f1b, interleaved (2 virtual stages) and zb-h1, stage
  *    1 and 2;
+ *  - the LLaMA-class GPT (2 kv heads, vocabulary 1,001) at tp 2 x dp 2 and at tp 4
+ *    (kv heads replicated), ZeRO 1 and 3, recompute none, selective and full;
  *  - the estimate with rank -1 is the largest of the ranks';
  *  - a 1024-device layout of a 1.3B GPT is estimated from one process;
  *  - bad input gets the named error on every rank.
@@ -27,6 +29,7 @@ static int configs = 0;
 typedef struct {
   int dp, stage, layers;
   const char *options;
+  int llama; /* model_tiny_llama with 2 kv heads instead of model_tiny_gpt */
 } run_case;
 
 /* STEPS steps of MICRO microbatches of (B, T) each. */
@@ -48,7 +51,7 @@ static void check_case(MPI_Comm comm, const run_case *c)
   char list[512];
   snprintf(list, sizeof list, "backend=host comm_timeout=60 microbatches=%d %s", MICRO, c->options);
   gaaw_context_t ctx = test_context(comm, list);
-  gaaw_gpt_config_t g = model_tiny_gpt(T, GAAW_F32);
+  gaaw_gpt_config_t g = c->llama ? model_tiny_llama(T, 2) : model_tiny_gpt(T, GAAW_F32);
   g.layers = c->layers;
   gaaw_optimizer_config_t oc;
   gaaw_optimizer_config_default(&oc);
@@ -73,7 +76,9 @@ static void check_case(MPI_Comm comm, const run_case *c)
   gaaw_optimizer_t opt;
   require_ok(ctx, gaaw_model_create_gpt(ctx, &g, &model));
   require_ok(ctx, gaaw_optimizer_create(model, &oc, &opt));
-  train(ctx, model, opt, g.vocab, 77 + (uint64_t)rank);
+  int dp_rank; /* the ranks of a tp group train on the same batch */
+  require_ok(ctx, gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, &dp_rank, NULL));
+  train(ctx, model, opt, g.vocab, 77 + (uint64_t)dp_rank);
   size_t now, peak, cat_peak[GAAW_MEM_CATEGORY_COUNT];
   require_ok(ctx, gaaw_memory_total(ctx, &now, &peak));
   for (int k = 0; k < GAAW_MEM_CATEGORY_COUNT; k++)
@@ -118,7 +123,9 @@ static void check_case(MPI_Comm comm, const run_case *c)
 static void run_on_groups(const run_case *c)
 {
   MPI_Comm comm;
-  MPI_Comm_split(MPI_COMM_WORLD, world_rank / c->dp / (strstr(c->options, "pp=2") ? 2 : 1), world_rank, &comm);
+  int group = c->dp * (strstr(c->options, "pp=2") ? 2 : 1) * (strstr(c->options, "tp=2") ? 2 : 1) *
+              (strstr(c->options, "tp=4") ? 4 : 1);
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank / group, world_rank, &comm);
   check_case(comm, c);
   MPI_Comm_free(&comm);
 }
@@ -235,6 +242,13 @@ int main(int argc, char **argv)
       run_case c = {2, stage, 4, options};
       run_on_groups(&c);
     }
+  /* the LLaMA-class GPT: tp 2 x dp 2, and tp 4 with each kv head replicated on 2 ranks */
+  const char *llama[] = {"tp=2 recompute=none", "tp=2 recompute=selective", "tp=4 recompute=full",
+                         "tp=4 recompute=none"};
+  for (int k = 0; k < 4; k++) {
+    run_case c = {k < 2 ? 2 : 1, k % 2 ? 3 : 1, 2, llama[k], 1};
+    run_on_groups(&c);
+  }
   ckpt_test_dir_remove(nvme_dir);
   bad_input();
   if (world_rank == 0) printf("%d layouts: the largest difference between estimate and measured peak %.3f%%\n",
