@@ -15,6 +15,7 @@
 #include "backends/runtime/error.h"
 #include "backends/runtime/half.h"
 #include "parallel/model_impl.h"
+#include "zero/hf_layout.h"
 #include "zero/safetensors_header.h"
 
 /* The nanoGPT prefix the import strips, and the buffers of nanoGPT (and Hugging
@@ -23,50 +24,104 @@
 static const char st_prefix[] = "transformer.";
 static const char *const st_buffers[] = {".attn.bias", ".attn.masked_bias"};
 
-/* The model's parameters as the file's tensors, in registry order (names point
- * into the model), the largest one's size, and a digest of names and shapes. */
+/* The model's parameters as the file's tensors: one per parameter, in registry
+ * order, under its own name; or, for a LLaMA-class GPT, Hugging Face's LLaMA
+ * names, the fused QKV and gate/up weights each as their pieces (zero/hf_layout.h),
+ * one after the other. For each file tensor: the parameter it is part of and its
+ * first row there. Also the largest parameter's size and a digest of the file's
+ * names and shapes. */
 typedef struct {
   gaaw_st_tensor *t;
-  int n;
+  int *param;        /* the parameter (registry index) of each file tensor */
+  int64_t *row0;     /* its first row in the parameter */
+  const char **param_name;
+  int64_t *param_numel;
+  int n, nparams;
   int64_t max_numel;
   uint64_t digest;
   int tied;          /* a GPT whose LM head is wte.weight: it has no lm_head.weight */
-  int gpt;
+  int gpt, hf;       /* hf: Hugging Face's LLaMA names */
 } st_registry;
 
 static void registry_free(st_registry *r)
 {
+  for (int k = 0; r->hf && k < r->n; k++) free(r->t[k].name);
   free(r->t);
+  free(r->param);
+  free(r->row0);
+  free(r->param_name);
+  free(r->param_numel);
   memset(r, 0, sizeof *r);
 }
 
+/* The file tensor holding (the first rows of) parameter `name`, or -1. */
 static int registry_find(const st_registry *r, const char *name)
+{
+  for (int k = 0; k < r->n; k++)
+    if (strcmp(r->param_name[r->param[k]], name) == 0) return k;
+  return -1;
+}
+
+static int registry_find_file(const st_registry *r, const char *name)
 {
   for (int k = 0; k < r->n; k++)
     if (strcmp(r->t[k].name, name) == 0) return k;
   return -1;
 }
 
+/* Appends parameter p's file tensors (shape: its global shape). */
+static gaaw_status_t registry_add(gaaw_model_t m, st_registry *r, int p, const char *name, int ndim,
+                                  const int64_t *shape)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_hf_parts parts;
+  if (!r->hf || !gaaw_hf_parts_of(m, name, shape[0], &parts)) {
+    if (r->hf) GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "parameter %s has no Hugging Face name", name);
+    parts.n = 1, parts.row0[0] = 0, parts.rows[0] = shape[0];
+  }
+  for (int k = 0; k < parts.n; k++) {
+    gaaw_st_tensor *t = &r->t[r->n];
+    t->ndim = ndim;
+    t->shape[0] = parts.rows[k];
+    if (ndim == 2) t->shape[1] = shape[1];
+    t->name = r->hf ? strdup(parts.name[k]) : (char *)name; /* never written through */
+    if (!t->name) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot copy a tensor name");
+    r->param[r->n] = p;
+    r->row0[r->n] = parts.row0[k];
+    r->n++;
+    r->digest = r->digest * 1099511628211ull ^ gaaw_digest(t->name, strlen(t->name)) ^
+                gaaw_digest(t->shape, (size_t)t->ndim * sizeof t->shape[0]);
+  }
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t registry_read(gaaw_model_t m, st_registry *r)
 {
   gaaw_context_t ctx = m->ctx;
   memset(r, 0, sizeof *r);
-  GAAW_CHECK(gaaw_model_param_count(m, &r->n));
-  r->t = calloc(r->n ? (size_t)r->n : 1, sizeof *r->t);
-  if (!r->t) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d registry entries", r->n);
+  GAAW_CHECK(gaaw_model_param_count(m, &r->nparams));
+  size_t cap = (size_t)(r->nparams ? r->nparams : 1) * GAAW_HF_MAX_PARTS;
+  r->t = calloc(cap, sizeof *r->t);
+  r->param = calloc(cap, sizeof *r->param);
+  r->row0 = calloc(cap, sizeof *r->row0);
+  r->param_name = calloc(cap, sizeof *r->param_name);
+  r->param_numel = calloc(cap, sizeof *r->param_numel);
+  if (!r->t || !r->param || !r->row0 || !r->param_name || !r->param_numel)
+    GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d registry entries", r->nparams);
+  r->hf = gaaw_hf_llama(m);
   r->max_numel = 1;
-  for (int k = 0; k < r->n; k++) {
+  for (int p = 0; p < r->nparams; p++) {
     const char *name;
-    gaaw_st_tensor *t = &r->t[k];
-    GAAW_CHECK(gaaw_model_param_info(m, k, &name, &t->ndim, t->shape));
-    t->name = (char *)name; /* never written through */
-    int64_t numel = t->shape[0] * (t->ndim == 2 ? t->shape[1] : 1);
-    if (numel > r->max_numel) r->max_numel = numel;
-    r->digest = r->digest * 1099511628211ull ^ gaaw_digest(name, strlen(name)) ^
-                gaaw_digest(t->shape, (size_t)t->ndim * sizeof t->shape[0]);
+    int ndim;
+    int64_t shape[2] = {0, 1};
+    GAAW_CHECK(gaaw_model_param_info(m, p, &name, &ndim, shape));
+    r->param_name[p] = name;
+    r->param_numel[p] = shape[0] * (ndim == 2 ? shape[1] : 1);
+    if (r->param_numel[p] > r->max_numel) r->max_numel = r->param_numel[p];
+    GAAW_CHECK(registry_add(m, r, p, name, ndim, shape));
   }
-  r->gpt = registry_find(r, "wte.weight") >= 0;
-  r->tied = r->gpt && registry_find(r, "lm_head.weight") < 0;
+  r->gpt = m->kind_ops->kind == GAAW_MODEL_GPT;
+  r->tied = r->gpt && m->gpt.tied_embeddings;
   return GAAW_SUCCESS;
 }
 
@@ -191,13 +246,16 @@ gaaw_status_t gaaw_model_export(gaaw_model_t m, const char *path)
    * the gathers its peers are in: it is carried to the agreement at the end. */
   gaaw_status_t io = rank == 0 ? writer_open(ctx, path, &r, &w) : GAAW_SUCCESS;
   for (int k = 0; k < r.n && st == GAAW_SUCCESS; k++) {
-    st = gaaw_model_get_param(m, r.t[k].name, v); /* fails on the whole work group at once */
-    int64_t n = numel_of(&r.t[k]);
+    /* a parameter's file tensors are consecutive: it is gathered at its first */
+    int p = r.param[k];
+    if (k == 0 || r.param[k - 1] != p) st = gaaw_model_get_param(m, r.param_name[p], v); /* the whole work group */
+    int64_t n = numel_of(&r.t[k]), at = r.row0[k] * (r.t[k].ndim == 2 ? r.t[k].shape[1] : 1);
     if (st == GAAW_SUCCESS && rank == 0 && io == GAAW_SUCCESS) {
-      for (int64_t i = 0; i < n; i++) gaaw_st_store_f32(bytes + 4 * i, v[i]);
+      for (int64_t i = 0; i < n; i++) gaaw_st_store_f32(bytes + 4 * i, v[at + i]);
       io = write_all(ctx, w.fd, w.tmp, bytes, (size_t)n * 4);
     }
   }
+  if (rank == 0 && r.hf && io == GAAW_SUCCESS && st == GAAW_SUCCESS) io = gaaw_hf_config_write(m, path);
   if (rank == 0) io = writer_close(ctx, path, &w, st != GAAW_SUCCESS ? st : io);
   if (st == GAAW_SUCCESS) st = io;
   st = gaaw_agree_world(ctx, st, "writing the safetensors file", NULL, 0);
@@ -311,9 +369,10 @@ static gaaw_status_t match(gaaw_context_t ctx, const char *path, const st_regist
   for (int k = 0; k < r->n; k++) f->of_param[k] = -1;
   for (int i = 0; i < f->h.count; i++) {
     const gaaw_st_tensor *t = &f->h.tensors[i];
-    const char *name = strncmp(t->name, st_prefix, sizeof st_prefix - 1) == 0 ? t->name + sizeof st_prefix - 1
-                                                                                : t->name;
-    int k = registry_find(r, name);
+    const char *name = !r->hf && strncmp(t->name, st_prefix, sizeof st_prefix - 1) == 0
+                         ? t->name + sizeof st_prefix - 1
+                         : t->name;
+    int k = registry_find_file(r, name);
     if (k >= 0 && f->of_param[k] >= 0)
       GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: the model's %s is in the file twice, as '%s' and '%s'", path, name,
                 f->h.tensors[f->of_param[k]].name, t->name);
@@ -322,7 +381,7 @@ static gaaw_status_t match(gaaw_context_t ctx, const char *path, const st_regist
       f->of_param[k] = i;
     } else if (r->tied && strcmp(name, "lm_head.weight") == 0 && !head) {
       head = t;
-    } else if (!(r->gpt && is_mask_buffer(name))) {
+    } else if (!(r->gpt && !r->hf && is_mask_buffer(name))) {
       GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: the file holds tensor '%s' (data at file offset %llu), which the "
                 "model does not have%s", path, t->name, (unsigned long long)(f->h.data_start + t->begin),
                 strcmp(name, "lm_head.weight") == 0 ? " (twice?)" : "");
@@ -330,6 +389,9 @@ static gaaw_status_t match(gaaw_context_t ctx, const char *path, const st_regist
   }
   for (int k = 0; k < r->n; k++) {
     char s[96];
+    if (f->of_param[k] < 0 && r->hf)
+      GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: the model's tensor %s %s (Hugging Face's LLaMA name) is not in the "
+                "file", path, r->t[k].name, shape_text(&r->t[k], s, sizeof s));
     if (f->of_param[k] < 0)
       GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: the model's parameter %s %s is not in the file (nor as %s%s)", path,
                 r->t[k].name, shape_text(&r->t[k], s, sizeof s), st_prefix, r->t[k].name);
@@ -338,25 +400,29 @@ static gaaw_status_t match(gaaw_context_t ctx, const char *path, const st_regist
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t file_load(gaaw_context_t ctx, const char *path, const st_registry *r, st_file *f)
+static gaaw_status_t file_load(gaaw_model_t m, const char *path, const st_registry *r, st_file *f)
 {
+  gaaw_context_t ctx = m->ctx;
+  if (r->hf) GAAW_CHECK(gaaw_hf_config_check(m, path));
   GAAW_CHECK(read_bytes(ctx, path, f));
   GAAW_CHECK(gaaw_st_header_parse(ctx, path, f->bytes, f->size, &f->h));
   GAAW_CHECK(match(ctx, path, r, f));
   return GAAW_SUCCESS;
 }
 
-/* After the agreement: rank 0 converts each parameter to f32, world gets it by
- * broadcast, every rank keeps its slice. */
+/* After the agreement: rank 0 assembles each parameter in f32 from its file
+ * tensors, world gets it by broadcast, every rank keeps its slice. */
 static gaaw_status_t send_params(gaaw_model_t m, const st_registry *r, const st_file *f, int rank, int size,
                                  gaaw_buffer_t buf, float *v)
 {
   gaaw_context_t ctx = m->ctx;
-  for (int k = 0; k < r->n; k++) {
-    int64_t n = numel_of(&r->t[k]);
-    if (rank == 0) {
+  for (int k = 0, p = 0; p < r->nparams; p++) {
+    int64_t n = r->param_numel[p];
+    for (; k < r->n && r->param[k] == p; k++) {
+      if (rank != 0) continue;
       const gaaw_st_tensor *t = &f->h.tensors[f->of_param[k]];
-      for (int64_t i = 0; i < n; i++) v[i] = gaaw_st_load(t, data_of(f, t), i);
+      int64_t at = r->row0[k] * (t->ndim == 2 ? t->shape[1] : 1);
+      for (int64_t i = 0, tn = numel_of(t); i < tn; i++) v[at + i] = gaaw_st_load(t, data_of(f, t), i);
     }
     if (size > 1) {
       gaaw_tensor_t t;
@@ -365,7 +431,7 @@ static gaaw_status_t send_params(gaaw_model_t m, const st_registry *r, const st_
       GAAW_CHECK(gaaw_comm_broadcast(m->world, &t, 0));
       GAAW_CHECK(gaaw_buffer_read(ctx, buf, 0, v, (size_t)n * sizeof *v));
     }
-    GAAW_CHECK(gaaw_model_set_param(m, r->t[k].name, v));
+    GAAW_CHECK(gaaw_model_set_param(m, r->param_name[p], v));
   }
   return GAAW_SUCCESS;
 }
@@ -400,7 +466,7 @@ gaaw_status_t gaaw_model_import(gaaw_model_t m, const char *path)
   }
   if (st == GAAW_SUCCESS && size > 1)
     st = gaaw_buffer_alloc(ctx, (size_t)r.max_numel * sizeof(float), GAAW_MEM_COMMUNICATION, &buf);
-  if (st == GAAW_SUCCESS && rank == 0) st = file_load(ctx, path, &r, &f);
+  if (st == GAAW_SUCCESS && rank == 0) st = file_load(m, path, &r, &f);
   gaaw_field fields[2] = {GAAW_FIELD_TEXT("path", path ? path : ""),
                           GAAW_FIELD_DIGEST("the model's parameters", r.digest)};
   st = gaaw_agree_world(ctx, st, "the safetensors import", fields, st == GAAW_SUCCESS ? 2 : 0);

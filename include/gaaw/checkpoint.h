@@ -97,8 +97,11 @@ gaaw_status_t gaaw_checkpoint_add_sampler(gaaw_optimizer_t opt, gaaw_sampler_t s
 
 /* Weights out and in as one safetensors file (8-byte little-endian header size,
  * a JSON header {name: {dtype, shape, data_offsets}}, the raw data), with
- * nanoGPT's names and layouts for the GPT (DESIGN.md section 6a) and fc.I.* for
- * sequential models. export writes F32; import reads F32, BF16 or F16 written by
+ * nanoGPT's names and layouts for the GPT (DESIGN.md section 6a), Hugging Face's
+ * LLaMA names for a LLaMA-class GPT (RoPE, RMSNorm, SwiGLU), its fused QKV and
+ * gate/up weights split into q_proj, k_proj, v_proj and gate_proj, up_proj, with a
+ * config.json written beside the file and checked on import when present
+ * (doc/c-api.md), and fc.I.* for sequential models. export writes F32; import reads F32, BF16 or F16 written by
  * gaaw or by PyTorch into any layout, checking every name, shape and dtype (a
  * nanoGPT "transformer." prefix and a tied lm_head.weight are accepted).
  * Collective over world; path the same on every rank.

@@ -12,36 +12,15 @@
 #include <unistd.h>
 
 #include "tests/harness/model_util.h"
-
-#ifndef GAAW_SRCDIR
-#define GAAW_SRCDIR "."
-#endif
+#include "tests/harness/torch_script.h"
 
 enum { VOCAB = 48, SEQ = 8, LAYERS = 2, HEADS = 2, DIM = 16, B = 2 };
 
 static int world_rank;
 
-/* Rank 0 runs the reference with args; every rank gets its exit status, waiting
- * asleep rather than spinning in MPI on PyTorch's cores. */
 static int run_reference(const char *args)
 {
-  int rc = 0;
-  if (world_rank == 0) {
-    char cmd[1024];
-    if (access("/usr/bin/python3", X_OK) != 0) {
-      rc = 77;
-    } else {
-      snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/reference/safetensors_reference.py %s", GAAW_SRCDIR, args);
-      int st = system(cmd);
-      rc = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-      if (rc != 0 && rc != 77) fprintf(stderr, "FAIL: %s exited with %d\n", cmd, rc);
-    }
-  }
-  MPI_Request done;
-  int flag = 0;
-  MPI_Ibcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD, &done);
-  while (MPI_Test(&done, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && !flag) usleep(2000);
-  return rc;
+  return torch_script_run("safetensors_reference.py", args);
 }
 
 /* Raw little-endian f32s from path (rank 0 reads, every rank gets them). */

@@ -1,0 +1,211 @@
+/* Hugging Face's LLaMA names for the GPT's parameters, and its config.json
+ * (zero/hf_layout.h). */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "zero/hf_layout.h"
+
+int gaaw_hf_llama(gaaw_model_t m)
+{
+  const gaaw_gpt_config_t *g = &m->gpt;
+  return m->kind_ops->kind == GAAW_MODEL_GPT && g->position == GAAW_POSITION_ROPE && g->norm == GAAW_NORM_RMSNORM &&
+         g->activation == GAAW_ACT_SWIGLU;
+}
+
+static void part(gaaw_hf_parts *p, const char *name, int64_t row0, int64_t rows)
+{
+  snprintf(p->name[p->n], GAAW_HF_NAME_MAX, "%s", name);
+  p->row0[p->n] = row0;
+  p->rows[p->n] = rows;
+  p->n++;
+}
+
+/* block i's suffix (after "h.I.") -> its pieces under model.layers.I. */
+static int block_parts(gaaw_model_t m, int i, const char *suffix, int64_t rows, gaaw_hf_parts *out)
+{
+  const gaaw_gpt_config_t *g = &m->gpt;
+  int64_t q = (int64_t)g->heads * g->head_dim, kv = (int64_t)g->kv_heads * g->head_dim, f = g->ffn;
+  static const struct {
+    const char *gaaw, *hf;
+  } whole[] = {
+    {"ln_1.weight", "input_layernorm.weight"},         {"ln_2.weight", "post_attention_layernorm.weight"},
+    {"attn.c_proj.weight", "self_attn.o_proj.weight"}, {"attn.c_proj.bias", "self_attn.o_proj.bias"},
+    {"mlp.c_proj.weight", "mlp.down_proj.weight"},     {"mlp.c_proj.bias", "mlp.down_proj.bias"},
+  };
+  char name[GAAW_HF_NAME_MAX];
+  for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++)
+    if (!strcmp(suffix, whole[k].gaaw)) {
+      snprintf(name, sizeof name, "model.layers.%d.%s", i, whole[k].hf);
+      part(out, name, 0, rows);
+      return 1;
+    }
+  const char *kind = strchr(suffix, '.') ? strrchr(suffix, '.') + 1 : ""; /* weight or bias */
+  if (!strncmp(suffix, "attn.c_attn.", 12)) {
+    const char *proj[3] = {"q_proj", "k_proj", "v_proj"};
+    int64_t at[3] = {0, q, q + kv}, n[3] = {q, kv, kv};
+    for (int k = 0; k < 3; k++) {
+      snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.%s", i, proj[k], kind);
+      part(out, name, at[k], n[k]);
+    }
+    return 1;
+  }
+  if (!strncmp(suffix, "mlp.c_fc.", 9)) {
+    snprintf(name, sizeof name, "model.layers.%d.mlp.gate_proj.%s", i, kind);
+    part(out, name, 0, f);
+    snprintf(name, sizeof name, "model.layers.%d.mlp.up_proj.%s", i, kind);
+    part(out, name, f, f);
+    return 1;
+  }
+  return 0;
+}
+
+int gaaw_hf_parts_of(gaaw_model_t m, const char *name, int64_t rows, gaaw_hf_parts *out)
+{
+  memset(out, 0, sizeof *out);
+  if (!strcmp(name, "wte.weight")) part(out, "model.embed_tokens.weight", 0, rows);
+  else if (!strcmp(name, "ln_f.weight")) part(out, "model.norm.weight", 0, rows);
+  else if (!strcmp(name, "lm_head.weight")) part(out, "lm_head.weight", 0, rows);
+  else {
+    int i, used = 0;
+    if (sscanf(name, "h.%d.%n", &i, &used) != 1 || used == 0) return 0;
+    return block_parts(m, i, name + used, rows, out);
+  }
+  return 1;
+}
+
+/* ---- config.json */
+
+/* The file's directory's config.json. */
+static char *config_path(const char *path)
+{
+  const char *slash = strrchr(path, '/');
+  size_t dir = slash ? (size_t)(slash - path) + 1 : 0, len = dir + sizeof "config.json";
+  char *out = malloc(len);
+  if (out) snprintf(out, len, "%.*sconfig.json", (int)dir, path);
+  return out;
+}
+
+static json_t *config_of(gaaw_model_t m)
+{
+  const gaaw_gpt_config_t *g = &m->gpt;
+  json_t *j = json_object();
+  json_object_set_new(j, "architectures", json_pack("[s]", "LlamaForCausalLM"));
+  json_object_set_new(j, "model_type", json_string("llama"));
+  json_object_set_new(j, "hidden_size", json_integer(g->dim));
+  json_object_set_new(j, "intermediate_size", json_integer(g->ffn));
+  json_object_set_new(j, "num_hidden_layers", json_integer(g->layers));
+  json_object_set_new(j, "num_attention_heads", json_integer(g->heads));
+  json_object_set_new(j, "num_key_value_heads", json_integer(g->kv_heads));
+  json_object_set_new(j, "head_dim", json_integer(g->head_dim));
+  json_object_set_new(j, "vocab_size", json_integer(g->vocab));
+  json_object_set_new(j, "max_position_embeddings", json_integer(g->max_seq));
+  json_object_set_new(j, "rms_norm_eps", json_real(g->norm_eps));
+  json_object_set_new(j, "rope_theta", json_real(g->rope_theta));
+  json_object_set_new(j, "rope_scaling", json_null());
+  json_object_set_new(j, "tie_word_embeddings", json_boolean(g->tied_embeddings));
+  json_object_set_new(j, "attention_bias", json_boolean(!g->no_bias));
+  json_object_set_new(j, "mlp_bias", json_boolean(!g->no_bias));
+  json_object_set_new(j, "hidden_act", json_string("silu"));
+  json_object_set_new(j, "torch_dtype", json_string("float32"));
+  return j;
+}
+
+gaaw_status_t gaaw_hf_config_write(gaaw_model_t m, const char *path)
+{
+  gaaw_context_t ctx = m->ctx;
+  char *file = config_path(path), *tmp = file ? malloc(strlen(file) + 16) : NULL;
+  json_t *j = config_of(m);
+  gaaw_status_t st = file && tmp && j ? GAAW_SUCCESS
+                                      : gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                                         "cannot build the config.json beside %s", path);
+  if (st == GAAW_SUCCESS) {
+    sprintf(tmp, "%s.tmp-XXXXXX", file);
+    int fd = mkstemp(tmp);
+    FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
+    int ok = out && fchmod(fd, 0644) == 0 && json_dumpf(j, out, JSON_INDENT(2) | JSON_SORT_KEYS) == 0 &&
+             fputc('\n', out) != EOF && fflush(out) == 0 && fsync(fd) == 0;
+    if (out) ok = fclose(out) == 0 && ok;
+    else if (fd >= 0) close(fd);
+    if (!ok || rename(tmp, file) != 0) {
+      st = gaaw_error_raise(ctx, GAAW_ERR_IO, __FILE__, __LINE__, __func__, "cannot write %s: %s", file,
+                            strerror(errno));
+      if (fd >= 0) unlink(tmp);
+    }
+  }
+  json_decref(j);
+  free(tmp);
+  free(file);
+  return st;
+}
+
+/* field of the file against the model's value (integers, or reals compared as
+ * the f32 or f64 gaaw keeps); absent fields are not checked. */
+static gaaw_status_t check_number(gaaw_context_t ctx, const char *file, json_t *j, const char *field, double want,
+                                  int f32)
+{
+  json_t *v = json_object_get(j, field);
+  if (!v || json_is_null(v)) return GAAW_SUCCESS;
+  if (!json_is_number(v))
+    GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: \"%s\" is not a number", file, field);
+  double got = json_number_value(v);
+  int same = f32 ? (float)got == (float)want : got == want;
+  GAAW_ARG_CHECK(ctx, same, "%s: \"%s\" is %.9g, the model's is %.9g", file, field, got, want);
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t check_config(gaaw_model_t m, const char *file, json_t *j)
+{
+  gaaw_context_t ctx = m->ctx;
+  const gaaw_gpt_config_t *g = &m->gpt;
+  GAAW_ARG_CHECK(ctx, json_is_object(j), "%s is not a JSON object", file);
+  json_t *type = json_object_get(j, "model_type"), *scaling = json_object_get(j, "rope_scaling");
+  GAAW_ARG_CHECK(ctx, !type || (json_is_string(type) && !strcmp(json_string_value(type), "llama")),
+                 "%s: \"model_type\" is %s, gaaw reads \"llama\"", file,
+                 json_is_string(type) ? json_string_value(type) : "not a string");
+  if (scaling && !json_is_null(scaling)) {
+    json_t *kind = json_is_object(scaling) ? json_object_get(scaling, "rope_type") : NULL;
+    if (!kind && json_is_object(scaling)) kind = json_object_get(scaling, "type");
+    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "%s: \"rope_scaling\" of type %s is not implemented in gaaw (its RoPE is "
+              "the plain one of rope_theta)", file, json_is_string(kind) ? json_string_value(kind) : "(unnamed)");
+  }
+  GAAW_CHECK(check_number(ctx, file, j, "hidden_size", g->dim, 0));
+  GAAW_CHECK(check_number(ctx, file, j, "intermediate_size", g->ffn, 0));
+  GAAW_CHECK(check_number(ctx, file, j, "num_hidden_layers", g->layers, 0));
+  GAAW_CHECK(check_number(ctx, file, j, "num_attention_heads", g->heads, 0));
+  GAAW_CHECK(check_number(ctx, file, j, "num_key_value_heads", g->kv_heads, 0));
+  GAAW_CHECK(check_number(ctx, file, j, "head_dim", g->head_dim, 0));
+  GAAW_CHECK(check_number(ctx, file, j, "vocab_size", g->vocab, 0));
+  GAAW_CHECK(check_number(ctx, file, j, "rms_norm_eps", g->norm_eps, 1));
+  GAAW_CHECK(check_number(ctx, file, j, "rope_theta", g->rope_theta, 0));
+  json_t *tie = json_object_get(j, "tie_word_embeddings");
+  GAAW_ARG_CHECK(ctx, !tie || json_is_null(tie) || json_is_true(tie) == (g->tied_embeddings != 0),
+                 "%s: \"tie_word_embeddings\" is %s, the model's embeddings are %s", file,
+                 json_is_true(tie) ? "true" : "false", g->tied_embeddings ? "tied" : "untied");
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_hf_config_check(gaaw_model_t m, const char *path)
+{
+  gaaw_context_t ctx = m->ctx;
+  char *file = config_path(path);
+  if (!file) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot name the config.json beside %s", path);
+  struct stat s;
+  if (stat(file, &s) != 0) { /* none: the tensors' names and shapes are checked anyway */
+    free(file);
+    return GAAW_SUCCESS;
+  }
+  json_error_t e;
+  json_t *j = json_load_file(file, JSON_REJECT_DUPLICATES, &e);
+  gaaw_status_t st = j ? check_config(m, file, j)
+                       : gaaw_error_raise(ctx, GAAW_ERR_CORRUPT, __FILE__, __LINE__, __func__,
+                                          "%s is not JSON: %s (line %d)", file, e.text, e.line);
+  json_decref(j);
+  free(file);
+  return st;
+}
