@@ -3,6 +3,7 @@
  * file's tensors, the collective moves, and the atomic write. The file's layout
  * is zero/safetensors_header.c's business. */
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,8 @@
 
 #include "backends/agree.h"
 #include "backends/runtime/abort.h"
+#include "backends/runtime/config_impl.h"
+#include "backends/runtime/context_impl.h"
 #include "backends/runtime/error.h"
 #include "backends/runtime/half.h"
 #include "parallel/model_impl.h"
@@ -161,7 +164,8 @@ static gaaw_status_t write_all(gaaw_context_t ctx, int fd, const char *file, con
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t writer_open(gaaw_context_t ctx, const char *path, st_registry *r, st_writer *w)
+static gaaw_status_t writer_open(gaaw_context_t ctx, const char *path, gaaw_st_tensor *tensors, int count,
+                                 st_writer *w)
 {
   unsigned char *head = NULL;
   size_t head_bytes;
@@ -178,7 +182,8 @@ static gaaw_status_t writer_open(gaaw_context_t ctx, const char *path, st_regist
     return st;
   }
   if (fchmod(w->fd, 0644) != 0) GAAW_FAIL(ctx, GAAW_ERR_IO, "cannot chmod %s: %s", w->tmp, strerror(errno));
-  GAAW_CHECK(gaaw_st_header_build(ctx, r->t, r->n, &head, &head_bytes));
+  if (count < 0) return GAAW_SUCCESS; /* not a safetensors file: the caller writes it all */
+  GAAW_CHECK(gaaw_st_header_build(ctx, tensors, count, &head, &head_bytes));
   gaaw_status_t st = write_all(ctx, w->fd, w->tmp, head, head_bytes);
   free(head);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
@@ -217,6 +222,95 @@ static gaaw_status_t writer_close(gaaw_context_t ctx, const char *path, st_write
   return GAAW_SUCCESS;
 }
 
+/* The files an export writes: path alone, or (Hugging Face's layout, more bytes
+ * than export_shard_size) shards model-0000K-of-0000N.safetensors in path's
+ * directory, shard s holding the file tensors [first[s], first[s + 1]): each
+ * tensor joins the current shard unless that would pass the limit (a tensor
+ * larger than the limit is a shard of its own), as transformers' save_pretrained
+ * cuts them. */
+typedef struct {
+  int n;
+  int *first;  /* n + 1 entries */
+  char **file;
+} st_shards;
+
+static void shards_free(st_shards *sh)
+{
+  for (int s = 0; s < sh->n; s++) free(sh->file[s]);
+  free(sh->file);
+  free(sh->first);
+  memset(sh, 0, sizeof *sh);
+}
+
+static gaaw_status_t plan_shards(gaaw_model_t m, const st_registry *r, const char *path, st_shards *sh)
+{
+  gaaw_context_t ctx = m->ctx;
+  size_t limit = 0;
+  if (r->hf) gaaw_bytes_parse(gaaw_ctx_string(ctx, "export_shard_size"), &limit); /* checked at init */
+  sh->first = calloc((size_t)r->n + 2, sizeof *sh->first);
+  sh->file = calloc((size_t)r->n + 1, sizeof *sh->file);
+  if (!sh->first || !sh->file) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot plan the shards of %d tensors", r->n);
+  uint64_t used = 0;
+  for (int k = 0; k < r->n; k++) {
+    uint64_t bytes = 4 * (uint64_t)numel_of(&r->t[k]);
+    if (limit && k > 0 && used > 0 && used + bytes > limit) {
+      sh->first[++sh->n] = k;
+      used = 0;
+    }
+    used += bytes;
+  }
+  sh->first[++sh->n] = r->n;
+  const char *slash = strrchr(path, '/');
+  int dir = slash ? (int)(slash - path) + 1 : 0;
+  for (int s = 0; s < sh->n; s++) {
+    size_t len = (size_t)dir + 64;
+    sh->file[s] = malloc(sh->n == 1 ? strlen(path) + 1 : len);
+    if (!sh->file[s]) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot name shard %d", s + 1);
+    if (sh->n == 1)
+      strcpy(sh->file[s], path);
+    else
+      snprintf(sh->file[s], len, "%.*smodel-%05d-of-%05d.safetensors", dir, path, s + 1, sh->n);
+  }
+  return GAAW_SUCCESS;
+}
+
+/* model.safetensors.index.json beside the shards: the bytes of all tensors and
+ * each tensor's file. */
+static gaaw_status_t write_index(gaaw_model_t m, const st_registry *r, const st_shards *sh)
+{
+  gaaw_context_t ctx = m->ctx;
+  json_t *map = json_object(), *root = json_object();
+  uint64_t total = 0;
+  for (int s = 0; s < sh->n; s++) {
+    const char *base = strrchr(sh->file[s], '/') ? strrchr(sh->file[s], '/') + 1 : sh->file[s];
+    for (int k = sh->first[s]; k < sh->first[s + 1]; k++) {
+      json_object_set_new(map, r->t[k].name, json_string(base));
+      total += 4 * (uint64_t)numel_of(&r->t[k]);
+    }
+  }
+  json_object_set_new(root, "metadata", json_pack("{sI}", "total_size", (json_int_t)total));
+  json_object_set_new(root, "weight_map", map);
+  char *text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+  json_decref(root);
+  const char *slash = strrchr(sh->file[0], '/');
+  int dir = slash ? (int)(slash - sh->file[0]) + 1 : 0;
+  size_t len = (size_t)dir + sizeof "model.safetensors.index.json";
+  char *path = malloc(len);
+  gaaw_status_t st = text && path ? GAAW_SUCCESS
+                                  : gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                                     "cannot build the shards' index");
+  st_writer w = {NULL, -1};
+  if (st == GAAW_SUCCESS) {
+    snprintf(path, len, "%.*smodel.safetensors.index.json", dir, sh->file[0]);
+    st = writer_open(ctx, path, NULL, -1, &w);
+  }
+  if (st == GAAW_SUCCESS) st = write_all(ctx, w.fd, w.tmp, (const unsigned char *)text, strlen(text));
+  if (w.tmp) st = writer_close(ctx, path, &w, st);
+  free(text);
+  free(path);
+  return st;
+}
+
 gaaw_status_t gaaw_model_export(gaaw_model_t m, const char *path)
 {
   GAAW_ARG_NOT_NULL(NULL, m);
@@ -244,8 +338,16 @@ gaaw_status_t gaaw_model_export(gaaw_model_t m, const char *path)
    * with an optimizer at ZeRO 3 each gather spans dp, at pp > 1 the owning stage
    * sends it); rank 0 writes what it gets. A failed write on rank 0 does not stop
    * the gathers its peers are in: it is carried to the agreement at the end. */
-  gaaw_status_t io = rank == 0 ? writer_open(ctx, path, &r, &w) : GAAW_SUCCESS;
-  for (int k = 0; k < r.n && st == GAAW_SUCCESS; k++) {
+  /* the files: one, or Hugging Face's shards of at most export_shard_size bytes */
+  st_shards sh = {0};
+  gaaw_status_t io = rank == 0 ? plan_shards(m, &r, path, &sh) : GAAW_SUCCESS;
+  if (rank == 0 && io == GAAW_SUCCESS) io = writer_open(ctx, sh.file[0], r.t, sh.first[1], &w);
+  for (int k = 0, s = 0; k < r.n && st == GAAW_SUCCESS; k++) {
+    if (rank == 0 && io == GAAW_SUCCESS && k == sh.first[s + 1]) { /* the next shard */
+      io = writer_close(ctx, sh.file[s], &w, io);
+      s++;
+      if (io == GAAW_SUCCESS) io = writer_open(ctx, sh.file[s], r.t + k, sh.first[s + 1] - k, &w);
+    }
     /* a parameter's file tensors are consecutive: it is gathered at its first */
     int p = r.param[k];
     if (k == 0 || r.param[k - 1] != p) st = gaaw_model_get_param(m, r.param_name[p], v); /* the whole work group */
@@ -255,8 +357,10 @@ gaaw_status_t gaaw_model_export(gaaw_model_t m, const char *path)
       io = write_all(ctx, w.fd, w.tmp, bytes, (size_t)n * 4);
     }
   }
+  if (rank == 0 && w.tmp) io = writer_close(ctx, sh.file[sh.n - 1], &w, st != GAAW_SUCCESS ? st : io);
+  if (rank == 0 && sh.n > 1 && io == GAAW_SUCCESS && st == GAAW_SUCCESS) io = write_index(m, &r, &sh);
   if (rank == 0 && r.hf && io == GAAW_SUCCESS && st == GAAW_SUCCESS) io = gaaw_hf_config_write(m, path);
-  if (rank == 0) io = writer_close(ctx, path, &w, st != GAAW_SUCCESS ? st : io);
+  shards_free(&sh);
   if (st == GAAW_SUCCESS) st = io;
   st = gaaw_agree_world(ctx, st, "writing the safetensors file", NULL, 0);
 out:
@@ -400,14 +504,117 @@ static gaaw_status_t match(gaaw_context_t ctx, const char *path, const st_regist
   return GAAW_SUCCESS;
 }
 
+/* What path names: a safetensors file, the index of Hugging Face's sharded set
+ * (*.index.json), or a directory holding either (model.safetensors.index.json
+ * first, else model.safetensors). *file (malloc'ed) is what to read. */
+static gaaw_status_t resolve(gaaw_context_t ctx, const char *path, char **file, int *index)
+{
+  struct stat s;
+  size_t len = strlen(path);
+  *index = len > 11 && !strcmp(path + len - 11, ".index.json");
+  if (stat(path, &s) != 0 || !S_ISDIR(s.st_mode)) {
+    *file = strdup(path);
+  } else {
+    *file = malloc(len + 40);
+    if (*file) {
+      snprintf(*file, len + 40, "%s/model.safetensors.index.json", path);
+      *index = stat(*file, &s) == 0;
+      if (!*index) snprintf(*file, len + 40, "%s/model.safetensors", path);
+    }
+  }
+  if (!*file) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot name the file of %s", path);
+  return GAAW_SUCCESS;
+}
+
+/* Appends shard `name` (data from its header's data_start on) to f: its bytes at
+ * the end of f->bytes, its tensors with their offsets moved there; each must be
+ * the index's. */
+static gaaw_status_t add_shard(gaaw_context_t ctx, const char *index, const char *dir, const char *name, json_t *map,
+                               st_file *f)
+{
+  char *path = malloc(strlen(dir) + strlen(name) + 2);
+  st_file one = {0};
+  if (!path) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot name shard %s", name);
+  sprintf(path, "%s%s", dir, name);
+  gaaw_status_t st = read_bytes(ctx, path, &one);
+  if (st == GAAW_SUCCESS) st = gaaw_st_header_parse(ctx, path, one.bytes, one.size, &one.h);
+  size_t data = one.size - (size_t)one.h.data_start;
+  unsigned char *grown = st == GAAW_SUCCESS ? realloc(f->bytes, f->size + data + 1) : NULL;
+  gaaw_st_tensor *more = st == GAAW_SUCCESS ? realloc(f->h.tensors, sizeof *more * (size_t)(f->h.count + one.h.count + 1))
+                                            : NULL;
+  if (st == GAAW_SUCCESS && (!grown || !more))
+    st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__, "cannot hold shard %s", path);
+  if (grown) f->bytes = grown;
+  if (more) f->h.tensors = more;
+  for (int i = 0; st == GAAW_SUCCESS && i < one.h.count; i++) {
+    gaaw_st_tensor t = one.h.tensors[i];
+    json_t *where = json_object_get(map, t.name);
+    if (!json_is_string(where) || strcmp(json_string_value(where), name) != 0)
+      st = gaaw_error_raise(ctx, GAAW_ERR_CORRUPT, __FILE__, __LINE__, __func__,
+                            "%s: tensor '%s' is in %s, but %s names %s", path, t.name, name, index,
+                            json_is_string(where) ? json_string_value(where) : "no file for it");
+    t.begin += f->size, t.end += f->size;
+    one.h.tensors[i].name = NULL; /* moved */
+    f->h.tensors[f->h.count++] = t;
+  }
+  if (st == GAAW_SUCCESS) {
+    memcpy(f->bytes + f->size, one.bytes + one.h.data_start, data);
+    f->size += data;
+  }
+  file_free(&one);
+  free(path);
+  return st;
+}
+
+/* Hugging Face's sharded set: every file the index's weight_map names, read and
+ * laid end to end as if one file of data_start 0. */
+static gaaw_status_t read_shards(gaaw_context_t ctx, const char *index, st_file *f)
+{
+  json_error_t e;
+  json_t *root = json_load_file(index, JSON_REJECT_DUPLICATES, &e), *map = json_object_get(root, "weight_map");
+  if (!root) GAAW_FAIL(ctx, GAAW_ERR_IO, "cannot read %s: %s (line %d)", index, e.text, e.line);
+  const char *slash = strrchr(index, '/');
+  char *dir = slash ? strndup(index, (size_t)(slash - index) + 1) : strdup("");
+  gaaw_status_t st = json_is_object(map) && json_object_size(map) > 0
+                       ? GAAW_SUCCESS
+                       : gaaw_error_raise(ctx, GAAW_ERR_CORRUPT, __FILE__, __LINE__, __func__,
+                                          "%s has no \"weight_map\" object of tensor names", index);
+  json_t *seen = json_object();
+  const char *name;
+  json_t *value;
+  json_object_foreach(map, name, value)
+  {
+    if (st != GAAW_SUCCESS) break;
+    if (!json_is_string(value))
+      st = gaaw_error_raise(ctx, GAAW_ERR_CORRUPT, __FILE__, __LINE__, __func__, "%s: the file of '%s' is not a string",
+                            index, name);
+    else if (!json_object_get(seen, json_string_value(value))) {
+      json_object_set_new(seen, json_string_value(value), json_true());
+      st = add_shard(ctx, index, dir ? dir : "", json_string_value(value), map, f);
+    }
+  }
+  if (st == GAAW_SUCCESS && (size_t)f->h.count != json_object_size(map))
+    st = gaaw_error_raise(ctx, GAAW_ERR_CORRUPT, __FILE__, __LINE__, __func__,
+                          "%s names %zu tensors, its files hold %d", index, json_object_size(map), f->h.count);
+  json_decref(seen);
+  json_decref(root);
+  free(dir);
+  return st;
+}
+
 static gaaw_status_t file_load(gaaw_model_t m, const char *path, const st_registry *r, st_file *f)
 {
   gaaw_context_t ctx = m->ctx;
-  if (r->hf) GAAW_CHECK(gaaw_hf_config_check(m, path));
-  GAAW_CHECK(read_bytes(ctx, path, f));
-  GAAW_CHECK(gaaw_st_header_parse(ctx, path, f->bytes, f->size, &f->h));
-  GAAW_CHECK(match(ctx, path, r, f));
-  return GAAW_SUCCESS;
+  char *file = NULL;
+  int index = 0;
+  GAAW_CHECK(resolve(ctx, path, &file, &index));
+  gaaw_status_t st = r->hf ? gaaw_hf_config_check(m, file) : GAAW_SUCCESS;
+  if (st == GAAW_SUCCESS && index) st = read_shards(ctx, file, f);
+  if (st == GAAW_SUCCESS && !index) st = read_bytes(ctx, file, f);
+  if (st == GAAW_SUCCESS && !index) st = gaaw_st_header_parse(ctx, file, f->bytes, f->size, &f->h);
+  if (st == GAAW_SUCCESS) st = match(ctx, file, r, f);
+  free(file);
+  return st;
 }
 
 /* After the agreement: rank 0 assembles each parameter in f32 from its file

@@ -508,6 +508,10 @@ static gaaw_status_t check_value(int i, const gaaw_config_value *v, const char *
     GAAW_ARG_CHECK(NULL, gaaw_bytes_parse(v->s, &bytes),
                    "option device_memory_limit must be a byte count such as 1073741824, 512M or 2G (empty: none), "
                    "got '%s'%s", v->s, origin);
+  if (strcmp(name, "export_shard_size") == 0)
+    GAAW_ARG_CHECK(NULL, gaaw_bytes_parse(v->s, &bytes) && bytes > 0,
+                   "option export_shard_size must be a byte count > 0 such as 5000000000, 512M or 2G, got '%s'%s",
+                   v->s, origin);
   if (strcmp(name, "backend") == 0 && strcmp(v->s, "auto") != 0 && !gaaw_device_backend(v->s)) {
     char built[128];
     built_backends(built, sizeof built);

@@ -6,6 +6,11 @@
  *    loads each file by Hugging Face's names, joining q, k, v and gate, up itself,
  *    and its loss and logits on the batch match gaaw's within 1e-5;
  *  - the tied file imports back into a fresh model bit for bit;
+ *  - with export_shard_size=64K the untied export is a sharded set of 3 files
+ *    (model-0000K-of-00003.safetensors: the 96 KiB embedding, the 96 KiB head,
+ *    the rest) and model.safetensors.index.json
+ *    that PyTorch reads through the index with the same loss and logits, and that
+ *    gaaw imports back, from the index and from the directory, bit for bit;
  *  - PyTorch writes random weights under those names with a config.json; gaaw
  *    imports them at tp 2 (its logits and loss match PyTorch's) and at pp 2 x tp 2
  *    (its loss does);
@@ -71,14 +76,33 @@ static void expect_reference(const tf_tensor *ref, int n, float loss, const floa
   expect_close_scaled(logits, (const float *)z->data, (long)z->count, 1e-5, label);
 }
 
-/* gaaw's export of a randomised model at tp 2, loaded by PyTorch; the tied file
- * imported back. */
-static int check_export(gaaw_context_t ctx, const int32_t *tokens, const int32_t *targets, int tied)
+/* The parameters of a fresh model that imported path are m's, bit for bit. */
+static void expect_imports_back(gaaw_context_t ctx, gaaw_model_t m, int tied, const char *path)
 {
-  char path[160], what[96];
-  snprintf(path, sizeof path, "%s/%s", dir, tied ? "tied" : "untied");
+  long na, nb;
+  float *want = model_snapshot(m, 0, &na);
+  gaaw_model_t again = llama(ctx, tied);
+  expect_status_ctx(ctx, gaaw_model_import(again, path), GAAW_SUCCESS);
+  float *got = model_snapshot(again, 0, &nb);
+  expect_true(na == nb && !memcmp(want, got, sizeof(float) * (size_t)na), "%s imported back differs", path);
+  free(want);
+  free(got);
+  gaaw_model_destroy(&again);
+}
+
+/* gaaw's export of a randomised model at tp 2, loaded by PyTorch; the tied file
+ * imported back. sub: the export's directory under dir ("sharded": cut at 64 KiB
+ * by the context's export_shard_size). */
+static int check_export(gaaw_context_t ctx, const int32_t *tokens, const int32_t *targets, int tied,
+                        const char *sub)
+{
+  char path[160], what[96], read_path[192];
+  snprintf(path, sizeof path, "%s/%s", dir, sub);
   if (world_rank == 0) mkdir(path, 0755);
-  snprintf(path, sizeof path, "%s/%s/model.safetensors", dir, tied ? "tied" : "untied");
+  snprintf(path, sizeof path, "%s/%s/model.safetensors", dir, sub);
+  int sharded = !strcmp(sub, "sharded");
+  snprintf(read_path, sizeof read_path, sharded ? "%s/%s/model.safetensors.index.json" : "%s", sharded ? dir : path,
+           sub);
   gaaw_model_t m = llama(ctx, tied);
   model_randomise(m, 11 + (uint64_t)tied);
   gaaw_batch_t batch = {.batch = B, .seq = SEQ, .tokens = tokens, .targets = targets};
@@ -87,22 +111,23 @@ static int check_export(gaaw_context_t ctx, const int32_t *tokens, const int32_t
   require_ok(ctx, gaaw_model_get_logits(m, logits));
   expect_status_ctx(ctx, gaaw_model_export(m, path), GAAW_SUCCESS);
   tf_tensor *ref;
-  int n, rc = reference("read", path, tied, &ref, &n);
-  snprintf(what, sizeof what, "gaaw's %s export (tp 2) in PyTorch", tied ? "tied" : "untied");
+  int n, rc = reference("read", read_path, tied, &ref, &n);
+  snprintf(what, sizeof what, "gaaw's %s export (tp 2) in PyTorch", sub);
   expect_true(rc == 0 || rc == 77, "%s: the reference failed (exit %d)", what, rc);
   if (rc == 0) expect_reference(ref, n, loss, logits, what);
   if (ref) tf_free(ref, n);
-  if (tied) { /* back into a fresh model: the same parameters, bit for bit */
-    long na, nb;
-    float *want = model_snapshot(m, 0, &na);
-    gaaw_model_t again = llama(ctx, 1);
-    expect_status_ctx(ctx, gaaw_model_import(again, path), GAAW_SUCCESS);
-    float *got = model_snapshot(again, 0, &nb);
-    expect_true(na == nb && !memcmp(want, got, sizeof(float) * (size_t)na), "the tied export imported back differs");
-    free(want);
-    free(got);
-    gaaw_model_destroy(&again);
+  if (sharded) {
+    struct stat s;
+    char first[192], single[192];
+    snprintf(first, sizeof first, "%s/%s/model-00001-of-00003.safetensors", dir, sub);
+    snprintf(single, sizeof single, "%s/%s/model.safetensors", dir, sub);
+    expect_true(stat(first, &s) == 0 && stat(single, &s) != 0,
+                "export_shard_size=64K: %s is not there, or model.safetensors is", first);
+    expect_imports_back(ctx, m, tied, read_path);
+    snprintf(path, sizeof path, "%s/%s", dir, sub); /* the directory */
+    expect_imports_back(ctx, m, tied, path);
   }
+  if (tied) expect_imports_back(ctx, m, tied, path);
   free(logits);
   gaaw_model_destroy(&m);
   return rc;
@@ -176,8 +201,11 @@ int main(int argc, char **argv)
   }
   MPI_Barrier(MPI_COMM_WORLD);
   gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=host tp=2 comm_timeout=60");
-  int rc = check_export(ctx, tokens, targets, 0);
-  if (rc != 77) check_export(ctx, tokens, targets, 1);
+  int rc = check_export(ctx, tokens, targets, 0, "untied");
+  if (rc != 77) check_export(ctx, tokens, targets, 1, "tied");
+  gaaw_finalize(&ctx);
+  ctx = test_context(MPI_COMM_WORLD, "backend=host tp=2 comm_timeout=60 export_shard_size=64K");
+  if (rc != 77) check_export(ctx, tokens, targets, 0, "sharded");
   gaaw_finalize(&ctx);
   if (rc != 77) check_import(tokens, targets);
   MPI_Barrier(MPI_COMM_WORLD);

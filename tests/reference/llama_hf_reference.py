@@ -4,7 +4,9 @@ tests/mpi/test_llama_hf_np4.c.
 
 Usage:
   llama_hf_reference.py read PATH TOKENS TARGETS OUT CONFIG...
-      loads PATH (gaaw's export, Hugging Face's LLaMA names: model.embed_tokens,
+      loads PATH (gaaw's export: one file, or the model.safetensors.index.json of a
+      sharded set, whose shards it checks against the index; Hugging Face's LLaMA
+      names: model.embed_tokens,
       model.layers.N.self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj,
       input_layernorm, post_attention_layernorm, model.norm, lm_head) and the
       config.json beside it, and writes the reference's loss and logits to OUT.
@@ -66,6 +68,26 @@ def random_hf(cfg, seed):
     return sd
 
 
+def read_set(path):
+    """One safetensors file, or every shard a model.safetensors.index.json names."""
+    if not path.endswith(".index.json"):
+        return st.read_safetensors(path)
+    with open(path) as f:
+        index = json.load(f)
+    out, total = {}, 0
+    for name in sorted(set(index["weight_map"].values())):
+        part = st.read_safetensors(os.path.join(os.path.dirname(path), name))
+        for key, t in part.items():
+            if index["weight_map"].get(key) != name:
+                sys.exit("%s: %s is in %s, the index says %s" % (path, key, name, index["weight_map"].get(key)))
+            total += 4 * t.numel()
+        out.update(part)
+    if len(out) != len(index["weight_map"]) or total != index["metadata"]["total_size"]:
+        sys.exit("%s: %d tensors of %d bytes, the index names %d of %d" % (
+            path, len(out), total, len(index["weight_map"]), index["metadata"]["total_size"]))
+    return out
+
+
 def config_json(cfg):
     vocab, max_seq, layers, heads, kv, hd, dim, ffn, tied = cfg[:9]
     return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": dim,
@@ -102,7 +124,7 @@ def main():
         with open(config_path, "w") as f:
             json.dump(config_json(cfg), f)
     else:
-        hf = st.read_safetensors(path)
+        hf = read_set(path)
     with open(config_path) as f:
         conf = json.load(f)
     expect = config_json(cfg)
