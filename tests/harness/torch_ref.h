@@ -81,4 +81,32 @@ static inline tf_tensor *torch_reference(gaaw_context_t ctx, gaaw_model_t model,
   return torch_reference_run(ctx, model, g, B, T, tokens, targets, adam_steps, adam, NULL, n, skipped);
 }
 
+/* Every parameter of model against the reference's "param.NAME" (its values after
+ * the optimizer steps), within tol of each tensor's largest |value|, labelled
+ * "NAME after <steps>". fix, when not NULL, may first look at and adjust a tensor's
+ * values (got and want, n each). Collective over the model's work group. */
+static inline void expect_params_match_torch(gaaw_context_t ctx, gaaw_model_t model, const tf_tensor *ref, int nref,
+                                             double tol, const char *steps,
+                                             void (*fix)(const char *name, float *got, const float *want, int64_t n))
+{
+  int count;
+  gaaw_model_param_count(model, &count);
+  for (int i = 0; ref && i < count; i++) {
+    const char *name;
+    int64_t shape[2];
+    char what[128];
+    gaaw_model_param_info(model, i, &name, NULL, shape);
+    snprintf(what, sizeof what, "param.%s", name);
+    const tf_tensor *t = tf_find(ref, nref, what);
+    expect_true(t != NULL, "the reference has no %s", what);
+    if (!t) continue;
+    float *v = malloc(sizeof(float) * (size_t)(shape[0] * shape[1]));
+    require_ok(ctx, gaaw_model_get_param(model, name, v));
+    if (fix) fix(name, v, (const float *)t->data, t->count);
+    snprintf(what, sizeof what, "%s after %s", name, steps);
+    expect_close_scaled(v, (const float *)t->data, t->count, tol, what);
+    free(v);
+  }
+}
+
 #endif

@@ -139,23 +139,7 @@ static int check_adamw(gaaw_context_t ctx)
   gaaw_batch_t batch = {.batch = B, .seq = T, .tokens = tokens, .targets = targets};
   require_ok(ctx, gaaw_model_forward_backward(model, &batch, NULL));
   require_ok(ctx, gaaw_optimizer_step(opt));
-  int count;
-  gaaw_model_param_count(model, &count);
-  for (int i = 0; ref && i < count; i++) {
-    const char *name;
-    int64_t shape[2];
-    char what[128];
-    gaaw_model_param_info(model, i, &name, NULL, shape);
-    snprintf(what, sizeof what, "param.%s", name);
-    const tf_tensor *t = tf_find(ref, nref, what);
-    expect_true(t != NULL, "the reference has no %s", what);
-    if (!t) continue;
-    float *v = malloc(sizeof(float) * shape[0] * shape[1]);
-    require_ok(ctx, gaaw_model_get_param(model, name, v));
-    snprintf(what, sizeof what, "LLaMA %s after one AdamW step", name);
-    expect_close_scaled(v, (const float *)t->data, t->count, 2.5e-4, what);
-    free(v);
-  }
+  expect_params_match_torch(ctx, model, ref, nref, 2.5e-4, "one AdamW step (LLaMA)", NULL);
   if (ref) tf_free(ref, nref);
   gaaw_optimizer_destroy(&opt);
   gaaw_model_destroy(&model);
