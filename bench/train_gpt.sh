@@ -9,11 +9,14 @@
 # both sides once (WARMUP untimed steps, then STEPS timed ones), alternating which
 # goes first; the result line holds the medians over ROUNDS rounds.
 #
+# ARCH=llama benchmarks the LLaMA-class GPT instead (RoPE, RMSNorm, SwiGLU, no
+# biases, untied, 2 kv heads of 4; both sides, at the same sizes).
+#
 # Run from the build directory:
-#   [ROUNDS=5] [STEPS=4] [WARMUP=2] [MODES="1proc ddp2 zero1"] [THREADS=2]
+#   [ARCH=gpt2|llama] [ROUNDS=5] [STEPS=4] [WARMUP=2] [MODES="1proc ddp2 zero1"] [THREADS=2]
 #   [TORCH_WAITS="default passive"] [PEAK_SIZES="1024 2048"] SRCDIR/bench/train_gpt.sh
 # One line per mode:
-#   bench=train_gpt mode=M np=.. tp=1 dp=.. zero=.. threads_total=.. batch=8 seq=128 steps=..
+#   bench=train_gpt arch=A mode=M np=.. tp=1 dp=.. zero=.. threads_total=.. batch=8 seq=128 steps=..
 #   rounds=.. value=X unit=tok/s peer=torch peer_value=Y ratio=X/Y cpu_s_per_step=..
 #   peer_cpu_s_per_step=.. loss_last=.. peer_loss_last=.. openblas_coretype=..
 #   model_gflops=.. peer_model_gflops=.. sgemm_peak_gflops=.. roofline_share=.. ceiling_tok_s=..
@@ -46,6 +49,7 @@ ROUNDS=${ROUNDS:-5}
 STEPS=${STEPS:-4}
 WARMUP=${WARMUP:-2}
 MODES=${MODES:-"1proc ddp2 zero1"}
+ARCH=${ARCH:-gpt2}
 THREADS=${THREADS:-2}
 TORCH_WAITS=${TORCH_WAITS:-"default passive"}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -88,9 +92,9 @@ for mode in $MODES; do
   [ "$per_rank" -ge 1 ] || per_rank=1
   export OMP_NUM_THREADS=$per_rank OPENBLAS_NUM_THREADS=$per_rank
   gaaw_cmd=(mpiexec -n "$np" "$GAAW_BIN" --steps "$STEPS" --warmup "$WARMUP" --zero "$zero" --tp 1
-            --threads "$per_rank")
+            --threads "$per_rank" --arch "$ARCH")
   torch_cmd=("$PYTHON" "$TORCH_PY" --mode "$tmode" --nproc "$np" --steps "$STEPS" --warmup "$WARMUP"
-             --threads "$per_rank")
+             --threads "$per_rank" --arch "$ARCH")
   peer_tag=train_gpt_torch
   if [ -n "$PEER_BIN" ]; then
     torch_cmd=("${gaaw_cmd[@]}")
@@ -138,14 +142,14 @@ for mode in $MODES; do
   awk -v mode="$mode" -v np="$np" -v zero="$zero" -v thr="$((per_rank * np))" -v steps="$STEPS" \
       -v rounds="$ROUNDS" -v tok="$tokens" -v gs="$gs" -v ts="$ts" -v gc="$gc" -v tc="$tc" \
       -v gl="$g_loss" -v tl="$t_loss" -v ct="$OPENBLAS_CORETYPE" -v fl="$flops" -v peak="$peak" \
-      -v peer="$peer_name" -v wait="$best_wait" -v per="$per_wait" -v share="$share" 'BEGIN {
-    printf "bench=train_gpt mode=%s np=%d tp=1 dp=%d zero=%d threads_total=%d batch=8 seq=128 steps=%d rounds=%d " \
+      -v peer="$peer_name" -v wait="$best_wait" -v per="$per_wait" -v share="$share" -v arch="$ARCH" 'BEGIN {
+    printf "bench=train_gpt arch=%s mode=%s np=%d tp=1 dp=%d zero=%d threads_total=%d batch=8 seq=128 steps=%d rounds=%d " \
            "value=%.1f unit=tok/s peer=%s peer_value=%.1f ratio=%.3f cpu_s_per_step=%.3f " \
            "peer_cpu_s_per_step=%.3f loss_last=%s peer_loss_last=%s openblas_coretype=%s " \
            "model_gflops=%.1f peer_model_gflops=%.1f sgemm_peak_gflops=%s roofline_share=%s ceiling_tok_s=%s " \
            "goal_tok_s=%.1f " \
            "peer_wait=%s%s\n",
-           mode, np, np, zero, thr, steps, rounds, tok / gs, peer, tok / ts, ts / gs, gc, tc, gl, tl, ct,
+           arch, mode, np, np, zero, thr, steps, rounds, tok / gs, peer, tok / ts, ts / gs, gc, tc, gl, tl, ct,
            tok / gs * fl * 1e-9, tok / ts * fl * 1e-9, peak == "" ? "na" : peak, share == "" ? "na" : share,
            peak == "" ? "na" : sprintf("%.1f", peak * 1e9 / fl), 1.3 * tok / ts, wait, per }'
 done

@@ -3,10 +3,14 @@
 bench/train_gpt.c, as a nanoGPT-style nn.Module (DESIGN.md section 6a: GPT-2
 blocks, layernorm, GELU tanh, tied embeddings, causal attention written out as
 nanoGPT does where scaled_dot_product_attention is missing), AdamW with
-PyTorch's defaults for CPU tensors, f32.
+PyTorch's defaults for CPU tensors, f32. With --arch llama, a LLaMA-class decoder
+as Hugging Face's modeling_llama writes it at the same sizes: RMSNorm, rotary
+positions (rotate-half, cos and sin precomputed once), grouped-query attention
+with 2 key/value heads (repeat_interleave), SwiGLU of width 704 (8/3 x 256 rounded
+up to 32) as gate_proj, up_proj and down_proj, no biases, an untied head.
 
 Usage: train_gpt_torch.py [--nproc P] [--mode plain|ddp|zero1] [--steps K] [--warmup W]
-                          [--threads N] [--batch B]
+                          [--threads N] [--batch B] [--arch gpt2|llama]
 
 plain runs one process; ddp and zero1 spawn P processes (torch.multiprocessing, gloo
 on 127.0.0.1) wrapping the model in DistributedDataParallel, zero1 with
@@ -31,6 +35,7 @@ import torch.nn.functional as F
 from torch_peer import finish, join_group, run_processes
 
 VOCAB, SEQ, LAYERS, HEADS, DIM = 256, 128, 4, 4, 256
+KV_HEADS, FFN, HEAD_DIM = 2, 704, 64  # --arch llama
 
 
 class Block(nn.Module):
@@ -84,6 +89,79 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1), ignore_index=-1)
 
 
+class RMSNorm(nn.Module):
+    def __init__(self, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(DIM))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.input_layernorm = RMSNorm()
+        self.q_proj = nn.Linear(DIM, HEADS * HEAD_DIM, bias=False)
+        self.k_proj = nn.Linear(DIM, KV_HEADS * HEAD_DIM, bias=False)
+        self.v_proj = nn.Linear(DIM, KV_HEADS * HEAD_DIM, bias=False)
+        self.o_proj = nn.Linear(HEADS * HEAD_DIM, DIM, bias=False)
+        self.post_attention_layernorm = RMSNorm()
+        self.gate_proj = nn.Linear(DIM, FFN, bias=False)
+        self.up_proj = nn.Linear(DIM, FFN, bias=False)
+        self.down_proj = nn.Linear(FFN, DIM, bias=False)
+        self.register_buffer("mask", torch.tril(torch.ones(SEQ, SEQ)))
+
+    def attn(self, x, cos, sin):
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, HEADS, HEAD_DIM).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, KV_HEADS, HEAD_DIM).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, KV_HEADS, HEAD_DIM).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = (t.repeat_interleave(HEADS // KV_HEADS, dim=1) for t in (k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(HEAD_DIM))
+        att = att.masked_fill(self.mask[:T, :T] == 0, float("-inf")).softmax(dim=-1)
+        return self.o_proj((att @ v).transpose(1, 2).contiguous().view(B, T, HEADS * HEAD_DIM))
+
+    def forward(self, x, cos, sin):
+        x = x + self.attn(self.input_layernorm(x), cos, sin)
+        h = self.post_attention_layernorm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+
+class Llama(nn.Module):
+    def __init__(self, theta=10000.0):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(VOCAB, DIM)
+        self.layers = nn.ModuleList(LlamaBlock() for _ in range(LAYERS))
+        self.norm = RMSNorm()
+        self.lm_head = nn.Linear(DIM, VOCAB, bias=False)
+        inv_freq = 1.0 / theta ** (torch.arange(0, HEAD_DIM, 2, dtype=torch.float64) / HEAD_DIM)
+        angles = torch.arange(SEQ, dtype=torch.float64)[:, None] * inv_freq[None, :]
+        angles = torch.cat((angles, angles), dim=-1)
+        self.register_buffer("cos", angles.cos().float())
+        self.register_buffer("sin", angles.sin().float())
+        for name, p in self.named_parameters():
+            if name.endswith(("o_proj.weight", "down_proj.weight")):
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * LAYERS))
+            elif p.dim() == 2:
+                nn.init.normal_(p, 0.0, 0.02)
+
+    def forward(self, tokens, targets):
+        T = tokens.shape[1]
+        x = self.embed_tokens(tokens)
+        for block in self.layers:
+            x = block(x, self.cos[:T], self.sin[:T])
+        logits = self.lm_head(self.norm(x))
+        return F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1), ignore_index=-1)
+
+
 def stream_bytes(dp_rank, step, count):
     """The synthetic byte stream of bench/bench_util.h's bench_stream_byte."""
     out = []
@@ -111,7 +189,7 @@ def run(rank, args, port, queue):
     distributed = args.mode != "plain"
     if distributed:
         join_group(rank, args.nproc, port)
-    model = GPT()
+    model = Llama() if args.arch == "llama" else GPT()
     opt_args = dict(lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
     if distributed:
         model = nn.parallel.DistributedDataParallel(model)
@@ -151,13 +229,14 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--arch", choices=("gpt2", "llama"), default="gpt2")
     args = ap.parse_args()
     if args.mode == "plain":
         args.nproc = 1
     elapsed, cpu, loss_first, loss_last = run_processes(run, args, args.nproc, args.mode != "plain")
     step_s = elapsed / args.steps
     tokens = args.nproc * args.batch * SEQ
-    print(f"train_gpt_torch np={args.nproc} mode={args.mode} batch={args.batch} seq={SEQ} steps={args.steps} "
+    print(f"train_gpt_torch arch={args.arch} np={args.nproc} mode={args.mode} batch={args.batch} seq={SEQ} steps={args.steps} "
           f"step_s={step_s:.6f} tok_per_step={tokens} tok_s={tokens / step_s:.1f} "
           f"cpu_s_per_step={cpu / args.steps:.4f} loss_first={loss_first:.4f} loss_last={loss_last:.4f}")
     sys.stdout.flush()
