@@ -209,7 +209,7 @@ static gaaw_status_t choose(gaaw_context_t ctx, const gaaw_plan_request_t *r, co
   memset(&cache, 0, sizeof cache);
   gaaw_status_t st = GAAW_SUCCESS;
   int ledger = 0;
-  qsort(list->items, list->count, sizeof *list->items, by_bound);
+  if (list->count > 1) qsort(list->items, list->count, sizeof *list->items, by_bound); /* items is NULL when empty */
   for (size_t i = 0; i < list->count && ledger < PLAN_LEDGER_CALLS; i++) {
     gaaw_plan_layout_t *l = &list->items[i].l;
     double worst = plan->count == plan->max ? plan->best[plan->max - 1].step_seconds : INFINITY;
