@@ -97,10 +97,11 @@ static gaaw_status_t embedding_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame
   if (st == GAAW_SUCCESS && sequence_parallel(m)) st = gaaw_tp_reduce_scatter_rows(m->tp, full, y);
   if (st == GAAW_SUCCESS && !sequence_parallel(m)) st = gaaw_tp_allreduce(m->tp, full);
   if (st == GAAW_SUCCESS && !sequence_parallel(m)) st = gaaw_cast(ctx, full, y);
-  if (st == GAAW_SUCCESS && learned_positions(m)) st = gaaw_scratch_alloc(m, &s, 0, GAAW_SHAPE(Nl, C), &pe);
-  if (st == GAAW_SUCCESS && learned_positions(m))
-    st = gaaw_embedding_forward(ctx, &pos, gaaw_layer_param(m, l, E_WPE), 0, pe);
-  if (st == GAAW_SUCCESS && learned_positions(m)) st = gaaw_add(ctx, y, pe, y);
+  if (learned_positions(m)) { /* RoPE adds its positions inside attention */
+    if (st == GAAW_SUCCESS) st = gaaw_scratch_alloc(m, &s, 0, GAAW_SHAPE(Nl, C), &pe);
+    if (st == GAAW_SUCCESS) st = gaaw_embedding_forward(ctx, &pos, gaaw_layer_param(m, l, E_WPE), 0, pe);
+    if (st == GAAW_SUCCESS) st = gaaw_add(ctx, y, pe, y);
+  }
   gaaw_scratch_free(m, &s);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
@@ -303,8 +304,7 @@ static const char *position_name(gaaw_position_t p)
   return p == GAAW_POSITION_LEARNED ? "learned" : p == GAAW_POSITION_ROPE ? "rope" : "?";
 }
 
-/* The attention's sizes: kv heads, head width, and the parts each kv head's rows
- * split into over tp (kv_heads itself when tp exceeds it: replicated). */
+/* The attention's sizes with a zeroed field's default: kv heads and head width. */
 static int kv_heads_of(const gaaw_gpt_config_t *g)
 {
   return g->kv_heads ? g->kv_heads : g->heads;

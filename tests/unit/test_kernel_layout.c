@@ -7,7 +7,7 @@
 static void check_qkv_heads(gaaw_context_t ctx, gaaw_dtype_t dt, int64_t KV)
 {
   enum { B = 2, T = 3, H = 6, D = 4, NH_MAX = H + 2 * H };
-  const int64_t NH = H + 2 * KV, g = H / KV, n = B * H * T * D;
+  const int64_t NH = H + 2 * KV, g = H / KV;
   float x[B * T * NH_MAX * D], dq[B * H * T * D], dk[B * H * T * D], dv[B * H * T * D];
   double want[3][B * H * T * D], dwant[B * T * NH_MAX * D];
   uint64_t seed = 11 + (uint64_t)KV;
@@ -44,7 +44,6 @@ static void check_qkv_heads(gaaw_context_t ctx, gaaw_dtype_t dt, int64_t KV)
   kt_expect(ctx, &v, want[2], 0, "qkv_heads v, kv %lld, %s", (long long)KV, gaaw_dtype_name(dt));
   expect_status_ctx(ctx, gaaw_qkv_heads_backward(ctx, &gq, &gk, &gv, KV, &dqkv), GAAW_SUCCESS);
   kt_expect(ctx, &dqkv, dwant, kt_tol(dt), "qkv_heads dqkv, kv %lld, %s", (long long)KV, gaaw_dtype_name(dt));
-  (void)n;
   /* bad input: kv heads that do not divide the query heads, a qkv of the wrong width */
   if (KV == 2) {
     expect_status_ctx(ctx, gaaw_qkv_heads_forward(ctx, &qkv, 4, &q, &k, &v), GAAW_ERR_INVALID_ARG);
