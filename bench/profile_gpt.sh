@@ -14,8 +14,10 @@
 # hundred calls per step: well under 1% of it).
 #
 # Run from the build directory:
-#   [STEPS=10] [THREADS=2] [LAYOUTS="1proc dp2"] [PERF=auto|no] SRCDIR/bench/profile_gpt.sh
+#   [ARCH=gpt2|llama] [STEPS=10] [THREADS=2] [LAYOUTS="1proc dp2"] [PERF=auto|no] SRCDIR/bench/profile_gpt.sh
+# (ARCH=llama profiles bench/train_gpt.sh's LLaMA-class model instead.)
 set -eu
+ARCH=${ARCH:-gpt2}
 STEPS=${STEPS:-10}
 THREADS=${THREADS:-2}
 LAYOUTS=${LAYOUTS:-"1proc dp2"}
@@ -71,8 +73,8 @@ for layout in $LAYOUTS; do
   per_rank=$((THREADS / np))
   [ "$per_rank" -ge 1 ] || per_rank=1
   export OMP_NUM_THREADS=$per_rank OPENBLAS_NUM_THREADS=$per_rank
-  cmd=(mpiexec -n "$np" "$GAAW_BIN" --steps "$STEPS" --warmup 1 --threads "$per_rank")
-  echo "## $layout: $np rank(s) x $per_rank thread(s), $STEPS steps"
+  cmd=(mpiexec -n "$np" "$GAAW_BIN" --steps "$STEPS" --warmup 1 --threads "$per_rank" --arch "$ARCH")
+  echo "## $layout ($ARCH): $np rank(s) x $per_rank thread(s), $STEPS steps"
   GAAW_TRACE_KERNELS=yes "${cmd[@]}" --trace="$tmp/$layout-%r.json" | grep -o "step_s=[^ ]*" | sed 's/^/# traced run: /'
   files=()
   for ((r = 0; r < np; r++)); do files+=("$tmp/$layout-$r.json"); done

@@ -134,32 +134,40 @@ static void bias_gelu_forward_f32(int64_t N, int64_t F, float *u, const float *b
   }
 }
 
+/* One row of SwiGLU, a: (H) and g: (H) the row's two halves, y: (H) = silu(a) g;
+ * a function of its own so that it is compiled for the widest vector unit, as the
+ * GELU blocks are (a plain `omp simd` row loop ran 7x slower per element). */
+HOST_VECTOR_CLONES static void swiglu_forward_row(int64_t H, const float *a, const float *g, float *y)
+{
+#pragma omp simd
+  for (int64_t h = 0; h < H; h++) y[h] = a[h] * host_sigmoidf(a[h]) * g[h];
+}
+
+/* da += dy g sig(a) (1 + a (1 - sig(a))),  dg += dy silu(a), one row. */
+HOST_VECTOR_CLONES static void swiglu_backward_row(int64_t H, const float *dy, const float *a, const float *g,
+                                                   float *da, float *dg)
+{
+#pragma omp simd
+  for (int64_t h = 0; h < H; h++) {
+    float sig = host_sigmoidf(a[h]);
+    da[h] += dy[h] * g[h] * sig * (1.0f + a[h] * (1.0f - sig));
+    dg[h] += dy[h] * a[h] * sig;
+  }
+}
+
 /* x: (N, 2H) = [a | g]   y: (N, H) = silu(a) g */
 static void swiglu_forward_f32(int64_t N, int64_t H, const float *x, float *y)
 {
 #pragma omp parallel for if (N * H > HOST_PARALLEL_MIN) schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    const float *a = x + n * 2 * H, *g = a + H;
-    float *yr = y + n * H;
-#pragma omp simd
-    for (int64_t h = 0; h < H; h++) yr[h] = a[h] * host_sigmoidf(a[h]) * g[h];
-  }
+  for (int64_t n = 0; n < N; n++) swiglu_forward_row(H, x + n * 2 * H, x + n * 2 * H + H, y + n * H);
 }
 
-/* da += dy g sig(a) (1 + a (1 - sig(a))),  dg += dy silu(a). */
+/* dx: (N, 2H) += the gradient of y = swiglu(x) given dy: (N, H) */
 static void swiglu_backward_f32(int64_t N, int64_t H, const float *dy, const float *x, float *dx)
 {
 #pragma omp parallel for if (N * H > HOST_PARALLEL_MIN) schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    const float *a = x + n * 2 * H, *g = a + H, *dyr = dy + n * H;
-    float *da = dx + n * 2 * H, *dg = da + H;
-#pragma omp simd
-    for (int64_t h = 0; h < H; h++) {
-      float sig = host_sigmoidf(a[h]);
-      da[h] += dyr[h] * g[h] * sig * (1.0f + a[h] * (1.0f - sig));
-      dg[h] += dyr[h] * a[h] * sig;
-    }
-  }
+  for (int64_t n = 0; n < N; n++)
+    swiglu_backward_row(H, dy + n * H, x + n * 2 * H, x + n * 2 * H + H, dx + n * 2 * H, dx + n * 2 * H + H);
 }
 
 /* ---------------------------------------------------------------- table entries */
