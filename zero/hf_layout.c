@@ -1,5 +1,5 @@
-/* Hugging Face's LLaMA names for the GPT's parameters, and its config.json
- * (zero/hf_layout.h). */
+/* Hugging Face's LLaMA and GPT-2 names for the GPT's parameters, and their
+ * config.json (zero/hf_layout.h). */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -11,11 +11,29 @@
 
 #include "zero/hf_layout.h"
 
-int gaaw_hf_llama(gaaw_model_t m)
+gaaw_hf_kind gaaw_hf_layout(gaaw_model_t m)
 {
   const gaaw_gpt_config_t *g = &m->gpt;
-  return m->kind_ops->kind == GAAW_MODEL_GPT && g->position == GAAW_POSITION_ROPE && g->norm == GAAW_NORM_RMSNORM &&
-         g->activation == GAAW_ACT_SWIGLU;
+  if (m->kind_ops->kind != GAAW_MODEL_GPT) return GAAW_HF_NONE;
+  if (g->position == GAAW_POSITION_ROPE && g->norm == GAAW_NORM_RMSNORM && g->activation == GAAW_ACT_SWIGLU)
+    return GAAW_HF_LLAMA;
+  return strcmp(gaaw_ctx_string(m->ctx, "gpt2_names"), "hf") == 0 ? GAAW_HF_GPT2 : GAAW_HF_NONE;
+}
+
+gaaw_status_t gaaw_hf_gpt2_check(gaaw_model_t m)
+{
+  const gaaw_gpt_config_t *g = &m->gpt;
+  const char *differs = g->position != GAAW_POSITION_LEARNED ? "its positions are not learned"
+                        : g->norm != GAAW_NORM_LAYERNORM     ? "its norm is not layernorm"
+                        : g->activation != GAAW_ACT_GELU     ? "its activation is not GELU"
+                        : g->no_bias                         ? "it has no biases"
+                        : g->kv_heads != g->heads            ? "its kv_heads differ from heads"
+                        : g->head_dim * g->heads != g->dim   ? "its head_dim is not dim / heads"
+                                                             : NULL;
+  if (differs)
+    GAAW_FAIL(m->ctx, GAAW_ERR_UNSUPPORTED, "option gpt2_names=hf writes and reads Hugging Face's GPT-2 "
+              "(GPT2LMHeadModel), which this GPT is not: %s", differs);
+  return GAAW_SUCCESS;
 }
 
 static void part(gaaw_hf_parts *p, const char *name, int64_t row0, int64_t rows)
@@ -65,9 +83,29 @@ static int block_parts(gaaw_model_t m, int i, const char *suffix, int64_t rows, 
   return 0;
 }
 
-int gaaw_hf_parts_of(gaaw_model_t m, const char *name, int64_t rows, gaaw_hf_parts *out)
+/* Whether `name` ends in suffix. */
+static int ends_with(const char *name, const char *suffix)
+{
+  size_t n = strlen(name), k = strlen(suffix);
+  return n >= k && !strcmp(name + n - k, suffix);
+}
+
+/* GPT-2: nanoGPT's names under "transformer." (lm_head.weight as it is), the
+ * Conv1D weights (c_attn, c_proj, c_fc) transposed. */
+static int gpt2_parts(const char *name, int64_t rows, gaaw_hf_parts *out)
+{
+  char full[GAAW_HF_NAME_MAX];
+  snprintf(full, sizeof full, "%s%s", strcmp(name, "lm_head.weight") ? "transformer." : "", name);
+  part(out, full, 0, rows);
+  out->transposed = ends_with(name, ".c_attn.weight") || ends_with(name, ".c_proj.weight") ||
+                    ends_with(name, ".c_fc.weight");
+  return 1;
+}
+
+int gaaw_hf_parts_of(gaaw_model_t m, gaaw_hf_kind kind, const char *name, int64_t rows, gaaw_hf_parts *out)
 {
   memset(out, 0, sizeof *out);
+  if (kind == GAAW_HF_GPT2) return gpt2_parts(name, rows, out);
   if (!strcmp(name, "wte.weight")) part(out, "model.embed_tokens.weight", 0, rows);
   else if (!strcmp(name, "ln_f.weight")) part(out, "model.norm.weight", 0, rows);
   else if (!strcmp(name, "lm_head.weight")) part(out, "lm_head.weight", 0, rows);
@@ -91,9 +129,42 @@ static char *config_path(const char *path)
   return out;
 }
 
-static json_t *config_of(gaaw_model_t m)
+/* An f32 as the shortest decimal that reads back as it (1e-5, not the double
+ * 9.99999974738e-06 of its bits), as PyTorch writes its configs. */
+static json_t *float_json(float x)
 {
-  const gaaw_gpt_config_t *g = &m->gpt;
+  char text[32];
+  for (int digits = 1; digits <= 9; digits++) {
+    snprintf(text, sizeof text, "%.*g", digits, x);
+    if ((float)strtod(text, NULL) == x) break;
+  }
+  return json_real(strtod(text, NULL));
+}
+
+static json_t *gpt2_config_of(const gaaw_gpt_config_t *g, const char *dtype_name)
+{
+  json_t *j = json_object();
+  json_object_set_new(j, "architectures", json_pack("[s]", "GPT2LMHeadModel"));
+  json_object_set_new(j, "model_type", json_string("gpt2"));
+  json_object_set_new(j, "vocab_size", json_integer(g->vocab));
+  json_object_set_new(j, "n_positions", json_integer(g->max_seq));
+  json_object_set_new(j, "n_embd", json_integer(g->dim));
+  json_object_set_new(j, "n_layer", json_integer(g->layers));
+  json_object_set_new(j, "n_head", json_integer(g->heads));
+  json_object_set_new(j, "n_inner", json_integer(g->ffn));
+  json_object_set_new(j, "activation_function", json_string("gelu_new"));
+  json_object_set_new(j, "layer_norm_epsilon", float_json(g->norm_eps));
+  json_object_set_new(j, "tie_word_embeddings", json_boolean(g->tied_embeddings));
+  json_object_set_new(j, "scale_attn_weights", json_true());
+  json_object_set_new(j, "scale_attn_by_inverse_layer_idx", json_false());
+  json_object_set_new(j, "reorder_and_upcast_attn", json_false());
+  json_object_set_new(j, "torch_dtype", json_string(dtype_name));
+  return j;
+}
+
+static json_t *config_of(const gaaw_gpt_config_t *g, gaaw_hf_kind kind, const char *dtype_name)
+{
+  if (kind == GAAW_HF_GPT2) return gpt2_config_of(g, dtype_name);
   json_t *j = json_object();
   json_object_set_new(j, "architectures", json_pack("[s]", "LlamaForCausalLM"));
   json_object_set_new(j, "model_type", json_string("llama"));
@@ -105,22 +176,22 @@ static json_t *config_of(gaaw_model_t m)
   json_object_set_new(j, "head_dim", json_integer(g->head_dim));
   json_object_set_new(j, "vocab_size", json_integer(g->vocab));
   json_object_set_new(j, "max_position_embeddings", json_integer(g->max_seq));
-  json_object_set_new(j, "rms_norm_eps", json_real(g->norm_eps));
+  json_object_set_new(j, "rms_norm_eps", float_json(g->norm_eps));
   json_object_set_new(j, "rope_theta", json_real(g->rope_theta));
   json_object_set_new(j, "rope_scaling", json_null());
   json_object_set_new(j, "tie_word_embeddings", json_boolean(g->tied_embeddings));
   json_object_set_new(j, "attention_bias", json_boolean(!g->no_bias));
   json_object_set_new(j, "mlp_bias", json_boolean(!g->no_bias));
   json_object_set_new(j, "hidden_act", json_string("silu"));
-  json_object_set_new(j, "torch_dtype", json_string("float32"));
+  json_object_set_new(j, "torch_dtype", json_string(dtype_name));
   return j;
 }
 
-gaaw_status_t gaaw_hf_config_write(gaaw_model_t m, const char *path)
+gaaw_status_t gaaw_hf_config_write(gaaw_model_t m, gaaw_hf_kind kind, const char *path, const char *dtype_name)
 {
   gaaw_context_t ctx = m->ctx;
   char *file = config_path(path), *tmp = file ? malloc(strlen(file) + 16) : NULL;
-  json_t *j = config_of(m);
+  json_t *j = config_of(&m->gpt, kind, dtype_name);
   gaaw_status_t st = file && tmp && j ? GAAW_SUCCESS
                                       : gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
                                                          "cannot build the config.json beside %s", path);
@@ -159,15 +230,24 @@ static gaaw_status_t check_number(gaaw_context_t ctx, const char *file, json_t *
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t check_config(gaaw_model_t m, const char *file, json_t *j)
+/* A boolean field of the file that must be `want` when given: else unsupported
+ * (what gaaw does not compute) or invalid (the model's own choice, e.g. a tie). */
+static gaaw_status_t check_flag(gaaw_context_t ctx, const char *file, json_t *j, const char *field, int want,
+                                gaaw_status_t otherwise)
 {
-  gaaw_context_t ctx = m->ctx;
-  const gaaw_gpt_config_t *g = &m->gpt;
-  GAAW_ARG_CHECK(ctx, json_is_object(j), "%s is not a JSON object", file);
-  json_t *type = json_object_get(j, "model_type"), *scaling = json_object_get(j, "rope_scaling");
-  GAAW_ARG_CHECK(ctx, !type || (json_is_string(type) && !strcmp(json_string_value(type), "llama")),
-                 "%s: \"model_type\" is %s, gaaw reads \"llama\"", file,
-                 json_is_string(type) ? json_string_value(type) : "not a string");
+  json_t *v = json_object_get(j, field);
+  if (!v || json_is_null(v)) return GAAW_SUCCESS;
+  if (!json_is_boolean(v)) GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: \"%s\" is not true or false", file, field);
+  if (json_is_true(v) != (want != 0))
+    GAAW_FAIL(ctx, otherwise, "%s: \"%s\" is %s, %s %s", file, field, json_is_true(v) ? "true" : "false",
+              otherwise == GAAW_ERR_UNSUPPORTED ? "gaaw computes" : "the model's is",
+              want ? "true" : "false");
+  return GAAW_SUCCESS;
+}
+
+static gaaw_status_t check_llama(gaaw_context_t ctx, const gaaw_gpt_config_t *g, const char *file, json_t *j)
+{
+  json_t *scaling = json_object_get(j, "rope_scaling");
   if (scaling && !json_is_null(scaling)) {
     json_t *kind = json_is_object(scaling) ? json_object_get(scaling, "rope_type") : NULL;
     if (!kind && json_is_object(scaling)) kind = json_object_get(scaling, "type");
@@ -183,29 +263,76 @@ static gaaw_status_t check_config(gaaw_model_t m, const char *file, json_t *j)
   GAAW_CHECK(check_number(ctx, file, j, "vocab_size", g->vocab, 0));
   GAAW_CHECK(check_number(ctx, file, j, "rms_norm_eps", g->norm_eps, 1));
   GAAW_CHECK(check_number(ctx, file, j, "rope_theta", g->rope_theta, 0));
-  json_t *tie = json_object_get(j, "tie_word_embeddings");
-  GAAW_ARG_CHECK(ctx, !tie || json_is_null(tie) || json_is_true(tie) == (g->tied_embeddings != 0),
-                 "%s: \"tie_word_embeddings\" is %s, the model's embeddings are %s", file,
-                 json_is_true(tie) ? "true" : "false", g->tied_embeddings ? "tied" : "untied");
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_hf_config_check(gaaw_model_t m, const char *path)
+static gaaw_status_t check_gpt2(gaaw_context_t ctx, const gaaw_gpt_config_t *g, const char *file, json_t *j)
+{
+  json_t *act = json_object_get(j, "activation_function");
+  if (act && !json_is_null(act)) {
+    const char *a = json_is_string(act) ? json_string_value(act) : "not a string";
+    GAAW_ARG_CHECK(ctx, json_is_string(act), "%s: \"activation_function\" is not a string", file);
+    if (strcmp(a, "gelu_new") != 0 && strcmp(a, "gelu_pytorch_tanh") != 0)
+      GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "%s: \"activation_function\" is \"%s\"; gaaw's GELU is the tanh form "
+                "(\"gelu_new\")", file, a);
+  }
+  GAAW_CHECK(check_flag(ctx, file, j, "scale_attn_weights", 1, GAAW_ERR_UNSUPPORTED));
+  GAAW_CHECK(check_flag(ctx, file, j, "scale_attn_by_inverse_layer_idx", 0, GAAW_ERR_UNSUPPORTED));
+  GAAW_CHECK(check_flag(ctx, file, j, "reorder_and_upcast_attn", 0, GAAW_ERR_UNSUPPORTED));
+  GAAW_CHECK(check_number(ctx, file, j, "n_embd", g->dim, 0));
+  GAAW_CHECK(check_number(ctx, file, j, "n_inner", g->ffn, 0));
+  GAAW_CHECK(check_number(ctx, file, j, "n_layer", g->layers, 0));
+  GAAW_CHECK(check_number(ctx, file, j, "n_head", g->heads, 0));
+  GAAW_CHECK(check_number(ctx, file, j, "n_positions", g->max_seq, 0));
+  GAAW_CHECK(check_number(ctx, file, j, "vocab_size", g->vocab, 0));
+  GAAW_CHECK(check_number(ctx, file, j, "layer_norm_epsilon", g->norm_eps, 1));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_hf_config_check_text(gaaw_context_t ctx, const gaaw_gpt_config_t *g, gaaw_hf_kind kind,
+                                        const char *file, const char *text, size_t size)
+{
+  json_error_t e;
+  json_t *j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &e);
+  if (!j) GAAW_FAIL(ctx, GAAW_ERR_CORRUPT, "%s is not JSON: %s (line %d)", file, e.text, e.line);
+  const char *want = kind == GAAW_HF_GPT2 ? "gpt2" : "llama";
+  json_t *type = json_object_get(j, "model_type");
+  gaaw_status_t st = GAAW_SUCCESS;
+  if (!json_is_object(j))
+    st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__, "%s is not a JSON object", file);
+  else if (type && !(json_is_string(type) && !strcmp(json_string_value(type), want)))
+    st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
+                          "%s: \"model_type\" is %s, this model reads \"%s\"", file,
+                          json_is_string(type) ? json_string_value(type) : "not a string", want);
+  if (st == GAAW_SUCCESS) st = kind == GAAW_HF_GPT2 ? check_gpt2(ctx, g, file, j) : check_llama(ctx, g, file, j);
+  if (st == GAAW_SUCCESS)
+    st = check_flag(ctx, file, j, "tie_word_embeddings", g->tied_embeddings, GAAW_ERR_INVALID_ARG);
+  json_decref(j);
+  return st;
+}
+
+gaaw_status_t gaaw_hf_config_check(gaaw_model_t m, gaaw_hf_kind kind, const char *path)
 {
   gaaw_context_t ctx = m->ctx;
-  char *file = config_path(path);
+  char *file = config_path(path), *text = NULL;
   if (!file) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot name the config.json beside %s", path);
-  struct stat s;
-  if (stat(file, &s) != 0) { /* none: the tensors' names and shapes are checked anyway */
+  FILE *in = fopen(file, "rb");
+  if (!in && errno == ENOENT) { /* none: the tensors' names and shapes are checked anyway */
     free(file);
     return GAAW_SUCCESS;
   }
-  json_error_t e;
-  json_t *j = json_load_file(file, JSON_REJECT_DUPLICATES, &e);
-  gaaw_status_t st = j ? check_config(m, file, j)
-                       : gaaw_error_raise(ctx, GAAW_ERR_CORRUPT, __FILE__, __LINE__, __func__,
-                                          "%s is not JSON: %s (line %d)", file, e.text, e.line);
-  json_decref(j);
+  gaaw_status_t st = GAAW_SUCCESS;
+  long size = -1;
+  if (!in || fseek(in, 0, SEEK_END) != 0 || (size = ftell(in)) < 0 || fseek(in, 0, SEEK_SET) != 0)
+    st = gaaw_error_raise(ctx, GAAW_ERR_IO, __FILE__, __LINE__, __func__, "cannot read %s: %s", file, strerror(errno));
+  if (st == GAAW_SUCCESS && !(text = malloc((size_t)size + 1)))
+    st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__, "cannot hold %s", file);
+  if (st == GAAW_SUCCESS && fread(text, 1, (size_t)size, in) != (size_t)size)
+    st = gaaw_error_raise(ctx, GAAW_ERR_IO, __FILE__, __LINE__, __func__, "cannot read the %ld bytes of %s", size,
+                          file);
+  if (in) fclose(in);
+  if (st == GAAW_SUCCESS) st = gaaw_hf_config_check_text(ctx, &m->gpt, kind, file, text, (size_t)size);
+  free(text);
   free(file);
   return st;
 }

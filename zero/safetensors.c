@@ -28,22 +28,25 @@ static const char st_prefix[] = "transformer.";
 static const char *const st_buffers[] = {".attn.bias", ".attn.masked_bias"};
 
 /* The model's parameters as the file's tensors: one per parameter, in registry
- * order, under its own name; or, for a LLaMA-class GPT, Hugging Face's LLaMA
- * names, the fused QKV and gate/up weights each as their pieces (zero/hf_layout.h),
- * one after the other. For each file tensor: the parameter it is part of and its
- * first row there. Also the largest parameter's size and a digest of the file's
- * names and shapes. */
+ * order, under its own name; or in Hugging Face's layouts (zero/hf_layout.h): for
+ * a LLaMA-class GPT its LLaMA names, the fused QKV and gate/up weights each as
+ * their pieces one after the other; for a GPT-2 with gpt2_names=hf its GPT-2
+ * names, Conv1D weights transposed. For each file tensor: the parameter it is part
+ * of, its first row there and whether it is the transpose. Also the largest
+ * parameter's size and a digest of the file's names and shapes. */
 typedef struct {
   gaaw_st_tensor *t;
   int *param;        /* the parameter (registry index) of each file tensor */
   int64_t *row0;     /* its first row in the parameter */
+  char *transposed;  /* the file tensor is the (whole, 2-D) parameter's transpose */
   const char **param_name;
   int64_t *param_numel;
   int n, nparams;
   int64_t max_numel;
   uint64_t digest;
   int tied;          /* a GPT whose LM head is wte.weight: it has no lm_head.weight */
-  int gpt, hf;       /* hf: Hugging Face's LLaMA names */
+  int gpt;
+  gaaw_hf_kind hf;   /* Hugging Face's names, or NONE: gaaw's own */
 } st_registry;
 
 static void registry_free(st_registry *r)
@@ -52,6 +55,7 @@ static void registry_free(st_registry *r)
   free(r->t);
   free(r->param);
   free(r->row0);
+  free(r->transposed);
   free(r->param_name);
   free(r->param_numel);
   memset(r, 0, sizeof *r);
@@ -78,15 +82,17 @@ static gaaw_status_t registry_add(gaaw_model_t m, st_registry *r, int p, const c
 {
   gaaw_context_t ctx = m->ctx;
   gaaw_hf_parts parts;
-  if (!r->hf || !gaaw_hf_parts_of(m, name, shape[0], &parts)) {
+  if (!r->hf || !gaaw_hf_parts_of(m, r->hf, name, shape[0], &parts)) {
     if (r->hf) GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "parameter %s has no Hugging Face name", name);
-    parts.n = 1, parts.row0[0] = 0, parts.rows[0] = shape[0];
+    parts.n = 1, parts.transposed = 0, parts.row0[0] = 0, parts.rows[0] = shape[0];
   }
   for (int k = 0; k < parts.n; k++) {
     gaaw_st_tensor *t = &r->t[r->n];
     t->ndim = ndim;
     t->shape[0] = parts.rows[k];
     if (ndim == 2) t->shape[1] = shape[1];
+    r->transposed[r->n] = parts.transposed && ndim == 2;
+    if (r->transposed[r->n]) t->shape[0] = shape[1], t->shape[1] = shape[0];
     t->name = r->hf ? strdup(parts.name[k]) : (char *)name; /* never written through */
     if (!t->name) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot copy a tensor name");
     r->param[r->n] = p;
@@ -107,11 +113,13 @@ static gaaw_status_t registry_read(gaaw_model_t m, st_registry *r)
   r->t = calloc(cap, sizeof *r->t);
   r->param = calloc(cap, sizeof *r->param);
   r->row0 = calloc(cap, sizeof *r->row0);
+  r->transposed = calloc(cap, sizeof *r->transposed);
   r->param_name = calloc(cap, sizeof *r->param_name);
   r->param_numel = calloc(cap, sizeof *r->param_numel);
-  if (!r->t || !r->param || !r->row0 || !r->param_name || !r->param_numel)
+  if (!r->t || !r->param || !r->row0 || !r->transposed || !r->param_name || !r->param_numel)
     GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d registry entries", r->nparams);
-  r->hf = gaaw_hf_llama(m);
+  r->hf = gaaw_hf_layout(m);
+  if (r->hf == GAAW_HF_GPT2) GAAW_CHECK(gaaw_hf_gpt2_check(m));
   r->max_numel = 1;
   for (int p = 0; p < r->nparams; p++) {
     const char *name;
@@ -133,6 +141,15 @@ static int64_t numel_of(const gaaw_st_tensor *t)
   int64_t n = 1;
   for (int k = 0; k < t->ndim; k++) n *= t->shape[k];
   return n;
+}
+
+/* Where element e of file tensor k is in its parameter's (row-major) values: after
+ * its first row, or for a transpose of shape (in, out), at (e % out, e / out). */
+static int64_t param_index(const st_registry *r, int k, int64_t e)
+{
+  const gaaw_st_tensor *t = &r->t[k];
+  if (r->transposed[k]) return e % t->shape[1] * t->shape[0] + e / t->shape[1];
+  return r->row0[k] * (t->ndim == 2 ? t->shape[1] : 1) + e;
 }
 
 /* "[3, 4]" */
@@ -164,8 +181,8 @@ static gaaw_status_t write_all(gaaw_context_t ctx, int fd, const char *file, con
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t writer_open(gaaw_context_t ctx, const char *path, gaaw_st_tensor *tensors, int count,
-                                 st_writer *w)
+static gaaw_status_t writer_open(gaaw_context_t ctx, const char *path, gaaw_st_dtype dtype, gaaw_st_tensor *tensors,
+                                 int count, st_writer *w)
 {
   unsigned char *head = NULL;
   size_t head_bytes;
@@ -183,7 +200,7 @@ static gaaw_status_t writer_open(gaaw_context_t ctx, const char *path, gaaw_st_t
   }
   if (fchmod(w->fd, 0644) != 0) GAAW_FAIL(ctx, GAAW_ERR_IO, "cannot chmod %s: %s", w->tmp, strerror(errno));
   if (count < 0) return GAAW_SUCCESS; /* not a safetensors file: the caller writes it all */
-  GAAW_CHECK(gaaw_st_header_build(ctx, tensors, count, &head, &head_bytes));
+  GAAW_CHECK(gaaw_st_header_build(ctx, dtype, tensors, count, &head, &head_bytes));
   gaaw_status_t st = write_all(ctx, w->fd, w->tmp, head, head_bytes);
   free(head);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
@@ -242,7 +259,8 @@ static void shards_free(st_shards *sh)
   memset(sh, 0, sizeof *sh);
 }
 
-static gaaw_status_t plan_shards(gaaw_model_t m, const st_registry *r, const char *path, st_shards *sh)
+static gaaw_status_t plan_shards(gaaw_model_t m, const st_registry *r, const char *path, int elem_size,
+                                 st_shards *sh)
 {
   gaaw_context_t ctx = m->ctx;
   size_t limit = 0;
@@ -252,7 +270,7 @@ static gaaw_status_t plan_shards(gaaw_model_t m, const st_registry *r, const cha
   if (!sh->first || !sh->file) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot plan the shards of %d tensors", r->n);
   uint64_t used = 0;
   for (int k = 0; k < r->n; k++) {
-    uint64_t bytes = 4 * (uint64_t)numel_of(&r->t[k]);
+    uint64_t bytes = (uint64_t)elem_size * (uint64_t)numel_of(&r->t[k]);
     if (limit && k > 0 && used > 0 && used + bytes > limit) {
       sh->first[++sh->n] = k;
       used = 0;
@@ -276,7 +294,7 @@ static gaaw_status_t plan_shards(gaaw_model_t m, const st_registry *r, const cha
 
 /* model.safetensors.index.json beside the shards: the bytes of all tensors and
  * each tensor's file. */
-static gaaw_status_t write_index(gaaw_model_t m, const st_registry *r, const st_shards *sh)
+static gaaw_status_t write_index(gaaw_model_t m, const st_registry *r, const st_shards *sh, int elem_size)
 {
   gaaw_context_t ctx = m->ctx;
   json_t *map = json_object(), *root = json_object();
@@ -285,7 +303,7 @@ static gaaw_status_t write_index(gaaw_model_t m, const st_registry *r, const st_
     const char *base = strrchr(sh->file[s], '/') ? strrchr(sh->file[s], '/') + 1 : sh->file[s];
     for (int k = sh->first[s]; k < sh->first[s + 1]; k++) {
       json_object_set_new(map, r->t[k].name, json_string(base));
-      total += 4 * (uint64_t)numel_of(&r->t[k]);
+      total += (uint64_t)elem_size * (uint64_t)numel_of(&r->t[k]);
     }
   }
   json_object_set_new(root, "metadata", json_pack("{sI}", "total_size", (json_int_t)total));
@@ -302,13 +320,20 @@ static gaaw_status_t write_index(gaaw_model_t m, const st_registry *r, const st_
   st_writer w = {NULL, -1};
   if (st == GAAW_SUCCESS) {
     snprintf(path, len, "%.*smodel.safetensors.index.json", dir, sh->file[0]);
-    st = writer_open(ctx, path, NULL, -1, &w);
+    st = writer_open(ctx, path, GAAW_ST_F32, NULL, -1, &w);
   }
   if (st == GAAW_SUCCESS) st = write_all(ctx, w.fd, w.tmp, (const unsigned char *)text, strlen(text));
   if (w.tmp) st = writer_close(ctx, path, &w, st);
   free(text);
   free(path);
   return st;
+}
+
+/* The option export_dtype (checked at init) as the file's dtype. */
+static gaaw_st_dtype export_dtype(gaaw_context_t ctx)
+{
+  const char *d = gaaw_ctx_string(ctx, "export_dtype");
+  return strcmp(d, "bf16") == 0 ? GAAW_ST_BF16 : strcmp(d, "f16") == 0 ? GAAW_ST_F16 : GAAW_ST_F32;
 }
 
 gaaw_status_t gaaw_model_export(gaaw_model_t m, const char *path)
@@ -340,26 +365,28 @@ gaaw_status_t gaaw_model_export(gaaw_model_t m, const char *path)
    * the gathers its peers are in: it is carried to the agreement at the end. */
   /* the files: one, or Hugging Face's shards of at most export_shard_size bytes */
   st_shards sh = {0};
-  gaaw_status_t io = rank == 0 ? plan_shards(m, &r, path, &sh) : GAAW_SUCCESS;
-  if (rank == 0 && io == GAAW_SUCCESS) io = writer_open(ctx, sh.file[0], r.t, sh.first[1], &w);
+  gaaw_st_dtype dtype = export_dtype(ctx);
+  int elem = gaaw_st_dtype_size(dtype);
+  gaaw_status_t io = rank == 0 ? plan_shards(m, &r, path, elem, &sh) : GAAW_SUCCESS;
+  if (rank == 0 && io == GAAW_SUCCESS) io = writer_open(ctx, sh.file[0], dtype, r.t, sh.first[1], &w);
   for (int k = 0, s = 0; k < r.n && st == GAAW_SUCCESS; k++) {
     if (rank == 0 && io == GAAW_SUCCESS && k == sh.first[s + 1]) { /* the next shard */
       io = writer_close(ctx, sh.file[s], &w, io);
       s++;
-      if (io == GAAW_SUCCESS) io = writer_open(ctx, sh.file[s], r.t + k, sh.first[s + 1] - k, &w);
+      if (io == GAAW_SUCCESS) io = writer_open(ctx, sh.file[s], dtype, r.t + k, sh.first[s + 1] - k, &w);
     }
     /* a parameter's file tensors are consecutive: it is gathered at its first */
     int p = r.param[k];
     if (k == 0 || r.param[k - 1] != p) st = gaaw_model_get_param(m, r.param_name[p], v); /* the whole work group */
-    int64_t n = numel_of(&r.t[k]), at = r.row0[k] * (r.t[k].ndim == 2 ? r.t[k].shape[1] : 1);
+    int64_t n = numel_of(&r.t[k]);
     if (st == GAAW_SUCCESS && rank == 0 && io == GAAW_SUCCESS) {
-      for (int64_t i = 0; i < n; i++) gaaw_st_store_f32(bytes + 4 * i, v[at + i]);
-      io = write_all(ctx, w.fd, w.tmp, bytes, (size_t)n * 4);
+      for (int64_t i = 0; i < n; i++) gaaw_st_store(dtype, bytes, i, v[param_index(&r, k, i)]);
+      io = write_all(ctx, w.fd, w.tmp, bytes, (size_t)n * (size_t)elem);
     }
   }
   if (rank == 0 && w.tmp) io = writer_close(ctx, sh.file[sh.n - 1], &w, st != GAAW_SUCCESS ? st : io);
-  if (rank == 0 && sh.n > 1 && io == GAAW_SUCCESS && st == GAAW_SUCCESS) io = write_index(m, &r, &sh);
-  if (rank == 0 && r.hf && io == GAAW_SUCCESS && st == GAAW_SUCCESS) io = gaaw_hf_config_write(m, path);
+  if (rank == 0 && sh.n > 1 && io == GAAW_SUCCESS && st == GAAW_SUCCESS) io = write_index(m, &r, &sh, elem);
+  if (rank == 0 && r.hf && io == GAAW_SUCCESS && st == GAAW_SUCCESS) io = gaaw_hf_config_write(m, r.hf, path, dtype == GAAW_ST_F32 ? "float32" : dtype == GAAW_ST_BF16 ? "bfloat16" : "float16");
   shards_free(&sh);
   if (st == GAAW_SUCCESS) st = io;
   st = gaaw_agree_world(ctx, st, "writing the safetensors file", NULL, 0);
@@ -463,6 +490,23 @@ static gaaw_status_t check_tied_head(gaaw_context_t ctx, const char *path, const
   return GAAW_SUCCESS;
 }
 
+static const char *strip_prefix(const char *name)
+{
+  return strncmp(name, st_prefix, sizeof st_prefix - 1) == 0 ? name + sizeof st_prefix - 1 : name;
+}
+
+/* The registry's name of the file's tensor `name`: nanoGPT's names drop the
+ * prefix "transformer.", LLaMA's are as they are, and GPT-2's keep it, adding it
+ * where the file lacks it (as the Hub's gpt2 files, written by GPT2Model, do) but
+ * to lm_head.weight. */
+static const char *registry_key(const st_registry *r, const char *name, char *buf, size_t size)
+{
+  if (r->hf == GAAW_HF_NONE) return strip_prefix(name);
+  if (r->hf == GAAW_HF_LLAMA || strip_prefix(name) != name || strcmp(name, "lm_head.weight") == 0) return name;
+  snprintf(buf, size, "%s%s", st_prefix, name);
+  return buf;
+}
+
 /* Matches the file's tensors with the registry: every parameter found once with
  * its shape, nothing else but a tied lm_head.weight and the mask buffers. */
 static gaaw_status_t match(gaaw_context_t ctx, const char *path, const st_registry *r, st_file *f)
@@ -473,19 +517,23 @@ static gaaw_status_t match(gaaw_context_t ctx, const char *path, const st_regist
   for (int k = 0; k < r->n; k++) f->of_param[k] = -1;
   for (int i = 0; i < f->h.count; i++) {
     const gaaw_st_tensor *t = &f->h.tensors[i];
-    const char *name = !r->hf && strncmp(t->name, st_prefix, sizeof st_prefix - 1) == 0
-                         ? t->name + sizeof st_prefix - 1
-                         : t->name;
+    char buf[GAAW_HF_NAME_MAX + sizeof st_prefix];
+    const char *name = registry_key(r, t->name, buf, sizeof buf);
     int k = registry_find_file(r, name);
     if (k >= 0 && f->of_param[k] >= 0)
       GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: the model's %s is in the file twice, as '%s' and '%s'", path, name,
                 f->h.tensors[f->of_param[k]].name, t->name);
     if (k >= 0) {
+      if (r->gpt && !r->hf && t->ndim == 2 && t->shape[0] != t->shape[1] && t->shape[0] == r->t[k].shape[1] &&
+          t->shape[1] == r->t[k].shape[0])
+        GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: tensor '%s' is the transpose of the model's: a file in Hugging "
+                  "Face's GPT-2 layout (Conv1D weights as (in, out)) reads with the option gpt2_names=hf", path,
+                  t->name);
       GAAW_CHECK(check_tensor(ctx, path, t, &r->t[k], f->h.data_start));
       f->of_param[k] = i;
     } else if (r->tied && strcmp(name, "lm_head.weight") == 0 && !head) {
       head = t;
-    } else if (!(r->gpt && !r->hf && is_mask_buffer(name))) {
+    } else if (!(r->gpt && r->hf != GAAW_HF_LLAMA && is_mask_buffer(strip_prefix(name)))) {
       GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: the file holds tensor '%s' (data at file offset %llu), which the "
                 "model does not have%s", path, t->name, (unsigned long long)(f->h.data_start + t->begin),
                 strcmp(name, "lm_head.weight") == 0 ? " (twice?)" : "");
@@ -494,8 +542,9 @@ static gaaw_status_t match(gaaw_context_t ctx, const char *path, const st_regist
   for (int k = 0; k < r->n; k++) {
     char s[96];
     if (f->of_param[k] < 0 && r->hf)
-      GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: the model's tensor %s %s (Hugging Face's LLaMA name) is not in the "
-                "file", path, r->t[k].name, shape_text(&r->t[k], s, sizeof s));
+      GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: the model's tensor %s %s (Hugging Face's %s name) is not in the "
+                "file", path, r->t[k].name, shape_text(&r->t[k], s, sizeof s),
+                r->hf == GAAW_HF_LLAMA ? "LLaMA" : "GPT-2");
     if (f->of_param[k] < 0)
       GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: the model's parameter %s %s is not in the file (nor as %s%s)", path,
                 r->t[k].name, shape_text(&r->t[k], s, sizeof s), st_prefix, r->t[k].name);
@@ -528,9 +577,9 @@ static gaaw_status_t resolve(gaaw_context_t ctx, const char *path, char **file, 
 
 /* Appends shard `name` (data from its header's data_start on) to f: its bytes at
  * the end of f->bytes, its tensors with their offsets moved there; each must be
- * the index's. */
-static gaaw_status_t add_shard(gaaw_context_t ctx, const char *index, const char *dir, const char *name, json_t *map,
-                               st_file *f)
+ * in that file by the index ix. */
+static gaaw_status_t add_shard(gaaw_context_t ctx, const char *index, const char *dir, const char *name,
+                               const gaaw_st_index *ix, st_file *f)
 {
   char *path = malloc(strlen(dir) + strlen(name) + 2);
   st_file one = {0};
@@ -548,11 +597,11 @@ static gaaw_status_t add_shard(gaaw_context_t ctx, const char *index, const char
   if (more) f->h.tensors = more;
   for (int i = 0; st == GAAW_SUCCESS && i < one.h.count; i++) {
     gaaw_st_tensor t = one.h.tensors[i];
-    json_t *where = json_object_get(map, t.name);
-    if (!json_is_string(where) || strcmp(json_string_value(where), name) != 0)
+    const char *where = gaaw_st_index_file_of(ix, t.name);
+    if (!where || strcmp(where, name) != 0)
       st = gaaw_error_raise(ctx, GAAW_ERR_CORRUPT, __FILE__, __LINE__, __func__,
                             "%s: tensor '%s' is in %s, but %s names %s", path, t.name, name, index,
-                            json_is_string(where) ? json_string_value(where) : "no file for it");
+                            where ? where : "no file for it");
     t.begin += f->size, t.end += f->size;
     one.h.tensors[i].name = NULL; /* moved */
     f->h.tensors[f->h.count++] = t;
@@ -570,34 +619,19 @@ static gaaw_status_t add_shard(gaaw_context_t ctx, const char *index, const char
  * laid end to end as if one file of data_start 0. */
 static gaaw_status_t read_shards(gaaw_context_t ctx, const char *index, st_file *f)
 {
-  json_error_t e;
-  json_t *root = json_load_file(index, JSON_REJECT_DUPLICATES, &e), *map = json_object_get(root, "weight_map");
-  if (!root) GAAW_FAIL(ctx, GAAW_ERR_IO, "cannot read %s: %s (line %d)", index, e.text, e.line);
+  st_file text = {0};
+  gaaw_st_index ix = {0};
   const char *slash = strrchr(index, '/');
   char *dir = slash ? strndup(index, (size_t)(slash - index) + 1) : strdup("");
-  gaaw_status_t st = json_is_object(map) && json_object_size(map) > 0
-                       ? GAAW_SUCCESS
-                       : gaaw_error_raise(ctx, GAAW_ERR_CORRUPT, __FILE__, __LINE__, __func__,
-                                          "%s has no \"weight_map\" object of tensor names", index);
-  json_t *seen = json_object();
-  const char *name;
-  json_t *value;
-  json_object_foreach(map, name, value)
-  {
-    if (st != GAAW_SUCCESS) break;
-    if (!json_is_string(value))
-      st = gaaw_error_raise(ctx, GAAW_ERR_CORRUPT, __FILE__, __LINE__, __func__, "%s: the file of '%s' is not a string",
-                            index, name);
-    else if (!json_object_get(seen, json_string_value(value))) {
-      json_object_set_new(seen, json_string_value(value), json_true());
-      st = add_shard(ctx, index, dir ? dir : "", json_string_value(value), map, f);
-    }
-  }
-  if (st == GAAW_SUCCESS && (size_t)f->h.count != json_object_size(map))
-    st = gaaw_error_raise(ctx, GAAW_ERR_CORRUPT, __FILE__, __LINE__, __func__,
-                          "%s names %zu tensors, its files hold %d", index, json_object_size(map), f->h.count);
-  json_decref(seen);
-  json_decref(root);
+  if (!dir) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot name the directory of %s", index);
+  gaaw_status_t st = read_bytes(ctx, index, &text);
+  if (st == GAAW_SUCCESS) st = gaaw_st_index_parse(ctx, index, (const char *)text.bytes, text.size, &ix);
+  for (int s = 0; st == GAAW_SUCCESS && s < ix.nfiles; s++) st = add_shard(ctx, index, dir, ix.file[s], &ix, f);
+  if (st == GAAW_SUCCESS && f->h.count != ix.ntensors)
+    st = gaaw_error_raise(ctx, GAAW_ERR_CORRUPT, __FILE__, __LINE__, __func__, "%s names %d tensors, its files hold %d",
+                          index, ix.ntensors, f->h.count);
+  gaaw_st_index_free(&ix);
+  file_free(&text);
   free(dir);
   return st;
 }
@@ -608,7 +642,7 @@ static gaaw_status_t file_load(gaaw_model_t m, const char *path, const st_regist
   char *file = NULL;
   int index = 0;
   GAAW_CHECK(resolve(ctx, path, &file, &index));
-  gaaw_status_t st = r->hf ? gaaw_hf_config_check(m, file) : GAAW_SUCCESS;
+  gaaw_status_t st = r->hf ? gaaw_hf_config_check(m, r->hf, file) : GAAW_SUCCESS;
   if (st == GAAW_SUCCESS && index) st = read_shards(ctx, file, f);
   if (st == GAAW_SUCCESS && !index) st = read_bytes(ctx, file, f);
   if (st == GAAW_SUCCESS && !index) st = gaaw_st_header_parse(ctx, file, f->bytes, f->size, &f->h);
@@ -628,8 +662,7 @@ static gaaw_status_t send_params(gaaw_model_t m, const st_registry *r, const st_
     for (; k < r->n && r->param[k] == p; k++) {
       if (rank != 0) continue;
       const gaaw_st_tensor *t = &f->h.tensors[f->of_param[k]];
-      int64_t at = r->row0[k] * (t->ndim == 2 ? t->shape[1] : 1);
-      for (int64_t i = 0, tn = numel_of(t); i < tn; i++) v[at + i] = gaaw_st_load(t, data_of(f, t), i);
+      for (int64_t i = 0, tn = numel_of(t); i < tn; i++) v[param_index(r, k, i)] = gaaw_st_load(t, data_of(f, t), i);
     }
     if (size > 1) {
       gaaw_tensor_t t;

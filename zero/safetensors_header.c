@@ -47,10 +47,20 @@ static void store_u64_le(unsigned char *p, uint64_t v)
   for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-void gaaw_st_store_f32(unsigned char *out, float v)
+void gaaw_st_store(gaaw_st_dtype dtype, unsigned char *data, int64_t i, float v)
 {
-  uint32_t u = gaaw_f32_bits(v);
-  for (int i = 0; i < 4; i++) out[i] = (unsigned char)(u >> (8 * i));
+  if (dtype == GAAW_ST_F32) {
+    uint32_t u = gaaw_f32_bits(v);
+    for (int k = 0; k < 4; k++) data[4 * i + k] = (unsigned char)(u >> (8 * k));
+    return;
+  }
+  uint16_t h = dtype == GAAW_ST_BF16 ? gaaw_f32_to_bf16(v) : gaaw_f32_to_f16(v);
+  data[2 * i] = (unsigned char)h, data[2 * i + 1] = (unsigned char)(h >> 8);
+}
+
+int gaaw_st_dtype_size(gaaw_st_dtype dtype)
+{
+  return dtype == GAAW_ST_F32 ? 4 : 2;
 }
 
 float gaaw_st_load(const gaaw_st_tensor *t, const unsigned char *data, int64_t i)
@@ -232,7 +242,7 @@ static json_t *entry_json(const gaaw_st_tensor *t)
   for (int k = 0; ok && k < t->ndim; k++) ok = json_array_append_new(shape, json_integer(t->shape[k])) == 0;
   ok = ok && json_array_append_new(off, json_integer((json_int_t)t->begin)) == 0 &&
        json_array_append_new(off, json_integer((json_int_t)t->end)) == 0;
-  ok = ok && json_object_set_new(e, "dtype", json_string("F32")) == 0;
+  ok = ok && json_object_set_new(e, "dtype", json_string(t->dtype_name)) == 0;
   ok = ok && json_object_set(e, "shape", shape) == 0 && json_object_set(e, "data_offsets", off) == 0;
   json_decref(shape);
   json_decref(off);
@@ -243,12 +253,13 @@ static json_t *entry_json(const gaaw_st_tensor *t)
   return e;
 }
 
-gaaw_status_t gaaw_st_header_build(gaaw_context_t ctx, gaaw_st_tensor *tensors, int count, unsigned char **out,
-                                   size_t *size)
+gaaw_status_t gaaw_st_header_build(gaaw_context_t ctx, gaaw_st_dtype dtype, gaaw_st_tensor *tensors, int count,
+                                   unsigned char **out, size_t *size)
 {
   GAAW_ARG_NOT_NULL(ctx, out);
   GAAW_ARG_NOT_NULL(ctx, size);
   GAAW_ARG_CHECK(ctx, count >= 0 && (tensors || count == 0), "count %d tensors at %p", count, (void *)tensors);
+  GAAW_ARG_CHECK(ctx, dtype == GAAW_ST_F32 || dtype == GAAW_ST_BF16 || dtype == GAAW_ST_F16, "dtype %d", (int)dtype);
   *out = NULL;
   *size = 0;
   for (int i = 0; i < count; i++)
@@ -263,11 +274,11 @@ gaaw_status_t gaaw_st_header_build(gaaw_context_t ctx, gaaw_st_tensor *tensors, 
     gaaw_st_tensor *t = &tensors[i];
     uint64_t numel = 1;
     for (int k = 0; k < t->ndim; k++) numel *= (uint64_t)t->shape[k];
-    snprintf(t->dtype_name, sizeof t->dtype_name, "F32");
-    t->dtype = GAAW_ST_F32;
-    t->elem_size = 4;
+    snprintf(t->dtype_name, sizeof t->dtype_name, "%s", st_dtypes[dtype].name); /* the table's first three */
+    t->dtype = dtype;
+    t->elem_size = gaaw_st_dtype_size(dtype);
     t->begin = at;
-    t->end = at += 4 * numel;
+    t->end = at += (uint64_t)t->elem_size * numel;
     json_t *e = entry_json(t);
     ok = e && json_object_set_new(root, t->name, e) == 0;
   }
@@ -286,4 +297,75 @@ gaaw_status_t gaaw_st_header_build(gaaw_context_t ctx, gaaw_st_tensor *tensors, 
   *size = 8 + padded;
   free(text);
   return GAAW_SUCCESS;
+}
+
+/* ---- the index of a sharded set */
+
+void gaaw_st_index_free(gaaw_st_index *ix)
+{
+  if (!ix) return;
+  for (int k = 0; k < ix->ntensors; k++) free(ix->tensor[k]);
+  for (int f = 0; f < ix->nfiles; f++) free(ix->file[f]);
+  free(ix->tensor);
+  free(ix->file);
+  free(ix->file_of);
+  memset(ix, 0, sizeof *ix);
+}
+
+const char *gaaw_st_index_file_of(const gaaw_st_index *ix, const char *name)
+{
+  for (int k = 0; k < ix->ntensors; k++)
+    if (strcmp(ix->tensor[k], name) == 0) return ix->file[ix->file_of[k]];
+  return NULL;
+}
+
+/* Whether a weight_map value names a file beside the index. */
+static int plain_file_name(const char *name)
+{
+  return name[0] && !strchr(name, '/') && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
+static gaaw_status_t index_fill(gaaw_context_t ctx, const char *index, json_t *map, gaaw_st_index *ix)
+{
+  size_t n = json_object_size(map);
+  ix->tensor = calloc(n, sizeof *ix->tensor);
+  ix->file = calloc(n, sizeof *ix->file);
+  ix->file_of = calloc(n, sizeof *ix->file_of);
+  if (!ix->tensor || !ix->file || !ix->file_of) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot hold %s", index);
+  const char *name;
+  json_t *value;
+  json_object_foreach(map, name, value)
+  {
+    const char *file = json_is_string(value) ? json_string_value(value) : NULL;
+    if (!file || !plain_file_name(file) || strlen(file) != json_string_length(value))
+      GAAW_FAIL(ctx, GAAW_ERR_CORRUPT, "%s: the file of tensor '%s' is not the plain name of a file beside the "
+                "index", index, name);
+    int f = 0;
+    while (f < ix->nfiles && strcmp(ix->file[f], file) != 0) f++;
+    if (f == ix->nfiles && !(ix->file[ix->nfiles++] = strdup(file)))
+      GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot hold %s", index);
+    if (!(ix->tensor[ix->ntensors] = strdup(name))) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot hold %s", index);
+    ix->file_of[ix->ntensors++] = f;
+  }
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_st_index_parse(gaaw_context_t ctx, const char *index, const char *text, size_t size,
+                                  gaaw_st_index *ix)
+{
+  memset(ix, 0, sizeof *ix);
+  json_error_t e;
+  json_t *root = json_loadb(text, size, JSON_REJECT_DUPLICATES, &e), *map = json_object_get(root, "weight_map");
+  gaaw_status_t st = GAAW_SUCCESS;
+  if (!root)
+    st = gaaw_error_raise(ctx, GAAW_ERR_CORRUPT, __FILE__, __LINE__, __func__, "%s is not JSON: %s (line %d)",
+                          index, e.text, e.line);
+  else if (!json_is_object(map) || json_object_size(map) == 0)
+    st = gaaw_error_raise(ctx, GAAW_ERR_CORRUPT, __FILE__, __LINE__, __func__,
+                          "%s has no \"weight_map\" object of tensor names", index);
+  else
+    st = index_fill(ctx, index, map, ix);
+  json_decref(root);
+  if (st != GAAW_SUCCESS) gaaw_st_index_free(ix);
+  return st;
 }

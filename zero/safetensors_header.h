@@ -50,17 +50,41 @@ gaaw_status_t gaaw_st_header_parse(gaaw_context_t ctx, const char *file, const u
 /* Frees what parse or build allocated; *h is empty after. */
 void gaaw_st_header_free(gaaw_st_header *h);
 
-/* The header of an F32 file holding tensors[0..count) one after the other in
- * that order (their begin and end are set here, dtype and elem_size too): the
+/* The header of a file of one dtype (F32, BF16 or F16) holding tensors[0..count)
+ * one after the other in that order (their begin and end are set here, dtype and
+ * elem_size too): the
  * 8-byte length and the JSON, padded with spaces to a multiple of 8 bytes so the
  * data starts aligned, with __metadata__ {"format": "pt"} as PyTorch's writers
  * put it. *out is malloc'ed (free it), *size its bytes. Not collective. */
-gaaw_status_t gaaw_st_header_build(gaaw_context_t ctx, gaaw_st_tensor *tensors, int count, unsigned char **out,
-                                   size_t *size);
+gaaw_status_t gaaw_st_header_build(gaaw_context_t ctx, gaaw_st_dtype dtype, gaaw_st_tensor *tensors, int count,
+                                   unsigned char **out, size_t *size);
+
+/* Hugging Face's index of a sharded set (model.safetensors.index.json):
+ * {"metadata": {...}, "weight_map": {tensor: file}}, read from size bytes of text
+ * (index names it in messages). Checks: one JSON object without duplicate keys; a
+ * non-empty "weight_map" object whose values are plain file names (no '/', not
+ * "." or "..": a shard lies beside its index). file[f] are the distinct files in
+ * order of first mention, tensor[k] the tensors, file_of[k] the file of tensor[k].
+ * Any input gives a status (GAAW_ERR_CORRUPT naming the file and what is wrong,
+ * or GAAW_ERR_NO_MEMORY), never a read out of bytes; on failure *ix is empty.
+ * Pure and not collective; ctx may be NULL (tests/fuzz/fuzz_safetensors_index.c). */
+typedef struct {
+  char **tensor, **file;
+  int *file_of;
+  int ntensors, nfiles;
+} gaaw_st_index;
+gaaw_status_t gaaw_st_index_parse(gaaw_context_t ctx, const char *index, const char *text, size_t size,
+                                  gaaw_st_index *ix);
+/* The file of tensor `name` in ix, or NULL when ix does not name it. */
+const char *gaaw_st_index_file_of(const gaaw_st_index *ix, const char *name);
+void gaaw_st_index_free(gaaw_st_index *ix);
 
 /* Element i of tensor t's data (at data), as f32; t is F32, BF16 or F16. */
 float gaaw_st_load(const gaaw_st_tensor *t, const unsigned char *data, int64_t i);
-/* v as 4 little-endian bytes at out. */
-void gaaw_st_store_f32(unsigned char *out, float v);
+/* v as element i of data in dtype (F32, BF16 or F16; little-endian, rounded to
+ * nearest even). */
+void gaaw_st_store(gaaw_st_dtype dtype, unsigned char *data, int64_t i, float v);
+/* Bytes per element of F32, BF16 or F16. */
+int gaaw_st_dtype_size(gaaw_st_dtype dtype);
 
 #endif

@@ -512,6 +512,12 @@ static gaaw_status_t check_value(int i, const gaaw_config_value *v, const char *
     GAAW_ARG_CHECK(NULL, gaaw_bytes_parse(v->s, &bytes) && bytes > 0,
                    "option export_shard_size must be a byte count > 0 such as 5000000000, 512M or 2G, got '%s'%s",
                    v->s, origin);
+  if (strcmp(name, "gpt2_names") == 0)
+    GAAW_ARG_CHECK(NULL, strcmp(v->s, "nanogpt") == 0 || strcmp(v->s, "hf") == 0,
+                   "option gpt2_names must be nanogpt or hf, got '%s'%s", v->s, origin);
+  if (strcmp(name, "export_dtype") == 0)
+    GAAW_ARG_CHECK(NULL, strcmp(v->s, "f32") == 0 || strcmp(v->s, "bf16") == 0 || strcmp(v->s, "f16") == 0,
+                   "option export_dtype must be f32, bf16 or f16, got '%s'%s", v->s, origin);
   if (strcmp(name, "backend") == 0 && strcmp(v->s, "auto") != 0 && !gaaw_device_backend(v->s)) {
     char built[128];
     built_backends(built, sizeof built);

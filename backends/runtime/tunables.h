@@ -93,6 +93,14 @@
     "bytes of tensors per file, as bytes or with K, M, G, T (powers of 1024); beyond it a "       \
     "sharded set (model-0000K-of-0000N.safetensors and model.safetensors.index.json); the "      \
     "default is Hugging Face's 5 GB")                                                             \
+  X(gpt2_names, STRING, "nanogpt",                                                                \
+    "the names gaaw_model_export writes and gaaw_model_import reads for a GPT-2 (a GPT that is "  \
+    "not LLaMA-class): nanogpt (nanoGPT's: wte.weight, h.N.attn.c_attn.weight as (out, in)) or "   \
+    "hf (Hugging Face's GPT2LMHeadModel: transformer.* names, Conv1D weights as (in, out), a "     \
+    "config.json beside the file)")                                                               \
+  X(export_dtype, STRING, "f32",                                                                  \
+    "the dtype gaaw_model_export writes: f32, bf16 (as Hugging Face's LLaMA checkpoints hold "    \
+    "their weights) or f16, rounded to nearest even; import reads all three whatever this says")  \
   /* models */                                                                                    \
   X(recompute, STRING, "none",                                                                    \
     "activation recomputation: none; selective (the attention scores and softmax are dropped "  \

@@ -4,7 +4,13 @@
  *    imports each under tp 2 and its logits match PyTorch's within 1e-5 (the BF16
  *    file against PyTorch's logits of the bf16-rounded weights);
  *  - gaaw exports a GPT of its own (tp 2); PyTorch loads the file and its logits
- *    match gaaw's.
+ *    match gaaw's;
+ *  - Hugging Face's GPT-2 layout (gpt2_names=hf): PyTorch's file as the Hub's
+ *    gpt2 holds it (Conv1D weights transposed, no prefix) imports at tp 2 with
+ *    PyTorch's logits; read with nanoGPT's names it is the named error; a
+ *    config.json that says gelu or another n_embd is refused by name; gaaw's BF16
+ *    export in that layout loads into PyTorch (names, dtype, config.json checked
+ *    there), and imported back into gaaw gives PyTorch's logits of the file.
  * Skips (77) when /usr/bin/python3 or PyTorch is missing. */
 #include <mpi.h>
 #include <sys/stat.h>
@@ -47,6 +53,76 @@ static gaaw_model_t gpt(gaaw_context_t ctx, uint64_t seed)
   gaaw_model_t m;
   require_ok(ctx, gaaw_model_create_gpt(ctx, &g, &m));
   return m;
+}
+
+/* Rank 0 writes text as path. */
+static void write_text(const char *path, const char *text)
+{
+  if (world_rank == 0) {
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+      fprintf(stderr, "FATAL: cannot write %s\n", path);
+      exit(1);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* The cases of Hugging Face's GPT-2 layout (see the top). */
+static void gpt2_hf_layout(const char *dir, const char *tokens_path, const char *cfg, const gaaw_batch_t *batch,
+                           float *got, float *want, long nlogits)
+{
+  char path[160], out[160], args[512];
+  gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=host tp=2 comm_timeout=60");
+  gaaw_model_t m = gpt(ctx, 1);
+  snprintf(path, sizeof path, "%s/hf_gpt2", dir);
+  expect_status_ctx(ctx, gaaw_model_import(m, path), GAAW_ERR_INVALID_ARG); /* nanoGPT's names: transposed */
+  gaaw_model_destroy(&m);
+  gaaw_finalize(&ctx);
+
+  ctx = test_context(MPI_COMM_WORLD, "backend=host tp=2 comm_timeout=60 gpt2_names=hf export_dtype=bf16");
+  m = gpt(ctx, 1);
+  expect_status_ctx(ctx, gaaw_model_import(m, path), GAAW_SUCCESS);
+  require_ok(ctx, gaaw_model_predict(m, batch, got));
+  snprintf(out, sizeof out, "%s/torch_f32.logits", dir);
+  read_floats(out, want, nlogits);
+  expect_close(got, want, nlogits, 1e-5, "logits of PyTorch's file in Hugging Face's GPT-2 layout, imported at tp 2");
+  gaaw_model_destroy(&m);
+
+  /* config.json: what gaaw does not compute, and a size that is not the model's */
+  const char *bad[] = {"{\"model_type\": \"gpt2\", \"activation_function\": \"gelu\"}",
+                       "{\"model_type\": \"gpt2\", \"n_embd\": 32}"};
+  gaaw_status_t bad_status[] = {GAAW_ERR_UNSUPPORTED, GAAW_ERR_INVALID_ARG};
+  char config[192];
+  snprintf(config, sizeof config, "%s/config.json", path);
+  for (int k = 0; k < 2; k++) {
+    write_text(config, bad[k]);
+    m = gpt(ctx, 1);
+    expect_status_ctx(ctx, gaaw_model_import(m, path), bad_status[k]);
+    gaaw_model_destroy(&m);
+  }
+
+  /* gaaw's BF16 export in that layout: PyTorch's logits of it, and gaaw's */
+  snprintf(path, sizeof path, "%s/gaaw_hf", dir);
+  if (world_rank == 0) mkdir(path, 0755);
+  snprintf(path, sizeof path, "%s/gaaw_hf/model.safetensors", dir);
+  snprintf(out, sizeof out, "%s/gaaw_hf/logits", dir);
+  m = gpt(ctx, 5);
+  model_randomise(m, 9);
+  expect_status_ctx(ctx, gaaw_model_export(m, path), GAAW_SUCCESS);
+  gaaw_model_destroy(&m);
+  snprintf(args, sizeof args, "read-hf %s %s %s %s", path, tokens_path, out, cfg);
+  int rc = torch_script_run("safetensors_reference.py", args);
+  expect_true(rc == 0, "PyTorch failed loading gaaw's BF16 export in Hugging Face's GPT-2 layout (exit %d)", rc);
+  m = gpt(ctx, 1);
+  expect_status_ctx(ctx, gaaw_model_import(m, path), GAAW_SUCCESS);
+  require_ok(ctx, gaaw_model_predict(m, batch, got));
+  if (rc == 0) {
+    read_floats(out, want, nlogits);
+    expect_close(got, want, nlogits, 1e-5, "logits of gaaw's BF16 Hugging Face GPT-2 export, in gaaw and PyTorch");
+  }
+  gaaw_model_destroy(&m);
+  gaaw_finalize(&ctx);
 }
 
 int main(int argc, char **argv)
@@ -113,10 +189,14 @@ int main(int argc, char **argv)
     expect_close(got, want, nlogits, 1e-5, "logits of gaaw's export (tp 2) in PyTorch");
   }
   gaaw_model_destroy(&m);
+  gaaw_finalize(&ctx);
+  gpt2_hf_layout(dir, tokens_path, cfg, &batch, got, want, nlogits);
 
   if (world_rank == 0) {
     const char *files[] = {"tokens", "torch_f32.safetensors", "torch_f32.logits", "torch_bf16.safetensors",
-                           "torch_bf16.logits", "gaaw.safetensors", "gaaw.logits"};
+                           "torch_bf16.logits", "gaaw.safetensors", "gaaw.logits", "hf_gpt2/model.safetensors",
+                           "hf_gpt2/config.json", "hf_gpt2", "gaaw_hf/model.safetensors", "gaaw_hf/config.json",
+                           "gaaw_hf/logits", "gaaw_hf"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
       snprintf(path, sizeof path, "%s/%s", dir, files[i]);
       remove(path);
@@ -125,6 +205,5 @@ int main(int argc, char **argv)
   }
   free(got);
   free(want);
-  gaaw_finalize(&ctx);
   return test_finish_mpi("test_safetensors_torch_np2");
 }
