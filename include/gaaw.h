@@ -19,5 +19,6 @@
 #include "gaaw/sampler.h"
 #include "gaaw/checkpoint.h"
 #include "gaaw/plan.h"
+#include "gaaw/data.h"
 
 #endif

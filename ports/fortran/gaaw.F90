@@ -79,6 +79,7 @@ module gaaw
 #include "gaaw_checkpoint.inc"
 #include "gaaw_checkpoint_safetensors.inc"
 #include "gaaw_plan.inc"
+#include "gaaw_data.inc"
 #undef GAAW_FORTRAN_DECLARATIONS
 
 contains
@@ -141,5 +142,6 @@ contains
 #include "gaaw_checkpoint.inc"
 #include "gaaw_checkpoint_safetensors.inc"
 #include "gaaw_plan.inc"
+#include "gaaw_data.inc"
 
 end module gaaw

@@ -13,7 +13,10 @@
 !  - the build description, the tunables table, option sources, the context's
 !    options, and an empty command line;
 !  - weights out and in as safetensors, and a checkpoint saved and loaded back
-!    (weights, an entry, a sample buffer added).
+!    (weights, an entry, a sample buffer added);
+!  - a dataset: an llm.c token file written here opens with its token count, a
+!    training batch holds the file's tokens where gaaw_dataset_sample_source says,
+!    the blend counts of one dataset are n, and the format's name.
 program fortran_api_np2
   use, intrinsic :: iso_c_binding
   use mpi
@@ -47,6 +50,7 @@ program fortran_api_np2
   call check_tensors_and_comm()
   call check_gpt()
   call check_mlp_state()
+  call check_dataset()
 
   call check_status("finalize", gaaw_finalize(ctx), GAAW_SUCCESS)
   call check_trace()
@@ -55,6 +59,48 @@ program fortran_api_np2
   call test_finish("fortran_api_np2")
 
 contains
+
+  ! An llm.c file of 2000 uint16 tokens t(k) = mod(7 k, 500), k = 0..1999.
+  subroutine check_dataset()
+    integer, parameter :: ntok = 2000, dseq = 16
+    character(len=*), parameter :: path = "fortran_api_np2.llmc"
+    integer(c_int32_t) :: header(256), tok(dseq, 2), tgt(dseq, 2)
+    integer(c_int16_t) :: stream(0:ntok - 1)
+    integer(c_int64_t) :: tokens, start, counts(1)
+    type(gaaw_dataset) :: d
+    integer :: rank, u, k, which
+    call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+    do k = 0, ntok - 1
+      stream(k) = int(mod(7 * k, 500), c_int16_t)
+    end do
+    if (rank == 0) then
+      header = 0
+      header(1:3) = [20240520, 1, ntok]
+      open(newunit=u, file=path, access="stream", form="unformatted", status="replace")
+      write(u) header, stream
+      close(u)
+    end if
+    call MPI_Barrier(MPI_COMM_WORLD, ierr)
+    call check_status("dataset_open", gaaw_dataset_open(ctx, [path], dseq, 500, d), GAAW_SUCCESS, ctx)
+    call check_status("dataset_info", gaaw_dataset_info(d, 1, tokens=tokens), GAAW_SUCCESS, ctx)
+    call check_true("the dataset holds its 2000 tokens", tokens == ntok)
+    call check_status("train_batch", gaaw_dataset_train_batch(d, 5_c_int64_t, 3_c_int64_t, 4_c_int64_t, &
+                      int(2 * rank, c_int64_t), tok, tgt), GAAW_SUCCESS, ctx)
+    call check_status("sample_source", gaaw_dataset_sample_source(d, 5_c_int64_t, int(3 * 4 + 2 * rank + 1, &
+                      c_int64_t), which, start), GAAW_SUCCESS, ctx)
+    call check_true("row 2 of the batch is the file's window", which == 1 .and. &
+                    all(tok(:, 2) == stream(start:start + dseq - 1)) .and. &
+                    all(tgt(:, 2) == stream(start + 1:start + dseq)))
+    call check_status("blend_counts", gaaw_dataset_blend_counts(d, 1000_c_int64_t, counts), GAAW_SUCCESS, ctx)
+    call check_true("one dataset gives every sample", counts(1) == 1000)
+    call check_true("format name", gaaw_data_format_name(GAAW_DATA_LLMC) == "llmc")
+    call check_status("dataset_close", gaaw_dataset_close(d), GAAW_SUCCESS)
+    call MPI_Barrier(MPI_COMM_WORLD, ierr)
+    if (rank == 0) then
+      open(newunit=u, file=path, status="old")
+      close(u, status="delete")
+    end if
+  end subroutine check_dataset
 
   ! The option trace, set like any other: gaaw_finalize left this rank's timeline,
   ! a JSON array closed by its last line.
