@@ -65,28 +65,11 @@ static int agree(int code, const char *reason)
   return agree_hint(code, reason, 0);
 }
 
-/* Reads --data (or the shipped corpus) and checks that every rank read the same. */
-static int load_data(const train_options *o, train_data *data, char *err, size_t len)
+/* Reads --data-path (or --data, or the shipped corpus); the files are opened by
+ * train() once the context exists. */
+static int parse_data(const train_options *o, train_data *data, char *err, size_t len)
 {
-  const char *path = o->data[0] ? o->data : train_data_default_path();
-  int code = TRAIN_EXIT_OK;
-  if (!path) {
-    snprintf(err, len, "no --data given and the corpus shipped with gaaw is not installed");
-    code = TRAIN_EXIT_USAGE;
-  } else if (!train_data_load(data, path, (int)o->seq, (int)o->vocab, err, len)) {
-    code = TRAIN_EXIT_USAGE;
-  }
-  code = agree(code, err);
-  if (code) return code;
-  uint64_t sums[2] = {data->checksum, ~data->checksum}, max[2];
-  MPI_Allreduce(sums, max, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-  if (max[0] != ~max[1]) { /* max(~x) = ~min(x): min and max differ */
-    snprintf(err, len, "the data file '%s' differs between ranks", path);
-    return agree(TRAIN_EXIT_USAGE, err);
-  }
-  if (world_rank == 0)
-    printf("data: %s, %zu bytes (train %zu, validation %zu)\n", path, data->size, data->train_size, data->val_size);
-  return TRAIN_EXIT_OK;
+  return agree(train_data_parse(o, data, err, len), err);
 }
 
 static void print_header(trainer *t)
@@ -121,10 +104,15 @@ static double model_flops(trainer *t)
 }
 
 /* A failure inside the loop may leave other ranks inside a collective: report it
- * from this rank and stop the job. */
+ * from this rank and stop the job. A failure every rank has (t->agreed) is
+ * reported once, by rank 0, before the job stops. */
 static void abort_run(trainer *t)
 {
-  fprintf(stderr, "gaaw-train: rank %d: %s\n", world_rank, t->err);
+  if (!t->agreed || world_rank == 0) fprintf(stderr, "gaaw-train: rank %d: %s\n", world_rank, t->err);
+  if (t->agreed) {
+    fflush(stderr);
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
   MPI_Abort(MPI_COMM_WORLD, TRAIN_EXIT_FAILURE);
 }
 
@@ -282,7 +270,7 @@ static int resume(trainer *t, int64_t *start)
   return TRAIN_EXIT_OK;
 }
 
-static int train(gaaw_config_t cfg, train_options *o, const train_data *data, FILE *metrics)
+static int train(gaaw_config_t cfg, train_options *o, train_data *data, FILE *metrics)
 {
   gaaw_context_t ctx = NULL;
   trainer t;
@@ -297,10 +285,13 @@ static int train(gaaw_config_t cfg, train_options *o, const train_data *data, FI
     snprintf(err, sizeof err, "gaaw_init failed:\n%s", gaaw_last_error(NULL));
     return agree(bad_option ? TRAIN_EXIT_USAGE : TRAIN_EXIT_FAILURE, err);
   }
-  /* before the model: a job whose estimate exceeds device_memory_limit stops here */
+  /* before the model: a job whose estimate exceeds device_memory_limit stops here,
+   * and a dataset that cannot be read (every rank has the library's verdict) */
   train_estimate estimate;
   int code = agree(train_estimate_check(ctx, o, &estimate, err, sizeof err), err);
+  if (code == TRAIN_EXIT_OK) code = agree(train_data_open(ctx, o, data, err, sizeof err), err);
   if (code != TRAIN_EXIT_OK) {
+    train_data_close(data);
     gaaw_finalize(&ctx);
     return code;
   }
@@ -323,6 +314,7 @@ static int train(gaaw_config_t cfg, train_options *o, const train_data *data, FI
   }
   if (code == TRAIN_EXIT_OK) train_loop(&t, metrics, start, peak);
   trainer_free(&t);
+  train_data_close(data);
   gaaw_finalize(&ctx);
   return code;
 }
@@ -362,7 +354,7 @@ static int run(int argc, char **argv)
     goto done;
   }
   code = agree_hint(code, err, code == TRAIN_EXIT_USAGE);
-  if (code == TRAIN_EXIT_OK) code = load_data(opts, &data, err, sizeof err);
+  if (code == TRAIN_EXIT_OK) code = parse_data(opts, &data, err, sizeof err);
   if (code == TRAIN_EXIT_OK) {
     int local = TRAIN_EXIT_OK;
     /* the name fits: checked with the options */
@@ -392,7 +384,6 @@ static int run(int argc, char **argv)
   }
 done:
   if (metrics) fclose(metrics);
-  train_data_free(&data);
   gaaw_config_destroy(&cfg);
   free(opts);
   return code;

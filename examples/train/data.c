@@ -1,7 +1,8 @@
-/* gaaw-train's data: loading, the train/validation split and microbatches. */
+/* gaaw-train's data: --data-path parsed and opened (examples/train/data.h). */
 #include "examples/train/data.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,118 +23,94 @@ const char *train_data_default_path(void)
   return NULL;
 }
 
-static int read_file(const char *path, unsigned char **bytes, size_t *size, char *err, size_t len)
+/* --data-path's words: one path, or pairs of a weight and a path (Megatron's
+ * "0.7 a 0.3 b"). words is modified in place; paths point into it. */
+static int parse_paths(char *words, const char **paths, double *weights, int *count, char *err, size_t len)
 {
-  errno = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(err, len, "cannot read the data file '%s': %s", path, strerror(errno));
-    return 0;
-  }
-  size_t cap = 1 << 16, n = 0;
-  unsigned char *buf = malloc(cap);
-  for (;;) {
-    if (!buf) break;
-    n += fread(buf + n, 1, cap - n, f);
-    if (n < cap) break;
-    unsigned char *grown = realloc(buf, cap * 2);
-    if (!grown) {
-      free(buf);
-      buf = NULL;
-      break;
-    }
-    buf = grown;
-    cap *= 2;
-  }
-  int bad = ferror(f) ? (errno ? errno : EIO) : 0;
-  fclose(f);
-  if (!buf || bad) {
-    snprintf(err, len, "cannot read the data file '%s': %s", path, buf ? strerror(bad) : "out of memory");
-    free(buf);
-    return 0;
-  }
-  *bytes = buf;
-  *size = n;
-  return 1;
-}
-
-int train_data_load(train_data *d, const char *path, int seq, int vocab, char *err, size_t len)
-{
-  memset(d, 0, sizeof *d);
-  if (!read_file(path, &d->bytes, &d->size, err, len)) return 0;
-  if (d->size == 0) {
-    snprintf(err, len, "the data file '%s' is empty", path);
-    train_data_free(d);
-    return 0;
-  }
-  uint64_t h = 14695981039346656037ull;
-  for (size_t i = 0; i < d->size; i++) {
-    if (d->bytes[i] >= vocab) {
-      snprintf(err, len, "the data file '%s' holds byte %d at offset %zu, outside --vocab %d", path, d->bytes[i], i,
-               vocab);
-      train_data_free(d);
+  char *word[2 * GAAW_DATA_MAX_DATASETS + 1], *save = NULL;
+  int n = 0;
+  for (char *w = strtok_r(words, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+    if (n == 2 * GAAW_DATA_MAX_DATASETS + 1) {
+      snprintf(err, len, "--data-path names more than %d datasets", GAAW_DATA_MAX_DATASETS);
       return 0;
     }
-    h = (h ^ d->bytes[i]) * 1099511628211ull;
+    word[n++] = w;
   }
-  d->checksum = h;
-  d->train_size = d->size - d->size / 10;
-  d->val_size = d->size - d->train_size;
-  d->train = d->bytes;
-  d->val = d->bytes + d->train_size;
-  if (d->val_size < (size_t)seq + 1) {
-    snprintf(err, len,
-             "the data file '%s' (%zu bytes) is too short for --seq %d: its 10%% validation split (%zu bytes) "
-             "must hold one sequence and its targets (%d bytes)",
-             path, d->size, seq, d->val_size, seq + 1);
-    train_data_free(d);
+  if (n == 1) {
+    paths[0] = word[0], weights[0] = 1, *count = 1;
+    return 1;
+  }
+  if (n == 0 || n % 2) {
+    snprintf(err, len, "--data-path takes one path, or weights and paths in pairs (0.7 a 0.3 b); got %d words", n);
     return 0;
   }
+  for (int i = 0; i < n / 2; i++) {
+    char *end;
+    errno = 0;
+    weights[i] = strtod(word[2 * i], &end);
+    if (errno || *end || !(weights[i] > 0) || !isfinite(weights[i])) {
+      snprintf(err, len, "--data-path: '%s' is not a weight > 0 (the words go in pairs: weight, then path)",
+               word[2 * i]);
+      return 0;
+    }
+    paths[i] = word[2 * i + 1];
+  }
+  *count = n / 2;
   return 1;
 }
 
-void train_data_free(train_data *d)
+static gaaw_data_format_t format_of(const char *name)
 {
-  free(d->bytes);
+  return !strcmp(name, "megatron") ? GAAW_DATA_MEGATRON
+         : !strcmp(name, "llmc")   ? GAAW_DATA_LLMC
+         : !strcmp(name, "bytes")  ? GAAW_DATA_BYTES
+                                   : GAAW_DATA_AUTO;
+}
+
+int train_data_parse(const train_options *o, train_data *d, char *err, size_t len)
+{
   memset(d, 0, sizeof *d);
-}
-
-/* splitmix64's finaliser: a bijective mix of 64 bits. */
-static uint64_t mix(uint64_t x)
-{
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-/* tokens = window, targets = window shifted by one byte. */
-static void window(const unsigned char *text, size_t start, int seq, int32_t *tokens, int32_t *targets)
-{
-  for (int t = 0; t < seq; t++) {
-    tokens[t] = text[start + t];
-    targets[t] = text[start + t + 1];
+  d->format = format_of(o->data_format);
+  const char *given = o->data_path[0] ? o->data_path : o->data;
+  if (!o->data_path[0] && d->format == GAAW_DATA_AUTO) d->format = GAAW_DATA_BYTES; /* --data, the shipped text */
+  if (!given[0]) given = train_data_default_path();
+  if (!given) {
+    snprintf(err, len, "no --data-path given and the corpus shipped with gaaw is not installed");
+    return TRAIN_EXIT_USAGE;
   }
+  snprintf(d->words, sizeof d->words, "%s", given);
+  return parse_paths(d->words, d->paths, d->weights, &d->count, err, len) ? TRAIN_EXIT_OK : TRAIN_EXIT_USAGE;
 }
 
-void train_data_batch(const train_data *d, uint64_t seed, int64_t step, int64_t first_row, int batch, int seq,
-                      int32_t *tokens, int32_t *targets)
+int train_data_open(gaaw_context_t ctx, const train_options *o, train_data *d, char *err, size_t len)
 {
-  size_t starts = d->train_size - (size_t)seq; /* windows of seq + 1 bytes */
-  uint64_t base = mix(mix(seed) ^ (uint64_t)step);
-  for (int b = 0; b < batch; b++) {
-    uint64_t h = mix(base ^ (uint64_t)(first_row + b));
-    window(d->train, (size_t)(h % starts), seq, tokens + (size_t)b * seq, targets + (size_t)b * seq);
+  if (gaaw_dataset_open(ctx, d->count, d->paths, d->weights, d->format, (int)o->seq, (int)o->vocab, &d->set) !=
+      GAAW_SUCCESS) {
+    snprintf(err, len, "the data: %s", gaaw_last_error(ctx));
+    return TRAIN_EXIT_USAGE;
   }
+  int rank = 0;
+  gaaw_world_rank(ctx, &rank);
+  for (int i = 0; i < d->count && rank == 0; i++) {
+    gaaw_data_format_t f;
+    int bytes;
+    int64_t tokens, windows;
+    gaaw_dataset_info(d->set, i, &f, &bytes, &tokens, &windows);
+    char weight[48] = "";
+    if (d->count > 1) snprintf(weight, sizeof weight, ", weight %g", d->weights[i]);
+    if (d->count == 1 && f == GAAW_DATA_BYTES)
+      printf("data: %s, %lld bytes (train %lld, validation %lld)\n", d->paths[i], (long long)tokens,
+             (long long)(tokens - tokens / 10), (long long)(tokens / 10));
+    else
+      printf("data: %s (%s, %d-byte tokens%s), %lld tokens (train %lld, validation %lld), %lld windows\n",
+             d->paths[i], gaaw_data_format_name(f), bytes, weight, (long long)tokens,
+             (long long)(tokens - tokens / 10), (long long)(tokens / 10), (long long)windows);
+  }
+  return TRAIN_EXIT_OK;
 }
 
-void train_data_val_batch(const train_data *d, int64_t first_row, int64_t rows, int batch, int seq, int32_t *tokens,
-                          int32_t *targets)
+void train_data_close(train_data *d)
 {
-  uint64_t last = d->val_size - (size_t)seq - 1; /* the last window's start */
-  for (int b = 0; b < batch; b++) {
-    uint64_t w = (uint64_t)(first_row + b);
-    size_t start = rows > 1 ? (size_t)(w * last / (uint64_t)(rows - 1)) : 0;
-    window(d->val, start, seq, tokens + (size_t)b * seq, targets + (size_t)b * seq);
-  }
+  gaaw_dataset_close(&d->set);
+  d->count = 0;
 }

@@ -502,6 +502,10 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
   CHECK(o->heads >= 1, "--heads must be >= 1, got %ld", o->heads);
   CHECK(o->dim >= 1 && (o->head_dim || o->dim % o->heads == 0),
         "--dim (%ld) must be a positive multiple of --heads (%ld), or --head-dim given", o->dim, o->heads);
+  static const char *const formats[] = {"auto", "megatron", "llmc", "bytes", NULL};
+  CHECK(one_of(o->data_format, formats), "--data-format must be auto, megatron, llmc or bytes, got '%s'",
+        o->data_format);
+  CHECK(!o->data[0] || !o->data_path[0], "give --data or --data-path, not both");
   static const char *const archs[] = {"gpt2", "llama", NULL};
   CHECK(one_of(o->arch, archs), "--arch must be gpt2 or llama, got '%s'", o->arch);
   CHECK(o->kv_heads >= 0 && o->kv_heads <= o->heads && (o->kv_heads == 0 || o->heads % o->kv_heads == 0),

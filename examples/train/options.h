@@ -16,7 +16,9 @@
 
 #define TRAIN_OPTION_LIST(X)                                                                         \
   X(config, STRING, "", "FILE", "read options from FILE: name = value lines, # comments")           \
-  X(data, STRING, "", "FILE", "training text, one token per byte; empty = the corpus shipped with gaaw") \
+  X(data, STRING, "", "FILE", "training text, one token per byte (--data-path FILE --data-format bytes)") \
+  X(data_path, STRING, "", "PATHS", "a dataset (Megatron prefix, llm.c file or text), or weights and datasets: 0.7 a 0.3 b; empty = --data, else the shipped corpus") \
+  X(data_format, STRING, "auto", "F", "auto, megatron, llmc or bytes (auto: by the file)") \
   /* model */                                                                                        \
   X(layers, INT, "4", "N", "transformer blocks")                                                    \
   X(heads, INT, "4", "N", "attention heads (divisible by tp)")                                      \

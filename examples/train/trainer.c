@@ -29,6 +29,16 @@ static gaaw_status_t failed_on(trainer *t, gaaw_status_t st, const char *functio
     if (st_ != GAAW_SUCCESS) return failed(t, st_, #call); \
   } while (0)
 
+/* The same for the dataset's batches, which fail on every rank together. */
+#define TRY_DATA(t, call)                     \
+  do {                                        \
+    gaaw_status_t st_ = (call);               \
+    if (st_ != GAAW_SUCCESS) {                \
+      (t)->agreed = 1;                        \
+      return failed(t, st_, "reading a batch"); \
+    }                                         \
+  } while (0)
+
 void trainer_optimizer_config(const train_options *o, int microbatches, gaaw_optimizer_config_t *c)
 {
   gaaw_optimizer_config_default(c);
@@ -150,12 +160,14 @@ gaaw_status_t trainer_step(trainer *t, int64_t step, float *loss)
   float sum = 0, l;
   t->idle = t->busy = 0;
   int64_t per_rank = (int64_t)o->accum * t->microbatches; /* microbatches of a dp rank per step */
+  int64_t global = per_rank * t->dp * o->batch;             /* rows of the step's global batch */
   for (int a = 0; a < o->accum; a++) {
-    /* microbatch a x microbatches + k of this dp rank: its rows of the global batch */
+    /* microbatch a x microbatches + k of this dp rank: its rows of the global batch
+     * (a token outside the vocabulary fails every rank here, before the step) */
     for (int k = 0; k < t->microbatches; k++) {
       int64_t first = ((int64_t)t->dp_rank * per_rank + (int64_t)a * t->microbatches + k) * o->batch;
-      train_data_batch(t->data, (uint64_t)o->seed, step, first, (int)o->batch, (int)o->seq, t->tokens + k * n,
-                       t->targets + k * n);
+      TRY_DATA(t, gaaw_dataset_train_batch(t->data->set, (uint64_t)o->seed, step, global, first, (int)o->batch,
+                                      t->tokens + k * n, t->targets + k * n));
     }
     TRY(t, gaaw_model_forward_backward(t->model, &b, &l));
     double idle, total;
@@ -178,8 +190,8 @@ gaaw_status_t trainer_eval(trainer *t, float *loss)
   int64_t count = o->eval_batches * o->accum * t->microbatches; /* microbatches per dp rank */
   int64_t rows = count * t->dp * o->batch;
   for (int64_t i = 0; i < count; i++) {
-    train_data_val_batch(t->data, ((int64_t)t->dp_rank * count + i) * o->batch, rows, (int)o->batch, (int)o->seq,
-                         t->tokens, t->targets);
+    TRY_DATA(t, gaaw_dataset_val_batch(t->data->set, ((int64_t)t->dp_rank * count + i) * o->batch, rows, (int)o->batch,
+                                  t->tokens, t->targets));
     TRY(t, gaaw_model_forward(t->model, &b, &l));
     sum += l;
   }

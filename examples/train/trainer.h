@@ -23,6 +23,7 @@ typedef struct {
   int32_t *tokens, *targets; /* (microbatches x batch, seq) */
   float *logits;             /* (seq, vocab), for the sample */
   char err[4096];
+  int agreed;                 /* the failure in err is every rank's (a dataset read): no rank is left in a collective */
 } trainer;
 
 /* The optimizer's configuration from opts (microbatches: the library option's

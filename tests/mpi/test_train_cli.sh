@@ -74,11 +74,20 @@ expect_usage "bad library option" "tp" 1 --tp two
 # data that cannot be trained on, on 2 ranks
 : >"$tmp/empty.txt"
 printf 'too short for one sequence\n' >"$tmp/short.txt"
-expect_usage "empty data file" "the data file '$tmp/empty.txt' is empty" 2 --data "$tmp/empty.txt"
-expect_usage "missing data file" "cannot read the data file '$tmp/missing.txt'" 2 --data "$tmp/missing.txt"
-expect_usage "short data file" "is too short for --seq 64" 2 --data "$tmp/short.txt" --seq 64
+expect_usage "empty data file" "$tmp/empty.txt (byte offset 0): the file is empty" 2 --data "$tmp/empty.txt"
+expect_usage "missing data file" "cannot open $tmp/missing.txt" 2 --data "$tmp/missing.txt"
+expect_usage "short data file" "holds 27 tokens: too few for seq 64" 2 --data "$tmp/short.txt" --seq 64
+expect_usage "--data-path of odd words" "--data-path takes one path, or weights and paths in pairs" 2 \
+  --data-path "0.5 $tmp/short.txt 0.5"
+expect_usage "--data-path weight" "'-1' is not a weight > 0" 2 --data-path "-1 $tmp/short.txt 2 $tmp/short.txt"
+# a byte >= vocab is found when a window holding it is read: that step fails on
+# every rank (exit 1), the message once, and the step's loss is never printed
 printf 'caf\303\251 with a byte above 127, long enough for eight bytes of context\n' >"$tmp/utf8.txt"
-expect_usage "byte >= vocab" "holds byte 195 at offset 3, outside --vocab 128" 2 --data "$tmp/utf8.txt" --vocab 128 --seq 4
+run 2 --data "$tmp/utf8.txt" --vocab 128 --seq 4 --steps 100 --layers 1 --dim 16 --heads 2 --sample 0
+test $rc -eq 1 || { err "byte >= vocab: exit $rc, expected 1"; cat "$tmp/err"; }
+n=`grep -c "utf8.txt: token 195 at byte offset 3 is outside the vocabulary of 128" "$tmp/err"`
+test "$n" -eq 1 || err "byte >= vocab: the message appears $n times on stderr: `cat $tmp/err`"
+grep '^step *100/' "$tmp/out" >/dev/null && err "byte >= vocab: training went on to the end"
 
 # layouts that do not fit the world, on 4 ranks: one message, no hang
 expect_usage "tp 3 on 4 ranks" "--tp 3 does not divide the world size 4" 4 --tp 3
@@ -90,13 +99,13 @@ missing="--data $tmp/missing.txt"
 printf '# a comment\n\n  zero = 9\n' >"$tmp/bad.cfg"
 expect_usage "config file value" "--zero must be 0, 1, 2 or 3, got 9" 1 --config "$tmp/bad.cfg" $missing
 GAAW_CONFIG="$tmp/bad.cfg" expect_usage "GAAW_CONFIG" "--zero must be 0, 1, 2 or 3, got 9" 1 $missing
-GAAW_ZERO=1 expect_usage "environment over config file" "cannot read the data file" 1 --config "$tmp/bad.cfg" $missing
+GAAW_ZERO=1 expect_usage "environment over config file" "cannot open $tmp/missing.txt" 1 --config "$tmp/bad.cfg" $missing
 GAAW_ZERO=9 expect_usage "environment" "--zero must be 0, 1, 2 or 3, got 9" 1 $missing
-GAAW_ZERO=9 expect_usage "command line over environment" "cannot read the data file" 1 --zero 2 $missing
+GAAW_ZERO=9 expect_usage "command line over environment" "cannot open $tmp/missing.txt" 1 --zero 2 $missing
 printf 'tp = 3\n' >"$tmp/tp.cfg"
 expect_usage "library option in config file" "--tp 3 does not divide the world size 4" 4 --config "$tmp/tp.cfg" $missing
-GAAW_TP=2 expect_usage "GAAW_TP over config file" "cannot read the data file" 4 --config "$tmp/tp.cfg" $missing
-expect_usage "--tp over config file" "cannot read the data file" 4 --config "$tmp/tp.cfg" --tp 4 $missing
+GAAW_TP=2 expect_usage "GAAW_TP over config file" "cannot open $tmp/missing.txt" 4 --config "$tmp/tp.cfg" $missing
+expect_usage "--tp over config file" "cannot open $tmp/missing.txt" 4 --config "$tmp/tp.cfg" --tp 4 $missing
 printf 'steps = 3\nno_such_key = 1\n' >"$tmp/unknown.cfg"
 expect_usage "unknown config key" "$tmp/unknown.cfg:2: unknown option 'no_such_key'" 1 --config "$tmp/unknown.cfg"
 expect_usage "missing config file" "cannot read the config file '$tmp/none.cfg'" 1 --config "$tmp/none.cfg"
@@ -177,7 +186,7 @@ expect_usage "--dim beyond int" "command line: --dim 3000000000 is out of range"
 
 # the prompt only matters when sampling
 high=`printf '\310'`
-expect_usage "bad prompt, --sample 0" "cannot read the data file" 1 --sample 0 --prompt "x${high}" --vocab 128 $missing
+expect_usage "bad prompt, --sample 0" "cannot open $tmp/missing.txt" 1 --sample 0 --prompt "x${high}" --vocab 128 $missing
 expect_usage "bad prompt, --sample 4" "--prompt holds byte 200, outside --vocab 128" \
   1 --sample 4 --prompt "x${high}" --vocab 128 $missing
 
