@@ -2,6 +2,7 @@
  * read-only, checked (data/formats.c), split; the ranks agree on the verdict. */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +91,34 @@ static gaaw_data_format_t resolve(const char *path, gaaw_data_format_t format)
   return gaaw_data_is_llmc(head, n) ? GAAW_DATA_LLMC : GAAW_DATA_BYTES;
 }
 
+/* gaaw-prep's sidecar beside dataset s (PREFIX.gaaw.json, FILE.gaaw.json), when
+ * there: its "vocab_size" must fit vocab. */
+static gaaw_status_t check_sidecar(gaaw_dataset_t d, const gaaw_data_set *s, const char *path)
+{
+  gaaw_context_t ctx = d->ctx;
+  size_t n = strlen(path);
+  if (s->format == GAAW_DATA_MEGATRON && (has_suffix(path, ".bin") || has_suffix(path, ".idx"))) n -= 4;
+  char *file = malloc(n + sizeof ".gaaw.json");
+  if (!file) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot name the sidecar of %s", path);
+  snprintf(file, n + sizeof ".gaaw.json", "%.*s.gaaw.json", (int)n, path);
+  gaaw_status_t st = GAAW_SUCCESS;
+  if (readable(file)) {
+    json_error_t e;
+    json_t *j = json_load_file(file, JSON_REJECT_DUPLICATES, &e), *v = json_object_get(j, "vocab_size");
+    if (!json_is_integer(v) || json_integer_value(v) < 1)
+      st = gaaw_error_raise(ctx, GAAW_ERR_CORRUPT, __FILE__, __LINE__, __func__,
+                            "%s (byte offset 0): no \"vocab_size\" of 1 or more%s%s", file, j ? "" : ": ",
+                            j ? "" : e.text);
+    else if (json_integer_value(v) > d->vocab)
+      st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
+                            "%s: the dataset's tokenizer has %lld ids, more than the vocabulary of %d (gaaw-train "
+                            "--vocab)", file, (long long)json_integer_value(v), d->vocab);
+    json_decref(j);
+  }
+  free(file);
+  return st;
+}
+
 /* Dataset s from path: its token file mapped and checked. */
 static gaaw_status_t open_one(gaaw_dataset_t d, gaaw_data_set *s, const char *path, gaaw_data_format_t format)
 {
@@ -113,6 +142,7 @@ static gaaw_status_t open_one(gaaw_dataset_t d, gaaw_data_set *s, const char *pa
   } else {
     s->s = (gaaw_data_stream){.token_bytes = 1, .is_signed = 0, .data_offset = 0, .tokens = (int64_t)s->map_size};
   }
+  GAAW_CHECK(check_sidecar(d, s, path));
   madvise((void *)s->map, s->map_size, MADV_RANDOM); /* windows are read at random: no read-ahead of the corpus */
   s->val_tokens = s->s.tokens / 10;
   s->train_tokens = s->s.tokens - s->val_tokens;

@@ -202,3 +202,18 @@ gaaw_status_t gaaw_dataset_val_batch(gaaw_dataset_t d, int64_t first_row, int64_
   }
   return gaaw_agree_world(d->ctx, st, "reading a validation batch", NULL, 0);
 }
+
+gaaw_status_t gaaw_dataset_verify(gaaw_dataset_t d, int i)
+{
+  GAAW_ARG_NOT_NULL(NULL, d);
+  GAAW_ARG_CHECK(d->ctx, i >= 0 && i < d->count, "dataset %d of %d", i, d->count);
+  const gaaw_data_set *s = &d->set[i];
+  for (int64_t k = 0; k < s->s.tokens; k++) {
+    int64_t v = token_at(s, k);
+    if (v < 0 || v >= d->vocab)
+      GAAW_FAIL(d->ctx, GAAW_ERR_CORRUPT, "%s: token %lld at byte offset %llu is outside the vocabulary of %d",
+                s->path, (long long)v, (unsigned long long)(s->s.data_offset + (uint64_t)k * (uint64_t)s->s.token_bytes),
+                d->vocab);
+  }
+  return GAAW_SUCCESS;
+}

@@ -344,3 +344,40 @@ AC_DEFUN([GAAW_CHECK_GNUPLOT], [
   AS_IF([test -n "$GNUPLOT"], [gaaw_gnuplot_summary="yes  $GNUPLOT (gaaw-plot; GAAW_GNUPLOT overrides)"],
         [gaaw_gnuplot_summary="no (gaaw-plot is built and asks for gnuplot when run)"])
 ])
+
+# SentencePiece (a C++ library) for gaaw-prep's tokenizer (LLaMA 1/2, Mistral
+# models); without it gaaw-prep writes bytes only. Found by pkg-config or in DIR,
+# checked by linking a C++ program.
+AC_DEFUN([GAAW_CHECK_SENTENCEPIECE], [
+  GAAW_ARG_WITH([sentencepiece], [gaaw-prep's SentencePiece tokenizer], [check])
+  SENTENCEPIECE_CFLAGS=; SENTENCEPIECE_LIBS=; gaaw_have_sentencepiece=no
+  AS_IF([test "x$gaaw_with_sentencepiece" != xno], [
+    AS_IF([test -n "$gaaw_dir_sentencepiece"],
+          [gaaw_c="-I$gaaw_dir_sentencepiece/include"
+           gaaw_l="-L$gaaw_dir_sentencepiece/lib -Wl,-rpath,$gaaw_dir_sentencepiece/lib -lsentencepiece"],
+          [AS_IF([$PKG_CONFIG --exists sentencepiece 2>/dev/null],
+                 [gaaw_c=`$PKG_CONFIG --cflags sentencepiece`; gaaw_l=`$PKG_CONFIG --libs sentencepiece`],
+                 [gaaw_c=; gaaw_l=-lsentencepiece])])
+    AC_LANG_PUSH([C++])
+    gaaw_save_CXXFLAGS=$CXXFLAGS; gaaw_save_LIBS=$LIBS
+    CXXFLAGS="$CXXFLAGS $gaaw_c"; LIBS="$gaaw_l $LIBS"
+    AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <sentencepiece_processor.h>]],
+                                    [[sentencepiece::SentencePieceProcessor p; return p.GetPieceSize();]])],
+                   [gaaw_have_sentencepiece=yes], [gaaw_have_sentencepiece=no])
+    CXXFLAGS=$gaaw_save_CXXFLAGS; LIBS=$gaaw_save_LIBS
+    AC_LANG_POP([C++])
+    AS_IF([test "x$gaaw_have_sentencepiece" = xyes],
+          [SENTENCEPIECE_CFLAGS=$gaaw_c; SENTENCEPIECE_LIBS=$gaaw_l],
+          [AS_IF([test "x$gaaw_with_sentencepiece" = xyes],
+                 [AC_MSG_ERROR([--with-sentencepiece was given but sentencepiece_processor.h / -lsentencepiece do not link (C++). Install SentencePiece (Debian: apt-get install libsentencepiece-dev).])])])
+  ])
+  AC_MSG_CHECKING([for sentencepiece])
+  AC_MSG_RESULT([$gaaw_have_sentencepiece])
+  AS_IF([test "x$gaaw_have_sentencepiece" = xyes],
+        [AC_DEFINE([GAAW_HAVE_SENTENCEPIECE], [1], [SentencePiece is available to gaaw-prep])
+         gaaw_sentencepiece_summary="yes  $SENTENCEPIECE_LIBS"],
+        [gaaw_sentencepiece_summary="no (gaaw-prep writes bytes only)"])
+  AM_CONDITIONAL([HAVE_SENTENCEPIECE], [test "x$gaaw_have_sentencepiece" = xyes])
+  AC_SUBST([SENTENCEPIECE_CFLAGS])
+  AC_SUBST([SENTENCEPIECE_LIBS])
+])

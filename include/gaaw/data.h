@@ -63,13 +63,20 @@ typedef enum {
  * indices rising from 0 to the sequence count, the .bin of exactly the pointed
  * bytes; llm.c's magic 20240520, version 1 (uint16) or 2 (uint32) and a token
  * count that fills the file; every dataset's splits holding at least one window of
- * seq + 1 tokens. A failure is GAAW_ERR_CORRUPT naming the file and the byte
+ * seq + 1 tokens; the sidecar gaaw-prep writes (PREFIX.gaaw.json beside a Megatron
+ * dataset, FILE.gaaw.json beside another file), when present, giving a
+ * "vocab_size" no larger than vocab (else GAAW_ERR_INVALID_ARG naming both). A
+ * failure is GAAW_ERR_CORRUPT naming the file and the byte
  * offset (GAAW_ERR_IO for a file that cannot be read, GAAW_ERR_INVALID_ARG for a
  * bad argument). Collective over world: every rank opens the files, and the paths,
  * weights, format, seq, vocab and the files' sizes must agree; any rank's failure
  * is every rank's, with its message, before any step. *out is NULL after one. */
 gaaw_status_t gaaw_dataset_open(gaaw_context_t ctx, int count, const char *const *paths, const double *weights,
                                 gaaw_data_format_t format, int seq, int vocab, gaaw_dataset_t *out);
+/* Every token of dataset i (0 <= i < count) against the vocabulary given at open:
+ * GAAW_ERR_CORRUPT naming the file and the byte offset of the first token outside
+ * it (gaaw-prep --verify). Reads the whole file, once. Not collective. */
+gaaw_status_t gaaw_dataset_verify(gaaw_dataset_t d, int i);
 /* Unmaps the files and frees the blend; NULL or *d NULL is a no-op. Not collective. */
 gaaw_status_t gaaw_dataset_close(gaaw_dataset_t *d);
 

@@ -94,6 +94,7 @@ contains
     call check_status("blend_counts", gaaw_dataset_blend_counts(d, 1000_c_int64_t, counts), GAAW_SUCCESS, ctx)
     call check_true("one dataset gives every sample", counts(1) == 1000)
     call check_true("format name", gaaw_data_format_name(GAAW_DATA_LLMC) == "llmc")
+    call check_status("dataset_verify", gaaw_dataset_verify(d, 1), GAAW_SUCCESS, ctx)
     call check_status("dataset_close", gaaw_dataset_close(d), GAAW_SUCCESS)
     call MPI_Barrier(MPI_COMM_WORLD, ierr)
     if (rank == 0) then

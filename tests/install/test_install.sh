@@ -163,6 +163,8 @@ else
 fi || { echo "FAIL: $bindir/gaaw-info"; fail=1; }
 # gaaw-plot is installed beside it (it needs Jansson only, no libgaaw)
 "$bindir/gaaw-plot" --help | grep '^usage: gaaw-plot' >/dev/null || { echo "FAIL: $bindir/gaaw-plot --help"; fail=1; }
+# and gaaw-prep, the corpus tool
+LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$bindir/gaaw-prep" --help | grep '^usage: gaaw-prep' >/dev/null || { echo "FAIL: $bindir/gaaw-prep --help"; fail=1; }
 if echo "$info" | grep '^  fortran  *yes$' >/dev/null && test ! -f "$fmoddir/gaaw.mod"; then
   echo "FAIL: the library has the Fortran module but $fmoddir/gaaw.mod is not installed"
   fail=1

@@ -13,7 +13,9 @@
  *  - damaged files (magic, version, dtype, size, pointers, document indices, the
  *    .bin's size; llm.c's magic, version and count) are GAAW_ERR_CORRUPT naming
  *    the file on every rank, also when only rank 2 opens the damaged one;
- *  - a token >= vocab in one rank's rows is GAAW_ERR_CORRUPT on every rank;
+ *  - a token >= vocab in one rank's rows is GAAW_ERR_CORRUPT on every rank, and
+ *    gaaw_dataset_verify names its byte offset; a sidecar (FILE.gaaw.json) with a
+ *    larger vocabulary is refused at open;
  *  - memory: a sparse 2 GiB llm.c file (2^30 zero tokens) opens and serves 2,000
  *    batches with RssAnon within 4 MiB of what the 10 KB file left (mapped pages
  *    are file-backed, never anonymous), and 8 such opens add nothing. */
@@ -316,7 +318,25 @@ static void token_out_of_range(gaaw_context_t ctx, uint32_t *stream)
   expect_status_ctx(ctx, gaaw_dataset_train_batch(d, 9, 0, 8, 2 * rank, 2, t, y), GAAW_ERR_CORRUPT);
   expect_true(strstr(gaaw_last_error(ctx), "big.llmc") && strstr(gaaw_last_error(ctx), "70000"),
               "rank %d: the error does not name the file and token: %s", rank, gaaw_last_error(ctx));
+  /* the whole-file scan finds it too, at its byte offset */
+  char where[64];
+  snprintf(where, sizeof where, "70000 at byte offset %lld", (long long)(1024 + 4 * (start + 3)));
+  expect_status_ctx(ctx, gaaw_dataset_verify(d, 0), GAAW_ERR_CORRUPT);
+  expect_true(strstr(gaaw_last_error(ctx), where) != NULL, "verify: %s", gaaw_last_error(ctx));
   gaaw_dataset_close(&d);
+  /* a sidecar whose vocabulary exceeds the run's is refused at open */
+  char side[192];
+  snprintf(side, sizeof side, "%s.gaaw.json", path);
+  if (rank == 0) {
+    FILE *f = fopen(side, "w");
+    fprintf(f, "{\"vocab_size\": %d}\n", VOCAB + 1);
+    fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_status_ctx(ctx, gaaw_dataset_open(ctx, 1, &p, NULL, GAAW_DATA_LLMC, SEQ, VOCAB, &d), GAAW_ERR_INVALID_ARG);
+  expect_true(strstr(gaaw_last_error(ctx), "big.llmc.gaaw.json") != NULL, "sidecar: %s", gaaw_last_error(ctx));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) remove(side);
 }
 
 /* This process's anonymous resident memory, bytes (/proc/self/status RssAnon). */
