@@ -5,6 +5,9 @@
 #    token file: 6 steps of each give the same losses, digit for digit, and the
 #    same validation losses;
 #  - a blend "0.7 MEGATRON 0.3 LLMC" trains and says each dataset's weight;
+#  - resumed in another layout: the llm.c run saved at step 3 on 2 ranks (dp 2 x
+#    batch 4), resumed on 1 rank with batch 8, trains steps 4-6 on the same windows:
+#    their losses are the uninterrupted run's (printed digits);
 #  - a damaged index is exit 2 with the file named once, before any step.
 # The files are written by python3 (struct): skipped (77) without it.
 prog=${GAAW_TRAIN:-./examples/gaaw-train}
@@ -54,6 +57,15 @@ grep -q "(llmc, 2-byte tokens), 60000 tokens" "$tmp/out" || err "llmc (auto): no
 grep -E '^step|^done' "$tmp/out" | sed -E 's/[|] +[0-9.]+ ms.*//; s/ in [0-9.]+ s//; s/[|][^|]*tok.s.*//' >"$tmp/llmc"
 test `grep -c 'loss' "$tmp/megatron"` -ge 7 || err "megatron: too few loss lines: `cat $tmp/megatron`"
 cmp -s "$tmp/megatron" "$tmp/llmc" || err "megatron and llm.c runs differ: `diff $tmp/megatron $tmp/llmc`"
+
+run --data-path "$tmp/corpus.llmc" --save-dir "$tmp/ck" --save-every 3
+test $rc -eq 0 || { err "llmc with saves: exit $rc"; cat "$tmp/err"; }
+timeout -k 5 120 $MPIEXEC -n 1 $prog $args --batch 8 --data-path "$tmp/corpus.llmc" \
+  --resume "$tmp/ck/step-00000003" >"$tmp/out" 2>"$tmp/err" || { err "resume on 1 rank failed"; cat "$tmp/err"; }
+grep -E '^step +[4-6]/6 \| loss' "$tmp/out" | sed -E 's/[|] +[0-9.]+ ms.*//' >"$tmp/resumed"
+grep -E '^step +[4-6]/6 \| loss' "$tmp/llmc" | sed -E 's/[|] +[0-9.]+ ms.*//' >"$tmp/straight"
+test `wc -l <"$tmp/resumed"` -eq 3 || err "the resumed run printed no steps 4-6: `cat $tmp/out`"
+cmp -s "$tmp/resumed" "$tmp/straight" || err "resumed on 1 rank, steps 4-6 differ: `diff $tmp/straight $tmp/resumed`"
 
 run --data-path "0.7 $tmp/corpus 0.3 $tmp/corpus.llmc"
 test $rc -eq 0 || { err "blend: exit $rc"; cat "$tmp/err"; }
