@@ -20,147 +20,12 @@
 #include "parallel/model_impl.h"
 #include "zero/hf_layout.h"
 #include "zero/safetensors_header.h"
+#include "zero/safetensors_registry.h"
 
-/* The nanoGPT prefix the import strips, and the buffers of nanoGPT (and Hugging
- * Face GPT-2) checkpoints that are not parameters: the causal masks
- * h.N.attn.bias and h.N.attn.masked_bias, skipped when the model is a GPT. */
-static const char st_prefix[] = "transformer.";
+/* The buffers of nanoGPT (and Hugging Face GPT-2) checkpoints that are not
+ * parameters: the causal masks h.N.attn.bias and h.N.attn.masked_bias, skipped
+ * when the model is a GPT. */
 static const char *const st_buffers[] = {".attn.bias", ".attn.masked_bias"};
-
-/* The model's parameters as the file's tensors: one per parameter, in registry
- * order, under its own name; or in Hugging Face's layouts (zero/hf_layout.h): for
- * a LLaMA-class GPT its LLaMA names, the fused QKV and gate/up weights each as
- * their pieces one after the other; for a GPT-2 with gpt2_names=hf its GPT-2
- * names, Conv1D weights transposed. For each file tensor: the parameter it is part
- * of, its first row there and whether it is the transpose. Also the largest
- * parameter's size and a digest of the file's names and shapes. */
-typedef struct {
-  gaaw_st_tensor *t;
-  int *param;        /* the parameter (registry index) of each file tensor */
-  int64_t *row0;     /* its first row in the parameter */
-  char *transposed;  /* the file tensor is the (whole, 2-D) parameter's transpose */
-  const char **param_name;
-  int64_t *param_numel;
-  int n, nparams;
-  int64_t max_numel;
-  uint64_t digest;
-  int tied;          /* a GPT whose LM head is wte.weight: it has no lm_head.weight */
-  int gpt;
-  gaaw_hf_kind hf;   /* Hugging Face's names, or NONE: gaaw's own */
-} st_registry;
-
-static void registry_free(st_registry *r)
-{
-  for (int k = 0; r->hf && k < r->n; k++) free(r->t[k].name);
-  free(r->t);
-  free(r->param);
-  free(r->row0);
-  free(r->transposed);
-  free(r->param_name);
-  free(r->param_numel);
-  memset(r, 0, sizeof *r);
-}
-
-/* The file tensor holding (the first rows of) parameter `name`, or -1. */
-static int registry_find(const st_registry *r, const char *name)
-{
-  for (int k = 0; k < r->n; k++)
-    if (strcmp(r->param_name[r->param[k]], name) == 0) return k;
-  return -1;
-}
-
-static int registry_find_file(const st_registry *r, const char *name)
-{
-  for (int k = 0; k < r->n; k++)
-    if (strcmp(r->t[k].name, name) == 0) return k;
-  return -1;
-}
-
-/* Appends parameter p's file tensors (shape: its global shape). */
-static gaaw_status_t registry_add(gaaw_model_t m, st_registry *r, int p, const char *name, int ndim,
-                                  const int64_t *shape)
-{
-  gaaw_context_t ctx = m->ctx;
-  gaaw_hf_parts parts;
-  if (!r->hf || !gaaw_hf_parts_of(m, r->hf, name, shape[0], &parts)) {
-    if (r->hf) GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "parameter %s has no Hugging Face name", name);
-    parts.n = 1, parts.transposed = 0, parts.row0[0] = 0, parts.rows[0] = shape[0];
-  }
-  for (int k = 0; k < parts.n; k++) {
-    gaaw_st_tensor *t = &r->t[r->n];
-    t->ndim = ndim;
-    t->shape[0] = parts.rows[k];
-    if (ndim == 2) t->shape[1] = shape[1];
-    r->transposed[r->n] = parts.transposed && ndim == 2;
-    if (r->transposed[r->n]) t->shape[0] = shape[1], t->shape[1] = shape[0];
-    t->name = r->hf ? strdup(parts.name[k]) : (char *)name; /* never written through */
-    if (!t->name) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot copy a tensor name");
-    r->param[r->n] = p;
-    r->row0[r->n] = parts.row0[k];
-    r->n++;
-    r->digest = r->digest * 1099511628211ull ^ gaaw_digest(t->name, strlen(t->name)) ^
-                gaaw_digest(t->shape, (size_t)t->ndim * sizeof t->shape[0]);
-  }
-  return GAAW_SUCCESS;
-}
-
-static gaaw_status_t registry_read(gaaw_model_t m, st_registry *r)
-{
-  gaaw_context_t ctx = m->ctx;
-  memset(r, 0, sizeof *r);
-  GAAW_CHECK(gaaw_model_param_count(m, &r->nparams));
-  size_t cap = (size_t)(r->nparams ? r->nparams : 1) * GAAW_HF_MAX_PARTS;
-  r->t = calloc(cap, sizeof *r->t);
-  r->param = calloc(cap, sizeof *r->param);
-  r->row0 = calloc(cap, sizeof *r->row0);
-  r->transposed = calloc(cap, sizeof *r->transposed);
-  r->param_name = calloc(cap, sizeof *r->param_name);
-  r->param_numel = calloc(cap, sizeof *r->param_numel);
-  if (!r->t || !r->param || !r->row0 || !r->transposed || !r->param_name || !r->param_numel)
-    GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d registry entries", r->nparams);
-  r->hf = gaaw_hf_layout(m);
-  if (r->hf == GAAW_HF_GPT2) GAAW_CHECK(gaaw_hf_gpt2_check(m));
-  r->max_numel = 1;
-  for (int p = 0; p < r->nparams; p++) {
-    const char *name;
-    int ndim;
-    int64_t shape[2] = {0, 1};
-    GAAW_CHECK(gaaw_model_param_info(m, p, &name, &ndim, shape));
-    r->param_name[p] = name;
-    r->param_numel[p] = shape[0] * (ndim == 2 ? shape[1] : 1);
-    if (r->param_numel[p] > r->max_numel) r->max_numel = r->param_numel[p];
-    GAAW_CHECK(registry_add(m, r, p, name, ndim, shape));
-  }
-  r->gpt = m->kind_ops->kind == GAAW_MODEL_GPT;
-  r->tied = r->gpt && m->gpt.tied_embeddings;
-  return GAAW_SUCCESS;
-}
-
-static int64_t numel_of(const gaaw_st_tensor *t)
-{
-  int64_t n = 1;
-  for (int k = 0; k < t->ndim; k++) n *= t->shape[k];
-  return n;
-}
-
-/* Where element e of file tensor k is in its parameter's (row-major) values: after
- * its first row, or for a transpose of shape (in, out), at (e % out, e / out). */
-static int64_t param_index(const st_registry *r, int k, int64_t e)
-{
-  const gaaw_st_tensor *t = &r->t[k];
-  if (r->transposed[k]) return e % t->shape[1] * t->shape[0] + e / t->shape[1];
-  return r->row0[k] * (t->ndim == 2 ? t->shape[1] : 1) + e;
-}
-
-/* "[3, 4]" */
-static const char *shape_text(const gaaw_st_tensor *t, char *out, size_t size)
-{
-  size_t at = (size_t)snprintf(out, size, "[");
-  for (int k = 0; k < t->ndim && at < size; k++)
-    at += (size_t)snprintf(out + at, size - at, "%s%lld", k ? ", " : "", (long long)t->shape[k]);
-  if (at < size) snprintf(out + at, size - at, "]");
-  return out;
-}
 
 /* ---- export: world rank 0 writes path.tmp-XXXXXX, fsyncs it, renames it */
 
@@ -270,7 +135,7 @@ static gaaw_status_t plan_shards(gaaw_model_t m, const st_registry *r, const cha
   if (!sh->first || !sh->file) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot plan the shards of %d tensors", r->n);
   uint64_t used = 0;
   for (int k = 0; k < r->n; k++) {
-    uint64_t bytes = (uint64_t)elem_size * (uint64_t)numel_of(&r->t[k]);
+    uint64_t bytes = (uint64_t)elem_size * (uint64_t)gaaw_st_numel(&r->t[k]);
     if (limit && k > 0 && used > 0 && used + bytes > limit) {
       sh->first[++sh->n] = k;
       used = 0;
@@ -303,7 +168,7 @@ static gaaw_status_t write_index(gaaw_model_t m, const st_registry *r, const st_
     const char *base = strrchr(sh->file[s], '/') ? strrchr(sh->file[s], '/') + 1 : sh->file[s];
     for (int k = sh->first[s]; k < sh->first[s + 1]; k++) {
       json_object_set_new(map, r->t[k].name, json_string(base));
-      total += (uint64_t)elem_size * (uint64_t)numel_of(&r->t[k]);
+      total += (uint64_t)elem_size * (uint64_t)gaaw_st_numel(&r->t[k]);
     }
   }
   json_object_set_new(root, "metadata", json_pack("{sI}", "total_size", (json_int_t)total));
@@ -348,7 +213,7 @@ gaaw_status_t gaaw_model_export(gaaw_model_t m, const char *path)
   gaaw_status_t st = gaaw_world_rank(ctx, &rank);
   if (st == GAAW_SUCCESS && !path)
     st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__, "path must not be NULL");
-  if (st == GAAW_SUCCESS) st = registry_read(m, &r);
+  if (st == GAAW_SUCCESS) st = gaaw_st_registry_read(m, &r);
   if (st == GAAW_SUCCESS) {
     v = malloc((size_t)r.max_numel * sizeof *v);
     bytes = malloc((size_t)r.max_numel * 4);
@@ -378,9 +243,9 @@ gaaw_status_t gaaw_model_export(gaaw_model_t m, const char *path)
     /* a parameter's file tensors are consecutive: it is gathered at its first */
     int p = r.param[k];
     if (k == 0 || r.param[k - 1] != p) st = gaaw_model_get_param(m, r.param_name[p], v); /* the whole work group */
-    int64_t n = numel_of(&r.t[k]);
+    int64_t n = gaaw_st_numel(&r.t[k]);
     if (st == GAAW_SUCCESS && rank == 0 && io == GAAW_SUCCESS) {
-      for (int64_t i = 0; i < n; i++) gaaw_st_store(dtype, bytes, i, v[param_index(&r, k, i)]);
+      for (int64_t i = 0; i < n; i++) gaaw_st_store(dtype, bytes, i, v[gaaw_st_param_index(&r, k, i)]);
       io = write_all(ctx, w.fd, w.tmp, bytes, (size_t)n * (size_t)elem);
     }
   }
@@ -393,7 +258,7 @@ gaaw_status_t gaaw_model_export(gaaw_model_t m, const char *path)
 out:
   free(v);
   free(bytes);
-  registry_free(&r);
+  gaaw_st_registry_free(&r);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
@@ -470,7 +335,7 @@ static gaaw_status_t check_tensor(gaaw_context_t ctx, const char *path, const ga
   for (int k = 0; same && k < t->ndim; k++) same = t->shape[k] == want->shape[k];
   if (!same)
     GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: tensor '%s' is %s in the file, the model's %s is %s", path, t->name,
-              shape_text(t, a, sizeof a), want->name, shape_text(want, b, sizeof b));
+              gaaw_st_shape_text(t, a, sizeof a), want->name, gaaw_st_shape_text(want, b, sizeof b));
   return GAAW_SUCCESS;
 }
 
@@ -478,33 +343,16 @@ static gaaw_status_t check_tensor(gaaw_context_t ctx, const char *path, const ga
 static gaaw_status_t check_tied_head(gaaw_context_t ctx, const char *path, const st_file *f, const st_registry *r,
                                      const gaaw_st_tensor *head)
 {
-  int w = registry_find(r, "wte.weight");
+  int w = gaaw_st_registry_find(r, "wte.weight");
   const gaaw_st_tensor *wte = &f->h.tensors[f->of_param[w]];
   GAAW_CHECK(check_tensor(ctx, path, head, &r->t[w], f->h.data_start));
-  for (int64_t i = 0, n = numel_of(wte); i < n; i++) {
+  for (int64_t i = 0, n = gaaw_st_numel(wte); i < n; i++) {
     float x = gaaw_st_load(head, data_of(f, head), i), y = gaaw_st_load(wte, data_of(f, wte), i);
     if (gaaw_f32_bits(x) != gaaw_f32_bits(y))
       GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: the model ties its LM head to wte.weight, but the file's %s differs "
                 "from its %s at element %lld (%g, %g)", path, head->name, wte->name, (long long)i, x, y);
   }
   return GAAW_SUCCESS;
-}
-
-static const char *strip_prefix(const char *name)
-{
-  return strncmp(name, st_prefix, sizeof st_prefix - 1) == 0 ? name + sizeof st_prefix - 1 : name;
-}
-
-/* The registry's name of the file's tensor `name`: nanoGPT's names drop the
- * prefix "transformer.", LLaMA's are as they are, and GPT-2's keep it, adding it
- * where the file lacks it (as the Hub's gpt2 files, written by GPT2Model, do) but
- * to lm_head.weight. */
-static const char *registry_key(const st_registry *r, const char *name, char *buf, size_t size)
-{
-  if (r->hf == GAAW_HF_NONE) return strip_prefix(name);
-  if (r->hf == GAAW_HF_LLAMA || strip_prefix(name) != name || strcmp(name, "lm_head.weight") == 0) return name;
-  snprintf(buf, size, "%s%s", st_prefix, name);
-  return buf;
 }
 
 /* Matches the file's tensors with the registry: every parameter found once with
@@ -517,9 +365,9 @@ static gaaw_status_t match(gaaw_context_t ctx, const char *path, const st_regist
   for (int k = 0; k < r->n; k++) f->of_param[k] = -1;
   for (int i = 0; i < f->h.count; i++) {
     const gaaw_st_tensor *t = &f->h.tensors[i];
-    char buf[GAAW_HF_NAME_MAX + sizeof st_prefix];
-    const char *name = registry_key(r, t->name, buf, sizeof buf);
-    int k = registry_find_file(r, name);
+    char buf[GAAW_HF_NAME_MAX + sizeof GAAW_ST_NANOGPT_PREFIX];
+    const char *name = gaaw_st_registry_key(r, t->name, buf, sizeof buf);
+    int k = gaaw_st_registry_find_file(r, name);
     if (k >= 0 && f->of_param[k] >= 0)
       GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: the model's %s is in the file twice, as '%s' and '%s'", path, name,
                 f->h.tensors[f->of_param[k]].name, t->name);
@@ -533,7 +381,7 @@ static gaaw_status_t match(gaaw_context_t ctx, const char *path, const st_regist
       f->of_param[k] = i;
     } else if (r->tied && strcmp(name, "lm_head.weight") == 0 && !head) {
       head = t;
-    } else if (!(r->gpt && r->hf != GAAW_HF_LLAMA && is_mask_buffer(strip_prefix(name)))) {
+    } else if (!(r->gpt && r->hf != GAAW_HF_LLAMA && is_mask_buffer(gaaw_st_strip_prefix(name)))) {
       GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: the file holds tensor '%s' (data at file offset %llu), which the "
                 "model does not have%s", path, t->name, (unsigned long long)(f->h.data_start + t->begin),
                 strcmp(name, "lm_head.weight") == 0 ? " (twice?)" : "");
@@ -543,11 +391,11 @@ static gaaw_status_t match(gaaw_context_t ctx, const char *path, const st_regist
     char s[96];
     if (f->of_param[k] < 0 && r->hf)
       GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: the model's tensor %s %s (Hugging Face's %s name) is not in the "
-                "file", path, r->t[k].name, shape_text(&r->t[k], s, sizeof s),
+                "file", path, r->t[k].name, gaaw_st_shape_text(&r->t[k], s, sizeof s),
                 r->hf == GAAW_HF_LLAMA ? "LLaMA" : "GPT-2");
     if (f->of_param[k] < 0)
       GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "%s: the model's parameter %s %s is not in the file (nor as %s%s)", path,
-                r->t[k].name, shape_text(&r->t[k], s, sizeof s), st_prefix, r->t[k].name);
+                r->t[k].name, gaaw_st_shape_text(&r->t[k], s, sizeof s), GAAW_ST_NANOGPT_PREFIX, r->t[k].name);
   }
   if (head) GAAW_CHECK(check_tied_head(ctx, path, f, r, head));
   return GAAW_SUCCESS;
@@ -662,7 +510,7 @@ static gaaw_status_t send_params(gaaw_model_t m, const st_registry *r, const st_
     for (; k < r->n && r->param[k] == p; k++) {
       if (rank != 0) continue;
       const gaaw_st_tensor *t = &f->h.tensors[f->of_param[k]];
-      for (int64_t i = 0, tn = numel_of(t); i < tn; i++) v[param_index(r, k, i)] = gaaw_st_load(t, data_of(f, t), i);
+      for (int64_t i = 0, tn = gaaw_st_numel(t); i < tn; i++) v[gaaw_st_param_index(r, k, i)] = gaaw_st_load(t, data_of(f, t), i);
     }
     if (size > 1) {
       gaaw_tensor_t t;
@@ -697,7 +545,7 @@ gaaw_status_t gaaw_model_import(gaaw_model_t m, const char *path)
     st = gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
                           "the model has an optimizer, whose master weights and moments would keep the old "
                           "values: import before gaaw_optimizer_create, or use gaaw_checkpoint_load");
-  if (st == GAAW_SUCCESS) st = registry_read(m, &r);
+  if (st == GAAW_SUCCESS) st = gaaw_st_registry_read(m, &r);
   if (st == GAAW_SUCCESS) {
     v = malloc((size_t)r.max_numel * sizeof *v);
     if (!v)
@@ -719,7 +567,7 @@ gaaw_status_t gaaw_model_import(gaaw_model_t m, const char *path)
   if (buf) gaaw_buffer_free(ctx, &buf);
   free(v);
   file_free(&f);
-  registry_free(&r);
+  gaaw_st_registry_free(&r);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
