@@ -39,6 +39,7 @@ typedef struct {
   size_t map_size;
   int64_t train_tokens, val_tokens; /* the splits: first train_tokens, then val_tokens */
   int64_t windows;                  /* training windows W */
+  uint64_t digest;                  /* of the index (Megatron), else the file's first MiB: the ranks compare it */
 } gaaw_data_set;
 
 struct gaaw_dataset_s {

@@ -134,6 +134,7 @@ static gaaw_status_t open_one(gaaw_dataset_t d, gaaw_data_set *s, const char *pa
     gaaw_status_t st = idx ? map_file(ctx, idx, &map, &size)
                            : gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__, "no memory");
     if (st == GAAW_SUCCESS) st = gaaw_data_check_megatron(ctx, idx, map, size, s->path, s->map_size, &s->s);
+    if (st == GAAW_SUCCESS) s->digest = gaaw_digest(map, size);
     if (map) munmap((void *)map, size);
     free(idx);
     GAAW_CHECK(st);
@@ -142,6 +143,7 @@ static gaaw_status_t open_one(gaaw_dataset_t d, gaaw_data_set *s, const char *pa
   } else {
     s->s = (gaaw_data_stream){.token_bytes = 1, .is_signed = 0, .data_offset = 0, .tokens = (int64_t)s->map_size};
   }
+  if (s->format != GAAW_DATA_MEGATRON) s->digest = gaaw_digest(s->map, s->map_size < (1u << 20) ? s->map_size : 1u << 20);
   GAAW_CHECK(check_sidecar(d, s, path));
   madvise((void *)s->map, s->map_size, MADV_RANDOM); /* windows are read at random: no read-ahead of the corpus */
   s->val_tokens = s->s.tokens / 10;
@@ -173,6 +175,7 @@ static gaaw_status_t check_args(gaaw_context_t ctx, int count, const char *const
 gaaw_status_t gaaw_dataset_open(gaaw_context_t ctx, int count, const char *const *paths, const double *weights,
                                 gaaw_data_format_t format, int seq, int vocab, gaaw_dataset_t *out)
 {
+  GAAW_ARG_NOT_NULL(NULL, ctx);
   GAAW_ARG_NOT_NULL(ctx, out);
   *out = NULL;
   gaaw_dataset_t d = calloc(1, sizeof *d);
@@ -182,17 +185,19 @@ gaaw_status_t gaaw_dataset_open(gaaw_context_t ctx, int count, const char *const
   uint64_t names = 0, sizes = 0, shares = 0;
   if (st == GAAW_SUCCESS) {
     d->ctx = ctx, d->count = count, d->seq = seq, d->vocab = vocab;
-    double total = 0;
-    for (int i = 0; i < count; i++) total += weights ? weights[i] : 1.0;
+    /* scaled by the largest first, so that the sum is finite whatever the weights */
+    double largest = 0, total = 0;
+    for (int i = 0; i < count; i++) largest = fmax(largest, weights ? weights[i] : 1.0);
+    for (int i = 0; i < count; i++) total += (weights ? weights[i] : 1.0) / largest;
     for (int i = 0; i < count; i++) {
-      d->weight[i] = (weights ? weights[i] : 1.0) / total;
+      d->weight[i] = (weights ? weights[i] : 1.0) / largest / total;
       names = names * 1099511628211ull ^ gaaw_digest(paths[i], strlen(paths[i]));
       shares = shares * 1099511628211ull ^ gaaw_digest(&d->weight[i], sizeof d->weight[i]);
     }
   }
   for (int i = 0; st == GAAW_SUCCESS && i < count; i++) {
     st = open_one(d, &d->set[i], paths[i], format);
-    int64_t facts[3] = {d->set[i].s.tokens, d->set[i].s.token_bytes, d->set[i].format};
+    int64_t facts[4] = {d->set[i].s.tokens, d->set[i].s.token_bytes, d->set[i].format, (int64_t)d->set[i].digest};
     sizes = sizes * 1099511628211ull ^ gaaw_digest(facts, sizeof facts);
   }
   if (st == GAAW_SUCCESS) d->legacy_bytes = count == 1 && d->set[0].format == GAAW_DATA_BYTES;
@@ -202,7 +207,7 @@ gaaw_status_t gaaw_dataset_open(gaaw_context_t ctx, int count, const char *const
                      GAAW_FIELD_INT("vocab", vocab),
                      GAAW_FIELD_DIGEST("paths", names),
                      GAAW_FIELD_DIGEST("weights", shares),
-                     GAAW_FIELD_DIGEST("the files' formats and token counts", sizes)};
+                     GAAW_FIELD_DIGEST("the files (format, token count, index or first MiB)", sizes)};
   st = gaaw_agree_world(ctx, st, "opening the datasets", f, st == GAAW_SUCCESS ? 7 : 0);
   if (st != GAAW_SUCCESS) {
     gaaw_dataset_close(&d);

@@ -65,9 +65,12 @@ gaaw_status_t gaaw_data_check_megatron(gaaw_context_t ctx, const char *file, con
   if (!megatron_dtype(code, &bytes, &is_signed))
     CORRUPT(17, "dtype code %u is not a token type gaaw reads (1 uint8, 3 int16, 4 int32, 5 int64, 8 uint16)", code);
   /* exactly the size the counts imply (each count bounded first: no overflow) */
-  if (S > size / 12 || D > size / 8 || MEGATRON_HEADER + 12 * S + 8 * D != size)
-    CORRUPT(18, "%llu sequences and %llu document indices need %s bytes, the file has %zu", (unsigned long long)S,
-            (unsigned long long)D, S > size / 12 || D > size / 8 ? "more" : "another number of", size);
+  if (S > size / 12 || D > size / 8)
+    CORRUPT(18, "%llu sequences and %llu document indices need more than the file's %zu bytes",
+            (unsigned long long)S, (unsigned long long)D, size);
+  if (MEGATRON_HEADER + 12 * S + 8 * D != size)
+    CORRUPT(18, "%llu sequences and %llu document indices need %llu bytes, the file has %zu", (unsigned long long)S,
+            (unsigned long long)D, (unsigned long long)(MEGATRON_HEADER + 12 * S + 8 * D), size);
   const unsigned char *lengths = b + MEGATRON_HEADER, *pointers = lengths + 4 * S, *docs = pointers + 8 * S;
   uint64_t at = 0; /* where the next sequence starts in the .bin */
   for (uint64_t i = 0; i < S; i++) {

@@ -17,10 +17,12 @@ uint64_t gaaw_data_mix(uint64_t x)
 
 /* ---- the blend: a balanced binary tree of two-way splits by rounding */
 
-/* Among the first m samples of a node, how many go to its left half. */
+/* Among the first m samples of a node, how many go to its left half (kept in
+ * 0..m whatever the rounding). */
 static int64_t left_of(int64_t m, double p)
 {
-  return (int64_t)floor((double)m * p + 0.5);
+  double left = floor((double)m * p + 0.5);
+  return left <= 0 ? 0 : left >= (double)m ? m : (int64_t)left;
 }
 
 /* The left half's share of the weight of datasets [lo, hi), split at mid. */
@@ -197,6 +199,7 @@ gaaw_status_t gaaw_dataset_val_batch(gaaw_dataset_t d, int64_t first_row, int64_
     const gaaw_data_set *s = &d->set[dataset];
     uint64_t last = (uint64_t)(s->val_tokens - d->seq - 1); /* the last window's start */
     int64_t r = counts[dataset];
+    if (j > r - 1) j = r - 1; /* never, but a rounding must not read past the split */
     int64_t start = r > 1 ? (int64_t)((uint64_t)j * last / (uint64_t)(r - 1)) : 0;
     st = read_window(d, s, s->train_tokens + start, tokens + (size_t)b * d->seq, targets + (size_t)b * d->seq);
   }

@@ -13,7 +13,7 @@
  * document is one sequence: BOS first when the model has one (as LLaMA's
  * tokenizer adds it; --no-bos drops it), its tokens, and EOS with --append-eod.
  * Tokens are uint16 when the vocabulary fits, else int32. The files are written as
- * PREFIX.bin.tmp and PREFIX.idx.tmp and renamed when complete. A progress line on
+ * PREFIX.*.tmp and renamed when all are complete, the index last. A progress line on
  * stderr every 2 seconds on long inputs. Exit 0, 1 (a failure) or 2 (bad usage). */
 #include <errno.h>
 #include <jansson.h>
@@ -113,7 +113,7 @@ static int parse(int argc, char **argv, prep_options *o)
 
 typedef struct {
   FILE *bin;
-  char *bin_tmp, *idx_tmp, *bin_path, *idx_path, *side_path;
+  char *bin_tmp, *idx_tmp, *side_tmp, *bin_path, *idx_path, *side_path;
   int token_bytes;
   int32_t *lengths;
   int64_t docs, cap, tokens;
@@ -188,9 +188,9 @@ static int write_sidecar(const writer *w, const prep_options *o, long vocab, int
   json_t *j = json_pack("{sIsssssIsIsisi}", "vocab_size", (json_int_t)vocab, "tokenizer",
                         o->model ? o->model : "bytes", "format", "megatron", "documents", (json_int_t)w->docs,
                         "tokens", (json_int_t)w->tokens, "bos", bos, "eos", eos);
-  int ok = j && json_dump_file(j, w->side_path, JSON_INDENT(2) | JSON_SORT_KEYS) == 0;
+  int ok = j && json_dump_file(j, w->side_tmp, JSON_INDENT(2) | JSON_SORT_KEYS) == 0;
   json_decref(j);
-  if (!ok) fprintf(stderr, "gaaw-prep: cannot write %s\n", w->side_path);
+  if (!ok) fprintf(stderr, "gaaw-prep: cannot write %s\n", w->side_tmp);
   return ok;
 }
 
@@ -306,24 +306,34 @@ static int prepare(const prep_options *o)
     vocab = prep_spm_vocab(t.spm);
     t.bos = o->no_bos ? -1 : prep_spm_bos(t.spm);
     t.eos = prep_spm_eos(t.spm);
+    if (o->append_eod && t.eos < 0) {
+      fprintf(stderr, "gaaw-prep: --append-eod: the model %s has no EOS token\n", o->model);
+      prep_spm_free(t.spm);
+      return 2;
+    }
   }
 #endif
   (void)err;
   writer w = {.token_bytes = vocab <= 65536 ? 2 : 4};
   w.bin_path = joined(o->prefix, ".bin"), w.idx_path = joined(o->prefix, ".idx");
   w.bin_tmp = joined(o->prefix, ".bin.tmp"), w.idx_tmp = joined(o->prefix, ".idx.tmp");
-  w.side_path = joined(o->prefix, ".gaaw.json");
+  w.side_path = joined(o->prefix, ".gaaw.json"), w.side_tmp = joined(o->prefix, ".gaaw.json.tmp");
   w.started = w.last_progress = time(NULL);
-  int ok = w.bin_path && w.idx_path && w.bin_tmp && w.idx_tmp && w.side_path;
+  int ok = w.bin_path && w.idx_path && w.bin_tmp && w.idx_tmp && w.side_path && w.side_tmp;
   if (ok && !(w.bin = fopen(w.bin_tmp, "wb")))
     ok = 0, fprintf(stderr, "gaaw-prep: cannot write %s: %s\n", w.bin_tmp, strerror(errno));
   for (int i = 0; ok && i < o->ninputs; i++) ok = read_input(&t, &w, o->inputs[i]);
   if (w.bin && fclose(w.bin) != 0) ok = 0, fprintf(stderr, "gaaw-prep: cannot write %s\n", w.bin_tmp);
+  if (ok && w.tokens == 0) /* an empty .bin: no dataset a run could read */
+    ok = 0, fprintf(stderr, "gaaw-prep: the inputs hold no text: nothing to write\n");
   if (ok) ok = write_index(&w, w.token_bytes == 2 ? 8 : 4); /* Megatron's codes: 8 uint16, 4 int32 */
-  if (ok && (rename(w.bin_tmp, w.bin_path) != 0 || rename(w.idx_tmp, w.idx_path) != 0))
-    ok = 0, fprintf(stderr, "gaaw-prep: cannot rename into %s: %s\n", w.idx_path, strerror(errno));
   if (ok) ok = write_sidecar(&w, o, vocab, t.bos, o->append_eod ? t.eos : -1);
-  if (!ok) remove(w.bin_tmp), remove(w.idx_tmp);
+  /* every file complete before any is renamed; the index last, since a reader
+   * finds a dataset by it */
+  if (ok && (rename(w.side_tmp, w.side_path) != 0 || rename(w.bin_tmp, w.bin_path) != 0 ||
+             rename(w.idx_tmp, w.idx_path) != 0))
+    ok = 0, fprintf(stderr, "gaaw-prep: cannot rename into %s: %s\n", w.idx_path, strerror(errno));
+  if (!ok) remove(w.bin_tmp), remove(w.idx_tmp), remove(w.side_tmp);
   progress(&w, 1);
   if (ok)
     printf("gaaw-prep: %s.bin and .idx: %lld documents, %lld tokens (%d-byte), vocabulary %ld\n", o->prefix,
@@ -333,7 +343,7 @@ static int prepare(const prep_options *o)
 #endif
   free(t.ids);
   free(w.lengths);
-  free(w.bin_path), free(w.idx_path), free(w.bin_tmp), free(w.idx_tmp), free(w.side_path);
+  free(w.bin_path), free(w.idx_path), free(w.bin_tmp), free(w.idx_tmp), free(w.side_path), free(w.side_tmp);
   return ok ? 0 : 1;
 }
 

@@ -104,22 +104,28 @@ static double model_flops(trainer *t)
 }
 
 /* A failure inside the loop may leave other ranks inside a collective: report it
- * from this rank and stop the job. A failure every rank has (t->agreed) is
- * reported once, by rank 0, before the job stops. */
+ * from this rank and stop the job. */
 static void abort_run(trainer *t)
 {
-  if (!t->agreed || world_rank == 0) fprintf(stderr, "gaaw-train: rank %d: %s\n", world_rank, t->err);
-  if (t->agreed) {
-    fflush(stderr);
-    MPI_Barrier(MPI_COMM_WORLD);
-  }
+  fprintf(stderr, "gaaw-train: rank %d: %s\n", world_rank, t->err);
   MPI_Abort(MPI_COMM_WORLD, TRAIN_EXIT_FAILURE);
+}
+
+/* A failed call of the loop: one that every rank has (t->agreed: a dataset read)
+ * is reported once, by rank 0, and the loop returns on every rank, so that the job
+ * ends normally (an abort could lose the message in the launcher); any other
+ * aborts the job. Returns 1 for the caller to return. */
+static int stop_run(trainer *t)
+{
+  if (!t->agreed) abort_run(t);
+  if (world_rank == 0) fprintf(stderr, "gaaw-train: %s\n", t->err);
+  return 1;
 }
 
 /* Training from the step after start to --steps (none when start is there
  * already), with a save after every --save-every-th step and the last, then the
  * --export file and the sample. */
-static void train_loop(trainer *t, FILE *metrics, int64_t start, double peak)
+static int train_loop(trainer *t, FILE *metrics, int64_t start, double peak)
 {
   const train_options *o = t->opts;
   train_report r = {.metrics = metrics, .steps = o->steps > start ? o->steps : start, .start = start,
@@ -131,7 +137,10 @@ static void train_loop(trainer *t, FILE *metrics, int64_t start, double peak)
     abort_run(t);
   }
   float val = 0;
-  if (trainer_eval(t, &val)) abort_run(t);
+  if (trainer_eval(t, &val) && stop_run(t)) {
+    free(ranks);
+    return TRAIN_EXIT_FAILURE;
+  }
   if (world_rank == 0) report_eval(&r, start, val);
   progress_start(&progress, o->progress, world_rank, start, r.steps);
   for (int64_t step = start + 1; step <= o->steps; step++) {
@@ -139,7 +148,11 @@ static void train_loop(trainer *t, FILE *metrics, int64_t start, double peak)
     train_step_info s = {.step = step, .stats = &stats, .save_ms = -1};
     size_t current;
     double began = MPI_Wtime();
-    if (trainer_step(t, step, &s.loss)) abort_run(t);
+    if (trainer_step(t, step, &s.loss) && stop_run(t)) {
+      progress_clear(&progress);
+      free(ranks);
+      return TRAIN_EXIT_FAILURE;
+    }
     s.ms = (MPI_Wtime() - began) * 1000;
     s.tokens = (double)o->accum * t->microbatches * o->batch * o->seq * t->dp;
     if (gaaw_optimizer_stats(t->opt, &stats) || gaaw_optimizer_memory(t->opt, &s.params_bytes, &s.grads_bytes, &s.optimizer_bytes) ||
@@ -159,7 +172,11 @@ static void train_loop(trainer *t, FILE *metrics, int64_t start, double peak)
       s.rank_figures = ranks;
     }
     int have_val = step == o->steps || (o->eval_every > 0 && step % o->eval_every == 0);
-    if (have_val && trainer_eval(t, &val)) abort_run(t);
+    if (have_val && trainer_eval(t, &val) && stop_run(t)) {
+      progress_clear(&progress);
+      free(ranks);
+      return TRAIN_EXIT_FAILURE;
+    }
     /* the step's metrics line is in the file before its checkpoint is, so that a
      * run resumed from that checkpoint finds it there; then it gets the save's time */
     if (world_rank == 0) report_metrics(&r, &s, have_val, val);
@@ -192,6 +209,7 @@ static void train_loop(trainer *t, FILE *metrics, int64_t start, double peak)
   }
   if (world_rank == 0) report_summary(&r);
   free(ranks);
+  return TRAIN_EXIT_OK;
 }
 
 /* The peak of one rank from option peak_tflops (0: unknown), measured on every
@@ -312,7 +330,7 @@ static int train(gaaw_config_t cfg, train_options *o, train_data *data, FILE *me
     int ok = !metrics || report_metrics_restart(metrics, o->metrics, start, err, sizeof err);
     code = agree(ok ? TRAIN_EXIT_OK : TRAIN_EXIT_FAILURE, err);
   }
-  if (code == TRAIN_EXIT_OK) train_loop(&t, metrics, start, peak);
+  if (code == TRAIN_EXIT_OK) code = train_loop(&t, metrics, start, peak);
   trainer_free(&t);
   train_data_close(data);
   gaaw_finalize(&ctx);

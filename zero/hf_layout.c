@@ -323,7 +323,10 @@ gaaw_status_t gaaw_hf_config_check(gaaw_model_t m, gaaw_hf_kind kind, const char
   }
   gaaw_status_t st = GAAW_SUCCESS;
   long size = -1;
-  if (!in || fseek(in, 0, SEEK_END) != 0 || (size = ftell(in)) < 0 || fseek(in, 0, SEEK_SET) != 0)
+  struct stat fs;
+  if (in && (fstat(fileno(in), &fs) != 0 || !S_ISREG(fs.st_mode)))
+    st = gaaw_error_raise(ctx, GAAW_ERR_IO, __FILE__, __LINE__, __func__, "%s is not a regular file", file);
+  else if (!in || fseek(in, 0, SEEK_END) != 0 || (size = ftell(in)) < 0 || fseek(in, 0, SEEK_SET) != 0)
     st = gaaw_error_raise(ctx, GAAW_ERR_IO, __FILE__, __LINE__, __func__, "cannot read %s: %s", file, strerror(errno));
   if (st == GAAW_SUCCESS && !(text = malloc((size_t)size + 1)))
     st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__, "cannot hold %s", file);

@@ -89,9 +89,9 @@
     "gaaw_checkpoint_save copies the state into host buffers and returns; a thread writes it "    \
     "while training goes on, committed at the next optimizer step, save or gaaw_checkpoint_wait") \
   X(export_shard_size, STRING, "5000000000",                                                      \
-    "gaaw_model_export of a LLaMA-class GPT in Hugging Face's layout writes at most this many "   \
-    "bytes of tensors per file, as bytes or with K, M, G, T (powers of 1024); beyond it a "       \
-    "sharded set (model-0000K-of-0000N.safetensors and model.safetensors.index.json); the "      \
+    "gaaw_model_export in Hugging Face's layouts (LLaMA, GPT-2 with gpt2_names=hf) writes at most " \
+    "this many bytes of tensors per file, as bytes or with K, M, G, T (powers of 1024); beyond "  \
+    "it a sharded set (model-0000K-of-0000N.safetensors and model.safetensors.index.json); the "  \
     "default is Hugging Face's 5 GB")                                                             \
   X(gpt2_names, STRING, "nanogpt",                                                                \
     "the names gaaw_model_export writes and gaaw_model_import reads for a GPT-2 (a GPT that is "  \

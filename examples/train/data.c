@@ -78,16 +78,24 @@ int train_data_parse(const train_options *o, train_data *d, char *err, size_t le
     snprintf(err, len, "no --data-path given and the corpus shipped with gaaw is not installed");
     return TRAIN_EXIT_USAGE;
   }
+  if (!o->data_path[0]) { /* --data or the shipped corpus: one path, spaces and all */
+    d->paths[0] = given, d->weights[0] = 1, d->count = 1;
+    return TRAIN_EXIT_OK;
+  }
   snprintf(d->words, sizeof d->words, "%s", given);
   return parse_paths(d->words, d->paths, d->weights, &d->count, err, len) ? TRAIN_EXIT_OK : TRAIN_EXIT_USAGE;
 }
 
 int train_data_open(gaaw_context_t ctx, const train_options *o, train_data *d, char *err, size_t len)
 {
-  if (gaaw_dataset_open(ctx, d->count, d->paths, d->weights, d->format, (int)o->seq, (int)o->vocab, &d->set) !=
-      GAAW_SUCCESS) {
+  gaaw_status_t st = gaaw_dataset_open(ctx, d->count, d->paths, d->weights, d->format, (int)o->seq, (int)o->vocab,
+                                       &d->set);
+  if (st != GAAW_SUCCESS) {
     snprintf(err, len, "the data: %s", gaaw_last_error(ctx));
-    return TRAIN_EXIT_USAGE;
+    /* what the user named (a path, a file, --vocab) is a usage error; the machine's
+     * (memory, communication) a failure */
+    return st == GAAW_ERR_NO_MEMORY || st == GAAW_ERR_COMM || st == GAAW_ERR_TIMEOUT ? TRAIN_EXIT_FAILURE
+                                                                                      : TRAIN_EXIT_USAGE;
   }
   int rank = 0;
   gaaw_world_rank(ctx, &rank);

@@ -29,14 +29,15 @@ static gaaw_status_t failed_on(trainer *t, gaaw_status_t st, const char *functio
     if (st_ != GAAW_SUCCESS) return failed(t, st_, #call); \
   } while (0)
 
-/* The same for the dataset's batches, which fail on every rank together. */
-#define TRY_DATA(t, call)                     \
-  do {                                        \
-    gaaw_status_t st_ = (call);               \
-    if (st_ != GAAW_SUCCESS) {                \
-      (t)->agreed = 1;                        \
-      return failed(t, st_, "reading a batch"); \
-    }                                         \
+/* The same for the dataset's batches, which fail on every rank together, unless
+ * the agreement itself could not finish (a peer gone: COMM, TIMEOUT). */
+#define TRY_DATA(t, call)                                                          \
+  do {                                                                             \
+    gaaw_status_t st_ = (call);                                                    \
+    if (st_ != GAAW_SUCCESS) {                                                     \
+      (t)->agreed = st_ != GAAW_ERR_COMM && st_ != GAAW_ERR_TIMEOUT;               \
+      return failed(t, st_, "reading a batch");                                    \
+    }                                                                              \
   } while (0)
 
 void trainer_optimizer_config(const train_options *o, int microbatches, gaaw_optimizer_config_t *c)

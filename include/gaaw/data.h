@@ -69,7 +69,8 @@ typedef enum {
  * failure is GAAW_ERR_CORRUPT naming the file and the byte
  * offset (GAAW_ERR_IO for a file that cannot be read, GAAW_ERR_INVALID_ARG for a
  * bad argument). Collective over world: every rank opens the files, and the paths,
- * weights, format, seq, vocab and the files' sizes must agree; any rank's failure
+ * weights, format, seq, vocab and the files (format, token count, and the bytes of
+ * a Megatron index, else of the file's first MiB) must agree; any rank's failure
  * is every rank's, with its message, before any step. *out is NULL after one. */
 gaaw_status_t gaaw_dataset_open(gaaw_context_t ctx, int count, const char *const *paths, const double *weights,
                                 gaaw_data_format_t format, int seq, int vocab, gaaw_dataset_t *out);

@@ -8,6 +8,7 @@
  *  - blends of 2 and 5 datasets: at every prefix up to 20,000 samples each
  *    dataset's count is within 2 of its share (0.5 and 1.5: depth 1 and 3), the picks add
  *    up to gaaw_dataset_blend_counts, and the counts at sample 10^9 come at once;
+ *    weights of 1e308 each (their sum beyond a double) still split in halves;
  *  - one bytes file alone gives gaaw-train's historical windows (the formula
  *    written out here);
  *  - damaged files (magic, version, dtype, size, pointers, document indices, the
@@ -206,6 +207,22 @@ static void blend(gaaw_context_t ctx, int count, const char *path, const double 
     sum += closed[i];
   }
   expect_true(sum == 1000000000, "blend of %d at 10^9: the counts add up to %lld", count, (long long)sum);
+  gaaw_dataset_close(&d);
+}
+
+/* Weights whose sum is beyond a double: the shares are still halves. */
+static void huge_weights(gaaw_context_t ctx, const char *path)
+{
+  const char *paths[2] = {path, path};
+  const double weights[2] = {1e308, 1e308};
+  gaaw_dataset_t d;
+  require_ok(ctx, gaaw_dataset_open(ctx, 2, paths, weights, GAAW_DATA_AUTO, SEQ, VOCAB, &d));
+  int64_t counts[2];
+  require_ok(ctx, gaaw_dataset_blend_counts(d, 1000, counts));
+  expect_true(counts[0] == 500 && counts[1] == 500, "weights 1e308 and 1e308: counts %lld and %lld of 1000",
+              (long long)counts[0], (long long)counts[1]);
+  int32_t t[SEQ], y[SEQ];
+  require_ok(ctx, gaaw_dataset_train_batch(d, 1, 3, 4, rank, 1, t, y));
   gaaw_dataset_close(&d);
 }
 
@@ -427,6 +444,7 @@ int main(int argc, char **argv)
   const double two[] = {0.7, 0.3}, five[] = {1, 2, 3, 4, 5};
   blend(ctx, 2, m16, two, 0.5);
   blend(ctx, 5, l16, five, 1.5);
+  huge_weights(ctx, l16);
   historical_bytes(ctx, bytes, text, TOKENS);
   damaged(ctx, m16, l16);
   token_out_of_range(ctx, stream);

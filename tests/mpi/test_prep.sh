@@ -9,7 +9,8 @@
 #    (without the sidecar, which refuses 100 at open);
 #  - gaaw-train trains 3 steps on it at --vocab 300 (2 ranks), and refuses --vocab
 #    200 before any step, naming the sidecar PREFIX.gaaw.json;
-#  - --bytes on a plain file: one document of its bytes, no BOS or EOS.
+#  - --bytes on a plain file: one document of its bytes, no BOS or EOS; inputs
+#    without text are exit 1 and leave no dataset.
 # Skips (77) without spm_train, python3, or a gaaw-prep built with SentencePiece.
 prep=${GAAW_PREP:-./examples/gaaw-prep}
 train=${GAAW_TRAIN:-./examples/gaaw-train}
@@ -76,6 +77,12 @@ rc=$?
 test $rc -eq 2 || err "--vocab 200: exit $rc, expected 2"
 n=`grep -c "ds.gaaw.json: the dataset's tokenizer has 300 ids" "$tmp/err"`
 test "$n" -eq 1 || err "--vocab 200: the sidecar is named $n times: `cat $tmp/err`"
+
+# inputs without text: an error, not an empty dataset
+printf '\n{"text": ""}\n' >"$tmp/empty.jsonl"
+$prep --input "$tmp/empty.jsonl" --output-prefix "$tmp/empty" --bytes >"$tmp/out" 2>&1 && err "empty input passed"
+grep -q "the inputs hold no text" "$tmp/out" || err "empty input: `cat $tmp/out`"
+test -f "$tmp/empty.idx" && err "empty input left an index"
 
 printf 'plain bytes\n' >"$tmp/plain.txt"
 $prep --input "$tmp/plain.txt" --output-prefix "$tmp/bytes" --bytes >"$tmp/out" 2>&1 || err "--bytes failed: `cat $tmp/out`"

@@ -8,7 +8,8 @@
 #  - resumed in another layout: the llm.c run saved at step 3 on 2 ranks (dp 2 x
 #    batch 4), resumed on 1 rank with batch 8, trains steps 4-6 on the same windows:
 #    their losses are the uninterrupted run's (printed digits);
-#  - a damaged index is exit 2 with the file named once, before any step.
+#  - --data takes a path with a space; a damaged index is exit 2 with the file
+#    named once, before any step.
 # The files are written by python3 (struct): skipped (77) without it.
 prog=${GAAW_TRAIN:-./examples/gaaw-train}
 src=${GAAW_TOP_SRCDIR:-.}
@@ -70,6 +71,11 @@ cmp -s "$tmp/resumed" "$tmp/straight" || err "resumed on 1 rank, steps 4-6 diffe
 run --data-path "0.7 $tmp/corpus 0.3 $tmp/corpus.llmc"
 test $rc -eq 0 || { err "blend: exit $rc"; cat "$tmp/err"; }
 grep -q "weight 0.7" "$tmp/out" && grep -q "weight 0.3" "$tmp/out" || err "blend: weights not shown: `head -4 $tmp/out`"
+
+# --data names one file, spaces and all
+head -c 20000 "$src/examples/data/corpus.txt" >"$tmp/my corpus.txt"
+run --data "$tmp/my corpus.txt"
+test $rc -eq 0 || { err "--data with a space in its path: exit $rc"; cat "$tmp/err"; }
 
 printf 'X' | dd of="$tmp/corpus.idx" bs=1 seek=0 conv=notrunc 2>/dev/null
 run --data-path "$tmp/corpus"
