@@ -1,0 +1,117 @@
+"""Running one mutant: written into the workspace's copy, compiled, compared with the
+original object, linked into the shared core, then the tests that cover it run until
+one fails.
+
+Outcomes:
+  killed      a test failed (the first failing test is recorded)
+  survived    every covering test passed (or skipped)
+  uncovered   no test executes the mutated line (a survivor no test can catch)
+  timeout     a covering test hung and the harness killed it (not counted as caught)
+  identical   the object file is byte-identical to the original's: dropped
+  stillborn   the mutant does not compile: dropped
+  unfinished  the run's deadline (mutate.py ci --budget) came before its last test
+"""
+import glob
+import os
+import time
+
+from workspace import run
+
+
+def object_of(build, rel):
+    """The PIC object of one library source in the -O2 build."""
+    d, base = os.path.split(rel)
+    hits = glob.glob(os.path.join(build, d, ".libs", "libgaaw_core_la-%s.o" % base[:-2]))
+    return hits[0] if hits else None
+
+
+class Runner:
+    def __init__(self, ws, cov_map, test_limit=60):
+        self.ws = ws
+        self.map = cov_map
+        self.limit = test_limit
+        self.env = ws.test_env(ws.build, {"GAAW_TEST_TIMEOUT": str(test_limit)})
+        self.originals = {}
+
+    def original_object(self, rel):
+        if rel not in self.originals:
+            obj = object_of(self.ws.build, rel)
+            if obj is None:
+                raise SystemExit("mutation: %s is not compiled into libgaaw_core in this build" % rel)
+            with open(obj, "rb") as f:
+                self.originals[rel] = (obj, f.read())
+        return self.originals[rel]
+
+    def tests_for(self, m):
+        """The tests that cover the mutant's file: those that executed its line first, then
+        (for a line gcov does not count, such as a table's) every test of the file; each
+        group fastest first."""
+        by_test = self.map["files"].get(m.file, {})
+        executable = set(self.map["executable"].get(m.file, []))
+        secs = self.map["seconds"]
+        hit = sorted((t for t, lines in by_test.items() if m.line in set(lines)), key=lambda t: secs.get(t, 0))
+        if m.line in executable:
+            return hit, bool(by_test)
+        rest = sorted((t for t in by_test if t not in hit), key=lambda t: secs.get(t, 0))
+        return hit + rest, bool(by_test)
+
+    def build_mutant(self, m, text):
+        path = os.path.join(self.ws.src, m.file)
+        obj, original = self.original_object(m.file)
+        with open(path, "w") as f:
+            f.write(m.apply(text))
+        p = run(["make", "-s", "libgaaw_core.la"], cwd=self.ws.build, check=False, timeout=300)
+        if p.returncode != 0:
+            return "stillborn"
+        with open(obj, "rb") as f:
+            if f.read() == original:
+                return "identical"
+        if self.ws.link_core(self.ws.build).returncode != 0:
+            return "stillborn"
+        return None
+
+    def restore(self, m, text):
+        with open(os.path.join(self.ws.src, m.file), "w") as f:
+            f.write(text)
+
+    def run(self, m, text, deadline=None):
+        """The outcome of one mutant: dict(status, test, output, seconds, tests_run).
+        Past the deadline no further test starts and a mutant not yet killed is
+        `unfinished`."""
+        t0 = time.time()
+        tests, file_covered = self.tests_for(m)
+        result = {"status": None, "test": None, "output": "", "tests_run": 0}
+        try:
+            dropped = self.build_mutant(m, text)
+            if dropped:
+                result["status"] = dropped
+                return result
+            if not tests:
+                result["status"] = "uncovered"
+                return result
+            timed_out = None
+            for test in tests:
+                # a test that would run past the deadline is not started
+                if deadline and time.time() + 1.5 * self.map["seconds"].get(test, 10) > deadline:
+                    result["status"] = "unfinished"
+                    return result
+                status, _, out = self.ws.run_test(self.ws.build, test, self.env, self.limit)
+                result["tests_run"] += 1
+                if status == "fail":
+                    result.update(status="killed", test=test, output=out)
+                    return result
+                if status == "timeout" and timed_out is None:
+                    timed_out = (test, out)
+            if timed_out:
+                result.update(status="timeout", test=timed_out[0], output=timed_out[1])
+            else:
+                result["status"] = "survived"
+            return result
+        finally:
+            self.restore(m, text)
+            result["seconds"] = round(time.time() - t0, 1)
+
+    def finish(self):
+        """Rebuilds the original library after the last mutant."""
+        run(["make", "-s", "libgaaw_core.la"], cwd=self.ws.build, check=False)
+        self.ws.link_core(self.ws.build)
