@@ -11,6 +11,8 @@
  *    message naming the file and the tensor, and the model unchanged. */
 #include <mpi.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include "backends/runtime/half.h"
 #include "tests/harness/model_util.h"
@@ -324,8 +326,12 @@ int main(int argc, char **argv)
   gaaw_model_t a = gpt(tp, 1);
   model_randomise(a, 7);
   float *pa = params_of(tp, a, &n);
+  remove("model.safetensors.index.json");
   expect_status_ctx(tp, gaaw_model_export(a, file), GAAW_SUCCESS);
   check_file_bytes(file, pa, n);
+  /* one file holds the whole model: no index of a sharded set is written beside it */
+  expect_true(access("model.safetensors.index.json", F_OK) != 0,
+              "a single-file export wrote model.safetensors.index.json");
 
   /* ... into pp 2 and dp 2 (a model of another seed each), bitwise */
   gaaw_context_t pp = test_context(MPI_COMM_WORLD, "backend=host pp=2 comm_timeout=30");

@@ -42,13 +42,14 @@ K = cindex.CursorKind
 
 class Mutant:
     __slots__ = ("file", "function", "op", "original", "replacement", "offset", "length",
-                 "line", "occurrence")
+                 "line", "occurrence", "function_line")
 
     def __init__(self, file, function, op, original, replacement, offset, length, line):
         self.file, self.function, self.op = file, function, op
         self.original, self.replacement = original, replacement
         self.offset, self.length, self.line = offset, length, line
         self.occurrence = 0
+        self.function_line = 0   # where its function starts (runner.py's coverage lookup)
 
     def key(self):
         one_line = " ".join(self.original.split())
@@ -92,7 +93,9 @@ class _Walker:
         original = self.src(a, b)
         if original == replacement:
             return
-        self.mutants.append(Mutant(self.rel, function, op, original, replacement, a, b - a, line))
+        m = Mutant(self.rel, function, op, original, replacement, a, b - a, line)
+        m.function_line = self.function_line
+        self.mutants.append(m)
 
     def tokens_between(self, cursor, a, b):
         return [t for t in cursor.get_tokens()
@@ -104,6 +107,7 @@ class _Walker:
         for c in self.tu.cursor.get_children():
             if c.kind == K.FUNCTION_DECL and c.is_definition() and self.in_file(c):
                 self.function = c.spelling
+                self.function_line = c.extent.start.line
                 self.locals = []   # (offset, cursor, canonical type) of params and locals
                 self.return_type = c.result_type.spelling
                 for p in c.get_arguments():

@@ -43,17 +43,21 @@ class Runner:
         return self.originals[rel]
 
     def tests_for(self, m):
-        """The tests that cover the mutant's file: those that executed its line first, then
-        (for a line gcov does not count, such as a table's) every test of the file; each
-        group fastest first."""
+        """(tests, whether any test runs its file): the tests that executed the mutant's
+        line, fastest first. A line gcov does not count (a statement's continuation)
+        stands for the nearest counted line above it in its function; a mutant with
+        none (a table's entry) is run by every test of its file."""
         by_test = self.map["files"].get(m.file, {})
         executable = set(self.map["executable"].get(m.file, []))
         secs = self.map["seconds"]
-        hit = sorted((t for t, lines in by_test.items() if m.line in set(lines)), key=lambda t: secs.get(t, 0))
-        if m.line in executable:
-            return hit, bool(by_test)
-        rest = sorted((t for t in by_test if t not in hit), key=lambda t: secs.get(t, 0))
-        return hit + rest, bool(by_test)
+        line = m.line
+        while line not in executable and line > m.function_line:
+            line -= 1
+        if line in executable:
+            hit = [t for t, lines in by_test.items() if line in set(lines)]
+        else:
+            hit = list(by_test)
+        return sorted(hit, key=lambda t: (secs.get(t, 0), t)), bool(by_test)
 
     def build_mutant(self, m, text):
         path = os.path.join(self.ws.src, m.file)
