@@ -192,6 +192,8 @@ static void exchange(void)
                 "exchange: %d of 512 draws from rank %d, want about %.0f", per_source[r], r, want);
   }
   expect_true(rows_consistent(dx, dy, 512), "exchange: rows mixed");
+  /* an exchange leaves the context usable: the next epoch exchanges again */
+  expect_status_ctx(ctx, gaaw_sampler_exchange(s, 8), GAAW_SUCCESS);
   gaaw_sampler_destroy(&s);
   gaaw_finalize(&ctx);
 }

@@ -11,6 +11,8 @@ is a survivor, a place where the tests would let that code break unnoticed.
                                             --commits commits changed in the families' files,
                                             with the committed coverage map; exit 1 on a
                                             survivor in neither list
+  mutate.py rerun REPORT                    the survivors of an earlier --report again
+                                            (after new tests), its killed ones kept
   mutate.py map                             writes tests/mutation/coverage_map.json
 
 Common options: --srcdir (the checkout; default the tool's own tree), --workdir (default
@@ -232,6 +234,7 @@ class Session:
         if out:
             with open(out, "w") as f:
                 f.write(text + "\n")
+            with open(out + ".json", "w") as f:
                 json.dump(results, f, indent=1)
         return ok
 
@@ -244,6 +247,36 @@ def cmd_list(s, opts):
     for rel, ms in all_mutants(s.ws, opts.files).items():
         for m in ms:
             print("%s\n    key: %s" % (m.describe(), m.key().replace("\t", " | ")))
+
+
+def load_results(path):
+    """The results an earlier --report wrote (REPORT.json)."""
+    with open(path + ".json") as f:
+        return json.load(f)
+
+
+def cmd_rerun(s, opts):
+    """After: the mutants of an earlier report that were not killed, run again (with
+    today's tests and lists), its killed ones kept; the report is the whole sample's."""
+    earlier = load_results(opts.earlier)
+    again = {r["key"] for r in earlier if r["status"] in COUNTED and r["status"] != "killed"}
+    files = sorted({k.split("\t")[0] for k in again})
+    s.prepare()
+    by_key = {m.key(): m for ms in all_mutants(s.ws, files).values() for m in ms}
+    missing = sorted(again - set(by_key))
+    if missing:
+        log("%d mutant(s) of %s no longer exist (their code changed): %s" % (len(missing), opts.earlier, "; ".join(missing[:3])))
+    results = []
+    for r in earlier:
+        if r["key"] in by_key and r["key"] in again:
+            new = s.evaluate([by_key[r["key"]]], 1, r["family"])
+            results += new
+        else:
+            r["verdict"] = s.lists.verdict(r["key"])
+            results.append(r)
+    s.finish()
+    s.report(results, opts.report)
+    return 0
 
 
 def cmd_run(s, opts):
@@ -359,11 +392,13 @@ def main():
     pc.add_argument("--seed", type=int, default=1)
     pc.add_argument("--budget", type=int, default=240, help="seconds for the whole stage (240)")
     sub.add_parser("map")
+    pa = sub.add_parser("rerun")
+    pa.add_argument("earlier", help="an earlier run's --report file (its .json beside it)")
     opts = p.parse_args()
     if opts.cmd == "run" and not opts.family and not opts.files:
         p.error("run: name --family or files")
     s = Session(opts)
-    return {"list": cmd_list, "run": cmd_run, "ci": cmd_ci, "map": cmd_map}[opts.cmd](s, opts)
+    return {"list": cmd_list, "run": cmd_run, "ci": cmd_ci, "map": cmd_map, "rerun": cmd_rerun}[opts.cmd](s, opts)
 
 
 if __name__ == "__main__":
