@@ -126,6 +126,19 @@ static void policies(void)
               "differing capacity: %s", gaaw_last_error(ctx));
   cfg.capacity = 10, cfg.inputs = rank == 1 ? 0 : 1;
   expect_status_ctx(ctx, gaaw_sampler_create(ctx, &cfg, &bad), GAAW_ERR_INVALID_ARG);
+  /* each field of the configuration is agreed on: rank 2 differing in it is named */
+  static const char *const field[] = {"inputs: ", "outputs: ", "policy: ", "seed: "};
+  for (int f = 0; f < 4; f++) {
+    gaaw_sampler_config_default(&cfg);
+    int odd = rank == 2;
+    if (f == 0) cfg.inputs += odd;
+    if (f == 1) cfg.outputs += odd;
+    if (f == 2) cfg.policy = odd ? GAAW_SAMPLER_RESERVOIR : GAAW_SAMPLER_NEWEST;
+    if (f == 3) cfg.seed += (uint64_t)odd;
+    expect_status_ctx(ctx, gaaw_sampler_create(ctx, &cfg, &bad), GAAW_ERR_INVALID_ARG);
+    const char *msg = gaaw_last_error(ctx);
+    expect_true(strstr(msg, field[f]) && strstr(msg, "on rank 2"), "%sdiffering on rank 2: %s", field[f], msg);
+  }
   gaaw_finalize(&ctx);
 }
 
