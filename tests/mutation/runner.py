@@ -93,7 +93,6 @@ class Runner:
             if not tests:
                 result["status"] = "uncovered"
                 return result
-            timed_out = None
             for test in tests:
                 # a test that would run past the deadline is not started
                 if deadline and time.time() + 1.5 * self.map["seconds"].get(test, 10) > deadline:
@@ -104,12 +103,10 @@ class Runner:
                 if status == "fail":
                     result.update(status="killed", test=test, output=out)
                     return result
-                if status == "timeout" and timed_out is None:
-                    timed_out = (test, out)
-            if timed_out:
-                result.update(status="timeout", test=timed_out[0], output=timed_out[1])
-            else:
-                result["status"] = "survived"
+                if status == "timeout":   # a hang: not caught, and the next test would hang too
+                    result.update(status="timeout", test=test, output=out)
+                    return result
+            result["status"] = "survived"
             return result
         finally:
             self.restore(m, text)
