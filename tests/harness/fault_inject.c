@@ -142,16 +142,22 @@ static int injected_fd(const char *call, int fd)
   static ret (*real_##name)(__VA_ARGS__); \
   if (!real_##name) *(void **)&real_##name = dlsym(RTLD_NEXT, #name)
 
+/* open's and openat's mode argument, passed only when the call may create a file */
+#define CREATION_MODE(flags, mode)            \
+  do {                                        \
+    if ((flags) & (O_CREAT | O_TMPFILE)) {    \
+      va_list ap;                             \
+      va_start(ap, flags);                    \
+      (mode) = va_arg(ap, mode_t);            \
+      va_end(ap);                             \
+    }                                         \
+  } while (0)
+
 int open(const char *path, int flags, ...)
 {
   REAL(int, open, const char *, int, ...);
   mode_t mode = 0;
-  if (flags & (O_CREAT | O_TMPFILE)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, mode_t);
-    va_end(ap);
-  }
+  CREATION_MODE(flags, mode);
   int e = injected("open", path, NULL);
   if (e) return errno = e, -1;
   return real_open(path, flags, mode);
@@ -163,12 +169,7 @@ int openat(int dirfd, const char *path, int flags, ...)
 {
   REAL(int, openat, int, const char *, int, ...);
   mode_t mode = 0;
-  if (flags & (O_CREAT | O_TMPFILE)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, mode_t);
-    va_end(ap);
-  }
+  CREATION_MODE(flags, mode);
   int e = injected("openat", path, NULL);
   if (e) return errno = e, -1;
   return real_openat(dirfd, path, flags, mode);
