@@ -32,6 +32,7 @@ class Runner:
         self.limit = test_limit
         self.env = ws.test_env(ws.build, {"GAAW_TEST_TIMEOUT": str(test_limit)})
         self.originals = {}
+        self.times = {}   # path -> (atime, mtime) before the first mutant touched it
 
     def original_object(self, rel):
         if rel not in self.originals:
@@ -40,6 +41,12 @@ class Runner:
                 raise SystemExit("mutation: %s is not compiled into libgaaw_core in this build" % rel)
             with open(obj, "rb") as f:
                 self.originals[rel] = (obj, f.read())
+            lo = os.path.join(os.path.dirname(os.path.dirname(obj)), os.path.basename(obj)[:-2] + ".lo")
+            for path in (os.path.join(self.ws.src, rel), obj, lo, os.path.join(self.ws.build, "libgaaw_core.la"),
+                         os.path.join(self.ws.build, ".libs", "libgaaw_core.a")):
+                if path not in self.times and os.path.exists(path):
+                    st = os.stat(path)
+                    self.times[path] = (st.st_atime_ns, st.st_mtime_ns)
         return self.originals[rel]
 
     def tests_for(self, m):
@@ -113,6 +120,10 @@ class Runner:
             result["seconds"] = round(time.time() - t0, 1)
 
     def finish(self):
-        """Rebuilds the original library after the last mutant."""
+        """Rebuilds the original library after the last mutant, and gives the files the
+        mutants touched their old times back: their contents are the originals again, so
+        the next make need not relink every program."""
         run(["make", "-s", "libgaaw_core.la"], cwd=self.ws.build, check=False)
         self.ws.link_core(self.ws.build)
+        for path, times in self.times.items():
+            os.utime(path, ns=times)
