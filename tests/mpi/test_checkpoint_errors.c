@@ -386,6 +386,10 @@ static void sample_buffers(const char *options, const char *label)
   for (int t = 0; t < 3; t++) require_ok(s.r.ctx, gaaw_sampler_draw(s.samples, DRAW, want_x[t], want_y[t]));
   close_sampled(&s);
   s = open_sampled(options, 50);
+  /* the load replaces what the buffer held (else a buffer reusing the freed one's
+   * memory could pass for a loaded one) */
+  for (int i = 0; i < PUSH * 3; i++) x[i] = -1.0f - x[i];
+  require_ok(s.r.ctx, gaaw_sampler_push(s.samples, PUSH, x, y));
   expect_status_ctx(s.r.ctx, gaaw_checkpoint_load(s.r.opt, dir), GAAW_SUCCESS);
   require_ok(s.r.ctx, gaaw_sampler_size(s.samples, &held2, &pushed2));
   require_ok(s.r.ctx, gaaw_model_normalization_stats(s.r.model, &count2, mean2, sd2));
