@@ -109,7 +109,10 @@ class Runner:
                 if deadline and time.time() + 1.5 * self.map["seconds"].get(test, 10) > deadline:
                     result["status"] = "unfinished"
                     return result
-                status, _, out = self.ws.run_test(self.ws.build, test, self.env, self.limit)
+                # the limit, or 1.5 times what the (slower) coverage build took
+                limit = max(self.limit, int(1.5 * self.map["seconds"].get(test, 0)))
+                env = dict(self.env, GAAW_TEST_TIMEOUT=str(limit))
+                status, _, out = self.ws.run_test(self.ws.build, test, env, limit)
                 result["tests_run"] += 1
                 if status == "fail":
                     result.update(status="killed", test=test, output=out)
