@@ -118,8 +118,12 @@ static void policies(void)
   gaaw_sampler_destroy(&s);
   gaaw_sampler_config_t cfg;
   gaaw_sampler_config_default(&cfg);
-  cfg.capacity = rank == 0 ? 10 : 20;
   gaaw_sampler_t bad = (gaaw_sampler_t)&cfg;
+  /* no configuration on one rank: the named error on every rank, not a crash */
+  expect_status_ctx(ctx, gaaw_sampler_create(ctx, rank == 3 ? NULL : &cfg, &bad), GAAW_ERR_INVALID_ARG);
+  expect_true(bad == NULL, "a create without a configuration left a sampler");
+  cfg.capacity = rank == 0 ? 10 : 20;
+  bad = (gaaw_sampler_t)&cfg;
   expect_status_ctx(ctx, gaaw_sampler_create(ctx, &cfg, &bad), GAAW_ERR_INVALID_ARG);
   expect_true(bad == NULL, "a failed create left a sampler");
   expect_true(strstr(gaaw_last_error(ctx), "capacity: 10 on rank 0, 20 on ranks 1-3") != NULL,
