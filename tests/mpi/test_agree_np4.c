@@ -9,13 +9,15 @@
  *  - failing ranks: the worst status on every rank that did not fail, with the lowest
  *    failing rank's message; each failing rank keeps its own error;
  *  - more fields than an agreement holds (or fewer than none): GAAW_ERR_INTERNAL
- *    naming the count, on every rank. */
+ *    naming the count, on every rank;
+ *  - values per slot, in a group of one rank and over more slots than the stack holds. */
 #include <math.h>
 #include <mpi.h>
 #include <string.h>
 
 #include "backends/agree.h"
 #include "backends/runtime/error.h"
+#include "gaaw/topology.h"
 #include "tests/harness/test_util.h"
 
 static int rank;
@@ -43,6 +45,8 @@ static void mismatches(gaaw_context_t ctx)
   expect_status_ctx(ctx, agree(ctx, GAAW_SUCCESS, &f, 1), GAAW_ERR_INVALID_ARG);
   expect_message(ctx, "the test's call must be the same on every rank of group world: dim: 32 on ranks 0-1,3, 64 on rank 2",
                  "an int on rank 2");
+  expect_true(strstr(gaaw_last_error(ctx), "more values") == NULL, "two values, yet 'more values': %s",
+              gaaw_last_error(ctx));
   f = GAAW_FIELD_INT("dim", rank == 3 ? 64 : 32);
   expect_status_ctx(ctx, agree(ctx, GAAW_SUCCESS, &f, 1), GAAW_ERR_INVALID_ARG);
   expect_message(ctx, "32 on ranks 0-2, 64 on rank 3", "an int on the last rank");
@@ -100,6 +104,27 @@ static void failures(gaaw_context_t ctx)
   expect_status_ctx(ctx, agree(ctx, GAAW_SUCCESS, &f, 1), GAAW_SUCCESS);
 }
 
+/* Values agreed per slot (gaaw_agree_slotted): a group of one rank learns its own
+ * value without communicating; more slots than the stack's 64 take the heap and
+ * report as the stack does (slot 4 of 100 has no rank: its values are named). */
+static void slots(gaaw_context_t ctx)
+{
+  gaaw_comm_t alone, world;
+  require_ok(ctx, gaaw_topology_comm(ctx, GAAW_GROUP_TP, &alone)); /* tp 1: each rank alone */
+  require_ok(ctx, gaaw_topology_comm(ctx, GAAW_GROUP_WORLD, &world));
+  int64_t values[100] = {0};
+  gaaw_agree_slots s = {.name = "batch", .slot_name = "dp rank", .slot = 0, .slots = 1, .value = 7 + rank,
+                        .values = values};
+  expect_status_ctx(ctx, gaaw_agree_slotted(alone, GAAW_SUCCESS, "the test's call", NULL, 0, &s), GAAW_SUCCESS);
+  expect_true(values[0] == 7 + rank, "one rank's slot: %lld, want %d", (long long)values[0], 7 + rank);
+  s.slot = rank, s.slots = 4;
+  expect_status_ctx(ctx, gaaw_agree_slotted(world, GAAW_SUCCESS, "the test's call", NULL, 0, &s), GAAW_SUCCESS);
+  for (int k = 0; k < 4; k++) expect_true(values[k] == 7 + k, "slot %d: %lld, want %d", k, (long long)values[k], 7 + k);
+  s.slots = 100;
+  expect_status_ctx(ctx, gaaw_agree_slotted(world, GAAW_SUCCESS, "the test's call", NULL, 0, &s), GAAW_ERR_INVALID_ARG);
+  expect_message(ctx, "dp rank 4 has ranks with batch", "100 slots, 4 ranks");
+}
+
 static void too_many(gaaw_context_t ctx)
 {
   gaaw_field many[GAAW_AGREE_MAX_FIELDS + 1];
@@ -119,6 +144,7 @@ int main(int argc, char **argv)
   mismatches(ctx);
   failures(ctx);
   too_many(ctx);
+  slots(ctx);
   gaaw_finalize(&ctx);
   return test_finish_mpi("test_agree_np4");
 }
