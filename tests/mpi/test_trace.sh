@@ -8,7 +8,9 @@
 #    sequence number) has an event on each member of its group with the same
 #    operation and bytes; on the one clock, the last stage's receive of a
 #    microbatch's activation ends after the first stage's F of it began;
-#  - 1f1b with --recompute full: no W, and recompute spans inside the backward;
+#  - 1f1b with --recompute full: no W, and recompute spans inside the backward; its
+#    save at step 2 (--save-every 2) gives each rank one checkpoint prepare and one
+#    checkpoint write span;
 #  - gaaw-trace merge: one valid JSON file with 4 process rows and every event;
 #    a file cut short (a run killed before gaaw_finalize) still merges, also when
 #    the cut falls inside an event, right after its args;
@@ -39,7 +41,8 @@ run() {
     { err "$name: gaaw-train failed"; cat "$tmp/$name.out"; }
 }
 run zb --pp-schedule zb-h1
-run f1b --pp-schedule 1f1b --recompute full
+mkdir "$tmp/ckpt"
+run f1b --pp-schedule 1f1b --recompute full --save-dir "$tmp/ckpt" --save-every 2
 
 /usr/bin/python3 - "$tmp" <<'EOF' || fail=1
 import collections, json, sys
@@ -82,6 +85,11 @@ for run, split in (("zb", True), ("f1b", False)):
     if not split:
         rec = len(spans(files[0], "recompute"))
         check(rec > 0, "f1b: no recompute spans with --recompute full")
+        for r, ev in enumerate(files):   # one save, at step 2: its stall and its write
+            n = collections.Counter(e["name"] for e in spans(ev))
+            check(n["checkpoint prepare"] == 1 and n["checkpoint write"] == 1,
+                  "f1b rank %d: %d checkpoint prepare and %d checkpoint write spans, not 1 each"
+                  % (r, n["checkpoint prepare"], n["checkpoint write"]))
 for b in bad: print("FAIL:", b)
 sys.exit(1 if bad else 0)
 EOF
