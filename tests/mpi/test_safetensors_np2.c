@@ -390,6 +390,8 @@ int main(int argc, char **argv)
   require_ok(tp, gaaw_model_set_params(a, pa));
   expect_import_fails(tp, a, "no-such-file.safetensors", GAAW_ERR_IO, "no-such-file.safetensors", "cannot open",
                       "a missing file");
+  expect_import_fails(tp, a, "no-such-set.index.json", GAAW_ERR_IO, "no-such-set.index.json", "cannot open",
+                      "a missing index of a sharded set");
   expect_status_ctx(tp, gaaw_model_import(a, NULL), GAAW_ERR_INVALID_ARG);
   expect_status_ctx(tp, gaaw_model_export(a, NULL), GAAW_ERR_INVALID_ARG);
   expect_status(gaaw_model_import(NULL, file), GAAW_ERR_INVALID_ARG);
