@@ -1,7 +1,8 @@
 /* The safetensors header parser (zero/safetensors_header.h) on small files made
  * here: a tensor with a dimension of 0 is a valid, empty tensor (not a division by
  * zero); shapes of 2^60 elements or more are refused as corrupt; a shape's bytes
- * must match its data_offsets. */
+ * must match its data_offsets; a shape of more dimensions than a tensor holds is
+ * refused. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -53,5 +54,10 @@ int main(void)
                       &h),
                 GAAW_ERR_CORRUPT);
   expect_true(strstr(gaaw_last_error(NULL), "2^60") == NULL, "2^59 elements called 2^60: %s", gaaw_last_error(NULL));
+  /* more dimensions than a tensor holds: refused, naming the count */
+  expect_status(parse("{\"d\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4, &h),
+                GAAW_ERR_CORRUPT);
+  expect_true(strstr(gaaw_last_error(NULL), "a shape of 9 dimensions") != NULL, "9 dimensions: %s",
+              gaaw_last_error(NULL));
   return test_finish("test_safetensors_header");
 }
