@@ -256,10 +256,13 @@ def load_results(path):
 
 
 def cmd_rerun(s, opts):
-    """After: the mutants of an earlier report that were not killed, run again (with
-    today's tests and lists), its killed ones kept; the report is the whole sample's."""
+    """After: the mutants of an earlier report that were not killed and are in neither
+    list, run again (with today's tests), its other results kept and judged by today's
+    lists; the report is the whole sample's."""
     earlier = load_results(opts.earlier)
-    again = {r["key"] for r in earlier if r["status"] in COUNTED and r["status"] != "killed"}
+    # a survivor now in a list keeps its result (listing it changed nothing it runs)
+    again = {r["key"] for r in earlier if r["status"] in COUNTED and r["status"] != "killed"
+             and not s.lists.verdict(r["key"])}
     files = sorted({k.split("\t")[0] for k in again})
     s.prepare()
     by_key = {m.key(): m for ms in all_mutants(s.ws, files).values() for m in ms}
