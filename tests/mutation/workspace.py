@@ -7,8 +7,8 @@ which test covers which line.
                  every program links the library as one shared object, WORK/build/mutcore,
                  so a mutant costs one compile and one link, not a relink of every test
   WORK/cov       -O1 --coverage: each test run once with its own GCOV_PREFIX
-  WORK/map.json  {file: {test: [lines it executed]}}, {test: seconds}; rebuilt when a
-                 test or a source file is added or changed
+  WORK/map.json  {file: {test: [lines it executed]}}, {test: seconds}; a test added is
+                 mapped alone, a source file added remaps every test
 """
 import hashlib
 import json
@@ -24,6 +24,7 @@ CONFIGURE_ARGS = ["--without-cuda", "--without-opencl", "--disable-fortran", "--
 CORE_ARCHIVE = ".libs/libgaaw_core.a"
 MUTCORE_DIR = "mutcore"
 MUTCORE_SO = "libgaaw_mut.so"
+NOT_LIBRARY = ("tests/", "examples/", "bench/", "ports/", "device-kit/")   # C files outside libgaaw
 
 
 def log(msg):
@@ -187,29 +188,47 @@ class Workspace:
         return "fail", secs, out[-1500:]
 
     # --- the coverage map -------------------------------------------------------------
-    def map_stamp(self, tests):
-        """The names of the tests and of the library's sources: the map is rebuilt when
-        one is added or removed (or with --remap), not when a file's text changes."""
+    def sources_stamp(self):
+        """The names of the library's sources: adding or removing one remaps every test
+        (an existing test may run the new file)."""
         h = hashlib.sha256()
-        for t in tests:
-            h.update(t.encode() + b"\0")
         for rel in self.tree_files():
-            if rel.endswith(".c"):
+            if rel.endswith(".c") and not rel.startswith(NOT_LIBRARY):
                 h.update(rel.encode() + b"\0")
         return h.hexdigest()
 
     def load_map(self, remap=False):
+        """The map: rebuilt whole when a source file is added or removed (or with
+        remap); a test added is run alone and merged in, a test removed dropped. A
+        test whose text changed keeps its old lines until --remap."""
         self.build_tree(self.cov, "-O1 --coverage")
         tests = self.tests(self.cov)
-        stamp = self.map_stamp(tests)
+        sources = self.sources_stamp()
+        m = None
         if os.path.exists(self.map_path) and not remap:
             with open(self.map_path) as f:
                 m = json.load(f)
-            if m.get("stamp") == stamp:
+            if m.get("sources") != sources:
+                log("a source file was added or removed: remapping every test")
+                m = None
+        if m is None:
+            m = self.build_map(tests)
+        else:
+            new = [t for t in tests if t not in m["seconds"]]
+            gone = [t for t in m["seconds"] if t not in tests]
+            if not new and not gone:
                 return m
-            log("the coverage map is out of date (a test or a source changed): rebuilding it")
-        m = self.build_map(tests)
-        m["stamp"] = stamp
+            log("coverage map: %d test(s) added, %d removed" % (len(new), len(gone)))
+            for t in gone:
+                del m["seconds"][t]
+                for by_test in m["files"].values():
+                    by_test.pop(t, None)
+            if new:
+                part = self.build_map(new)
+                m["seconds"].update(part["seconds"])
+                for rel, by_test in part["files"].items():
+                    m["files"].setdefault(rel, {}).update(by_test)
+        m["sources"] = sources
         with open(self.map_path + ".tmp", "w") as f:
             json.dump(m, f)
         os.replace(self.map_path + ".tmp", self.map_path)
@@ -217,7 +236,8 @@ class Workspace:
 
     def build_map(self, tests):
         prefix_root = os.path.join(self.work, "gcda")
-        shutil.rmtree(prefix_root, ignore_errors=True)
+        for test in tests:
+            shutil.rmtree(os.path.join(prefix_root, test.replace("/", "__")), ignore_errors=True)
         env0 = self.test_env(self.cov, {"GAAW_TEST_TIMEOUT": "600", "GAAW_COMM_TIMEOUT": "300"})
         log("coverage map: running %d tests once each under gcov" % len(tests))
 
