@@ -17,7 +17,8 @@ is a survivor, a place where the tests would let that code break unnoticed.
 
 Common options: --srcdir (the checkout; default the tool's own tree), --workdir (default
 SRCDIR/_mutation), --test-limit seconds (60), --jobs (2), --remap (rebuild the
-coverage map, which is otherwise rebuilt only when a test or a source file is added).
+coverage map, which otherwise maps an added test alone and remaps all only when a
+library source is added), --remap-test TEST (map one changed test again).
 Needs Debian's python3-clang-14 (libclang) and gcov.
 """
 import argparse
@@ -162,7 +163,7 @@ class Session:
             self.ws.configure(self.ws.build, "-O2")
             return
         self.ws.build_tree(self.ws.build, "-O2")
-        self.map = self.ws.load_map(self.opts.remap)
+        self.map = self.ws.load_map(self.opts.remap, self.opts.remap_test or ())
         self.runner = Runner(self.ws, self.map, self.opts.test_limit)
 
     def prepare_for(self, candidates):
@@ -380,6 +381,7 @@ def main():
     p.add_argument("--test-limit", type=int, default=60)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--remap", action="store_true", help="rebuild the coverage map (after a test gained cases)")
+    p.add_argument("--remap-test", action="append", help="map this test again (its text changed)")
     p.add_argument("--report", help="also write the report and the results (JSON) to this file")
     sub = p.add_subparsers(dest="cmd", required=True)
     pl = sub.add_parser("list")

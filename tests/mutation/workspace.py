@@ -197,10 +197,11 @@ class Workspace:
                 h.update(rel.encode() + b"\0")
         return h.hexdigest()
 
-    def load_map(self, remap=False):
+    def load_map(self, remap=False, refresh=()):
         """The map: rebuilt whole when a source file is added or removed (or with
         remap); a test added is run alone and merged in, a test removed dropped. A
-        test whose text changed keeps its old lines until --remap."""
+        test whose text changed keeps its old lines until --remap, or until it is
+        named in refresh (--remap-test), which maps it alone again."""
         self.build_tree(self.cov, "-O1 --coverage")
         tests = self.tests(self.cov)
         sources = self.sources_stamp()
@@ -214,8 +215,12 @@ class Workspace:
         if m is None:
             m = self.build_map(tests)
         else:
+            for t in refresh:
+                m["seconds"].pop(t, None)
+                for by_test in m["files"].values():
+                    by_test.pop(t, None)
             new = [t for t in tests if t not in m["seconds"]]
-            gone = [t for t in m["seconds"] if t not in tests]
+            gone = [t for t in list(m["seconds"]) if t not in tests]
             if not new and not gone:
                 return m
             log("coverage map: %d test(s) added, %d removed" % (len(new), len(gone)))
