@@ -171,8 +171,11 @@ class Workspace:
         """One test through the project's harness; (status, seconds, output tail) where
         status is pass, skip, fail or timeout."""
         t0 = time.time()
+        # a compiled test is in the build, a script in the source tree (as make check's
+        # VPATH finds it)
+        path = test if os.path.exists(os.path.join(build, test)) else os.path.join(self.src, test)
         try:
-            p = subprocess.run([os.path.join(build, "tests/harness/run-test"), test], cwd=build,
+            p = subprocess.run([os.path.join(build, "tests/harness/run-test"), path], cwd=build,
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, errors="replace", timeout=limit + 30)
             rc, out = p.returncode, p.stdout
