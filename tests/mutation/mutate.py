@@ -261,9 +261,10 @@ def cmd_rerun(s, opts):
     list, run again (with today's tests), its other results kept and judged by today's
     lists; the report is the whole sample's."""
     earlier = load_results(opts.earlier)
-    # a survivor now in a list keeps its result (listing it changed nothing it runs)
+    # a survivor now in a list keeps its result (listing it changed nothing it runs),
+    # unless --all (after the tests it runs changed)
     again = {r["key"] for r in earlier if r["status"] in COUNTED and r["status"] != "killed"
-             and not s.lists.verdict(r["key"])}
+             and (opts.all or not s.lists.verdict(r["key"]))}
     files = sorted({k.split("\t")[0] for k in again})
     s.prepare()
     by_key = {m.key(): m for ms in all_mutants(s.ws, files).values() for m in ms}
@@ -399,6 +400,7 @@ def main():
     sub.add_parser("map")
     pa = sub.add_parser("rerun")
     pa.add_argument("earlier", help="an earlier run's --report file (its .json beside it)")
+    pa.add_argument("--all", action="store_true", help="the survivors in a list too")
     opts = p.parse_args()
     if opts.cmd == "run" and not opts.family and not opts.files:
         p.error("run: name --family or files")
