@@ -176,7 +176,7 @@ class Session:
         self.runner = Runner(self.ws, self.map, self.opts.test_limit)
         tests = set()
         for m in candidates:
-            tests.update(self.runner.tests_for(m)[0])
+            tests.update(self.runner.tests_for(m))
         known = set(self.ws.tests(self.ws.build))
         stale = sorted(t for t in self.map["seconds"] if t not in known)
         if stale:

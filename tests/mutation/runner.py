@@ -51,10 +51,9 @@ class Runner:
         return self.originals[rel]
 
     def tests_for(self, m):
-        """(tests, whether any test runs its file): the tests that executed the mutant's
-        line, fastest first. A line gcov does not count (a statement's continuation)
-        stands for the nearest counted line above it in its function; a mutant with
-        none (a table's entry) is run by every test of its file."""
+        """The tests that executed the mutant's line. A line gcov does not count (a
+        statement's continuation) stands for the nearest counted line above it in its
+        function; a mutant with none (a table's entry) is run by every test of its file."""
         by_test = self.map["files"].get(m.file, {})
         executable = set(self.map["executable"].get(m.file, []))
         secs = self.map["seconds"]
@@ -68,7 +67,7 @@ class Runner:
         # the tests that killed this file's mutants before go first: a mutant is then
         # usually killed by its first test; the rest fastest first
         order = lambda t: (-self.kills.get((m.file, t), 0), secs.get(t, 0), t)
-        return sorted(hit, key=order), bool(by_test)
+        return sorted(hit, key=order)
 
     def build_mutant(self, m, text):
         path = os.path.join(self.ws.src, m.file)
@@ -94,7 +93,7 @@ class Runner:
         Past the deadline no further test starts and a mutant not yet killed is
         `unfinished`."""
         t0 = time.time()
-        tests, file_covered = self.tests_for(m)
+        tests = self.tests_for(m)
         result = {"status": None, "test": None, "output": "", "tests_run": 0}
         try:
             dropped = self.build_mutant(m, text)

@@ -180,7 +180,8 @@ class Workspace:
                                text=True, errors="replace", timeout=limit + 30)
             rc, out = p.returncode, p.stdout
         except subprocess.TimeoutExpired as e:
-            rc, out = 124, (e.stdout or b"").decode("utf-8", "replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            out = e.stdout.decode("utf-8", "replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            rc = 124
         secs = time.time() - t0
         if rc == 0:
             return "pass", secs, ""
@@ -320,12 +321,7 @@ class Workspace:
             for n in names:
                 if not n.endswith(".gcno"):
                     continue
-                p = run(["gcov", "--json-format", "--stdout", "-o", dirpath, os.path.join(dirpath, n)],
-                        cwd=dirpath, check=False)
-                for line in p.stdout.splitlines():
-                    if not line.startswith("{"):
-                        continue
-                    doc = json.loads(line)
+                for doc in self.gcov_json(dirpath, os.path.join(dirpath, n)):
                     for f in doc.get("files", []):
                         rel = self.source_rel(f["file"], doc.get("current_working_directory"))
                         if rel:
