@@ -241,8 +241,10 @@ static gaaw_status_t agree_over(gaaw_context_t ctx, MPI_Comm mc, const char *gro
     out = malloc((size_t)(HEAD + extra) * sizeof *out);
     if (!in || !out) {
       free(in), free(out);
-      gaaw_context_abort(ctx); /* the peers' round cannot complete: they time out */
-      GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "%s: cannot allocate the agreement of %d slots", what, slots->slots);
+      gaaw_status_t st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                          "%s: cannot allocate the agreement of %d slots", what, slots->slots);
+      gaaw_context_abort(ctx); /* the peers' round cannot complete: they learn why at once */
+      return st;
     }
   }
   in[0] = -(int64_t)local;

@@ -4,13 +4,22 @@
  *   LD_PRELOAD=tests/harness/.libs/libgaaw_fault.so
  *   GAAW_FAULT="CALL:K[+][=ERRNO][@TEXT],..."
  *     CALL   open, openat, write, pwrite, fsync, fdatasync, rename, ftruncate,
- *            posix_fallocate, mmap or io_uring_submit
+ *            posix_fallocate, mmap, io_uring_submit, or alloc (malloc, calloc,
+ *            realloc and aligned_alloc, which then return NULL)
  *     K      the use that fails, counting from 1 only the uses that match TEXT;
  *            K+ fails that use and every later one
- *     ERRNO  EIO (default), ENOSPC, EACCES, EROFS, EDQUOT or ENOMEM
+ *     ERRNO  EIO (default; ENOMEM for alloc), ENOSPC, EACCES, EROFS, EDQUOT or ENOMEM
  *     TEXT   only uses whose path (a file descriptor's, through /proc/self/fd)
- *            contains TEXT are counted; io_uring_submit has no path and ignores it
+ *            contains TEXT are counted; io_uring_submit has no path and ignores it;
+ *            alloc needs TEXT, matched against the calling shared object's path
+ *            (alloc:3@libgaaw: the third allocation gaaw's library makes, whatever
+ *            MPI and the C library allocate meanwhile)
  *   GAAW_FAULT_RANK=R  inject only in the MPI rank R (PMI_RANK, OMPI_COMM_WORLD_RANK)
+ *
+ * A program may count only the uses inside a window of its own: it finds
+ * gaaw_fault_window with dlsym(RTLD_DEFAULT, ...) (absent without the shim) and calls
+ * it with 1 to open the window, 0 to close it; from the first call on, uses outside
+ * a window neither count nor fail. It returns the uses counted so far, all rules'.
  *
  * Each injected failure is reported on stderr ("gaaw-fault: fsync #1 on PATH: EIO"),
  * so a test can tell an injected failure from a real one. A malformed GAAW_FAULT ends
@@ -40,6 +49,8 @@ typedef struct {
 
 static fault_rule rules[MAX_RULES];
 static int n_rules = -1;   /* -1: GAAW_FAULT not read yet */
+static int alloc_rules;    /* rules for alloc: only then is an allocation's caller looked up */
+static int windowed, window_open; /* gaaw_fault_window: count only inside the window */
 
 static const struct { const char *name; int value; } errno_names[] = {
   {"EIO", EIO}, {"ENOSPC", ENOSPC}, {"EACCES", EACCES}, {"EROFS", EROFS}, {"EDQUOT", EDQUOT}, {"ENOMEM", ENOMEM},
@@ -69,7 +80,7 @@ static void parse_rule(const char *spec, char *item)
     snprintf(r->text, sizeof r->text, "%s", at + 1);
   }
   char *eq = strchr(item, '=');
-  r->err = EIO;
+  r->err = strncmp(item, "alloc:", 6) == 0 ? ENOMEM : EIO;
   if (eq) {
     *eq = '\0';
     r->err = 0;
@@ -85,6 +96,11 @@ static void parse_rule(const char *spec, char *item)
   r->and_later = *end == '+';
   if (end == colon + 1 || r->k < 1 || (*end && strcmp(end, "+") != 0)) die_malformed(spec, "K must be a positive integer");
   snprintf(r->call, sizeof r->call, "%s", item);
+  if (strcmp(r->call, "alloc") == 0) {
+    /* without TEXT, the C library's own allocations (this report's) would count */
+    if (!r->text[0]) die_malformed(spec, "alloc needs @TEXT, the calling library (alloc:K@libgaaw)");
+    alloc_rules++;
+  }
   n_rules++;
 }
 
@@ -116,6 +132,7 @@ static void fd_path(int fd, char *out, size_t len)
 static int injected(const char *call, const char *path, const char *path2)
 {
   read_rules();
+  if (windowed && !__atomic_load_n(&window_open, __ATOMIC_SEQ_CST)) return 0;
   for (int i = 0; i < n_rules; i++) {
     fault_rule *r = &rules[i];
     if (strcmp(r->call, call) != 0) continue;
@@ -136,6 +153,16 @@ static int injected_fd(const char *call, int fd)
   char path[4096];
   fd_path(fd, path, sizeof path);
   return injected(call, path, NULL);
+}
+
+long gaaw_fault_window(int open)
+{
+  read_rules();
+  windowed = 1;
+  __atomic_store_n(&window_open, open, __ATOMIC_SEQ_CST);
+  long uses = 0;
+  for (int i = 0; i < n_rules; i++) uses += __atomic_load_n(&rules[i].uses, __ATOMIC_SEQ_CST);
+  return uses;
 }
 
 #define REAL(ret, name, ...) \
@@ -255,4 +282,53 @@ int io_uring_submit(void *ring)
   if (e) return -e;
   if (!real_io_uring_submit) return -ENOSYS;
   return real_io_uring_submit(ring);
+}
+
+/* ---------------------------------------------------------------- allocations */
+
+/* glibc's allocator under its internal names: the shim's malloc cannot reach the real
+ * one through dlsym, which may itself allocate */
+void *__libc_malloc(size_t n);
+void *__libc_calloc(size_t n, size_t size);
+void *__libc_realloc(void *p, size_t n);
+void *__libc_memalign(size_t align, size_t n);
+
+/* nonzero when this allocation, made from the code at caller, is to fail */
+static int alloc_injected(const void *caller)
+{
+  read_rules();
+  if (!alloc_rules) return 0;
+  Dl_info info;
+  if (!dladdr(caller, &info) || !info.dli_fname) return 0;
+  return injected("alloc", info.dli_fname, NULL);
+}
+
+#define FAIL_ALLOCATION()                                                  \
+  do {                                                                     \
+    int e_ = alloc_injected(__builtin_return_address(0));                  \
+    if (e_) return errno = e_, NULL;                                       \
+  } while (0)
+
+void *malloc(size_t n)
+{
+  FAIL_ALLOCATION();
+  return __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t size)
+{
+  FAIL_ALLOCATION();
+  return __libc_calloc(n, size);
+}
+
+void *realloc(void *p, size_t n)
+{
+  FAIL_ALLOCATION();
+  return __libc_realloc(p, n);
+}
+
+void *aligned_alloc(size_t align, size_t n)
+{
+  FAIL_ALLOCATION();
+  return __libc_memalign(align, n);
 }
