@@ -30,7 +30,7 @@ typedef struct gaaw_field_s {
   gaaw_field_kind kind;
   int64_t i;         /* INT, NAMED, DIGEST */
   double r;          /* REAL, FLOAT */
-  const char *text;  /* TEXT; NAMED: the value's label */
+  const char *text;  /* TEXT (NULL is the empty text); NAMED: the value's label */
 } gaaw_field;
 
 #define GAAW_FIELD_INT(name, v) ((gaaw_field){(name), GAAW_FIELD_KIND_INT, (int64_t)(v), 0.0, NULL})

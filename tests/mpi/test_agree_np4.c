@@ -65,6 +65,11 @@ static void mismatches(gaaw_context_t ctx)
   f = GAAW_FIELD_TEXT("name", rank == 1 ? "llama" : "gpt");
   expect_status_ctx(ctx, agree(ctx, GAAW_SUCCESS, &f, 1), GAAW_ERR_INVALID_ARG);
   expect_message(ctx, "'gpt' on ranks 0,2-3, 'llama' on rank 1", "text");
+  f = GAAW_FIELD_TEXT("path", rank == 1 ? NULL : ""); /* NULL text is the empty text */
+  expect_status_ctx(ctx, agree(ctx, GAAW_SUCCESS, &f, 1), GAAW_SUCCESS);
+  f = GAAW_FIELD_TEXT("path", rank == 1 ? NULL : "x");
+  expect_status_ctx(ctx, agree(ctx, GAAW_SUCCESS, &f, 1), GAAW_ERR_INVALID_ARG);
+  expect_message(ctx, "path: 'x' on ranks 0,2-3, '' on rank 1", "NULL text");
   f = GAAW_FIELD_NAMED("policy", rank == 1, rank == 1 ? "reservoir" : "newest");
   expect_status_ctx(ctx, agree(ctx, GAAW_SUCCESS, &f, 1), GAAW_ERR_INVALID_ARG);
   expect_message(ctx, "group world: policy: newest on ranks 0,2-3, reservoir on rank 1",

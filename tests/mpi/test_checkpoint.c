@@ -174,6 +174,24 @@ static void same_layout(const layout *l, const char *dir, const float *want, con
   close_run(&r);
 }
 
+/* meta.json describes each tensor's layout for readers of the files (a load takes it
+ * from the model): the fused q, k, v weight is split by rows in 3 blocks, the
+ * attention's projection by columns, whatever the layout saved. */
+static void expect_tensor_layout(const ckpt_meta *m, const char *what)
+{
+  int qkv = 0, proj = 0;
+  for (int t = 0; t < m->ntensors; t++) {
+    const ckpt_tensor *e = &m->tensors[t];
+    int is_qkv = strstr(e->name, "attn.c_attn.weight") != NULL, is_proj = strstr(e->name, "attn.c_proj.weight") != NULL;
+    qkv += is_qkv, proj += is_proj;
+    if (is_qkv || is_proj)
+      expect_true(e->split_axis == (is_qkv ? 0 : 1) && e->fused_blocks == (is_qkv ? 3 : 1),
+                  "%s: meta.json gives %s split_axis %d, fused_blocks %d; want %d and %d", what, e->name,
+                  e->split_axis, e->fused_blocks, is_qkv ? 0 : 1, is_qkv ? 3 : 1);
+  }
+  expect_true(qkv >= 1 && qkv == proj, "%s: meta.json has %d qkv and %d projection weights", what, qkv, proj);
+}
+
 /* Another layout: load, save again, compare the state; then 5 steps. */
 static void relayout(const layout *s, const layout *t, const char *dir, const float *want)
 {
@@ -199,6 +217,7 @@ static void relayout(const layout *s, const layout *t, const char *dir, const fl
   ckpt_dense x, y;
   if (ckpt_dense_read(a, &x) && ckpt_dense_read(b, &y)) {
     expect_same_state(&x, &y, 3, what);
+    expect_tensor_layout(&x.meta, what);
     ckpt_dense_free(&y);
   } else {
     expect_true(0, "%s: a checkpoint cannot be read back", what);

@@ -2,8 +2,9 @@
  * named status on every rank, and a failed load leaves the model as it was.
  *  - damage: a flipped bit in each rank file and in meta.json, a truncated and a
  *    missing rank file, an edited meta.json (resealed with a valid checksum, a
- *    run's range changed), a `latest` naming a missing directory, a `latest` that
- *    is not a step name: GAAW_ERR_CORRUPT naming the file; with
+ *    run's range changed; a run's first row past 2^40; a run at file offset 2^60),
+ *    a `latest` naming a missing directory, a `latest` that is not a step name:
+ *    GAAW_ERR_CORRUPT naming the file (the run bounds: naming the check); with
  *    checkpoint_fallback each loads the previous checkpoint instead;
  *  - bad calls: a NULL or a different directory on one rank, a save between
  *    backward and step, no checkpoint, another model (dim), another optimizer,
@@ -86,27 +87,38 @@ static long file_size(const char *path)
   return stat(path, &sb) == 0 ? (long)sb.st_size : -1;
 }
 
-/* meta.json with its first run's end moved by one element, resealed. */
-static void edit_meta(const char *path)
+/* meta.json with number `index` of its first run replaced by value (NULL: its first
+ * digit changed, 1 to 2 and else to 1), resealed with a valid checksum. A run is
+ * [tensor, field, file, offset, r0, nr, c0, nc, a, b, "hash"]. */
+static void edit_meta(const char *path, int index, const char *value)
 {
   char *text;
   size_t n;
   require_ok(NULL, gaaw_ckpt_read_file(NULL, path, &text, &n));
   char *runs = strstr(text, "\"runs\": [[");
   if (!runs) exit(1);
-  /* [tensor, field, file, offset, r0, nr, c0, nc, a, b, "hash"]: b is the 10th number */
   char *p = runs + strlen("\"runs\": [[");
-  for (int i = 0; i < 9; i++) p = strchr(p, ',') + 1;
+  for (int i = 0; i < index; i++) p = strchr(p, ',') + 1;
   while (*p == ' ') p++;
-  if (*p == '1') *p = '2'; else *p = '1';
-  memset(text + strlen("{\"meta_xxh3\": \""), '0', 16);
+  size_t at = (size_t)(p - text), old = strspn(p, "0123456789");
+  char *out = malloc(n + 32);
+  memcpy(out, text, at);
+  size_t len = at;
+  if (value) {
+    len += (size_t)sprintf(out + len, "%s", value);
+  } else {
+    out[len++] = *p == '1' ? '2' : '1';
+    memcpy(out + len, p + 1, old - 1), len += old - 1;
+  }
+  memcpy(out + len, p + old, n - at - old), len += n - at - old;
+  memset(out + strlen("{\"meta_xxh3\": \""), '0', 16);
   char digits[17];
-  snprintf(digits, sizeof digits, "%016llx", (unsigned long long)XXH3_64bits(text, n));
-  memcpy(text + strlen("{\"meta_xxh3\": \""), digits, 16);
+  snprintf(digits, sizeof digits, "%016llx", (unsigned long long)XXH3_64bits(out, len));
+  memcpy(out + strlen("{\"meta_xxh3\": \""), digits, 16);
   FILE *f = fopen(path, "wb");
-  if (!f || fwrite(text, 1, n, f) != n) exit(1);
+  if (!f || fwrite(out, 1, len, f) != len) exit(1);
   fclose(f);
-  free(text);
+  free(text), free(out);
 }
 
 static void write_text(const char *path, const char *text)
@@ -149,8 +161,23 @@ static void damage_missing(const char *dir, char *named, size_t size)
 static void damage_edit(const char *dir, char *named, size_t size)
 {
   path_of(named, size, dir, 3, "meta.json");
-  edit_meta(named);
+  edit_meta(named, 9, NULL); /* the run's end, b, moved */
   snprintf(named, size, "step-00000003"); /* the file that no longer matches, or meta.json */
+}
+/* a run whose first row is past 2^40, the bound of any tensor's rows */
+static void damage_run_row(const char *dir, char *named, size_t size)
+{
+  path_of(named, size, dir, 3, "meta.json");
+  edit_meta(named, 4, "1099511627777");
+  snprintf(named, size, "has a bad box or range");
+}
+/* a run at file offset 2^60, the largest offset the box check lets through: the
+ * next check finds it past its file */
+static void damage_run_offset(const char *dir, char *named, size_t size)
+{
+  path_of(named, size, dir, 3, "meta.json");
+  edit_meta(named, 3, "1152921504606846976");
+  snprintf(named, size, "ends past its file");
 }
 static void damage_latest_missing(const char *dir, char *named, size_t size)
 {
@@ -467,6 +494,7 @@ int main(int argc, char **argv)
     {"a flipped bit in meta.json", damage_meta_bit},     {"a truncated rank-00001.bin", damage_truncate},
     {"a missing rank-00000.bin", damage_missing},        {"an edited meta.json", damage_edit},
     {"latest naming a missing step", damage_latest_missing}, {"latest not a step name", damage_latest_garbage},
+    {"a run's first row past 2^40", damage_run_row},      {"a run at file offset 2^60", damage_run_offset},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) damage_case(cases[k].label, cases[k].damage, (int)k);
   bad_calls();

@@ -450,6 +450,24 @@ int main(int argc, char **argv)
   expect_import_fails(tp, a, bad, GAAW_ERR_INVALID_ARG, "tensor 'h.0.attn.rotary'", "does not have",
                       "an unknown extra tensor");
   st_remove(&g, "h.0.attn.rotary");
+  /* a tensor named almost like a GPT-2 mask buffer (h.N.attn.bias), which import skips */
+  st_add(&g, "hx0.attn.bias", "F32", 1, (int64_t[]){8}, zeros, 8 * 4);
+  st_write(&g, bad);
+  expect_import_fails(tp, a, bad, GAAW_ERR_INVALID_ARG, "tensor 'hx0.attn.bias'", "does not have",
+                      "a tensor named almost like a mask buffer");
+  st_remove(&g, "hx0.attn.bias");
+  /* a sharded set's index that names no file for a tensor its shard holds: the
+   * message names the shard, the tensor and the index */
+  const char *partial = "test_safetensors_np2.partial.index.json";
+  if (world_rank == 0) {
+    FILE *ix = fopen(partial, "w");
+    fprintf(ix, "{\"metadata\": {}, \"weight_map\": {\"ln_f.weight\": \"%s\"}}\n", bad);
+    fclose(ix);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_import_fails(tp, a, partial, GAAW_ERR_CORRUPT, "but test_safetensors_np2.partial.index.json names no file",
+                      bad, "an index that misses a tensor of its shard");
+  if (world_rank == 0) remove(partial);
   /* a dtype gaaw does not read, and one that does not exist */
   st_remove(&g, "ln_f.weight");
   st_add(&g, "ln_f.weight", "F64", 1, (int64_t[]){16}, zeros, 16 * 8);
