@@ -165,11 +165,14 @@ gaaw_status_t gaaw_ckpt_meta_write(gaaw_context_t ctx, const ckpt_meta *m, char 
   /* Jansson drops a key whose value it could not build (json_pack, set_new): read
    * the text back so that such a file is never committed. */
   ckpt_meta back;
-  if (gaaw_ckpt_meta_read(ctx, out, n, "meta.json as written", &back) != GAAW_SUCCESS) {
+  gaaw_status_t st = gaaw_ckpt_meta_read(ctx, out, n, "meta.json as written", &back);
+  if (st != GAAW_SUCCESS) {
     free(out);
     char why[GAAW_ERROR_TEXT_MAX];
     gaaw_error_first_line(ctx, why, sizeof why);
-    GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "the checkpoint's metadata does not read back: %s", why);
+    /* out of memory while reading it back is not a bug: said as such */
+    GAAW_FAIL(ctx, st == GAAW_ERR_NO_MEMORY ? st : GAAW_ERR_INTERNAL, "the checkpoint's metadata does not read back: %s",
+              why);
   }
   gaaw_ckpt_meta_free(&back);
   *text = out, *bytes = n;
