@@ -201,10 +201,10 @@ static gaaw_status_t failed_after_agreement(gaaw_context_t ctx, gaaw_status_t st
   return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
 }
 
-/* A host allocation of what (rows x width values) that failed, reported. */
-static gaaw_status_t no_memory(gaaw_context_t ctx, const char *what, int64_t rows, int64_t width)
+/* A host allocation of what that failed, reported. */
+static gaaw_status_t no_memory(gaaw_context_t ctx, const char *what)
 {
-  GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "no memory for %s (%lld x %lld values)", what, (long long)rows, (long long)width);
+  GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "no memory for %s", what);
 }
 
 /* Host rows through a communicator: an f32 (or i32) device tensor of n elements
@@ -225,7 +225,7 @@ static gaaw_status_t push_group(gaaw_sampler_t s, int64_t n, const float *x, con
   int32_t mine = (int32_t)n, *counts = calloc((size_t)size, sizeof *counts);
   gaaw_tensor_t one = {0}, all = {0}, send = {0}, recv = {0};
   float *packed = NULL;
-  gaaw_status_t st = counts ? GAAW_SUCCESS : no_memory(ctx, "the push's counts", size, 1);
+  gaaw_status_t st = counts ? GAAW_SUCCESS : no_memory(ctx, "the push's counts");
   if (st == GAAW_SUCCESS) st = to_device(ctx, GAAW_I32, 1, &mine, &one);
   if (st == GAAW_SUCCESS) st = to_device(ctx, GAAW_I32, size, NULL, &all);
   if (st == GAAW_SUCCESS) st = gaaw_comm_allgather(s->mp, &one, &all);
@@ -235,7 +235,7 @@ static gaaw_status_t push_group(gaaw_sampler_t s, int64_t n, const float *x, con
   if (st == GAAW_SUCCESS && most > 0) {
     /* packed: (size, most, width); this rank fills block rank */
     packed = calloc((size_t)(size * most * s->width), sizeof(float));
-    if (!packed) st = no_memory(ctx, "the push's rows", size * most, s->width);
+    if (!packed) st = no_memory(ctx, "the push's rows");
     for (int64_t i = 0; st == GAAW_SUCCESS && i < n; i++) {
       float *row = packed + (s->mp->rank * most + i) * s->width;
       memcpy(row, x + i * s->cfg.inputs, sizeof(float) * (size_t)s->cfg.inputs);
@@ -315,7 +315,7 @@ gaaw_status_t gaaw_sampler_exchange(gaaw_sampler_t s, int64_t n)
   /* rows: (dp, n / dp, width), block j for dp rank j, then what came from each */
   float *rows = malloc(sizeof(float) * (size_t)(n * s->width));
   gaaw_tensor_t send = {0}, recv = {0};
-  gaaw_status_t st = rows ? GAAW_SUCCESS : no_memory(ctx, "the exchange's rows", n, s->width);
+  gaaw_status_t st = rows ? GAAW_SUCCESS : no_memory(ctx, "the exchange's rows");
   if (st == GAAW_SUCCESS) draw_rows(s, n, rows, NULL, 1);
   if (st == GAAW_SUCCESS) st = to_device(ctx, GAAW_F32, n * s->width, rows, &send);
   if (st == GAAW_SUCCESS) st = to_device(ctx, GAAW_F32, n * s->width, NULL, &recv);

@@ -8,7 +8,9 @@
  *   alloc_faults agree            gaaw_agree_slotted over 100 slots (the heap path)
  *   alloc_faults push             gaaw_sampler_push at tp 2 (the group's gather)
  *   alloc_faults exchange         gaaw_sampler_exchange at dp 2
- *   alloc_faults load DIR         gaaw_model_load of a checkpoint saved in DIR first */
+ *   alloc_faults load DIR         gaaw_model_load of a checkpoint saved in DIR first
+ *   alloc_faults save DIR         gaaw_checkpoint_save into DIR (rank 0, which gathers
+ *                                 the ranks' records and writes meta.json, is the faulty one) */
 #include <dlfcn.h>
 #include <mpi.h>
 
@@ -61,7 +63,9 @@ static gaaw_status_t sampler_call(gaaw_context_t ctx, int exchange)
   return st;
 }
 
-static gaaw_status_t load_call(gaaw_context_t ctx, const char *dir)
+/* save: the window around gaaw_checkpoint_save; else around gaaw_model_load of a
+ * checkpoint saved before it */
+static gaaw_status_t checkpoint_call(gaaw_context_t ctx, const char *dir, int save)
 {
   gaaw_gpt_config_t g = model_tiny_gpt(T, GAAW_F32);
   gaaw_model_t model;
@@ -71,11 +75,16 @@ static gaaw_status_t load_call(gaaw_context_t ctx, const char *dir)
   oc.zero_stage = 1;
   require_ok(ctx, gaaw_model_create_gpt(ctx, &g, &model));
   require_ok(ctx, gaaw_optimizer_create(model, &oc, &opt));
-  require_ok(ctx, gaaw_checkpoint_save(opt, dir));
-  gaaw_optimizer_destroy(&opt);
-  fault_window(1);
-  gaaw_status_t st = gaaw_model_load(model, dir);
+  if (save) fault_window(1);
+  gaaw_status_t st = gaaw_checkpoint_save(opt, dir);
   fault_window(0);
+  gaaw_optimizer_destroy(&opt);
+  if (!save) {
+    require_ok(ctx, st);
+    fault_window(1);
+    st = gaaw_model_load(model, dir);
+    fault_window(0);
+  }
   gaaw_model_destroy(&model);
   return st;
 }
@@ -87,16 +96,16 @@ int main(int argc, char **argv)
   fault_window(0); /* from here on, only the window's allocations count */
   const char *mode = argc > 1 ? argv[1] : "";
   int push = strcmp(mode, "push") == 0;
-  if (!push && strcmp(mode, "agree") != 0 && strcmp(mode, "exchange") != 0 &&
-      !(strcmp(mode, "load") == 0 && argc > 2)) {
-    fprintf(stderr, "usage: alloc_faults agree | push | exchange | load DIR\n");
+  int load = strcmp(mode, "load") == 0, save = strcmp(mode, "save") == 0;
+  if (!push && strcmp(mode, "agree") != 0 && strcmp(mode, "exchange") != 0 && !((load || save) && argc > 2)) {
+    fprintf(stderr, "usage: alloc_faults agree | push | exchange | load DIR | save DIR\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   gaaw_context_t ctx = test_context(MPI_COMM_WORLD, push ? "backend=host comm_timeout=10 tp=2"
                                                          : "backend=host comm_timeout=10");
   gaaw_status_t st;
   if (mode[0] == 'a') st = agree_call(ctx);
-  else if (mode[0] == 'l') st = load_call(ctx, argv[2]);
+  else if (load || save) st = checkpoint_call(ctx, argv[2], save);
   else st = sampler_call(ctx, !push);
   long allocations = fault_window(0);
   printf("rank %d: %s, %ld allocations\n", world_rank, gaaw_status_string(st), allocations);
