@@ -493,7 +493,6 @@ static gaaw_status_t block_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f
  * dims_of reads only the frame's shape. */
 static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, int backward)
 {
-  (void)l;
   block_dims d = dims_of(m, (gaaw_frame *)gaaw_mem_frame(w));
   int ln = m->gpt.norm == GAAW_NORM_LAYERNORM, blocked = d.blocked;
   int64_t nlc = gaaw_mem_act(m, d.Nl * d.C), nc = gaaw_mem_act(m, d.N * d.C), heads = d.B * d.Hl * d.T * d.D;
@@ -563,6 +562,7 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
   if (!d.qkv_core) gaaw_mem_scratch(w, qkv);
   gaaw_mem_scratch(w, nc); /* qkv_backward */
   gaaw_mem_linear_backward(w, qkv, nc);
+  gaaw_mem_replica_sums(w, l, P_ATTN_W, BIAS_SLOT(P_ATTN_B));
   if (d.sp) gaaw_mem_scratch(w, nlc);
 }
 

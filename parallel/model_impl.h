@@ -508,6 +508,11 @@ void gaaw_mem_save(gaaw_mem_walk *w, int64_t bytes);
 void gaaw_mem_unsave(gaaw_mem_walk *w, int64_t bytes);
 void gaaw_mem_scratch(gaaw_mem_walk *w, int64_t bytes);
 void gaaw_mem_linear_backward(gaaw_mem_walk *w, int64_t dy_bytes, int64_t x_bytes);
+/* After a linear's backward whose weight (slot w_slot) or bias (b_slot, -1: none)
+ * has blocks replicated over tp (grouped-query attention with tp > kv_heads):
+ * weight_grads.c's hold_replicas and sum_replicas. Not walked under a split
+ * backward, where W runs them. */
+void gaaw_mem_replica_sums(gaaw_mem_walk *w, const gaaw_layer *l, int w_slot, int b_slot);
 int64_t gaaw_mem_act(gaaw_model_t m, int64_t n);
 int64_t gaaw_mem_stat(int64_t n);
 /* One training step's device bytes on a planned model's rank (gaaw_model_plan):

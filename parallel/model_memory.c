@@ -112,6 +112,27 @@ void gaaw_mem_linear_backward(gaaw_mem_walk *w, int64_t dy_bytes, int64_t x_byte
   DEFERRED(w, w->mb, w->layer) += dy_bytes + x_bytes;
 }
 
+void gaaw_mem_replica_sums(gaaw_mem_walk *w, const gaaw_layer *l, int w_slot, int b_slot)
+{
+  gaaw_model_t m = w->m;
+  const gaaw_param *p[2] = {&m->params.items[l->params[w_slot]], b_slot >= 0 ? &m->params.items[l->params[b_slot]] : NULL};
+  int64_t held = 0;
+  if (w->shape.defer_weights) return; /* W sums them: not walked (see the header) */
+  for (int k = 0; k < 2; k++)
+    if (p[k] && gaaw_param_has_replicas(p[k], m->tp_size)) held += gaaw_mem_act(m, p[k]->local_numel);
+  gaaw_ledger_add(w->g, GAAW_MEM_WORKSPACE, held);
+  for (int k = 0; k < 2 && held; k++)
+    for (int b = 0; p[k] && b < p[k]->blocks.n; b++) {
+      int64_t at, count, all;
+      if (gaaw_param_block_replicas(p[k], b, m->tp_size) == 1) continue;
+      gaaw_param_block_span(p[k], b, &at, &count);
+      all = gaaw_mem_act(m, m->tp_size * count); /* every tp rank's increments */
+      gaaw_ledger_add(w->g, GAAW_MEM_COMMUNICATION, all);
+      gaaw_ledger_add(w->g, GAAW_MEM_COMMUNICATION, -all);
+    }
+  gaaw_ledger_add(w->g, GAAW_MEM_WORKSPACE, -held);
+}
+
 /* Layer i's forward (backward 0) or backward of microbatch mb; returns its output. */
 static int64_t layer_call(gaaw_mem_walk *w, int mb, int i, int backward, int wants_dx)
 {
@@ -278,6 +299,7 @@ gaaw_status_t gaaw_model_memory_step(gaaw_model_t m, int microbatches, int batch
                 m->kind_ops->article, m->layers[i].ops->kind, i);
   GAAW_CHECK(gaaw_sched_check(ctx, m->pp_kind, m->pp_size, microbatches, m->chunks));
   gaaw_sched_t *s = NULL;
+  int64_t acts_before = g->current[GAAW_MEM_ACTIVATIONS];
   GAAW_CHECK(gaaw_sched_create(ctx, m->pp_kind, m->pp_size, microbatches, m->chunks, &s));
   gaaw_mem_walk w;
   memset(&w, 0, sizeof w);
@@ -315,6 +337,12 @@ gaaw_status_t gaaw_model_memory_step(gaaw_model_t m, int microbatches, int batch
   }
   free_walk(&w);
   gaaw_sched_destroy(&s);
+  /* every activation the step made is gone at its end: a walk that lost count
+   * would misplace every later peak */
+  if (st == GAAW_SUCCESS && g->current[GAAW_MEM_ACTIVATIONS] != acts_before)
+    st = gaaw_error_raise(ctx, GAAW_ERR_INTERNAL, __FILE__, __LINE__, __func__,
+                          "the memory walk of pipeline rank %d ends with %lld bytes of activations, not %lld",
+                          m->pp_rank, (long long)g->current[GAAW_MEM_ACTIVATIONS], (long long)acts_before);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }

@@ -10,10 +10,16 @@
  *    1 and 2;
  *  - the LLaMA-class GPT (2 kv heads, vocabulary 1,001) at tp 2 x dp 2 and at tp 4
  *    (kv heads replicated), ZeRO 1 and 3, recompute none, selective and full;
+ *  - sequence parallelism at tp 2 x dp 2, ZeRO 1 and 3;
+ *  - every category's peak but the workspace's (the host kernels' own scratch) to
+ *    the byte, and with sequence parallelism the communication's (the tp ring's
+ *    scratch is not estimated);
  *  - the estimate with rank -1 is the largest of the ranks';
+ *  - ten estimates leave the heap as they found it;
  *  - a 1024-device layout of a 1.3B GPT is estimated from one process;
  *  - bad input gets the named error on every rank.
  * Prints the largest relative difference seen. */
+#include <malloc.h>
 #include <math.h>
 #include <mpi.h>
 #include <time.h>
@@ -30,6 +36,7 @@ typedef struct {
   int dp, stage, layers;
   const char *options;
   int llama; /* model_tiny_llama with 2 kv heads instead of model_tiny_gpt */
+  int sequence_parallel;
 } run_case;
 
 /* STEPS steps of MICRO microbatches of (B, T) each. */
@@ -53,6 +60,7 @@ static void check_case(MPI_Comm comm, const run_case *c)
   gaaw_context_t ctx = test_context(comm, list);
   gaaw_gpt_config_t g = c->llama ? model_tiny_llama(T, 2) : model_tiny_gpt(T, GAAW_F32);
   g.layers = c->layers;
+  g.sequence_parallel = c->sequence_parallel;
   gaaw_optimizer_config_t oc;
   gaaw_optimizer_config_default(&oc);
   oc.zero_stage = c->stage;
@@ -97,6 +105,17 @@ static void check_case(MPI_Comm comm, const run_case *c)
   expect_true(rel <= 0.02, "rank %d, dp %d stage %d %s: estimated device peak %.0f, measured %.0f (%.2f%%); "
               "category peaks measured/estimated:%s", world_rank, c->dp, c->stage, c->options, want, measured,
               100 * rel, cats);
+  /* each category but the workspace to the byte: the host backend's kernels take
+   * scratch of their own there (host_stage.c), which the estimate leaves out; so
+   * does it the tp communicator's ring scratch (a known gap, doc/offload.md), which
+   * only sequence parallelism's reduce-scatters take at this size */
+  for (int k = 0; k < GAAW_MEM_CATEGORY_COUNT; k++)
+    expect_true(k == GAAW_MEM_WORKSPACE || (k == GAAW_MEM_COMMUNICATION && c->sequence_parallel) ||
+                  cat_peak[k] == est.bytes[GAAW_SPACE_DEVICE][k],
+                "rank %d, dp %d stage %d %s%s: the %s peak is %zu bytes, the estimate says %llu", world_rank, c->dp,
+                c->stage, c->options, c->sequence_parallel ? " sequence_parallel" : "",
+                gaaw_mem_category_name((gaaw_mem_category_t)k), cat_peak[k],
+                (unsigned long long)est.bytes[GAAW_SPACE_DEVICE][k]);
   if (world_rank == 0 && (rel > 0 || getenv("GAAW_TEST_VERBOSE")))
     printf("dp %d stage %d %-60s estimate %8.0f measured %8.0f (%.3f%%)%s\n", c->dp, c->stage, c->options, want,
            measured, 100 * rel, cats);
@@ -179,6 +198,18 @@ static void bad_input(void)
                 layouts[i].options, why ? why : "(none)", layouts[i].message);
     gaaw_config_destroy(&cfg);
   }
+  /* the estimate gives back what it allocates (a planner calls it for every layout
+   * it weighs): after a first call, ten more leave the heap in use as it was */
+  gaaw_config_t small;
+  require_ok(NULL, gaaw_config_create(&small));
+  require_ok(NULL, gaaw_config_parse(small, "tp=2 pp=2 dp=1 microbatches=2 pp_schedule=1f1b"));
+  eo.rank = -1;
+  require_ok(ctx, gaaw_memory_estimate(ctx, &g, small, &oc, &eo, &out));
+  size_t in_use = mallinfo2().uordblks;
+  for (int k = 0; k < 10; k++) require_ok(ctx, gaaw_memory_estimate(ctx, &g, small, &oc, &eo, &out));
+  expect_true(mallinfo2().uordblks == in_use, "ten estimates left %lld bytes more in use on the heap",
+              (long long)mallinfo2().uordblks - (long long)in_use);
+  gaaw_config_destroy(&small);
   /* a planner's question: a 1.3B GPT on 1024 devices, from this one process */
   gaaw_gpt_config_t big;
   gaaw_gpt_config_default(&big);
@@ -242,6 +273,11 @@ int main(int argc, char **argv)
       run_case c = {2, stage, 4, options};
       run_on_groups(&c);
     }
+  /* sequence parallelism at tp 2 x dp 2: the partial gradients reduced over tp */
+  for (int stage = 1; stage <= 3; stage += 2) {
+    run_case c = {2, stage, 2, stage == 1 ? "tp=2 recompute=none" : "tp=2 recompute=selective", 0, 1};
+    run_on_groups(&c);
+  }
   /* the LLaMA-class GPT: tp 2 x dp 2, and tp 4 with each kv head replicated on 2 ranks */
   const char *llama[] = {"tp=2 recompute=none", "tp=2 recompute=selective", "tp=4 recompute=full",
                          "tp=4 recompute=none"};
