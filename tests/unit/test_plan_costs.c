@@ -1,0 +1,263 @@
+/* The cost model (plan/cost_*.c, gaaw_plan_predict) held to its closed forms on
+ * small cases, each figure worked out here from the formulas of gaaw/plan.h and
+ * doc/plan.md, so that a constant off by one or an operator changed in the model
+ * moves a prediction away from them (a tolerance of 1e-12, rounding only):
+ *  - a device without GEMM points: rate = peak x efficiency x dmin / (dmin + 64);
+ *  - one rank: step = F + B + W of the two blocks (4 linears, the attention core,
+ *    elementwise bytes at the memory bandwidth) and the LM head, plus AdamW over
+ *    the parameters (24 + 2 e bytes each at the memory bandwidth); selective and
+ *    full recompute;
+ *  - dp 2 on one node at ZeRO 0..3: the exposed ring all-reduce, reduce-scatter and
+ *    all-gather (alpha + B / 2 beta per pass), on a link slow enough that nothing
+ *    hides and on one fast enough that backward hides all but the last bucket;
+ *    ZeRO 3's gathers in each block;
+ *  - tp 2 (with and without sequence parallelism): the blocks' and the head's
+ *    share, two all-reduces of N C forward and two (four with full recompute)
+ *    backward;
+ *  - offload host and nvme: the optimizer at host_update_gbps, the gradients and
+ *    parameters over the host link, the state through the node's nvme_gbps. */
+#include <math.h>
+#include <mpi.h>
+
+#include "gaaw.h"
+#include "test_util.h"
+
+enum { LAYERS = 2, DIM = 64, HEADS = 4, SEQ = 32, VOCAB = 256 };
+static const double GB = 1e9, PEAK = 2.0, MEM_GBPS = 500, BUCKET = 16777216.0;
+
+typedef struct {
+  double f, b, w;
+} work;
+
+/* The request: a GPT of LAYERS blocks (GELU, LayerNorm, biases, tied), f32. */
+static void request_of(gaaw_plan_request_t *r, int sequence_parallel, int64_t global_batch)
+{
+  memset(r, 0, sizeof *r);
+  gaaw_gpt_config_default(&r->model);
+  r->model.layers = LAYERS;
+  r->model.dim = DIM;
+  r->model.heads = HEADS;
+  r->model.max_seq = SEQ;
+  r->model.vocab = VOCAB;
+  r->model.dtype = GAAW_F32;
+  r->model.sequence_parallel = sequence_parallel;
+  r->global_batch = global_batch;
+}
+
+/* One node of `devices` made-up devices: no GEMM points, full efficiency. */
+static void cluster_of(gaaw_plan_cluster_t *c, int devices, double link_gbps, double latency_us)
+{
+  memset(c, 0, sizeof *c);
+  snprintf(c->device.name, sizeof c->device.name, "made-up");
+  c->device.peak_tflops = PEAK;
+  c->device.memory_bytes = 1e12;
+  c->device.memory_gbps = MEM_GBPS;
+  c->device.host_link_gbps = 20;
+  c->device.gemm_efficiency = 1;
+  c->nodes = 1;
+  c->devices_per_node = devices;
+  c->intra_node_gbps = link_gbps;
+  c->inter_node_gbps = link_gbps / 10;
+  c->intra_node_latency_us = latency_us;
+  c->inter_node_latency_us = 10 * latency_us;
+  c->host_update_gbps = 40;
+  c->nvme_gbps = 3;
+}
+
+static double gemm(double m, double n, double k)
+{
+  double dmin = fmin(m, fmin(n, k));
+  return 2 * m * n * k / (PEAK * 1e12 * dmin / (dmin + 64));
+}
+
+/* A linear (N, out) = (N, in) (in, out): one GEMM each in F, B and W. */
+static void linear(work *x, double N, double out, double in)
+{
+  double t = gemm(N, out, in);
+  x->f += t, x->b += t, x->w += t;
+}
+
+/* One block on a tp rank for `rows` sequences of SEQ tokens, f32. */
+static work block(int tp, int sp, double rows, int recompute)
+{
+  double h = DIM, s = SEQ, D = (double)DIM / HEADS, N = rows * s, e = 4, ffn = 4 * h, heads = (double)HEADS / tp;
+  work x = {0, 0, 0};
+  linear(&x, N, 3 * h / tp, h); /* kv heads = heads: Q, K and V each split */
+  linear(&x, N, h, h / tp);
+  linear(&x, N, ffn / tp, h);
+  linear(&x, N, h, ffn / tp);
+  double core = rows * heads * (gemm(s, s, D) + gemm(s, D, s));
+  double softmax = 4 * rows * heads * s * s * e;
+  double columns = 2 * N * (3 * h / tp + ffn / tp) * e + 2 * N * ffn / tp * e;
+  double stream = (sp ? N / tp : N) * 10 * h * e + 4 * N * h / tp * e;
+  double elem = (softmax + columns + stream) / (MEM_GBPS * GB);
+  x.f += core + elem;
+  x.b += 2 * core + 2 * elem;
+  if (recompute == 1) x.b += core + softmax / (MEM_GBPS * GB);
+  if (recompute == 2) x.b += x.f;
+  return x;
+}
+
+/* The LM head (tied, vocabulary split over tp), the loss and the lookup. */
+static work head(int tp, double rows)
+{
+  double h = DIM, N = rows * SEQ, V = ceil((double)VOCAB / tp), e = 4;
+  work x = {0, 0, 0};
+  linear(&x, N, V, h);
+  double elem = (2 * N * h * e + 4 * N * V * e + 3 * N * h * e) / (MEM_GBPS * GB);
+  x.f += elem;
+  x.b += elem;
+  return x;
+}
+
+/* A ring pass over n ranks on one node: (n-1) alpha + (n-1)/n bytes beta. */
+static double ring(const gaaw_plan_cluster_t *c, int n, double bytes)
+{
+  return n < 2 ? 0 : (n - 1) * c->intra_node_latency_us * 1e-6 + (n - 1.0) / n * bytes / (c->intra_node_gbps * GB);
+}
+
+/* The parameters of a tp rank: the blocks' 12 h^2 + 13 h split over tp, the tied
+ * table split, the position table whole. */
+static double rank_params(int tp)
+{
+  double h = DIM;
+  return LAYERS * (12 * h * h + 13 * h) / tp + (double)VOCAB * h / tp + (double)SEQ * h;
+}
+
+static int close_to(double got, double want)
+{
+  return fabs(got - want) <= 1e-12 * fabs(want) + 1e-300;
+}
+
+static void expect_layout(const char *what, const gaaw_plan_layout_t *l, double compute, double comm, double opt)
+{
+  double step = compute + comm + opt;
+  expect_true(close_to(l->compute_seconds, compute), "%s: compute %.15g s, the closed form %.15g s", what,
+              l->compute_seconds, compute);
+  expect_true(close_to(l->comm_seconds, comm), "%s: exposed communication %.15g s, the closed form %.15g s", what,
+              l->comm_seconds, comm);
+  expect_true(close_to(l->optimizer_seconds, opt), "%s: optimizer %.15g s, the closed form %.15g s", what,
+              l->optimizer_seconds, opt);
+  expect_true(close_to(l->step_seconds, step) && fabs(l->bubble_seconds) <= 1e-12 * step, "%s: step %.15g s (bubble %g), the closed "
+              "form %.15g s", what, l->step_seconds, l->bubble_seconds, step);
+}
+
+static gaaw_plan_layout_t layout_of(int dp, int tp, int rows, int microbatches, int zero, int recompute, int offload)
+{
+  gaaw_plan_layout_t l;
+  memset(&l, 0, sizeof l);
+  l.dp = dp, l.pp = 1, l.tp = tp, l.virtual_stages = 1, l.microbatch = rows, l.microbatches = microbatches;
+  l.schedule = GAAW_PLAN_GPIPE, l.zero_stage = zero, l.recompute = recompute, l.offload = offload;
+  return l;
+}
+
+/* One rank: the step is the blocks and the head, forward and backward, and AdamW. */
+static void check_one_rank(gaaw_context_t ctx)
+{
+  gaaw_plan_request_t r;
+  gaaw_plan_cluster_t c;
+  cluster_of(&c, 1, 100, 5);
+  for (int rc = 0; rc <= 2; rc++) {
+    request_of(&r, 0, 6);
+    gaaw_plan_layout_t l = layout_of(1, 1, 2, 3, 0, rc, 0);
+    require_ok(ctx, gaaw_plan_predict(ctx, &r, &c, &l));
+    work blk = block(1, 0, 2, rc), hd = head(1, 2);
+    double per_mb = LAYERS * (blk.f + blk.b + blk.w) + hd.f + hd.b + hd.w;
+    double opt = rank_params(1) * (24 + 2 * 4) / (MEM_GBPS * GB);
+    char what[64];
+    snprintf(what, sizeof what, "1 rank, recompute %d", rc);
+    expect_layout(what, &l, 3 * per_mb, 0, opt);
+  }
+}
+
+/* dp 2: the gradients' reduction; slow, nothing hides; fast, all but the last
+ * bucket hides behind the backward. */
+static void check_dp(gaaw_context_t ctx)
+{
+  gaaw_plan_request_t r;
+  gaaw_plan_cluster_t c;
+  request_of(&r, 0, 8);
+  double psi = rank_params(1), grads = psi * 4, bucket = fmin(grads, BUCKET);
+  work blk = block(1, 0, 2, 0), hd = head(1, 2);
+  double sp = hd.f + hd.b + hd.w, f = LAYERS * blk.f + sp / 2, b = LAYERS * blk.b + sp / 2, w = LAYERS * blk.w;
+  const double links[2] = {0.01, 1e6};
+  for (int k = 0; k < 2; k++)
+    for (int z = 0; z <= 3; z++) {
+      cluster_of(&c, 2, links[k], 5);
+      gaaw_plan_layout_t l = layout_of(2, 1, 2, 2, z, 0, 0);
+      require_ok(ctx, gaaw_plan_predict(ctx, &r, &c, &l));
+      double window = b + w, comm = 0, cf = f, cb = b;
+      if (z <= 1) comm = fmax(0, 2 * ring(&c, 2, grads) - window) + 2 * ring(&c, 2, bucket);
+      if (z == 2) comm = 2 * fmax(0, ring(&c, 2, grads) - window) + ring(&c, 2, bucket);
+      if (z == 3) {
+        comm = ring(&c, 2, bucket);
+        double piece = (12.0 * DIM * DIM + 13 * DIM) * 4, gather = ring(&c, 2, piece);
+        double bf = fmax(blk.f, gather), bb = blk.b + fmax(0, 2 * gather - (blk.b + blk.w));
+        cf = LAYERS * bf + sp / 2 + gather;
+        cb = LAYERS * bb + sp / 2 + gather;
+      }
+      if (z == 1 || z == 2) comm += ring(&c, 2, grads);
+      double opt = (z == 0 ? psi : psi / 2) * 32 / (MEM_GBPS * GB);
+      char what[64];
+      snprintf(what, sizeof what, "dp 2 ZeRO %d on a %g GB/s link", z, links[k]);
+      expect_layout(what, &l, 2 * (cf + cb + w), comm, opt);
+    }
+}
+
+/* tp 2: each block's and the head's share, and their all-reduces of N C. */
+static void check_tp(gaaw_context_t ctx)
+{
+  gaaw_plan_request_t r;
+  gaaw_plan_cluster_t c;
+  cluster_of(&c, 2, 50, 3);
+  for (int sp = 0; sp <= 1; sp++)
+    for (int rc = 0; rc <= 2; rc += 2) {
+      request_of(&r, sp, 4);
+      gaaw_plan_layout_t l = layout_of(1, 2, 4, 1, 0, rc, 0);
+      require_ok(ctx, gaaw_plan_predict(ctx, &r, &c, &l));
+      work blk = block(2, sp, 4, rc), hd = head(2, 4);
+      double ar = 2 * ring(&c, 2, 4.0 * SEQ * DIM * 4);
+      double f = blk.f + 2 * ar, b = blk.b + (rc == 2 ? 4 : 2) * ar;
+      double compute = LAYERS * (f + b + blk.w) + hd.f + hd.b + hd.w + ar;
+      double opt = rank_params(2) * 32 / (MEM_GBPS * GB);
+      char what[64];
+      snprintf(what, sizeof what, "tp 2, sequence parallel %d, recompute %d", sp, rc);
+      expect_layout(what, &l, compute, 0, opt);
+    }
+}
+
+/* The optimizer off the device: on the host, and its state on nvme. */
+static void check_offload(gaaw_context_t ctx)
+{
+  gaaw_plan_request_t r;
+  gaaw_plan_cluster_t c;
+  request_of(&r, 0, 2);
+  cluster_of(&c, 1, 100, 5);
+  work blk = block(1, 0, 2, 0), hd = head(1, 2);
+  double compute = LAYERS * (blk.f + blk.b + blk.w) + hd.f + hd.b + hd.w, psi = rank_params(1);
+  for (int o = 1; o <= 2; o++) {
+    gaaw_plan_layout_t l = layout_of(1, 1, 2, 1, 1, 0, o);
+    require_ok(ctx, gaaw_plan_predict(ctx, &r, &c, &l));
+    double opt = psi * 32 / (c.host_update_gbps * GB) + psi * 8 / (c.device.host_link_gbps * GB);
+    if (o == 2) opt += psi * 24 / (c.nvme_gbps * GB);
+    expect_layout(o == 1 ? "offload host" : "offload nvme", &l, compute, 0, opt);
+  }
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  gaaw_config_t cfg;
+  gaaw_context_t ctx;
+  require_ok(NULL, gaaw_config_create(&cfg));
+  require_ok(NULL, gaaw_config_set(cfg, "backend", "host"));
+  require_ok(NULL, gaaw_init(MPI_COMM_SELF, cfg, &ctx));
+  check_one_rank(ctx);
+  check_dp(ctx);
+  check_tp(ctx);
+  check_offload(ctx);
+  gaaw_finalize(&ctx);
+  gaaw_config_destroy(&cfg);
+  MPI_Finalize();
+  return test_finish("test_plan_costs");
+}
