@@ -247,17 +247,12 @@ static void check_offload(gaaw_context_t ctx)
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
-  gaaw_config_t cfg;
-  gaaw_context_t ctx;
-  require_ok(NULL, gaaw_config_create(&cfg));
-  require_ok(NULL, gaaw_config_set(cfg, "backend", "host"));
-  require_ok(NULL, gaaw_init(MPI_COMM_SELF, cfg, &ctx));
+  gaaw_context_t ctx = test_context(MPI_COMM_SELF, "backend=host");
   check_one_rank(ctx);
   check_dp(ctx);
   check_tp(ctx);
   check_offload(ctx);
   gaaw_finalize(&ctx);
-  gaaw_config_destroy(&cfg);
   MPI_Finalize();
   return test_finish("test_plan_costs");
 }
