@@ -15,7 +15,11 @@
  *    share, two all-reduces of N C forward and two (four with full recompute)
  *    backward;
  *  - offload host and nvme: the optimizer at host_update_gbps, the gradients and
- *    parameters over the host link, the state through the node's nvme_gbps. */
+ *    parameters over the host link, the state through the node's nvme_gbps;
+ *  - GEMM points that all say 3 TFLOP/s: every GEMM at that rate;
+ *  - the search's memory guess (states by ZeRO stage, activations by recompute,
+ *    schedule and sequence parallelism), in the reason it drops a family for;
+ *  - offload without its rates, and replica rows without a place to go, refused. */
 #include <math.h>
 #include <mpi.h>
 
@@ -244,6 +248,129 @@ static void check_offload(gaaw_context_t ctx)
   }
 }
 
+/* A device whose GEMM points all run at 3 TFLOP/s: every GEMM's rate is their
+ * weighted mean, 3 TFLOP/s, whatever its shape. */
+static void check_gemm_points(gaaw_context_t ctx)
+{
+  gaaw_plan_request_t r;
+  gaaw_plan_cluster_t c;
+  request_of(&r, 0, 2);
+  cluster_of(&c, 1, 100, 5);
+  c.device.memory_gbps = 1e12; /* elementwise work free */
+  c.device.gemm_points = 3;
+  for (int i = 0; i < 3; i++) c.device.gemm[i] = (gaaw_plan_gemm_point_t){64.0 * (i + 1), 32, 16 << i, 3.0};
+  gaaw_plan_layout_t l = layout_of(1, 1, 2, 1, 0, 0, 0);
+  require_ok(ctx, gaaw_plan_predict(ctx, &r, &c, &l));
+  double h = DIM, N = 2.0 * SEQ, D = (double)DIM / HEADS, flops = 0;
+  double linears = N * (3 * h * h + h * h + 4 * h * h + 4 * h * h);
+  flops += LAYERS * (3 * 2 * linears + 3 * 2 * 2 * HEADS * SEQ * SEQ * D * 2.0); /* F, B, W; the core's F and 2 F */
+  flops += 3 * 2 * N * VOCAB * h;
+  expect_true(fabs(l.compute_seconds - flops / 3e12) <= 1e-6 * l.compute_seconds,
+              "3 TFLOP/s at every point: compute %.9g s, %.9g FLOPs at that rate take %.9g s", l.compute_seconds,
+              flops, flops / 3e12);
+}
+
+/* The search's memory guess (model states and activations in flight), seen in the
+ * reason it gives for a family it drops: the masks leave one layout per family
+ * (one row per dp rank: microbatch 1) and the device holds nothing. */
+static double guess(int dp, int pp, int tp, int sp, int microbatches, int v, int schedule, int zero, int rc,
+                    int offload)
+{
+  double h = 4096, s = 2048, e = 4, L = 8, heads = 32, V = 32000, block = 12 * h * h + 13 * h;
+  double psi = L / pp * block / tp + V * h / tp + s * h, K = offload ? 0 : 8;
+  double states = zero == 0 ? (2 * e + K) * psi
+                  : zero == 1 ? 2 * e * psi + K * psi / dp
+                  : zero == 2 ? e * psi + (e + K) * psi / dp
+                              : (2 * e + K) * psi / dp;
+  double sbh = s * h * e / 2, split = sp ? tp : 1;
+  double per_block = rc == 2 ? 2 * sbh / split
+                     : rc == 1 ? sbh * (10 / split + 24.0 / tp)
+                               : sbh * (10 / split + 24.0 / tp + 5 * heads * s / (h * tp));
+  double blocks = schedule == GAAW_PLAN_INTERLEAVED ? ((v - 1.0) * pp + 2 * (pp - 1) + 1) * L / (pp * v)
+                  : schedule == GAAW_PLAN_GPIPE     ? microbatches * L / pp
+                                                    : fmin(pp, microbatches) * L / pp;
+  return states + per_block * blocks;
+}
+
+static void check_memory_guess(gaaw_context_t ctx)
+{
+  static const char *rc_names[] = {"none", "selective", "full"};
+  struct {
+    int dp, pp, tp, sp, schedule, zero, rc, offload;
+  } cases[] = {
+    {2, 1, 1, 0, GAAW_PLAN_1F1B, 0, 0, 0},        {2, 1, 1, 0, GAAW_PLAN_1F1B, 1, 1, 0},
+    {2, 1, 1, 0, GAAW_PLAN_1F1B, 2, 2, 0},        {2, 1, 1, 0, GAAW_PLAN_1F1B, 3, 0, 0},
+    {2, 1, 1, 0, GAAW_PLAN_1F1B, 2, 0, 1},        {1, 2, 1, 0, GAAW_PLAN_GPIPE, 0, 0, 0},
+    {1, 2, 1, 0, GAAW_PLAN_1F1B, 1, 2, 0},        {1, 2, 1, 0, GAAW_PLAN_INTERLEAVED, 0, 1, 0},
+    {1, 1, 2, 0, GAAW_PLAN_1F1B, 0, 0, 0},        {1, 1, 2, 1, GAAW_PLAN_1F1B, 0, 1, 0},
+    {1, 1, 2, 1, GAAW_PLAN_1F1B, 0, 2, 0},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    gaaw_plan_request_t r;
+    gaaw_plan_cluster_t c;
+    memset(&r, 0, sizeof r);
+    gaaw_gpt_config_default(&r.model);
+    r.model.layers = 8, r.model.dim = 4096, r.model.heads = 32, r.model.max_seq = 2048, r.model.vocab = 32000;
+    r.model.dtype = GAAW_F32;
+    r.model.sequence_parallel = cases[k].sp;
+    /* interleaved needs microbatches divisible by pp: two rows */
+    int rows = cases[k].schedule == GAAW_PLAN_INTERLEAVED ? 2 : 1;
+    r.global_batch = (int64_t)cases[k].dp * rows;
+    r.tp = cases[k].tp, r.pp = cases[k].pp;
+    r.zero_stages = 1u << cases[k].zero, r.recompute = 1u << cases[k].rc, r.offload = 1u << cases[k].offload;
+    r.schedules = 1u << cases[k].schedule;
+    cluster_of(&c, cases[k].dp * cases[k].pp * cases[k].tp, 100, 5);
+    c.device.memory_bytes = 1;
+    gaaw_plan_t plan;
+    require_ok(ctx, gaaw_plan_create(ctx, &r, &c, &plan));
+    /* the smallest guess of the family: with two rows, microbatch 1 and each
+     * interleaved depth that divides the layers */
+    double want = INFINITY;
+    int best_mb = 1;
+    for (int mb = 1; mb <= rows; mb++) {
+      if (cases[k].schedule == GAAW_PLAN_INTERLEAVED && (rows / mb) % cases[k].pp) continue;
+      for (int v = cases[k].schedule == GAAW_PLAN_INTERLEAVED ? 2 : 1; v <= 8 / cases[k].pp; v++) {
+        if (8 % (cases[k].pp * v) || (v > 1 && cases[k].schedule != GAAW_PLAN_INTERLEAVED)) continue;
+        double g = guess(cases[k].dp, cases[k].pp, cases[k].tp, cases[k].sp, rows / mb, v, cases[k].schedule,
+                         cases[k].zero, cases[k].rc, cases[k].offload) * mb;
+        if (g < want) want = g, best_mb = mb;
+      }
+    }
+    char reason[160];
+    snprintf(reason, sizeof reason, "memory: %.1f GB at least (ZeRO %d, %s recompute, microbatch %d) on a 0.0 GB device",
+             want / 1e9, cases[k].zero, rc_names[cases[k].rc], best_mb);
+    gaaw_plan_rejected_t rej = {0};
+    int n = gaaw_plan_rejected_count(plan);
+    if (n == 1) require_ok(ctx, gaaw_plan_rejected(plan, 0, &rej));
+    expect_true(gaaw_plan_count(plan) == 0 && n == 1 && strcmp(rej.reason, reason) == 0,
+                "case %zu: %d layouts, %d rejected families, the reason '%s', not '%s'", k, gaaw_plan_count(plan), n,
+                rej.reason, reason);
+    gaaw_plan_destroy(&plan);
+  }
+}
+
+/* What the cost model refuses: offload without its rates; the rows of replicas
+ * with nowhere to put them. */
+static void check_refusals(gaaw_context_t ctx)
+{
+  gaaw_plan_request_t r;
+  gaaw_plan_cluster_t c;
+  request_of(&r, 0, 2);
+  cluster_of(&c, 1, 100, 5);
+  c.host_update_gbps = 0;
+  gaaw_plan_layout_t l = layout_of(1, 1, 2, 1, 1, 0, 1);
+  expect_status_ctx(ctx, gaaw_plan_predict(ctx, &r, &c, &l), GAAW_ERR_INVALID_ARG);
+  const char *why = gaaw_last_error(ctx);
+  expect_true(why && strstr(why, "offload needs host_update_gbps"), "offload without a host rate: '%s'",
+              why ? why : "(none)");
+  cluster_of(&c, 1, 100, 5);
+  c.nvme_gbps = 0;
+  l = layout_of(1, 1, 2, 1, 1, 0, 2);
+  expect_status_ctx(ctx, gaaw_plan_predict(ctx, &r, &c, &l), GAAW_ERR_INVALID_ARG);
+  expect_status_ctx(ctx, gaaw_plan_replica_rows(ctx, &c, &l, NULL), GAAW_ERR_INVALID_ARG);
+  gaaw_clear_error(ctx);
+}
+
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
@@ -252,6 +379,9 @@ int main(int argc, char **argv)
   check_dp(ctx);
   check_tp(ctx);
   check_offload(ctx);
+  check_gemm_points(ctx);
+  check_memory_guess(ctx);
+  check_refusals(ctx);
   gaaw_finalize(&ctx);
   MPI_Finalize();
   return test_finish("test_plan_costs");
