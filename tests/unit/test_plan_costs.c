@@ -19,6 +19,7 @@
  *  - GEMM points that all say 3 TFLOP/s: every GEMM at that rate;
  *  - the search's memory guess (states by ZeRO stage, activations by recompute,
  *    schedule and sequence parallelism), in the reason it drops a family for;
+ *  - the search's first layout is the fastest that fits of all a 4-device job has;
  *  - offload without its rates, and replica rows without a place to go, refused. */
 #include <math.h>
 #include <mpi.h>
@@ -349,6 +350,54 @@ static void check_memory_guess(gaaw_context_t ctx)
   }
 }
 
+/* The search returns the fastest layout that fits: every layout of a 4-device job
+ * predicted here, one by one, finds none faster than the plan's first. */
+static void check_search_finds_fastest(gaaw_context_t ctx)
+{
+  gaaw_plan_request_t r;
+  gaaw_plan_cluster_t c;
+  request_of(&r, 0, 8);
+  r.model.layers = 4;
+  cluster_of(&c, 4, 20, 5);
+  c.device.memory_bytes = 2.5e6; /* some layouts do not fit */
+  r.max_layouts = 3;
+  gaaw_plan_t plan;
+  require_ok(ctx, gaaw_plan_create(ctx, &r, &c, &plan));
+  gaaw_plan_layout_t first = {0}, fastest = {0};
+  expect_true(gaaw_plan_count(plan) >= 1, "the plan has no layout");
+  if (gaaw_plan_count(plan) >= 1) require_ok(ctx, gaaw_plan_layout(plan, 0, &first));
+  gaaw_plan_destroy(&plan);
+  fastest.step_seconds = INFINITY;
+  int tried = 0, fit = 0;
+  for (int tp = 1; tp <= 4; tp *= 2)
+    for (int pp = 1; pp <= 4 / tp; pp *= 2)
+      for (int mb = 1; mb <= 8 / (4 / tp / pp); mb *= 2)
+        for (int kind = 0; kind < GAAW_PLAN_SCHEDULE_COUNT; kind++)
+          for (int v = 1; v <= 4; v *= 2)
+            for (int z = 0; z <= 3; z++)
+              for (int rc = 0; rc <= 2; rc++)
+                for (int off = 0; off <= 2; off++) {
+                  int dp = 4 / tp / pp;
+                  gaaw_plan_layout_t l = layout_of(dp, tp, mb, 8 / dp / mb, z, rc, off);
+                  l.pp = pp, l.virtual_stages = v, l.schedule = kind;
+                  if ((kind == GAAW_PLAN_INTERLEAVED) != (v > 1) || (off && z == 0)) continue;
+                  if (gaaw_plan_predict(ctx, &r, &c, &l) != GAAW_SUCCESS) { /* does not divide */
+                    gaaw_clear_error(ctx);
+                    continue;
+                  }
+                  tried++;
+                  if (l.memory_bytes_per_rank > c.device.memory_bytes) continue;
+                  fit++;
+                  if (l.step_seconds < fastest.step_seconds) fastest = l;
+                }
+  expect_true(fit > 0 && fit < tried, "%d of %d layouts fit: the device should take some, not all", fit, tried);
+  expect_true(first.step_seconds <= fastest.step_seconds * (1 + 1e-9),
+              "the plan's first layout takes %.9g s; of the %d that fit, dp %d pp %d tp %d v %d mb %d %s ZeRO %d "
+              "recompute %d offload %d takes %.9g s", first.step_seconds, fit, fastest.dp, fastest.pp, fastest.tp,
+              fastest.virtual_stages, fastest.microbatch, gaaw_plan_schedule_name(fastest.schedule),
+              fastest.zero_stage, fastest.recompute, fastest.offload, fastest.step_seconds);
+}
+
 /* What the cost model refuses: offload without its rates; the rows of replicas
  * with nowhere to put them. */
 static void check_refusals(gaaw_context_t ctx)
@@ -381,6 +430,7 @@ int main(int argc, char **argv)
   check_offload(ctx);
   check_gemm_points(ctx);
   check_memory_guess(ctx);
+  check_search_finds_fastest(ctx);
   check_refusals(ctx);
   gaaw_finalize(&ctx);
   MPI_Finalize();
