@@ -11,16 +11,17 @@
  *    all-gather (alpha + B / 2 beta per pass), on a link slow enough that nothing
  *    hides and on one fast enough that backward hides all but the last bucket;
  *    ZeRO 3's gathers in each block;
- *  - tp 2 (with and without sequence parallelism): the blocks' and the head's
- *    share, two all-reduces of N C forward and two (four with full recompute)
- *    backward;
+ *  - tp 2 (with and without sequence parallelism; 4, 2 and 1 kv heads): the
+ *    blocks' and the head's share, two all-reduces of N C forward and two (four
+ *    with full recompute) backward;
  *  - offload host and nvme: the optimizer at host_update_gbps, the gradients and
  *    parameters over the host link, the state through the node's nvme_gbps;
  *  - GEMM points that all say 3 TFLOP/s: every GEMM at that rate;
  *  - the search's memory guess (states by ZeRO stage, activations by recompute,
  *    schedule and sequence parallelism), in the reason it drops a family for;
  *  - the search's first layout is the fastest that fits of all a 4-device job has;
- *  - offload without its rates, and replica rows without a place to go, refused. */
+ *  - offload without its rates, and replica rows without a place to go, refused;
+ *    the search plans no nvme offload without an nvme rate, and host offload still. */
 #include <math.h>
 #include <mpi.h>
 
@@ -82,18 +83,28 @@ static void linear(work *x, double N, double out, double in)
   x->f += t, x->b += t, x->w += t;
 }
 
-/* One block on a tp rank for `rows` sequences of SEQ tokens, f32. */
-static work block(int tp, int sp, double rows, int recompute)
+/* A tp rank's key and value width: kv heads of D split over tp, or one head
+ * replicated where tp exceeds them. */
+static double kv_local(int tp, int kv)
+{
+  double D = (double)DIM / HEADS;
+  return kv >= tp ? kv * D / tp : D;
+}
+
+/* One block on a tp rank for `rows` sequences of SEQ tokens, f32, kv key and value
+ * heads. */
+static work block(int tp, int sp, double rows, int recompute, int kv)
 {
   double h = DIM, s = SEQ, D = (double)DIM / HEADS, N = rows * s, e = 4, ffn = 4 * h, heads = (double)HEADS / tp;
+  double qkv = h / tp + 2 * kv_local(tp, kv);
   work x = {0, 0, 0};
-  linear(&x, N, 3 * h / tp, h); /* kv heads = heads: Q, K and V each split */
+  linear(&x, N, qkv, h);
   linear(&x, N, h, h / tp);
   linear(&x, N, ffn / tp, h);
   linear(&x, N, h, ffn / tp);
   double core = rows * heads * (gemm(s, s, D) + gemm(s, D, s));
   double softmax = 4 * rows * heads * s * s * e;
-  double columns = 2 * N * (3 * h / tp + ffn / tp) * e + 2 * N * ffn / tp * e;
+  double columns = 2 * N * (qkv + ffn / tp) * e + 2 * N * ffn / tp * e;
   double stream = (sp ? N / tp : N) * 10 * h * e + 4 * N * h / tp * e;
   double elem = (softmax + columns + stream) / (MEM_GBPS * GB);
   x.f += core + elem;
@@ -121,12 +132,13 @@ static double ring(const gaaw_plan_cluster_t *c, int n, double bytes)
   return n < 2 ? 0 : (n - 1) * c->intra_node_latency_us * 1e-6 + (n - 1.0) / n * bytes / (c->intra_node_gbps * GB);
 }
 
-/* The parameters of a tp rank: the blocks' 12 h^2 + 13 h split over tp, the tied
- * table split, the position table whole. */
-static double rank_params(int tp)
+/* The parameters of a tp rank: the blocks' (12 h^2 + 13 h with as many kv heads
+ * as heads) split over tp, the tied table split, the position table whole. */
+static double rank_params(int tp, int kv)
 {
-  double h = DIM;
-  return LAYERS * (12 * h * h + 13 * h) / tp + (double)VOCAB * h / tp + (double)SEQ * h;
+  double h = DIM, qkv = h + 2.0 * kv * DIM / HEADS;
+  double block = 4 * h + h * qkv + h * h + 8 * h * h + qkv + 6 * h;
+  return LAYERS * block / tp + (double)VOCAB * h / tp + (double)SEQ * h;
 }
 
 static int close_to(double got, double want)
@@ -166,9 +178,9 @@ static void check_one_rank(gaaw_context_t ctx)
     request_of(&r, 0, 6);
     gaaw_plan_layout_t l = layout_of(1, 1, 2, 3, 0, rc, 0);
     require_ok(ctx, gaaw_plan_predict(ctx, &r, &c, &l));
-    work blk = block(1, 0, 2, rc), hd = head(1, 2);
+    work blk = block(1, 0, 2, rc, HEADS), hd = head(1, 2);
     double per_mb = LAYERS * (blk.f + blk.b + blk.w) + hd.f + hd.b + hd.w;
-    double opt = rank_params(1) * (24 + 2 * 4) / (MEM_GBPS * GB);
+    double opt = rank_params(1, HEADS) * (24 + 2 * 4) / (MEM_GBPS * GB);
     char what[64];
     snprintf(what, sizeof what, "1 rank, recompute %d", rc);
     expect_layout(what, &l, 3 * per_mb, 0, opt);
@@ -182,8 +194,8 @@ static void check_dp(gaaw_context_t ctx)
   gaaw_plan_request_t r;
   gaaw_plan_cluster_t c;
   request_of(&r, 0, 8);
-  double psi = rank_params(1), grads = psi * 4, bucket = fmin(grads, BUCKET);
-  work blk = block(1, 0, 2, 0), hd = head(1, 2);
+  double psi = rank_params(1, HEADS), grads = psi * 4, bucket = fmin(grads, BUCKET);
+  work blk = block(1, 0, 2, 0, HEADS), hd = head(1, 2);
   double sp = hd.f + hd.b + hd.w, f = LAYERS * blk.f + sp / 2, b = LAYERS * blk.b + sp / 2, w = LAYERS * blk.w;
   const double links[2] = {0.01, 1e6};
   for (int k = 0; k < 2; k++)
@@ -209,26 +221,30 @@ static void check_dp(gaaw_context_t ctx)
     }
 }
 
-/* tp 2: each block's and the head's share, and their all-reduces of N C. */
+/* tp 2: each block's and the head's share, and their all-reduces of N C; with
+ * grouped-query attention, 1 kv head (replicated) and 2 (split). */
 static void check_tp(gaaw_context_t ctx)
 {
   gaaw_plan_request_t r;
   gaaw_plan_cluster_t c;
   cluster_of(&c, 2, 50, 3);
+  const int kvs[3] = {HEADS, 1, 2};
   for (int sp = 0; sp <= 1; sp++)
-    for (int rc = 0; rc <= 2; rc += 2) {
-      request_of(&r, sp, 4);
-      gaaw_plan_layout_t l = layout_of(1, 2, 4, 1, 0, rc, 0);
-      require_ok(ctx, gaaw_plan_predict(ctx, &r, &c, &l));
-      work blk = block(2, sp, 4, rc), hd = head(2, 4);
-      double ar = 2 * ring(&c, 2, 4.0 * SEQ * DIM * 4);
-      double f = blk.f + 2 * ar, b = blk.b + (rc == 2 ? 4 : 2) * ar;
-      double compute = LAYERS * (f + b + blk.w) + hd.f + hd.b + hd.w + ar;
-      double opt = rank_params(2) * 32 / (MEM_GBPS * GB);
-      char what[64];
-      snprintf(what, sizeof what, "tp 2, sequence parallel %d, recompute %d", sp, rc);
-      expect_layout(what, &l, compute, 0, opt);
-    }
+    for (int rc = 0; rc <= 2; rc += 2)
+      for (int k = 0; k < 3; k++) {
+        request_of(&r, sp, 4);
+        r.model.kv_heads = kvs[k];
+        gaaw_plan_layout_t l = layout_of(1, 2, 4, 1, 0, rc, 0);
+        require_ok(ctx, gaaw_plan_predict(ctx, &r, &c, &l));
+        work blk = block(2, sp, 4, rc, kvs[k]), hd = head(2, 4);
+        double ar = 2 * ring(&c, 2, 4.0 * SEQ * DIM * 4);
+        double f = blk.f + 2 * ar, b = blk.b + (rc == 2 ? 4 : 2) * ar;
+        double compute = LAYERS * (f + b + blk.w) + hd.f + hd.b + hd.w + ar;
+        double opt = rank_params(2, kvs[k]) * 32 / (MEM_GBPS * GB);
+        char what[64];
+        snprintf(what, sizeof what, "tp 2, sequence parallel %d, recompute %d, kv heads %d", sp, rc, kvs[k]);
+        expect_layout(what, &l, compute, 0, opt);
+      }
 }
 
 /* The optimizer off the device: on the host, and its state on nvme. */
@@ -238,8 +254,8 @@ static void check_offload(gaaw_context_t ctx)
   gaaw_plan_cluster_t c;
   request_of(&r, 0, 2);
   cluster_of(&c, 1, 100, 5);
-  work blk = block(1, 0, 2, 0), hd = head(1, 2);
-  double compute = LAYERS * (blk.f + blk.b + blk.w) + hd.f + hd.b + hd.w, psi = rank_params(1);
+  work blk = block(1, 0, 2, 0, HEADS), hd = head(1, 2);
+  double compute = LAYERS * (blk.f + blk.b + blk.w) + hd.f + hd.b + hd.w, psi = rank_params(1, HEADS);
   for (int o = 1; o <= 2; o++) {
     gaaw_plan_layout_t l = layout_of(1, 1, 2, 1, 1, 0, o);
     require_ok(ctx, gaaw_plan_predict(ctx, &r, &c, &l));
@@ -418,6 +434,16 @@ static void check_refusals(gaaw_context_t ctx)
   expect_status_ctx(ctx, gaaw_plan_predict(ctx, &r, &c, &l), GAAW_ERR_INVALID_ARG);
   expect_status_ctx(ctx, gaaw_plan_replica_rows(ctx, &c, &l, NULL), GAAW_ERR_INVALID_ARG);
   gaaw_clear_error(ctx);
+  /* the search on that cluster: no layout offloads to nvme; host offload is planned */
+  for (int off = 1; off <= 2; off++) {
+    gaaw_plan_t plan;
+    r.offload = 1u << off;
+    r.zero_stages = 1u << 2;
+    require_ok(ctx, gaaw_plan_create(ctx, &r, &c, &plan));
+    expect_true((gaaw_plan_count(plan) > 0) == (off == 1), "offload %s without an nvme rate: %d layouts",
+                off == 1 ? "host" : "nvme", gaaw_plan_count(plan));
+    gaaw_plan_destroy(&plan);
+  }
 }
 
 int main(int argc, char **argv)
