@@ -1,7 +1,8 @@
 /* gaaw_plan_calibrate on 2 ranks: every figure measured and plausible, the same
  * bits on every rank (so that a planner fed with them chooses the same layout
  * everywhere), and a bad or differing model on one rank the same named error on
- * every rank, after which a good call works. */
+ * every rank, after which a good call works; the GEMM shapes it measures, on 2
+ * ranks and on one rank alone (no link: 1 us and the memory bandwidth). */
 #include <math.h>
 #include <mpi.h>
 #include <string.h>
@@ -72,6 +73,23 @@ int main(int argc, char **argv)
   expect_status_ctx(ctx, gaaw_plan_calibrate(ctx, &g, &c), GAAW_SUCCESS);
   check_figures(&c, &g);
   expect_true(c.device.gemm_points == first.device.gemm_points, "the same shapes measured");
+  /* the shapes: at 1 and 8 rows of seq tokens, QKV, attention output and MLP up at
+   * tp 1 and at the largest tp (2), the LM head; one head's scores */
+  expect_true(c.device.gemm_points == 2 * (3 * 2 + 1) + 1, "%d GEMM shapes on 2 ranks, not 15",
+              c.device.gemm_points);
+  gaaw_finalize(&ctx);
+
+  /* each rank alone: tp 1 only (9 shapes), and no link to measure: the
+   * documented 1 us and the memory bandwidth */
+  ctx = test_context(MPI_COMM_SELF, "backend=host threads=1");
+  memset(&c, 0, sizeof c);
+  require_ok(ctx, gaaw_plan_calibrate(ctx, &g, &c));
+  expect_true(c.nodes == 1 && c.devices_per_node == 1 && c.device.gemm_points == 2 * (3 + 1) + 1,
+              "alone: %d x %d devices, %d GEMM shapes (not 1 x 1, 9)", c.nodes, c.devices_per_node,
+              c.device.gemm_points);
+  expect_true(c.intra_node_latency_us == 1.0 && c.intra_node_gbps == c.device.memory_gbps &&
+                positive(c.intra_node_gbps), "alone: the link %g us, %g GB/s (memory %g GB/s)",
+              c.intra_node_latency_us, c.intra_node_gbps, c.device.memory_gbps);
   gaaw_finalize(&ctx);
   return test_finish_mpi("test_plan_calibrate_np2");
 }
