@@ -4,9 +4,11 @@
 #define GAAW_TEST_UTIL_H
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gaaw.h"
 
@@ -208,6 +210,28 @@ static inline gaaw_context_t test_context(MPI_Comm comm, const char *list)
   require_ok(NULL, gaaw_init(comm, cfg, &ctx));
   gaaw_config_destroy(&cfg);
   return ctx;
+}
+
+/* A bound the test claims on its own run time: past `seconds` the test fails with
+ * what it was doing, a failure of its own rather than the harness's kill (an
+ * endless loop is then a caught defect). SIGALRM; not with a test's own alarm. */
+static const char *test_deadline_what = "";
+
+static inline void test_deadline_fired(int sig)
+{
+  static const char head[] = "FAIL: the test's own deadline passed: ";
+  (void)sig;
+  (void)!write(2, head, sizeof head - 1);
+  (void)!write(2, test_deadline_what, strlen(test_deadline_what));
+  (void)!write(2, "\n", 1);
+  _exit(1);
+}
+
+static inline void test_deadline(unsigned seconds, const char *what)
+{
+  test_deadline_what = what;
+  signal(SIGALRM, test_deadline_fired);
+  alarm(seconds);
 }
 
 /* Whether the device backend named name is built and finds a device here. */

@@ -2,7 +2,8 @@
  * bits on every rank (so that a planner fed with them chooses the same layout
  * everywhere), and a bad or differing model on one rank the same named error on
  * every rank, after which a good call works; the GEMM shapes it measures, on 2
- * ranks and on one rank alone (no link: 1 us and the memory bandwidth). */
+ * ranks and on one rank alone (no link: 1 us and the memory bandwidth); all of it
+ * inside 45 s. */
 #include <math.h>
 #include <mpi.h>
 #include <string.h>
@@ -41,6 +42,7 @@ int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  test_deadline(45, "four calibrations of a few seconds each (about 8 s in all on 2 cores)");
   gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=host threads=1 comm_timeout=60");
   gaaw_gpt_config_t g;
   gaaw_gpt_config_default(&g);

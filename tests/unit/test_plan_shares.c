@@ -18,6 +18,7 @@ static void expect_shares(int n, const double *speeds, int64_t rows, const int64
 
 int main(void)
 {
+  test_deadline(20, "gaaw_plan_shares and gaaw_plan_replica_rows take microseconds");
   expect_shares(4, (double[]){1, 1, 0.5, 0.5}, 12, (int64_t[]){4, 4, 2, 2});
   expect_shares(4, (double[]){1, 1, 0.5, 0.5}, 16, (int64_t[]){5, 5, 3, 3}); /* 5.33, 5.33, 2.67, 2.67 */
   expect_shares(4, (double[]){1, 1, 1, 1}, 16, (int64_t[]){4, 4, 4, 4});
