@@ -33,8 +33,9 @@ static void check_figures(const gaaw_plan_cluster_t *c, const gaaw_gpt_config_t 
   expect_true(positive(c->device.memory_gbps) && c->device.memory_gbps < 10000, "memory %g GB/s",
               c->device.memory_gbps);
   expect_true(positive(c->host_update_gbps), "host update %g GB/s", c->host_update_gbps);
-  expect_true(positive(c->intra_node_gbps) && positive(c->intra_node_latency_us), "all-reduce %g GB/s, %g us",
-              c->intra_node_gbps, c->intra_node_latency_us);
+  /* shared memory between two processes: well under 10 TB/s */
+  expect_true(positive(c->intra_node_gbps) && c->intra_node_gbps < 10000 && positive(c->intra_node_latency_us),
+              "all-reduce %g GB/s, %g us", c->intra_node_gbps, c->intra_node_latency_us);
   expect_true(positive(c->device.memory_bytes), "device memory %g", c->device.memory_bytes);
 }
 
