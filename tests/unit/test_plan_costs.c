@@ -290,10 +290,11 @@ static void check_gemm_points(gaaw_context_t ctx)
 /* The search's memory guess (model states and activations in flight), seen in the
  * reason it gives for a family it drops: the masks leave one layout per family
  * (one row per dp rank: microbatch 1) and the device holds nothing. */
-static double guess(int dp, int pp, int tp, int sp, int microbatches, int v, int schedule, int zero, int rc,
-                    int offload)
+static double guess(const gaaw_gpt_config_t *g, int dp, int pp, int tp, int sp, int microbatches, int v,
+                    int schedule, int zero, int rc, int offload)
 {
-  double h = 4096, s = 2048, e = 4, L = 8, heads = 32, V = 32000, block = 12 * h * h + 13 * h;
+  double h = g->dim, s = g->max_seq, e = 4, L = g->layers, heads = g->heads, V = g->vocab;
+  double block = 12 * h * h + 13 * h;
   double psi = L / pp * block / tp + V * h / tp + s * h, K = offload ? 0 : 8;
   double states = zero == 0 ? (2 * e + K) * psi
                   : zero == 1 ? 2 * e * psi + K * psi / dp
@@ -346,9 +347,9 @@ static void check_memory_guess(gaaw_context_t ctx)
     int best_mb = 1;
     for (int mb = 1; mb <= rows; mb++) {
       if (cases[k].schedule == GAAW_PLAN_INTERLEAVED && (rows / mb) % cases[k].pp) continue;
-      for (int v = cases[k].schedule == GAAW_PLAN_INTERLEAVED ? 2 : 1; v <= 8 / cases[k].pp; v++) {
-        if (8 % (cases[k].pp * v) || (v > 1 && cases[k].schedule != GAAW_PLAN_INTERLEAVED)) continue;
-        double g = guess(cases[k].dp, cases[k].pp, cases[k].tp, cases[k].sp, rows / mb, v, cases[k].schedule,
+      for (int v = cases[k].schedule == GAAW_PLAN_INTERLEAVED ? 2 : 1; v <= r.model.layers / cases[k].pp; v++) {
+        if (r.model.layers % (cases[k].pp * v) || (v > 1 && cases[k].schedule != GAAW_PLAN_INTERLEAVED)) continue;
+        double g = guess(&r.model, cases[k].dp, cases[k].pp, cases[k].tp, cases[k].sp, rows / mb, v, cases[k].schedule,
                          cases[k].zero, cases[k].rc, cases[k].offload) * mb;
         if (g < want) want = g, best_mb = mb;
       }
