@@ -497,12 +497,11 @@ typedef struct gaaw_mem_walk gaaw_mem_walk;
 /* For the layers' memory functions (gaaw_layer_ops.memory), in the order their
  * forward and backward allocate: the microbatch's frame (batch, seq, rows,
  * defer_weights; no tensors); the call's output (forward's *y, backward's *dx:
- * with gaaw_mem_wants_dx 0 there is none); a saved slot, and one freed before
+ * layer 0, the embedding, has none); a saved slot, and one freed before
  * backward (selective recomputation); a scratch temporary (freed at the call's
  * end); a linear's backward (with a split backward, its copies of dy and x wait
  * for W); the bytes of n activations in the compute dtype, of n f32 statistics. */
 const gaaw_frame *gaaw_mem_frame(const gaaw_mem_walk *w);
-int gaaw_mem_wants_dx(const gaaw_mem_walk *w);
 void gaaw_mem_output(gaaw_mem_walk *w, int64_t bytes);
 void gaaw_mem_save(gaaw_mem_walk *w, int64_t bytes);
 void gaaw_mem_unsave(gaaw_mem_walk *w, int64_t bytes);

@@ -50,7 +50,7 @@ struct gaaw_mem_walk {
   int64_t *dy, *dx;          /* [mb][chunks]: the pipeline slot's received gradient, B's input gradient */
   int64_t *batch;            /* [mb]: its batch arrays */
   /* the layer call in progress */
-  int mb, layer, wants_dx;
+  int mb, layer;
   int64_t output, scratch;
 };
 
@@ -74,11 +74,6 @@ static void drop(gaaw_mem_walk *w, int64_t *slot)
 const gaaw_frame *gaaw_mem_frame(const gaaw_mem_walk *w)
 {
   return &w->shape;
-}
-
-int gaaw_mem_wants_dx(const gaaw_mem_walk *w)
-{
-  return w->wants_dx;
 }
 
 void gaaw_mem_output(gaaw_mem_walk *w, int64_t bytes)
@@ -134,12 +129,11 @@ void gaaw_mem_replica_sums(gaaw_mem_walk *w, const gaaw_layer *l, int w_slot, in
 }
 
 /* Layer i's forward (backward 0) or backward of microbatch mb; returns its output. */
-static int64_t layer_call(gaaw_mem_walk *w, int mb, int i, int backward, int wants_dx)
+static int64_t layer_call(gaaw_mem_walk *w, int mb, int i, int backward)
 {
   const gaaw_layer *l = &w->m->layers[i];
   w->mb = mb;
   w->layer = i;
-  w->wants_dx = wants_dx;
   w->output = w->scratch = 0;
   l->ops->memory(w->m, l, w, backward);
   act(w, -w->scratch);
@@ -176,7 +170,7 @@ static void pass_forward(gaaw_mem_walk *w, int mb, int chunk, int lo, int hi)
   hook_pass(w, 0, GAAW_PHASE_FORWARD, chunk);
   for (int i = lo; i < hi; i++) {
     hook_layer(w, 0, i, GAAW_PHASE_FORWARD);
-    ACT(w, mb, i + 1) = layer_call(w, mb, i, 0, 0);
+    ACT(w, mb, i + 1) = layer_call(w, mb, i, 0);
     if (recomputes(w->m, &w->m->layers[i])) drop(w, &SAVED(w, mb, i));
     hook_layer(w, 1, i, GAAW_PHASE_FORWARD);
   }
@@ -193,14 +187,14 @@ static int64_t pass_backward(gaaw_mem_walk *w, int mb, int chunk, int lo, int hi
   for (int i = hi - 1; i >= lo; i--) {
     const gaaw_layer *l = &m->layers[i];
     hook_layer(w, 0, i, phase);
-    if (recomputes(m, l)) act(w, -layer_call(w, mb, i, 0, 0)); /* its output is not kept */
+    if (recomputes(m, l)) act(w, -layer_call(w, mb, i, 0)); /* its output is not kept */
     int64_t n = m->tp_size > 1 ? gaaw_pass_partial_numel(m, i) : 0, partial = n ? gaaw_ledger_bytes(m->dtype, n) : 0;
     if (partial) { /* held aside, zeros to copy from */
       gaaw_ledger_add(w->g, GAAW_MEM_COMMUNICATION, partial);
       gaaw_ledger_add(w->g, GAAW_MEM_WORKSPACE, partial);
       gaaw_ledger_add(w->g, GAAW_MEM_WORKSPACE, -partial);
     }
-    int64_t below = layer_call(w, mb, i, 1, i > 0);
+    int64_t below = layer_call(w, mb, i, 1);
     act(w, -grad);
     drop(w, &SAVED(w, mb, i));
     drop(w, &ACT(w, mb, i + 1));
@@ -267,20 +261,12 @@ static void run_action(gaaw_mem_walk *w, const gaaw_sched_action_t *a)
   }
 }
 
-/* What the step frees at its end (free_run): slots and frames. */
+/* What the step frees at its end (free_run): the frames' batch arrays. A whole
+ * schedule has freed every other slot by then (sent, or consumed by a B or a W);
+ * gaaw_model_memory_step checks that it has. */
 static void free_walk(gaaw_mem_walk *w)
 {
-  size_t frames = (size_t)w->microbatches, slots = frames * (size_t)w->m->chunks;
-  for (size_t i = 0; w->dy && w->dx && i < slots; i++) {
-    drop(w, &w->dy[i]);
-    drop(w, &w->dx[i]);
-  }
-  for (size_t i = 0; w->acts && i < frames * (size_t)(w->nl + 1); i++) drop(w, &w->acts[i]);
-  for (size_t i = 0; w->saved && w->deferred && i < frames * (size_t)w->nl; i++) {
-    drop(w, &w->saved[i]);
-    drop(w, &w->deferred[i]);
-  }
-  for (size_t i = 0; w->batch && i < frames; i++) drop(w, &w->batch[i]);
+  for (size_t i = 0; w->batch && i < (size_t)w->microbatches; i++) drop(w, &w->batch[i]);
   free(w->acts);
   free(w->saved);
   free(w->deferred);
