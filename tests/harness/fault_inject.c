@@ -20,6 +20,9 @@
  * gaaw_fault_window with dlsym(RTLD_DEFAULT, ...) (absent without the shim) and calls
  * it with 1 to open the window, 0 to close it; from the first call on, uses outside
  * a window neither count nor fail. It returns the uses counted so far, all rules'.
+ * It may also replace the rules: gaaw_fault_set(SPEC), SPEC in GAAW_FAULT's syntax,
+ * counts from zero again (it returns the number of rules), so that one process can
+ * fail each use of a call in turn.
  *
  * Each injected failure is reported on stderr ("gaaw-fault: fsync #1 on PATH: EIO"),
  * so a test can tell an injected failure from a real one. A malformed GAAW_FAULT ends
@@ -104,11 +107,11 @@ static void parse_rule(const char *spec, char *item)
   n_rules++;
 }
 
-static void read_rules(void)
+/* The rules of spec (GAAW_FAULT's syntax) in place of any before, counted from zero. */
+static void set_rules(const char *spec)
 {
-  if (n_rules >= 0) return;
-  n_rules = 0;
-  const char *spec = getenv("GAAW_FAULT");
+  memset(rules, 0, sizeof rules);
+  n_rules = alloc_rules = 0;
   if (!spec || !*spec || !this_rank_injects()) return;
   char copy[2048];
   snprintf(copy, sizeof copy, "%s", spec);
@@ -117,6 +120,17 @@ static void read_rules(void)
     if (n_rules == MAX_RULES) die_malformed(spec, "more than 8 rules");
     parse_rule(spec, item);
   }
+}
+
+static void read_rules(void)
+{
+  if (n_rules < 0) set_rules(getenv("GAAW_FAULT"));
+}
+
+int gaaw_fault_set(const char *spec)
+{
+  set_rules(spec);
+  return n_rules;
 }
 
 static void fd_path(int fd, char *out, size_t len)
