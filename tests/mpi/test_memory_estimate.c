@@ -5,15 +5,20 @@
  *    state off the device, x offload_params {none, host, nvme}) x dp {1, 2, 4} (the
  *    world split into groups of dp ranks) x recompute {none, selective, full}: on every
  *    rank the estimate for that rank (gaaw_memory_estimate with the context's own
- *    options) equals the peak of gaaw_memory_total within 2%;
+ *    options) equals the peak of gaaw_memory_total within 2%, and but for sequence
+ *    parallelism (and Open MPI's pipelines: see UNDER_MPICH) is below it by at most
+ *    the host kernels' partial sums;
  *  - pp 2 x dp 2 with gpipe, 1f1b, interleaved (2 virtual stages) and zb-h1, stage
- *    1 and 2;
+ *    1 and 2; interleaved with 2 virtual stages on pp 1 x dp 4;
  *  - the LLaMA-class GPT (2 kv heads, vocabulary 1,001) at tp 2 x dp 2 and at tp 4
- *    (kv heads replicated), ZeRO 1 and 3, recompute none, selective and full;
+ *    (kv heads replicated), ZeRO 1 and 3, recompute none, selective and full, and
+ *    at ZeRO 2 with a bucket per layer; the
+ *    GPT-2 (with biases) over 1 kv head at tp 2 x dp 2;
  *  - sequence parallelism at tp 2 x dp 2, ZeRO 1 and 3;
  *  - every category's peak but the workspace's (the host kernels' own scratch) to
  *    the byte, and with sequence parallelism the communication's (the tp ring's
- *    scratch is not estimated); the workspace's within 256 bytes above;
+ *    scratch is not estimated); the workspace's above by at most the host kernels'
+ *    partial sums;
  *  - the estimate with rank -1 is the largest of the ranks';
  *  - ten estimates leave the heap as they found it (under MPICH: see UNDER_MPICH);
  *  - a 1024-device layout of a 1.3B GPT is estimated from one process;
@@ -46,6 +51,7 @@ typedef struct {
   const char *options;
   int llama; /* model_tiny_llama with 2 kv heads instead of model_tiny_gpt */
   int sequence_parallel;
+  int kv_heads; /* model_tiny_gpt's (biases and all) kv heads; 0: one per head */
 } run_case;
 
 /* STEPS steps of MICRO microbatches of (B, T) each. */
@@ -69,6 +75,11 @@ static void check_case(MPI_Comm comm, const run_case *c)
   gaaw_context_t ctx = test_context(comm, list);
   gaaw_gpt_config_t g = c->llama ? model_tiny_llama(T, 2) : model_tiny_gpt(T, GAAW_F32);
   g.layers = c->layers;
+  if (c->kv_heads) { /* dim 64: the bias's replicated blocks (3 x 32 f32 a rank) outweigh the
+                      * workspace's tolerance */
+    g.kv_heads = c->kv_heads;
+    g.dim = 64;
+  }
   g.sequence_parallel = c->sequence_parallel;
   gaaw_optimizer_config_t oc;
   gaaw_optimizer_config_default(&oc);
@@ -129,11 +140,23 @@ static void check_case(MPI_Comm comm, const run_case *c)
                 gaaw_mem_category_name((gaaw_mem_category_t)k), cat_peak[k],
                 (unsigned long long)est.bytes[GAAW_SPACE_DEVICE][k]);
   /* the workspace: what the estimate knows of, plus at most the host kernels' own
-   * partial sums (256 bytes for these models) */
-  uint64_t ws_est = est.bytes[GAAW_SPACE_DEVICE][GAAW_MEM_WORKSPACE];
-  expect_true(cat_peak[GAAW_MEM_WORKSPACE] >= ws_est && cat_peak[GAAW_MEM_WORKSPACE] <= ws_est + 256,
-              "rank %d, dp %d stage %d %s: the workspace peak is %zu bytes, the estimate's %llu plus at most 256",
-              world_rank, c->dp, c->stage, c->options, cat_peak[GAAW_MEM_WORKSPACE], (unsigned long long)ws_est);
+   * partial sums, an f32 row per 32 rows of the widest of a norm's backward (2 x dim)
+   * and a bias gradient's (the MLP's ffn / tp columns; 256 bytes for the GPT at tp 1) */
+  int tp = 1;
+  require_ok(ctx, gaaw_topology_group_rank(ctx, GAAW_GROUP_TP, NULL, &tp));
+  int64_t ffn = g.ffn ? g.ffn : 4 * g.dim, widest = ffn / tp > 2 * g.dim && !g.no_bias ? ffn / tp : 2 * g.dim;
+  uint64_t ws_est = est.bytes[GAAW_SPACE_DEVICE][GAAW_MEM_WORKSPACE],
+           slack = (uint64_t)(4 * widest * ((B * T + 31) / 32));
+  expect_true(cat_peak[GAAW_MEM_WORKSPACE] >= ws_est && cat_peak[GAAW_MEM_WORKSPACE] <= ws_est + slack,
+              "rank %d, dp %d stage %d %s: the workspace peak is %zu bytes, the estimate's %llu plus at most %llu",
+              world_rank, c->dp, c->stage, c->options, cat_peak[GAAW_MEM_WORKSPACE], (unsigned long long)ws_est,
+              (unsigned long long)slack);
+  /* the total likewise, where every other category is exact at every moment, not only
+   * at its peak (so that a bucket freed late or early shows) */
+  if (!late_sends && !c->sequence_parallel)
+    expect_true(measured >= want && measured <= want + (double)slack,
+                "rank %d, dp %d stage %d %s: the device peak is %.0f bytes, the estimate's %.0f plus at most %llu",
+                world_rank, c->dp, c->stage, c->options, measured, want, (unsigned long long)slack);
   if (world_rank == 0 && (rel > 0 || getenv("GAAW_TEST_VERBOSE")))
     printf("dp %d stage %d %-60s estimate %8.0f measured %8.0f (%.3f%%)%s\n", c->dp, c->stage, c->options, want,
            measured, 100 * rel, cats);
@@ -205,6 +228,7 @@ static void bad_input(void)
     {"pp=2 dp=2 pp_layout=1:2", "pp_layout"},
     {"offload_optimizer=bogus", "offload_optimizer"},
     {"recompute=sometimes", "recompute"},
+    {"pp=2 dp=2 microbatches=1048576", "is above"}, /* refused by the schedule the estimate walks */
   };
   for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
     gaaw_config_t cfg;
@@ -291,6 +315,10 @@ int main(int argc, char **argv)
       run_case c = {2, stage, 4, options};
       run_on_groups(&c);
     }
+  /* two virtual stages on one pipeline rank: chunk 1's input gradient stays here as
+   * chunk 0's output gradient */
+  run_case local_chunks = {4, 1, 4, "pp_schedule=interleaved virtual_stages=2"};
+  run_on_groups(&local_chunks);
   /* sequence parallelism at tp 2 x dp 2: the partial gradients reduced over tp */
   for (int stage = 1; stage <= 3; stage += 2) {
     run_case c = {2, stage, 2, stage == 1 ? "tp=2 recompute=none" : "tp=2 recompute=selective", 0, 1};
@@ -303,6 +331,14 @@ int main(int argc, char **argv)
     run_case c = {k < 2 ? 2 : 1, k % 2 ? 3 : 1, 2, llama[k], 1};
     run_on_groups(&c);
   }
+  /* its embedding (untied) a bucket of its own at ZeRO 2: the first microbatch's
+   * reduction of it is finished as the second microbatch's backward begins */
+  run_case untied = {2, 2, 2, "tp=2 recompute=none zero_bucket_bytes=2048", 1};
+  run_on_groups(&untied);
+  /* grouped-query attention with biases: tp 2 over 1 kv head, whose weight and bias
+   * blocks are replicated on both tp ranks */
+  run_case biased = {2, 1, 2, "tp=2 recompute=none", 0, 0, 1};
+  run_on_groups(&biased);
   ckpt_test_dir_remove(nvme_dir);
   bad_input();
   if (world_rank == 0) printf("%d layouts: the largest difference between estimate and measured peak %.3f%%\n",
