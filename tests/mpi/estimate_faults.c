@@ -5,7 +5,8 @@
  * nor cost memory: each call either gives the answer of the call without a fault,
  * byte for byte, or GAAW_ERR_NO_MEMORY with a message, and once every allocation has
  * been failed the heap holds what it held before (read with mallinfo2, which counts
- * the chunks glibc's thread cache keeps as in use: the script turns that cache off).
+ * the chunks glibc's thread cache keeps as in use: the script turns that cache off;
+ * under MPICH only, as test_memory_estimate's heap check).
  * The layout is tp 2 x pp 2 x dp 2 (8 devices, estimated from this one process, every
  * rank's walk through 1F1B) at ZeRO 3 with the state offloaded to host. */
 #include <dlfcn.h>
@@ -82,8 +83,10 @@ int main(int argc, char **argv)
   }
   fault_set("");
   expect_true(k > 10 && failed >= k / 2, "%ld allocations, %ld of whose failures failed the call", k - 1, failed);
+#ifdef MPICH_VERSION /* Open MPI's progress thread allocates meanwhile */
   expect_true(mallinfo2().uordblks == in_use, "after %ld failed allocations the heap holds %lld bytes more",
               k - 1, (long long)mallinfo2().uordblks - (long long)in_use);
+#endif
   printf("estimate_faults: %ld allocations failed in turn, %ld of them failing the call\n", k - 1, failed);
   gaaw_config_destroy(&layout);
   gaaw_finalize(&ctx);

@@ -9,4 +9,5 @@ if ! test -f "$shim"; then
 fi
 # tcache_count=0: freed chunks go back to the heap at once, so that its count of
 # bytes in use is the same after calls that freed alike
-GLIBC_TUNABLES=glibc.malloc.tcache_count=0 LD_PRELOAD="$shim" ./tests/mpi/estimate_faults
+${MPIEXEC:+$MPIEXEC -n 1} env GLIBC_TUNABLES=glibc.malloc.tcache_count=0 LD_PRELOAD="$shim" \
+  ./tests/mpi/estimate_faults
