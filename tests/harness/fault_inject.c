@@ -4,11 +4,12 @@
  *   LD_PRELOAD=tests/harness/.libs/libgaaw_fault.so
  *   GAAW_FAULT="CALL:K[+][=ERRNO][@TEXT],..."
  *     CALL   open, openat, write, pwrite, fsync, fdatasync, rename, ftruncate,
- *            posix_fallocate, mmap, io_uring_submit, or alloc (malloc, calloc,
+ *            posix_fallocate, mmap, io_uring_submit, io_uring_queue_init, or alloc (malloc, calloc,
  *            realloc and aligned_alloc, which then return NULL)
  *     K      the use that fails, counting from 1 only the uses that match TEXT;
  *            K+ fails that use and every later one
- *     ERRNO  EIO (default; ENOMEM for alloc), ENOSPC, EACCES, EROFS, EDQUOT or ENOMEM
+ *     ERRNO  EIO (default; ENOMEM for alloc), ENOSPC, EACCES, EROFS, EDQUOT, ENOMEM,
+ *            EINVAL, EOPNOTSUPP or ENOSYS
  *     TEXT   only uses whose path (a file descriptor's, through /proc/self/fd)
  *            contains TEXT are counted; io_uring_submit has no path and ignores it;
  *            alloc needs TEXT, matched against the calling shared object's path
@@ -57,6 +58,7 @@ static int windowed, window_open; /* gaaw_fault_window: count only inside the wi
 
 static const struct { const char *name; int value; } errno_names[] = {
   {"EIO", EIO}, {"ENOSPC", ENOSPC}, {"EACCES", EACCES}, {"EROFS", EROFS}, {"EDQUOT", EDQUOT}, {"ENOMEM", ENOMEM},
+  {"EINVAL", EINVAL}, {"EOPNOTSUPP", EOPNOTSUPP}, {"ENOSYS", ENOSYS},
 };
 
 static void die_malformed(const char *spec, const char *why)
@@ -296,6 +298,17 @@ int io_uring_submit(void *ring)
   if (e) return -e;
   if (!real_io_uring_submit) return -ENOSYS;
   return real_io_uring_submit(ring);
+}
+
+/* liburing's ring setup, -errno on failure (ENOSYS: a kernel without io_uring, or
+ * one that forbids it, as some containers do) */
+int io_uring_queue_init(unsigned entries, void *ring, unsigned flags)
+{
+  REAL(int, io_uring_queue_init, unsigned, void *, unsigned);
+  int e = injected("io_uring_queue_init", NULL, NULL);
+  if (e) return -e;
+  if (!real_io_uring_queue_init) return -ENOSYS;
+  return real_io_uring_queue_init(entries, ring, flags);
 }
 
 /* ---------------------------------------------------------------- allocations */
