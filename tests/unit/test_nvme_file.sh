@@ -3,8 +3,9 @@
 # it is built (tests/harness/fault_inject.c), without it otherwise (its fault cases
 # are then skipped, and said).
 shim=`pwd`/tests/harness/.libs/libgaaw_fault.so
+launch=${MPIEXEC:+$MPIEXEC -n 1}
 if test -f "$shim"; then
-  LD_PRELOAD="$shim" ./tests/unit/nvme_file
+  $launch env LD_PRELOAD="$shim" ./tests/unit/nvme_file
 else
-  ./tests/unit/nvme_file
+  $launch ./tests/unit/nvme_file
 fi
