@@ -11,11 +11,11 @@
  *   alloc_faults load DIR         gaaw_model_load of a checkpoint saved in DIR first
  *   alloc_faults save DIR         gaaw_checkpoint_save into DIR (rank 0, which gathers
  *                                 the ranks' records and writes meta.json, is the faulty one) */
-#include <dlfcn.h>
 #include <mpi.h>
 
 #include "backends/agree.h"
 #include "gaaw/topology.h"
+#include "tests/harness/fault_util.h"
 #include "tests/harness/model_util.h"
 
 enum { T = 8 };
@@ -24,7 +24,7 @@ static int world_rank;
 /* the shim's window (tests/harness/fault_inject.c); without the shim, a no-op */
 static long fault_window(int open)
 {
-  long (*window)(int) = (long (*)(int))dlsym(RTLD_DEFAULT, "gaaw_fault_window");
+  fault_window_fn window = fault_shim_window();
   return window ? window(open) : 0;
 }
 

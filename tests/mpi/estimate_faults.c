@@ -9,15 +9,13 @@
  * under MPICH only, as test_memory_estimate's heap check).
  * The layout is tp 2 x pp 2 x dp 2 (8 devices, estimated from this one process, every
  * rank's walk through 1F1B) at ZeRO 3 with the state offloaded to host. */
-#include <dlfcn.h>
 #include <malloc.h>
 #include <mpi.h>
 
 #include "gaaw/estimate.h"
+#include "tests/harness/fault_util.h"
 #include "tests/harness/model_util.h"
 
-typedef int (*fault_set_fn)(const char *spec);
-typedef long (*fault_window_fn)(int open);
 
 static gaaw_status_t estimate(gaaw_context_t ctx, gaaw_config_t layout, gaaw_memory_estimate_t *out)
 {
@@ -35,8 +33,8 @@ static gaaw_status_t estimate(gaaw_context_t ctx, gaaw_config_t layout, gaaw_mem
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
-  fault_set_fn fault_set = (fault_set_fn)dlsym(RTLD_DEFAULT, "gaaw_fault_set");
-  fault_window_fn fault_window = (fault_window_fn)dlsym(RTLD_DEFAULT, "gaaw_fault_window");
+  fault_set_fn fault_set = fault_shim_set();
+  fault_window_fn fault_window = fault_shim_window();
   if (!fault_set || !fault_window) {
     printf("estimate_faults: not under the fault shim: skipped\n");
     MPI_Finalize();

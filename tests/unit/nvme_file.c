@@ -12,14 +12,13 @@
  *    instead), O_DIRECT refused (EINVAL: buffered I/O), a failing write (pwrite, or
  *    io_uring's submission): each GAAW_ERR_IO naming the file and the reason, or
  *    the fallback working; the directory is left empty every time. */
-#include <dlfcn.h>
 #include <mpi.h>
 
 #include "tests/harness/checkpoint_util.h"
+#include "tests/harness/fault_util.h"
 #include "zero/nvme_file.h"
 
 enum { RECORD = GAAW_NVME_ALIGN, RECORDS = 3 };
-typedef int (*fault_set_fn)(const char *spec);
 
 static char dir[64];
 
@@ -145,7 +144,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "FAIL: cannot make a directory here\n");
     return 1;
   }
-  fault_set_fn set = (fault_set_fn)dlsym(RTLD_DEFAULT, "gaaw_fault_set");
+  fault_set_fn set = fault_shim_set();
   round_trip(ctx, set, 0);
   if (set) {
     round_trip(ctx, set, 1);
