@@ -123,11 +123,6 @@ gaaw_status_t gaaw_nvme_start(gaaw_nvme_file *f, int slot, int write, void *buf,
   if (s->busy || s->status != GAAW_SUCCESS)
     GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "nvme slot %d started while busy", slot);
   *s = (nvme_slot){1, write, buf, bytes, 0, offset, GAAW_SUCCESS};
-  if (write && getenv("GAAW_TEST_NVME_FAIL_WRITES")) { /* test-only: a failing disk */
-    s->status = io_error(f, s, EIO, NULL);
-    s->busy = 0;
-    return GAAW_SUCCESS;
-  }
 #ifdef GAAW_HAVE_LIBURING
   if (f->async) {
     gaaw_status_t st = submit(f, slot);

@@ -5,7 +5,8 @@
  *   GAAW_FAULT="CALL:K[+][=ERRNO][@TEXT],..."
  *     CALL   open, openat, write, pwrite, fsync, fdatasync, rename, ftruncate,
  *            posix_fallocate, mmap, io_uring_submit, io_uring_queue_init, or alloc (malloc, calloc,
- *            realloc and aligned_alloc, which then return NULL)
+ *            realloc and aligned_alloc, which then return NULL, and posix_memalign, which
+ *            returns the errno)
  *     K      the use that fails, counting from 1 only the uses that match TEXT;
  *            K+ fails that use and every later one
  *     ERRNO  EIO (default; ENOMEM for alloc), ENOSPC, EACCES, EROFS, EDQUOT, ENOMEM,
@@ -358,4 +359,16 @@ void *aligned_alloc(size_t align, size_t n)
 {
   FAIL_ALLOCATION();
   return __libc_memalign(align, n);
+}
+
+/* gaaw_host_alloc's (page-aligned host buffers); it returns the error, not errno */
+int posix_memalign(void **p, size_t align, size_t n)
+{
+  int e = alloc_injected(__builtin_return_address(0));
+  if (e) return e;
+  if (align < sizeof(void *) || (align & (align - 1)) != 0) return EINVAL;
+  void *q = __libc_memalign(align, n);
+  if (!q) return ENOMEM;
+  *p = q;
+  return 0;
 }

@@ -1,11 +1,17 @@
 #!/bin/sh
 # offload_optimizer=nvme's failures on 2 ranks (tests/mpi/offload_faults.c): a
-# missing, read-only, size-limited and full nvme_path on one rank, and a write
-# failing during a step, each the same named error on every rank, without a hang.
+# missing, read-only, size-limited and full nvme_path on one rank, and each write of
+# a step failing in turn, each the same named error on every rank, without a hang.
 # The read-only directory and the full filesystem: as root, two tmpfs mounted in a
 # private mount namespace (unshare -m; root writes through permission bits); as
 # another user, a directory without write permission, and no full filesystem.
 prog=${GAAW_FAULTS_PROG:-./tests/mpi/offload_faults}
+# the fault shim fails each write of a step in turn (that case is skipped without it,
+# and in a sanitizer build, whose malloc the shim's would replace)
+shim=`pwd`/tests/harness/.libs/libgaaw_fault.so
+if test -f "$shim" && test -z "${GAAW_TEST_SANITIZERS-}"; then
+  prog="env LD_PRELOAD=$shim $prog"
+fi
 if test -z "$MPIEXEC"; then
   echo "no mpiexec: skipped"
   exit 77
