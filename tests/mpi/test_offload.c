@@ -9,8 +9,8 @@
  *    bf16 SGD, tp 2): no parameter bytes on the device after a step;
  *  - the optimizer state leaves the device: its category holds nothing there;
  *  - checkpoints saved with the state on host or nvme load into a run with the
- *    state on the device or nvme, and SGD's saved on the device loads on host, and
- *    they go on identically;
+ *    state on the device or nvme, SGD's saved on the device loads on host and the
+ *    other way round, and they go on identically;
  *  - ranks given different offload_optimizer values get the same named error;
  *    an unknown value is refused.
  * The nvme store's failures are tests/mpi/test_offload_faults.sh's. */
@@ -184,17 +184,24 @@ static void check_repeat_and_checkpoint(void)
   expect_same(&saved_nvme, &once, "on nvme, saving after 5 steps");
   expect_same(&from_nvme, &once, "saved on nvme after 5 steps, resumed on the device");
   ckpt_test_dir_remove(base);
-  /* SGD keeps one moment: saved from the device's store, resumed on host */
-  ckpt_test_dir(base, sizeof base, "offload_ckpt_");
-  result sgd = train(MPI_COMM_WORLD, "offload_optimizer=host", GAAW_BF16, 2, GAAW_SGD, NULL, NULL);
-  result sgd_saved = train(MPI_COMM_WORLD, "offload_optimizer=none", GAAW_BF16, 2, GAAW_SGD, base, NULL);
-  result sgd_resumed = train(MPI_COMM_WORLD, "offload_optimizer=host", GAAW_BF16, 2, GAAW_SGD, NULL, base);
-  expect_same(&sgd_saved, &sgd, "SGD on the device, saving after 5 steps, against host");
-  expect_same(&sgd_resumed, &sgd, "SGD saved on the device after 5 steps, resumed on host");
-  ckpt_test_dir_remove(base);
+  /* SGD keeps one moment: saved from the device's store and resumed on host, and
+   * the other way round */
+  const char *sgd_stores[2][2] = {{"offload_optimizer=none", "offload_optimizer=host"},
+                                  {"offload_optimizer=host", "offload_optimizer=none"}};
+  result sgd = train(MPI_COMM_WORLD, "offload_optimizer=host", GAAW_BF16, 2, GAAW_SGD, NULL, NULL), sgd_runs[4];
+  for (int k = 0; k < 2; k++) {
+    ckpt_test_dir(base, sizeof base, "offload_ckpt_");
+    sgd_runs[2 * k] = train(MPI_COMM_WORLD, sgd_stores[k][0], GAAW_BF16, 2, GAAW_SGD, base, NULL);
+    sgd_runs[2 * k + 1] = train(MPI_COMM_WORLD, sgd_stores[k][1], GAAW_BF16, 2, GAAW_SGD, NULL, base);
+    char what[128];
+    snprintf(what, sizeof what, "SGD saved after 5 steps (%s), resumed (%s)", sgd_stores[k][0], sgd_stores[k][1]);
+    expect_same(&sgd_runs[2 * k], &sgd, what);
+    expect_same(&sgd_runs[2 * k + 1], &sgd, what);
+    ckpt_test_dir_remove(base);
+  }
   ckpt_test_dir_remove(nvme_dir);
-  result *all[] = {&once,       &twice,     &nvme_once, &nvme_twice, &saved,      &resumed,
-                   &on_nvme,    &saved_nvme, &from_nvme, &sgd,       &sgd_saved, &sgd_resumed};
+  result *all[] = {&once,       &twice,      &nvme_once, &nvme_twice,  &saved,      &resumed,    &on_nvme,
+                   &saved_nvme, &from_nvme,  &sgd,       &sgd_runs[0], &sgd_runs[1], &sgd_runs[2], &sgd_runs[3]};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]->params);
 }
 
