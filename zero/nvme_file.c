@@ -186,7 +186,8 @@ gaaw_status_t gaaw_nvme_open(gaaw_context_t ctx, const char *dir, const char *na
   f->fd = -1;
   if ((size_t)snprintf(f->path, sizeof f->path, "%s/%s", dir, name) >= sizeof f->path) {
     free(f);
-    GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "option nvme_path: '%s' is too long", dir);
+    GAAW_FAIL(ctx, GAAW_ERR_INVALID_ARG, "option nvme_path is too long: %zu characters leave no room for the "
+              "file's name (%zu in all at most)", strlen(dir), sizeof f->path - 1);
   }
   int err = create_file(f);
   if (err) {

@@ -7,6 +7,7 @@
  *  - a read past the file's end: GAAW_ERR_IO at the wait, naming the file, the
  *    offset and "ended early"; the slot is idle again afterwards;
  *  - a slot started while it still holds a transfer: GAAW_ERR_INTERNAL;
+ *  - a directory path too long for the file's: GAAW_ERR_INVALID_ARG naming the option;
  *  - under the shim: a directory that cannot hold the file (EACCES), a reservation
  *    that fails (ENOSPC) and one the filesystem cannot make (EOPNOTSUPP: ftruncate
  *    instead), O_DIRECT refused (EINVAL: buffered I/O), a failing write (pwrite, or
@@ -145,6 +146,14 @@ int main(int argc, char **argv)
     return 1;
   }
   fault_set_fn set = fault_shim_set();
+  /* a directory whose path leaves no room for the file's name */
+  char long_dir[5000];
+  memset(long_dir, 'd', sizeof long_dir - 1);
+  long_dir[sizeof long_dir - 1] = '\0';
+  gaaw_nvme_file *f = NULL;
+  expect_status_ctx(ctx, gaaw_nvme_open(ctx, long_dir, "x.bin", RECORD, &f), GAAW_ERR_INVALID_ARG);
+  expect_true(f == NULL && strstr(gaaw_last_error(ctx), "option nvme_path is too long: 4999 characters") != NULL,
+              "a path too long: %s", gaaw_last_error(ctx));
   round_trip(ctx, set, 0);
   if (set) {
     round_trip(ctx, set, 1);
