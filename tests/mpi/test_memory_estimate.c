@@ -222,7 +222,7 @@ static void bad_input(void)
     const char *options, *message;
   } layouts[] = {
     {"tp=4", "heads (2) must be divisible by tp (4)"},
-    {"tp=3", "not divisible by tp x pp"},
+    {"tp=3", "not divisible by tp x cp x pp"},
     {"pp=4 dp=1", "layers"},
     {"pp=2 dp=2 pp_schedule=interleaved virtual_stages=2", "virtual"},
     {"pp=2 dp=2 pp_layout=1:2", "pp_layout"},
