@@ -22,6 +22,12 @@ static gaaw_status_t context_layout(gaaw_context_t ctx, gaaw_model_layout *L)
   GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_TP, &L->tp_rank, &L->tp_size));
   GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_PP, &L->pp_rank, &L->pp_size));
   GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, NULL, &L->dp_size));
+  int cp = 1;
+  GAAW_CHECK(gaaw_topology_cp(ctx, &cp, NULL));
+  if (cp > 1) /* the grid has the axis; the sequence split and its attention come next */
+    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED,
+              "cp=%d: no model splits its sequences over context-parallel ranks yet (doc/context-parallel.md); "
+              "use cp=1", cp);
   return GAAW_SUCCESS;
 }
 

@@ -87,6 +87,9 @@ static gaaw_status_t estimate_rank(gaaw_context_t ctx, const gaaw_gpt_config_t *
                                    zero_store_bytes *store, int64_t shard[GAAW_MEM_SPACE_COUNT], gaaw_topology *t)
 {
   GAAW_CHECK(gaaw_topology_plan_from(ctx, L->cfg, L->world, rank, t));
+  if (t->cp > 1)
+    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "cp=%d: no model splits its sequences over context-parallel ranks yet, "
+              "so there is nothing to estimate (doc/context-parallel.md)", t->cp);
   gaaw_model_layout ml = L->model;
   ml.tp_size = t->tp;
   ml.tp_rank = t->tp_rank;

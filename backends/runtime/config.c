@@ -385,6 +385,7 @@ static const number_range ranges[] = {
   {"compute_slowdown", 1, HUGE_VAL},
   {"opencl_device", -1, INT_MAX},
   {"tp", 1, INT_MAX},
+  {"cp", 1, INT_MAX},
   {"pp", 1, INT_MAX},
   {"dp", 0, INT_MAX},
   {"zero_bucket_bytes", 0, HUGE_VAL},
@@ -395,23 +396,29 @@ static const number_range ranges[] = {
   {"checkpoint_keep", 0, INT_MAX},
 };
 
-/* rank_order: tp, dp and pp once each, separated by '-' or ',' (empty pieces, as
- * in "tp--dp-pp", are skipped, as gaaw_init's parser does). */
-static int rank_order_valid(const char *text)
+int gaaw_rank_order_parse(const char *text, int order[GAAW_AXIS_COUNT])
 {
-  static const char *const dims[3] = {"tp", "dp", "pp"};
-  int seen = 0;
+  static const char *const axes[GAAW_AXIS_COUNT] = {"tp", "cp", "dp", "pp"};
+  int seen = 0, n = 0;
   for (const char *p = text; *p;) {
-    size_t n = strcspn(p, "-,");
-    if (n > 0) {
-      int d = 0;
-      while (d < 3 && !(n == strlen(dims[d]) && strncmp(p, dims[d], n) == 0)) d++;
-      if (d == 3 || seen & (1 << d)) return 0;
-      seen |= 1 << d;
+    size_t len = strcspn(p, "-,");
+    if (len > 0) { /* empty pieces, as in "tp--dp-pp", are skipped */
+      int a = 0;
+      while (a < GAAW_AXIS_COUNT && !(len == strlen(axes[a]) && strncmp(p, axes[a], len) == 0)) a++;
+      if (a == GAAW_AXIS_COUNT || seen & (1 << a)) return 0;
+      seen |= 1 << a;
+      order[n++] = a;
     }
-    p += n + (p[n] != '\0');
+    p += len + (p[len] != '\0');
   }
-  return seen == 7;
+  if (seen == (1 << GAAW_AXIS_COUNT) - 1) return 1;
+  if (seen != (1 << GAAW_AXIS_COUNT) - 1 - (1 << GAAW_AXIS_CP)) return 0;
+  /* cp left out: right after tp */
+  int at = 0;
+  while (order[at] != GAAW_AXIS_TP) at++;
+  for (int k = n; k > at + 1; k--) order[k] = order[k - 1];
+  order[at + 1] = GAAW_AXIS_CP;
+  return 1;
 }
 
 /* peak_tflops: empty, "measure", or a finite number > 0. */
@@ -480,10 +487,11 @@ static gaaw_status_t check_value(int i, const gaaw_config_value *v, const char *
   if (strcmp(name, "log") == 0)
     GAAW_ARG_CHECK(NULL, gaaw_log_level_parse(v->s) >= 0,
                    "option log must be none, error, warn, info, debug or trace, got '%s'%s", v->s, origin);
+  int order[GAAW_AXIS_COUNT];
   if (strcmp(name, "rank_order") == 0)
-    GAAW_ARG_CHECK(NULL, rank_order_valid(v->s),
-                   "option rank_order must name tp, dp and pp once each, fastest first (e.g. tp-dp-pp), got '%s'%s",
-                   v->s, origin);
+    GAAW_ARG_CHECK(NULL, gaaw_rank_order_parse(v->s, order),
+                   "option rank_order must name tp, cp, dp and pp once each (cp may be left out), fastest first "
+                   "(e.g. tp-cp-dp-pp), got '%s'%s", v->s, origin);
   if (strcmp(name, "recompute") == 0)
     GAAW_ARG_CHECK(NULL, gaaw_recompute_parse(v->s) >= 0, "option recompute must be none, selective or full, got '%s'%s",
                    v->s, origin);

@@ -22,6 +22,13 @@ int gaaw_recompute_parse(const char *text);
  * 1024; "512M", "2G"); empty is 0. Returns 0 when text is none of these. */
 int gaaw_bytes_parse(const char *text, size_t *bytes);
 
+/* The axes of the rank grid, as option rank_order names them. */
+typedef enum { GAAW_AXIS_TP = 0, GAAW_AXIS_CP = 1, GAAW_AXIS_DP = 2, GAAW_AXIS_PP = 3, GAAW_AXIS_COUNT = 4 } gaaw_grid_axis;
+/* rank_order's text ("tp-cp-dp-pp": each axis once, fastest-varying first, separated
+ * by '-' or ','; cp may be left out, and then varies right after tp) as the axes in
+ * that order. Returns 0 when the text is not such a list. */
+int gaaw_rank_order_parse(const char *text, int order[GAAW_AXIS_COUNT]);
+
 /* A new config with src's values (defaults and environment when src is NULL). */
 gaaw_status_t gaaw_config_copy(gaaw_config_t src, gaaw_config_t *dst);
 

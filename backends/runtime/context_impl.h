@@ -12,9 +12,9 @@
 #define GAAW_ABORT_REASON_MAX 512
 
 typedef struct {
-  int dp, pp, tp;
-  int dp_rank, pp_rank, tp_rank;
-  int order[3]; /* dimension indices (0 tp, 1 dp, 2 pp), fastest-varying first */
+  int dp, pp, cp, tp;
+  int dp_rank, pp_rank, cp_rank, tp_rank;
+  int order[4]; /* gaaw_grid_axis values (runtime/config_impl.h), fastest-varying first */
   gaaw_comm_t comms[GAAW_GROUP_COUNT];
 } gaaw_topology;
 

@@ -39,10 +39,12 @@
     "mpiexec); 1 = off")                                                                           \
   /* topology */                                                                                  \
   X(tp, INT, "1", "tensor-parallel size")                                                         \
+  X(cp, INT, "1", "context-parallel size: each sequence is split over this many ranks")          \
   X(pp, INT, "1", "pipeline-parallel size")                                                       \
-  X(dp, INT, "0", "data-parallel size; 0 = world size / (tp * pp)")                              \
-  X(rank_order, STRING, "tp-dp-pp",                                                               \
-    "order of the rank grid, fastest-varying first (Megatron-LM's default tp-dp-pp)")             \
+  X(dp, INT, "0", "data-parallel size; 0 = world size / (tp * cp * pp)")                         \
+  X(rank_order, STRING, "tp-cp-dp-pp",                                                            \
+    "order of the rank grid, fastest-varying first (Megatron-LM's default tp-cp-dp-pp; cp may be " \
+    "left out, and then varies right after tp)")                                                   \
   /* communication */                                                                             \
   X(zero_bucket_bytes, INT, "16777216",                                                           \
     "ZeRO bucket size: consecutive layers' gradients are reduced together (started as "          \

@@ -551,8 +551,11 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
   /* the library's options, each on its own (no device or MPI needed) */
   CHECK(gaaw_config_check(cfg) == GAAW_SUCCESS, "%s", gaaw_last_error(NULL));
 
-  /* the layout: world = dp x pp x tp */
-  int64_t tp = 1, pp = 1, dp = 0;
+  /* the layout: world = dp x pp x tp (cp must be 1: no model splits a sequence yet) */
+  int64_t tp = 1, pp = 1, dp = 0, cp = 1;
+  gaaw_config_get_int(cfg, "cp", &cp);
+  CHECK(cp == 1, "--cp %lld: no model splits its sequences over context-parallel ranks yet "
+        "(doc/context-parallel.md); use --cp 1", (long long)cp);
   gaaw_config_get_int(cfg, "tp", &tp);
   gaaw_config_get_int(cfg, "pp", &pp);
   gaaw_config_get_int(cfg, "dp", &dp);

@@ -1,6 +1,6 @@
 ! The Fortran module on 2 ranks: options set by key and by list, gaaw_init with
-! MPI_COMM_WORLD and tp=2, the topology it builds, the text functions, and bad
-! input (unknown key, malformed value, tp=3 on a world of 2) returning the named
+! MPI_COMM_WORLD and tp=2, the topology it builds (and cp=2's), the text functions,
+! and bad input (unknown key, malformed value, tp=3 on a world of 2) returning the named
 ! codes on both ranks. Failures are counted on every rank and summed, so both
 ! ranks stop with the same verdict.
 program fortran_init_np2
@@ -139,6 +139,24 @@ program fortran_init_np2
   call check_true("no context after the failed init", .not. c_associated(ctx3%ptr))
   s = gaaw_last_error()
   call check_true("report of the failed init is non-empty", len(s) > 0)
+
+  ! ---- cp=2: the context-parallel axis spans the world, and so does dp x cp
+  call check_status("set tp=1", gaaw_config_set(cfg3, "tp", "1"), GAAW_SUCCESS)
+  call check_status("set cp=2", gaaw_config_set(cfg3, "cp", "2"), GAAW_SUCCESS)
+  call check_status("gaaw_init with cp=2", gaaw_init(MPI_COMM_WORLD, cfg3, ctx3), GAAW_SUCCESS)
+  call check_status("topology_cp", gaaw_topology_cp(ctx3, n, r), GAAW_SUCCESS)
+  call check_int("cp", n, 2)
+  call check_int("cp_rank", r, mpi_rank)
+  call check_status("group_rank cp", gaaw_topology_group_rank(ctx3, GAAW_GROUP_CP, grank, gsize), GAAW_SUCCESS)
+  call check_true("the cp group is the world", grank == mpi_rank .and. gsize == 2)
+  call check_status("group_rank dp-cp", gaaw_topology_group_rank(ctx3, GAAW_GROUP_DP_CP, grank, gsize), &
+                    GAAW_SUCCESS)
+  call check_true("the dp-cp group is the world", grank == mpi_rank .and. gsize == 2)
+  call check_true("group name dp-cp", gaaw_group_name(GAAW_GROUP_DP_CP) == "dp-cp")
+  call check_status("rank_of_cp", gaaw_topology_rank_of_cp(ctx3, 0, 0, 1, 0, r), GAAW_SUCCESS)
+  call check_int("rank_of_cp(0, 0, 1, 0)", r, 1)
+  call check_status("rank_of_cp(0, 0, 2, 0)", gaaw_topology_rank_of_cp(ctx3, 0, 0, 2, 0, r), GAAW_ERR_INVALID_ARG)
+  call check_status("gaaw_finalize cp=2", gaaw_finalize(ctx3), GAAW_SUCCESS)
   call check_status("config_destroy", gaaw_config_destroy(cfg3), GAAW_SUCCESS)
 
   ! ---- teardown: handles become null, a second finalize is a no-op

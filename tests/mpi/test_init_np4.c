@@ -1,8 +1,8 @@
-/* gaaw_init on 4 ranks: the dp x pp x tp grid and its groups, and configurations
- * that cannot work failing on every rank together, without a hang. */
+/* gaaw_init on 4 ranks: the dp x pp x cp x tp grid and its groups, and
+ * configurations that cannot work failing on every rank together, without a hang. */
 #include <mpi.h>
 
-#include "test_util.h"
+#include "tests/harness/model_util.h"
 
 static int world_rank;
 
@@ -117,14 +117,87 @@ int main(int argc, char **argv)
   gaaw_finalize(&ctx);
   gaaw_config_destroy(&cfg);
 
+  /* cp 2 x tp 2, Megatron order: rank = cp_rank * 2 + tp_rank; the ranks that hold
+   * the same weights (dp x cp) are the cp group here */
+  cfg = host_config("tp=2 cp=2");
+  require_ok(NULL, gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
+  int cp = 0, cp_rank = -1;
+  gaaw_topology_sizes(ctx, &dp, &pp, &tp);
+  gaaw_topology_coords(ctx, &dp_rank, &pp_rank, &tp_rank);
+  expect_status_ctx(ctx, gaaw_topology_cp(ctx, &cp, &cp_rank), GAAW_SUCCESS);
+  expect_true(dp == 1 && pp == 1 && cp == 2 && tp == 2, "cp 2 x tp 2: sizes dp %d pp %d cp %d tp %d", dp, pp, cp, tp);
+  expect_true(tp_rank == world_rank % 2 && cp_rank == world_rank / 2 && dp_rank == 0,
+              "cp 2 x tp 2: rank %d has dp %d cp %d tp %d", world_rank, dp_rank, cp_rank, tp_rank);
+  expect_group(ctx, GAAW_GROUP_TP, tp_rank, 2);
+  expect_group(ctx, GAAW_GROUP_CP, cp_rank, 2);
+  expect_group(ctx, GAAW_GROUP_DP, 0, 1);
+  expect_group(ctx, GAAW_GROUP_DP_CP, cp_rank, 2);
+  expect_group(ctx, GAAW_GROUP_MP, tp_rank, 2);
+  for (int c = 0; c < 2; c++)
+    for (int t = 0; t < 2; t++) {
+      expect_status_ctx(ctx, gaaw_topology_rank_of_cp(ctx, 0, 0, c, t, &r), GAAW_SUCCESS);
+      expect_true(r == c * 2 + t, "rank_of_cp(cp %d, tp %d) = %d", c, t, r);
+    }
+  /* gaaw_topology_rank_of stays on this rank's cp coordinate */
+  expect_status_ctx(ctx, gaaw_topology_rank_of(ctx, 0, 0, 1 - tp_rank, &r), GAAW_SUCCESS);
+  expect_true(r == cp_rank * 2 + 1 - tp_rank, "rank %d: rank_of(tp %d) = %d", world_rank, 1 - tp_rank, r);
+  /* no model splits a sequence yet: every rank refuses it by name */
+  gaaw_gpt_config_t g = model_tiny_gpt(8, GAAW_F32);
+  gaaw_model_t model = NULL;
+  expect_status_ctx(ctx, gaaw_model_create_gpt(ctx, &g, &model), GAAW_ERR_UNSUPPORTED);
+  expect_true(model == NULL && strstr(gaaw_last_error(ctx), "cp=2: no model splits its sequences") != NULL,
+              "rank %d: %s", world_rank, gaaw_last_error(ctx));
+  gaaw_finalize(&ctx);
+  gaaw_config_destroy(&cfg);
+
+  /* cp 2 x dp 2: the weights' group dp x cp is the world, dp slowest */
+  cfg = host_config("cp=2");
+  require_ok(NULL, gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
+  gaaw_topology_coords(ctx, &dp_rank, &pp_rank, &tp_rank);
+  gaaw_topology_cp(ctx, &cp, &cp_rank);
+  expect_true(cp_rank == world_rank % 2 && dp_rank == world_rank / 2, "cp 2 x dp 2: rank %d has dp %d cp %d",
+              world_rank, dp_rank, cp_rank);
+  expect_group(ctx, GAAW_GROUP_DP, dp_rank, 2);
+  expect_group(ctx, GAAW_GROUP_CP, cp_rank, 2);
+  expect_group(ctx, GAAW_GROUP_DP_CP, dp_rank * 2 + cp_rank, 4);
+  expect_group(ctx, GAAW_GROUP_MP, 0, 1);
+  gaaw_finalize(&ctx);
+  gaaw_config_destroy(&cfg);
+
+  /* cp fastest: rank = tp_rank * 2 + cp_rank; and an order without cp puts it after tp */
+  const char *cp_orders[] = {"cp-tp-dp-pp", "dp-pp-tp"};
+  for (int o = 0; o < 2; o++) {
+    char options[64];
+    snprintf(options, sizeof options, "tp=2 cp=2 rank_order=%s", cp_orders[o]);
+    cfg = host_config(options);
+    require_ok(NULL, gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
+    gaaw_topology_coords(ctx, &dp_rank, &pp_rank, &tp_rank);
+    gaaw_topology_cp(ctx, &cp, &cp_rank);
+    int fast = o == 0 ? cp_rank : tp_rank, slow = o == 0 ? tp_rank : cp_rank;
+    expect_true(fast == world_rank % 2 && slow == world_rank / 2, "%s: rank %d has cp %d tp %d", cp_orders[o],
+                world_rank, cp_rank, tp_rank);
+    gaaw_finalize(&ctx);
+    gaaw_config_destroy(&cfg);
+  }
+
   /* 4 ranks do not factor as tp 3: every rank says so */
   cfg = host_config("tp=3");
   expect_init_fails(cfg, GAAW_ERR_INVALID_ARG, "tp=3 on 4 ranks");
-  expect_true(strstr(gaaw_last_error(NULL), "world size 4 is not divisible by tp x pp = 3 x 1 = 3") != NULL,
+  expect_true(strstr(gaaw_last_error(NULL), "world size 4 is not divisible by tp x cp x pp = 3 x 1 x 1 = 3") != NULL,
               "rank %d: %s", world_rank, gaaw_last_error(NULL));
   gaaw_config_destroy(&cfg);
 
   /* ranks that disagree on the layout all fail, naming the disagreement */
+  cfg = host_config(world_rank == 1 ? "cp=2" : "cp=1");
+  expect_init_fails(cfg, GAAW_ERR_INVALID_ARG, "cp differs across ranks");
+  expect_true(strstr(gaaw_last_error(NULL), "cp: 1 on ranks 0,2-3, 2 on rank 1") != NULL, "rank %d: %s", world_rank,
+              gaaw_last_error(NULL));
+  gaaw_config_destroy(&cfg);
+  cfg = host_config("cp=3");
+  expect_init_fails(cfg, GAAW_ERR_INVALID_ARG, "cp=3 on 4 ranks");
+  expect_true(strstr(gaaw_last_error(NULL), "not divisible by tp x cp x pp = 1 x 3 x 1 = 3") != NULL, "rank %d: %s",
+              world_rank, gaaw_last_error(NULL));
+  gaaw_config_destroy(&cfg);
   cfg = host_config(world_rank == 0 ? "tp=4" : "tp=2");
   expect_init_fails(cfg, GAAW_ERR_INVALID_ARG, "tp differs across ranks");
   expect_true(strstr(gaaw_last_error(NULL), "tp: 4 on rank 0, 2 on ranks 1-3") != NULL, "rank %d: %s", world_rank,

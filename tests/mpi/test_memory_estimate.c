@@ -222,7 +222,7 @@ static void bad_input(void)
     const char *options, *message;
   } layouts[] = {
     {"tp=4", "heads (2) must be divisible by tp (4)"},
-    {"tp=3", "not divisible by tp x pp"},
+    {"tp=3", "not divisible by tp x cp x pp"},
     {"pp=4 dp=1", "layers"},
     {"pp=2 dp=2 pp_schedule=interleaved virtual_stages=2", "virtual"},
     {"pp=2 dp=2 pp_layout=1:2", "pp_layout"},
@@ -240,6 +240,14 @@ static void bad_input(void)
                 layouts[i].options, why ? why : "(none)", layouts[i].message);
     gaaw_config_destroy(&cfg);
   }
+  /* cp > 1: no model splits a sequence yet, so there is nothing to estimate */
+  gaaw_config_t cp2;
+  require_ok(NULL, gaaw_config_create(&cp2));
+  require_ok(NULL, gaaw_config_parse(cp2, "cp=2"));
+  expect_status_ctx(ctx, gaaw_memory_estimate(ctx, &g, cp2, &oc, &eo, &out), GAAW_ERR_UNSUPPORTED);
+  expect_true(strstr(gaaw_last_error(ctx), "cp=2: no model splits its sequences") != NULL, "cp=2: %s",
+              gaaw_last_error(ctx));
+  gaaw_config_destroy(&cp2);
   /* the estimate gives back what it allocates (a planner calls it for every layout
    * it weighs): after a first call, ten more leave the heap in use as it was */
   gaaw_config_t small;

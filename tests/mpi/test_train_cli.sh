@@ -92,6 +92,7 @@ grep '^step *100/' "$tmp/out" >/dev/null && err "byte >= vocab: training went on
 # layouts that do not fit the world, on 4 ranks: one message, no hang
 expect_usage "tp 3 on 4 ranks" "--tp 3 does not divide the world size 4" 4 --tp 3
 expect_usage "heads % tp" "--heads (3) must be divisible by --tp (2)" 4 --tp 2 --heads 3 --dim 96
+expect_usage "cp 2" "--cp 2: no model splits its sequences over context-parallel ranks yet" 4 --cp 2
 
 # precedence: default < config file < environment < command line. A missing data
 # file stops a run right after its options were accepted.
@@ -123,7 +124,7 @@ expect_usage "--log chatty" "option log must be none, error, warn, info, debug o
   1 --log chatty $missing
 expect_usage "--device -2" "option device must be in -1..2147483647, got -2" 1 --device -2 $missing
 expect_usage "--comm-timeout -1" "option comm_timeout must be >= 0, got -1" 1 --comm-timeout -1 $missing
-expect_usage "--rank-order tp-tp-pp" "option rank_order must name tp, dp and pp once each" \
+expect_usage "--rank-order tp-tp-pp" "option rank_order must name tp, cp, dp and pp once each" \
   1 --rank-order tp-tp-pp $missing
 # on one rank only (MPMD): every rank exits 2, the message once, naming the rank
 timeout -k 5 120 $MPIEXEC -n 1 $prog $missing : -n 1 $prog --threads -3 $missing >"$tmp/out" 2>"$tmp/err"

@@ -70,16 +70,19 @@ static void check_values(void)
   expect_refused("opencl_device", "-2", GAAW_ERR_INVALID_ARG, "option opencl_device must be in -1..");
   expect_refused("tp", "0", GAAW_ERR_INVALID_ARG, "option tp must be in 1..2147483647, got 0");
   expect_refused("pp", "-1", GAAW_ERR_INVALID_ARG, "option pp must be in 1..");
+  expect_refused("cp", "0", GAAW_ERR_INVALID_ARG, "option cp must be in 1..2147483647, got 0");
   expect_refused("dp", "-1", GAAW_ERR_INVALID_ARG, "option dp must be in 0..");
   expect_refused("comm_timeout", "-5", GAAW_ERR_INVALID_ARG, "option comm_timeout must be >= 0, got -5");
   expect_accepted("comm_timeout", "0");
   expect_refused("zero_bucket_bytes", "-1", GAAW_ERR_INVALID_ARG, "option zero_bucket_bytes must be >= 0, got -1");
   expect_refused("allreduce_ring_bytes", "-1", GAAW_ERR_INVALID_ARG, "option allreduce_ring_bytes must be >= 0");
-  const char *bad_orders[] = {"tp-tp-pp", "tp-dp", "", "tp-dp-pp-tp", "tp-dp-xx", "tpdp-pp", NULL};
+  const char *bad_orders[] = {"tp-tp-pp", "tp-dp",   "",      "tp-dp-pp-tp", "tp-dp-xx", "tpdp-pp",
+                              "tp-cp-dp", "cp-tp-dp-pp-cp", "cp", NULL};
   for (const char *const *o = bad_orders; *o; o++)
-    expect_refused("rank_order", *o, GAAW_ERR_INVALID_ARG, "option rank_order must name tp, dp and pp once each");
+    expect_refused("rank_order", *o, GAAW_ERR_INVALID_ARG, "option rank_order must name tp, cp, dp and pp once each");
   expect_accepted("rank_order", "dp,tp,pp");
   expect_accepted("rank_order", "pp-tp--dp");
+  expect_accepted("rank_order", "cp-dp-tp-pp");
 
   /* every number option has a range, so a value far below any sensible one is
    * refused (the whole table: a new tunable needs its range in config.c) */
