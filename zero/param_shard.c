@@ -67,7 +67,7 @@ void gaaw_zero_shard_bytes(gaaw_optimizer_t opt, int64_t bytes[3])
   for (int b = 0; b < opt->nbuckets; b++) records += (int64_t)record_bytes(opt, b);
   int64_t staging = (int64_t)gaaw_dtype_size(opt->dtype) * gaaw_zero_largest_piece(opt);
   bytes[GAAW_SPACE_DEVICE] = opt->params_place == ZERO_PARAMS_DEVICE ? shard : 0;
-  bytes[GAAW_SPACE_HOST] = opt->params_place == ZERO_PARAMS_HOST   ? shard
+  bytes[GAAW_SPACE_HOST] = opt->params_place == ZERO_PARAMS_HOST   ? (int64_t)gaaw_host_bytes((size_t)shard)
              : opt->params_place == ZERO_PARAMS_NVME ? (staging + GAAW_NVME_ALIGN - 1) / GAAW_NVME_ALIGN * GAAW_NVME_ALIGN
                                                      : 0;
   bytes[GAAW_SPACE_NVME] = opt->params_place == ZERO_PARAMS_NVME ? records : 0;

@@ -25,7 +25,8 @@ static void *alloc_host(gaaw_optimizer_t opt, host_store *s, size_t bytes)
 }
 
 /* What host_create allocates: f32 master, m1 (and AdamW's m2) of the shard, and
- * two compute-dtype pieces; nothing on the device. */
+ * two compute-dtype pieces, each in whole pages (gaaw_host_bytes); nothing on the
+ * device. */
 static size_t state_bytes(gaaw_optimizer_t opt, size_t *piece)
 {
   *piece = gaaw_dtype_size(opt->dtype) * (size_t)gaaw_zero_largest_piece(opt);
@@ -36,7 +37,7 @@ static void host_bytes(gaaw_optimizer_t opt, zero_store_bytes *out)
 {
   size_t piece, state = state_bytes(opt, &piece);
   memset(out, 0, sizeof *out);
-  out->host = (int64_t)(state * (1 + opt->is.moments) + 2 * piece);
+  out->host = (int64_t)(gaaw_host_bytes(state) * (1 + opt->is.moments) + 2 * gaaw_host_bytes(piece));
 }
 
 static gaaw_status_t host_create(gaaw_optimizer_t opt)

@@ -44,6 +44,11 @@ typedef struct {
   size_t total, total_peak; /* every category together: now, and at the peak instant */
   size_t held;  /* device memory taken from the backend: in use, cached and pending */
   size_t limit; /* option device_memory_limit; 0: none */
+  /* gaaw_host_alloc's blocks (a few large ones: the offload stores'), so that a free
+   * knows its size; their bytes now and at the peak */
+  struct gaaw_host_block { void *ptr; size_t bytes; } *host_blocks;
+  int host_nblocks, host_capacity;
+  size_t host_current, host_peak;
 } gaaw_allocator;
 
 /* Records that stream (GAAW_STREAM_*) reads or writes buf's memory, so that a free
@@ -65,5 +70,14 @@ void gaaw_allocator_release_pending(gaaw_context_t ctx);
  * (NULL is a no-op). Not collective. */
 void *gaaw_host_alloc(gaaw_context_t ctx, size_t bytes);
 void gaaw_host_free(gaaw_context_t ctx, void *ptr);
+/* What gaaw_host_alloc takes for a request of bytes: whole pages of 4096 bytes, at
+ * least one (the memory estimate counts host memory with it). */
+size_t gaaw_host_bytes(size_t bytes);
+/* The bytes gaaw_host_alloc holds now and held at most since the context began (or
+ * since gaaw_memory_reset_peak). Either may be NULL. Not collective. */
+void gaaw_host_usage(gaaw_context_t ctx, size_t *current, size_t *peak);
+/* Frees the host blocks' table (the blocks must be freed already: a bug otherwise,
+ * said in the log). */
+void gaaw_host_blocks_release(gaaw_context_t ctx);
 
 #endif

@@ -225,6 +225,7 @@ void gaaw_runtime_close(gaaw_context_t ctx)
     gaaw_allocator_release_cached(ctx);
     ctx->device->close(ctx);
   }
+  gaaw_host_blocks_release(ctx);
   gaaw_context_abort_release(ctx);
   /* after an abort, freeing could wait on a peer that never comes: abandoned */
   if (ctx->control != MPI_COMM_NULL && !ctx->aborted) MPI_Comm_free(&ctx->control);

@@ -407,6 +407,7 @@ gaaw_status_t gaaw_memory_reset_peak(gaaw_context_t ctx)
   GAAW_ARG_NOT_NULL(ctx, ctx);
   for (int c = 0; c < GAAW_MEM_CATEGORY_COUNT; c++) ctx->allocator.peak[c] = ctx->allocator.current[c];
   ctx->allocator.total_peak = ctx->allocator.total;
+  ctx->allocator.host_peak = ctx->allocator.host_current;
   return GAAW_SUCCESS;
 }
 
@@ -418,18 +419,70 @@ gaaw_status_t gaaw_memory_total(gaaw_context_t ctx, size_t *current_bytes, size_
   return GAAW_SUCCESS;
 }
 
+size_t gaaw_host_bytes(size_t bytes)
+{
+  return bytes ? (bytes + 4095) / 4096 * 4096 : 4096;
+}
+
+/* Records a new host block; 0 when the table cannot grow. */
+static int host_block_add(gaaw_allocator *a, void *ptr, size_t bytes)
+{
+  if (a->host_nblocks == a->host_capacity) {
+    int capacity = a->host_capacity ? 2 * a->host_capacity : 16;
+    struct gaaw_host_block *grown = realloc(a->host_blocks, sizeof *grown * (size_t)capacity);
+    if (!grown) return 0;
+    a->host_blocks = grown;
+    a->host_capacity = capacity;
+  }
+  a->host_blocks[a->host_nblocks++] = (struct gaaw_host_block){ptr, bytes};
+  a->host_current += bytes;
+  if (a->host_current > a->host_peak) a->host_peak = a->host_current;
+  return 1;
+}
+
 void *gaaw_host_alloc(gaaw_context_t ctx, size_t bytes)
 {
-  size_t rounded = (bytes + 4095) / 4096 * 4096;
+  size_t rounded = gaaw_host_bytes(bytes);
   void *p = NULL;
-  if (!rounded) rounded = 4096;
-  if (ctx->device->pinned_alloc) return ctx->device->pinned_alloc(ctx, rounded, &p) == GAAW_SUCCESS ? p : NULL;
-  return posix_memalign(&p, 4096, rounded) == 0 ? p : NULL;
+  if (ctx->device->pinned_alloc) {
+    if (ctx->device->pinned_alloc(ctx, rounded, &p) != GAAW_SUCCESS) return NULL;
+  } else if (posix_memalign(&p, 4096, rounded) != 0) {
+    return NULL;
+  }
+  if (!host_block_add(&ctx->allocator, p, rounded)) {
+    gaaw_host_free(ctx, p); /* not in the table: only given back */
+    return NULL;
+  }
+  return p;
 }
 
 void gaaw_host_free(gaaw_context_t ctx, void *ptr)
 {
   if (!ptr) return;
+  gaaw_allocator *a = &ctx->allocator;
+  for (int i = 0; i < a->host_nblocks; i++)
+    if (a->host_blocks[i].ptr == ptr) {
+      a->host_current -= a->host_blocks[i].bytes;
+      a->host_blocks[i] = a->host_blocks[--a->host_nblocks];
+      break;
+    }
   if (ctx->device->pinned_free) ctx->device->pinned_free(ctx, ptr);
   else free(ptr);
+}
+
+void gaaw_host_usage(gaaw_context_t ctx, size_t *current, size_t *peak)
+{
+  if (current) *current = ctx->allocator.host_current;
+  if (peak) *peak = ctx->allocator.host_peak;
+}
+
+void gaaw_host_blocks_release(gaaw_context_t ctx)
+{
+  gaaw_allocator *a = &ctx->allocator;
+  if (a->host_nblocks)
+    gaaw_log(GAAW_LOG_WARN, "%d host block(s) of %zu bytes were not freed before the context's end", a->host_nblocks,
+             a->host_current);
+  free(a->host_blocks);
+  a->host_blocks = NULL;
+  a->host_nblocks = a->host_capacity = 0;
 }

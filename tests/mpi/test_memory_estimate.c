@@ -29,6 +29,7 @@
 #include <mpi.h>
 #include <time.h>
 
+#include "backends/runtime/allocator.h"
 #include "tests/harness/checkpoint_util.h"
 #include "tests/harness/model_util.h"
 
@@ -171,6 +172,13 @@ static void check_case(MPI_Comm comm, const run_case *c)
               (unsigned long long)est.total[GAAW_SPACE_HOST]);
   expect_true(nvme == (est.total[GAAW_SPACE_NVME] > 0), "rank %d, %s: %llu bytes on nvme", world_rank, c->options,
               (unsigned long long)est.total[GAAW_SPACE_NVME]);
+  /* host memory to the byte: the offload stores' buffers and ZeRO 3's host shard or
+   * staging, all that gaaw_host_alloc gave since the context began */
+  size_t host_peak;
+  gaaw_host_usage(ctx, NULL, &host_peak);
+  expect_true(host_peak == est.total[GAAW_SPACE_HOST], "rank %d, dp %d stage %d %s: the host peak is %zu bytes, the "
+              "estimate says %llu", world_rank, c->dp, c->stage, c->options, host_peak,
+              (unsigned long long)est.total[GAAW_SPACE_HOST]);
   int params_off = strstr(c->options, "offload_params=host") || strstr(c->options, "offload_params=nvme");
   uint64_t params_away = est.bytes[GAAW_SPACE_HOST][GAAW_MEM_PARAMS] + est.bytes[GAAW_SPACE_NVME][GAAW_MEM_PARAMS];
   expect_true(params_off == (params_away > 0), "rank %d, %s: %llu bytes of parameters off the device", world_rank,
