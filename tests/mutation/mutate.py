@@ -259,7 +259,9 @@ def load_results(path):
 def cmd_rerun(s, opts):
     """After: the mutants of an earlier report that were not killed and are in neither
     list, run again (with today's tests), its other results kept and judged by today's
-    lists; the report is the whole sample's."""
+    lists; the report is the whole sample's. A mutant whose code no longer exists
+    (the line it mutated was rewritten) is "gone": it leaves the sample, as one that
+    compiles identically does."""
     earlier = load_results(opts.earlier)
     # a survivor now in a list keeps its result (listing it changed nothing it runs),
     # unless --all (after the tests it runs changed)
@@ -276,6 +278,8 @@ def cmd_rerun(s, opts):
         if r["key"] in by_key and r["key"] in again:
             new = s.evaluate([by_key[r["key"]]], 1, r["family"])
             results += new
+        elif r["key"] in again:
+            results.append(dict(r, status="gone", verdict=None))
         else:
             r["verdict"] = s.lists.verdict(r["key"])
             results.append(r)

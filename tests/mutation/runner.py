@@ -9,6 +9,7 @@ Outcomes:
   timeout     a covering test hung and the harness killed it (not counted as caught)
   identical   the object file is byte-identical to the original's: dropped
   stillborn   the mutant does not compile: dropped
+  gone        (rerun) the code the mutant changed no longer exists: dropped
   unfinished  the run's deadline (mutate.py ci --budget) came before its last test
 """
 import glob
