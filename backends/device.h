@@ -77,11 +77,13 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
  *   - fused kernels, internal (backends/fused.h): each does in one pass what a
  *     sequence of the kernels above does; without it backends/fused.c runs the
  *     sequence;
- *   - the blocked causal attention: without it the GPT block keeps the (T, T) path;
+ *   - the blocked attention (a block of queries against a block of keys, causal or
+ *     not, and the merge of two blocks' results): without it the GPT block keeps the
+ *     (T, T) path;
  *   - the attention on the QKV projection's (B, T, 3H, D) layout, writing the merged
  *     (B, T, H, D) output: without it the GPT block permutes into heads and back
  *     around the (BH, T, D) kernels.
- * Host and OpenCL have them all; CUDA none yet. */
+ * Host and OpenCL have them all; CUDA the blocked attention only. */
 #define GAAW_DEVICE_OPTIONAL_KERNEL_LIST(X)                                                        \
   X(bias_gelu_forward, (gaaw_context_t ctx, gaaw_ten u, gaaw_cten b, gaaw_ten a))                   \
   X(bias_residual_add, (gaaw_context_t ctx, gaaw_cten x, gaaw_cten y, gaaw_cten bias, gaaw_ten out))   \
@@ -92,11 +94,14 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
                             int64_t vocab_start, float dloss, gaaw_ten max, gaaw_ten sumexp,         \
                             gaaw_ten target, gaaw_ten dlogits))                                     \
   X(gelu_backward_set, (gaaw_context_t ctx, gaaw_cten dy, gaaw_cten x, gaaw_ten dx))                \
-  X(flash_attention_forward, (gaaw_context_t ctx, gaaw_cten q, gaaw_cten k, gaaw_cten v, gaaw_ten out, \
+  X(attention_block_forward, (gaaw_context_t ctx, gaaw_cten q, gaaw_cten k, gaaw_cten v,           \
+                              int64_t q_start, int64_t k_start, int causal, gaaw_ten out,          \
                               gaaw_ten lse))                                                        \
-  X(flash_attention_backward, (gaaw_context_t ctx, gaaw_cten dout, gaaw_cten q, gaaw_cten k,         \
-                               gaaw_cten v, gaaw_cten out, gaaw_cten lse, gaaw_ten dq, gaaw_ten dk,   \
-                               gaaw_ten dv))                                                        \
+  X(attention_block_backward, (gaaw_context_t ctx, gaaw_cten dout, gaaw_cten q, gaaw_cten k,         \
+                               gaaw_cten v, gaaw_cten out, gaaw_cten lse, int64_t q_start,          \
+                               int64_t k_start, int causal, gaaw_ten dq, gaaw_ten dk, gaaw_ten dv)) \
+  X(attention_merge, (gaaw_context_t ctx, gaaw_ten out, gaaw_ten lse, gaaw_cten part_out,            \
+                      gaaw_cten part_lse))                                                          \
   X(attention_qkv_forward, (gaaw_context_t ctx, gaaw_cten qkv, gaaw_ten probs, gaaw_ten out))        \
   X(attention_qkv_backward, (gaaw_context_t ctx, gaaw_cten dout, gaaw_cten qkv, gaaw_cten probs,      \
                              gaaw_ten dprobs, gaaw_ten dqkv))

@@ -2,6 +2,8 @@
  * matrix kernels and the blocked ones (include/gaaw/kernels.h), and the question
  * whether a backend has a kernel: arguments checked (backends/kernel_checks.h), then
  * the call goes to the context's device table. */
+#include <string.h>
+
 #include "backends/kernel_check.h"
 #include "backends/kernel_trace.h"
 
@@ -74,24 +76,79 @@ gaaw_status_t gaaw_attention_backward(gaaw_context_t ctx, const gaaw_tensor_t *d
   return GAAW_SUCCESS;
 }
 
-/* q, k, v, out: (BH, T, D)   lse: (BH, T) f32 */
-static gaaw_status_t check_flash(gaaw_context_t ctx, const gaaw_tensor_t *q, int n, const named_tensor *list,
-                                 const gaaw_tensor_t *lse)
+/* A block of queries against a block of keys: q and the qn tensors of qlike (out,
+ * dout, dq) are (BH, Tq, D); the kn tensors of klike (k, v, dk, dv) are (BH, Tk, D)
+ * with q's BH and D; lse is (BH, Tq); the mask is one and the starts are >= 0. */
+static gaaw_status_t check_block(gaaw_context_t ctx, const gaaw_tensor_t *q, int qn, const named_tensor *qlike,
+                                 int kn, const named_tensor *klike, const gaaw_tensor_t *lse, int64_t q_start,
+                                 int64_t k_start, gaaw_attention_mask_t mask)
 {
-  GAAW_CHECK(check_attention(ctx, q, n, list, NULL, NULL));
-  GAAW_CHECK(check_mat(ctx, lse, "lse", batch_of(q), second_last(q), "q's (BH, T)"));
+  GAAW_CHECK(check_attention(ctx, q, qn, qlike, NULL, NULL));
+  const gaaw_tensor_t *k = klike[0].t;
+  GAAW_ARG_CHECK(ctx, k->ndim >= 2, "tensor k has shape %s; expected (BH, Tk, D)", shape_of(k).s);
+  for (int i = 0; i < kn; i++)
+    GAAW_CHECK(check_bmat(ctx, klike[i].t, klike[i].name, batch_of(q), second_last(k), last(q),
+                          "(BH, Tk, D) with q's BH and D"));
+  GAAW_CHECK(check_mat(ctx, lse, "lse", batch_of(q), second_last(q), "q's (BH, Tq)"));
+  GAAW_ARG_CHECK(ctx, mask == GAAW_ATTENTION_CAUSAL || mask == GAAW_ATTENTION_FULL,
+                 "mask %d is neither GAAW_ATTENTION_CAUSAL nor GAAW_ATTENTION_FULL", (int)mask);
+  GAAW_ARG_CHECK(ctx, q_start >= 0 && k_start >= 0, "q_start (%lld) and k_start (%lld) must be >= 0",
+                 (long long)q_start, (long long)k_start);
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_flash_attention_forward(gaaw_context_t ctx, const gaaw_tensor_t *q, const gaaw_tensor_t *k,
-                                           const gaaw_tensor_t *v, gaaw_tensor_t *out, gaaw_tensor_t *lse)
+gaaw_status_t gaaw_attention_block_forward(gaaw_context_t ctx, const gaaw_tensor_t *q, const gaaw_tensor_t *k,
+                                           const gaaw_tensor_t *v, int64_t q_start, int64_t k_start,
+                                           gaaw_attention_mask_t mask, gaaw_tensor_t *out, gaaw_tensor_t *lse)
 {
   GAAW_CHECK(check_ctx(ctx));
   CHECK_FLOATS(NT(q), NT(k), NT(v), NT(out));
   CHECK_F32(NT(lse));
-  GAAW_CHECK(check_flash(ctx, q, 3, (named_tensor[]){NT(k), NT(v), NT(out)}, lse));
-  RUN(flash_attention_forward, q, q, k, v, out, lse);
+  GAAW_CHECK(check_block(ctx, q, 1, (named_tensor[]){NT(out)}, 2, (named_tensor[]){NT(k), NT(v)}, lse, q_start,
+                         k_start, mask));
+  RUN(attention_block_forward, q, q, k, v, q_start, k_start, mask == GAAW_ATTENTION_CAUSAL, out, lse);
   return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_attention_block_backward(gaaw_context_t ctx, const gaaw_tensor_t *dout, const gaaw_tensor_t *q,
+                                            const gaaw_tensor_t *k, const gaaw_tensor_t *v,
+                                            const gaaw_tensor_t *out, const gaaw_tensor_t *lse, int64_t q_start,
+                                            int64_t k_start, gaaw_attention_mask_t mask, gaaw_tensor_t *dq,
+                                            gaaw_tensor_t *dk, gaaw_tensor_t *dv)
+{
+  GAAW_CHECK(check_ctx(ctx));
+  CHECK_FLOATS(NT(dout), NT(q), NT(k), NT(v), NT(out), NT(dq), NT(dk), NT(dv));
+  CHECK_F32(NT(lse));
+  GAAW_CHECK(check_block(ctx, q, 3, (named_tensor[]){NT(dout), NT(out), NT(dq)}, 4,
+                         (named_tensor[]){NT(k), NT(v), NT(dk), NT(dv)}, lse, q_start, k_start, mask));
+  RUN(attention_block_backward, q, dout, q, k, v, out, lse, q_start, k_start, mask == GAAW_ATTENTION_CAUSAL, dq, dk,
+      dv);
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_attention_merge(gaaw_context_t ctx, gaaw_tensor_t *out, gaaw_tensor_t *lse,
+                                   const gaaw_tensor_t *part_out, const gaaw_tensor_t *part_lse)
+{
+  GAAW_CHECK(check_ctx(ctx));
+  CHECK_FLOATS(NT(out), NT(part_out));
+  CHECK_F32(NT(lse), NT(part_lse));
+  GAAW_CHECK(check_attention(ctx, out, 1, (named_tensor[]){NT(part_out)}, NULL, NULL));
+  GAAW_CHECK(check_mat(ctx, lse, "lse", batch_of(out), second_last(out), "out's (BH, Tq)"));
+  GAAW_CHECK(check_mat(ctx, part_lse, "part_lse", batch_of(out), second_last(out), "out's (BH, Tq)"));
+  RUN(attention_merge, out, out, lse, part_out, part_lse);
+  return GAAW_SUCCESS;
+}
+
+/* The causal attention of a whole sequence: one block, both starts 0. */
+gaaw_status_t gaaw_flash_attention_forward(gaaw_context_t ctx, const gaaw_tensor_t *q, const gaaw_tensor_t *k,
+                                           const gaaw_tensor_t *v, gaaw_tensor_t *out, gaaw_tensor_t *lse)
+{
+  GAAW_CHECK(check_ctx(ctx));
+  GAAW_ARG_NOT_NULL(ctx, q);
+  GAAW_ARG_NOT_NULL(ctx, k);
+  GAAW_ARG_CHECK(ctx, q->ndim >= 2 && k->ndim >= 2 && second_last(q) == second_last(k),
+                 "tensor k has shape %s; expected q's (BH, T, D)", shape_of(k).s);
+  return gaaw_attention_block_forward(ctx, q, k, v, 0, 0, GAAW_ATTENTION_CAUSAL, out, lse);
 }
 
 gaaw_status_t gaaw_flash_attention_backward(gaaw_context_t ctx, const gaaw_tensor_t *dout, const gaaw_tensor_t *q,
@@ -100,11 +157,11 @@ gaaw_status_t gaaw_flash_attention_backward(gaaw_context_t ctx, const gaaw_tenso
                                             gaaw_tensor_t *dv)
 {
   GAAW_CHECK(check_ctx(ctx));
-  CHECK_FLOATS(NT(dout), NT(q), NT(k), NT(v), NT(out), NT(dq), NT(dk), NT(dv));
-  CHECK_F32(NT(lse));
-  GAAW_CHECK(check_flash(ctx, q, 7, (named_tensor[]){NT(dout), NT(k), NT(v), NT(out), NT(dq), NT(dk), NT(dv)}, lse));
-  RUN(flash_attention_backward, q, dout, q, k, v, out, lse, dq, dk, dv);
-  return GAAW_SUCCESS;
+  GAAW_ARG_NOT_NULL(ctx, q);
+  GAAW_ARG_NOT_NULL(ctx, k);
+  GAAW_ARG_CHECK(ctx, q->ndim >= 2 && k->ndim >= 2 && second_last(q) == second_last(k),
+                 "tensor k has shape %s; expected q's (BH, T, D)", shape_of(k).s);
+  return gaaw_attention_block_backward(ctx, dout, q, k, v, out, lse, 0, 0, GAAW_ATTENTION_CAUSAL, dq, dk, dv);
 }
 
 gaaw_status_t gaaw_kernel_available(gaaw_context_t ctx, const char *kernel, int *available)
@@ -112,6 +169,10 @@ gaaw_status_t gaaw_kernel_available(gaaw_context_t ctx, const char *kernel, int 
   GAAW_CHECK(check_ctx(ctx));
   GAAW_ARG_NOT_NULL(ctx, kernel);
   GAAW_ARG_NOT_NULL(ctx, available);
+  /* the blocked attention's kernels answer to their older flash_attention_ names too */
+  char name[64];
+  if (strncmp(kernel, "flash_attention_", 16) == 0 && strlen(kernel) < sizeof name - 16)
+    snprintf(name, sizeof name, "attention_block_%s", kernel + 16), kernel = name;
   int has = gaaw_device_provides(ctx->device, kernel);
   GAAW_ARG_CHECK(ctx, has >= 0, "kernel \"%s\" is no gaaw kernel", kernel);
   *available = has;

@@ -169,8 +169,8 @@ static int blocked_attention(gaaw_model_t m, int64_t T)
   if (strcmp(mode, "auto") != 0) return strcmp(mode, "blocked") == 0;
   if (T < 512) return 0;
   int fwd = 0, bwd = 0;
-  return gaaw_kernel_available(m->ctx, "flash_attention_forward", &fwd) == GAAW_SUCCESS &&
-         gaaw_kernel_available(m->ctx, "flash_attention_backward", &bwd) == GAAW_SUCCESS && fwd && bwd;
+  return gaaw_kernel_available(m->ctx, "attention_block_forward", &fwd) == GAAW_SUCCESS &&
+         gaaw_kernel_available(m->ctx, "attention_block_backward", &bwd) == GAAW_SUCCESS && fwd && bwd;
 }
 
 /* Whether the matrix core runs on the QKV projection's (B, T, 3 Hl, D) layout and

@@ -284,9 +284,11 @@ gaaw_status_t gaaw_cuda_compute_after_comm(gaaw_context_t ctx)
   return GAAW_SUCCESS;
 }
 
-/* Kernel entries (cuda_ops.c). */
+/* Kernel entries (cuda_ops.c): every kernel of the list, and the optional ones the
+ * backend has (the others are completed with the unsupported stub). */
 #define CUDA_DECLARE(name, params) gaaw_status_t gaaw_cuda_op_##name params;
 GAAW_DEVICE_KERNEL_LIST(CUDA_DECLARE)
+GAAW_DEVICE_OPTIONAL_KERNEL_LIST(CUDA_DECLARE)
 #undef CUDA_DECLARE
 #define CUDA_TABLE_ENTRY(name, params) .name = gaaw_cuda_op_##name,
 
@@ -307,4 +309,7 @@ const gaaw_device_ops gaaw_cuda_device_ops = {
   .event_query = cuda_event_query,
   .event_destroy = cuda_event_destroy,
   GAAW_DEVICE_KERNEL_LIST(CUDA_TABLE_ENTRY)
+  .attention_block_forward = gaaw_cuda_op_attention_block_forward,
+  .attention_block_backward = gaaw_cuda_op_attention_block_backward,
+  .attention_merge = gaaw_cuda_op_attention_merge,
 };

@@ -134,6 +134,30 @@ int64_t gaaw_cuda_sum_squares_partials(int64_t n);
 cudaError_t gaaw_cuda_sum_squares(cudaStream_t s, gaaw_cuda_dtype dt, int64_t n, const void *x, float *partial,
                                   float *out);
 
+/* ---------------------------------------------------------------- blocked attention (cuda_attention_block.cu) */
+
+/* The widest head the blocked attention takes (its threads keep a row's columns in
+ * registers); wider ones get cudaErrorInvalidValue. */
+#define GAAW_CUDA_ATTENTION_MAX_D 1024
+/* A block of queries against a block of keys: query row t at position q_start + t,
+ * key row j at k_start + j; causal: a row sees keys at its position and before.
+ * out, lse: the block's softmax-weighted v and log-sum-exp (0 and -inf for a row
+ * that sees no key).   q, out: (BH, Tq, D)   k, v: (BH, Tk, D)   lse: (BH, Tq) f32 */
+cudaError_t gaaw_cuda_attention_block_forward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t BH, int64_t Tq, int64_t Tk,
+                                              int64_t D, int64_t q_start, int64_t k_start, int causal, const void *q,
+                                              const void *k, const void *v, void *out, float *lse);
+/* (out, lse) <- the merge of (out, lse) and (part_out, part_lse), row by row.
+ * out, part_out: (rows, D)   lse, part_lse: (rows) f32 */
+cudaError_t gaaw_cuda_attention_merge(cudaStream_t s, gaaw_cuda_dtype dt, int64_t rows, int64_t D, void *out,
+                                      float *lse, const void *part_out, const float *part_lse);
+/* dq += .., dk += .., dv += .. of the block, from the rows' merged out and lse;
+ * delta: (BH, Tq) f32 workspace. */
+cudaError_t gaaw_cuda_attention_block_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t BH, int64_t Tq,
+                                               int64_t Tk, int64_t D, int64_t q_start, int64_t k_start, int causal,
+                                               const void *dout, const void *q, const void *k, const void *v,
+                                               const void *out, const float *lse, float *delta, void *dq, void *dk,
+                                               void *dv);
+
 /* ---------------------------------------------------------------- embedding (cuda_embedding.cu) */
 
 /* tokens: (N)   table: (V, C)   y: (N, C); rows outside [vocab_start, +V) are zero. */

@@ -21,6 +21,7 @@ _Static_assert(GAAW_CUDA_ACT_GELU == (int)GAAW_ACT_GELU && GAAW_CUDA_ACT_NONE ==
 /* Declarations for the table in cuda_device.c. */
 #define CUDA_DECLARE(name, params) gaaw_status_t gaaw_cuda_op_##name params;
 GAAW_DEVICE_KERNEL_LIST(CUDA_DECLARE)
+GAAW_DEVICE_OPTIONAL_KERNEL_LIST(CUDA_DECLARE)
 #undef CUDA_DECLARE
 
 /* Shorthands: the compute stream, a tensor's address and dtype, a launch. */
@@ -291,6 +292,45 @@ gaaw_status_t gaaw_cuda_op_attention_backward(gaaw_context_t ctx, gaaw_cten dout
   GAAW_CHECK(gaaw_cuda_gemm_raw(ctx, dt, GAAW_OP_N, GAAW_OP_N, BH, T, D, T, scale, P(dprobs), P(k), 1.0f, P(dq)));
   GAAW_CHECK(gaaw_cuda_gemm_raw(ctx, dt, GAAW_OP_T, GAAW_OP_N, BH, T, D, T, scale, P(dprobs), P(q), 1.0f, P(dk)));
   return GAAW_SUCCESS;
+}
+
+/* The blocked attention (cuda_attention_block.cu): one of the optional kernels, in
+ * the table (cuda_device.c) by name. */
+gaaw_status_t gaaw_cuda_op_attention_block_forward(gaaw_context_t ctx, gaaw_cten q, gaaw_cten k, gaaw_cten v,
+                                                   int64_t q_start, int64_t k_start, int causal, gaaw_ten out,
+                                                   gaaw_ten lse)
+{
+  int64_t D = cols_of(q), Tq = q->shape[q->ndim - 2], Tk = k->shape[k->ndim - 2];
+  GAAW_ARG_CHECK(ctx, D <= GAAW_CUDA_ATTENTION_MAX_D, "the blocked attention on CUDA takes heads of at most %d, got %lld",
+                 GAAW_CUDA_ATTENTION_MAX_D, (long long)D);
+  LAUNCH(gaaw_cuda_attention_block_forward(STREAM, DT(q), Tq ? rows_of(q) / Tq : 0, Tq, Tk, D, q_start, k_start,
+                                           causal, P(q), P(k), P(v), P(out), P(lse)));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_cuda_op_attention_merge(gaaw_context_t ctx, gaaw_ten out, gaaw_ten lse, gaaw_cten part_out,
+                                           gaaw_cten part_lse)
+{
+  LAUNCH(gaaw_cuda_attention_merge(STREAM, DT(out), rows_of(out), cols_of(out), P(out), P(lse), P(part_out),
+                                   P(part_lse)));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_cuda_op_attention_block_backward(gaaw_context_t ctx, gaaw_cten dout, gaaw_cten q, gaaw_cten k,
+                                                    gaaw_cten v, gaaw_cten out, gaaw_cten lse, int64_t q_start,
+                                                    int64_t k_start, int causal, gaaw_ten dq, gaaw_ten dk, gaaw_ten dv)
+{
+  int64_t D = cols_of(q), Tq = q->shape[q->ndim - 2], Tk = k->shape[k->ndim - 2], rows = rows_of(q);
+  GAAW_ARG_CHECK(ctx, D <= GAAW_CUDA_ATTENTION_MAX_D, "the blocked attention on CUDA takes heads of at most %d, got %lld",
+                 GAAW_CUDA_ATTENTION_MAX_D, (long long)D);
+  gaaw_buffer_t buf = NULL;
+  void *delta = NULL;
+  GAAW_CHECK(scratch(ctx, (size_t)rows * sizeof(float), &buf, &delta));
+  gaaw_status_t st = launched(ctx, gaaw_cuda_attention_block_backward(STREAM, DT(q), Tq ? rows / Tq : 0, Tq, Tk, D,
+                                                                      q_start, k_start, causal, P(dout), P(q), P(k),
+                                                                      P(v), P(out), P(lse), delta, P(dq), P(dk), P(dv)),
+                              "gaaw_cuda_attention_block_backward");
+  return end_scratch(ctx, &buf, st);
 }
 
 /* ---------------------------------------------------------------- embedding */

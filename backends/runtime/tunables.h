@@ -114,7 +114,7 @@
     "online softmax; no (T, T) matrix, in forward or backward; selective recomputation then has " \
     "nothing to drop); matrix (the (T, T) probabilities kept for backward, or dropped and "       \
     "recomputed with recompute=selective); auto: blocked for sequences of 512 tokens or more "       \
-    "where the backend has it (host, OpenCL), else matrix (faster at shorter sequences; CUDA)")                                                                \
+    "(every backend has it), else matrix (faster at shorter sequences)")                                                                \
   /* pipeline */                                                                                  \
   X(microbatches, INT, "1",                                                                       \
     "microbatches of a step when a batch does not say (gaaw_batch_t.microbatches 0): the "       \

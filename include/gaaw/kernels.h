@@ -150,9 +150,35 @@ gaaw_status_t gaaw_flash_attention_backward(gaaw_context_t ctx, const gaaw_tenso
                                             const gaaw_tensor_t *v, const gaaw_tensor_t *out,
                                             const gaaw_tensor_t *lse, gaaw_tensor_t *dq, gaaw_tensor_t *dk,
                                             gaaw_tensor_t *dv);
+/* The blocked attention of a block of queries against a block of keys, for context
+ * parallelism's ring (doc/context-parallel.md): query row t is at position
+ * q_start + t, key row j at k_start + j. GAAW_ATTENTION_CAUSAL lets a row see the keys
+ * at its position and before, GAAW_ATTENTION_FULL every key. out is the block's own
+ * softmax-weighted sum of v and lse its log-sum-exp; a row that sees no key of the
+ * block gets out 0 and lse -inf. gaaw_flash_attention_forward is the causal case with
+ * both starts 0 and Tq = Tk.
+ * q, out: (BH, Tq, D)   k, v: (BH, Tk, D)   lse: (BH, Tq) f32 */
+typedef enum { GAAW_ATTENTION_CAUSAL = 0, GAAW_ATTENTION_FULL = 1 } gaaw_attention_mask_t;
+gaaw_status_t gaaw_attention_block_forward(gaaw_context_t ctx, const gaaw_tensor_t *q, const gaaw_tensor_t *k,
+                                           const gaaw_tensor_t *v, int64_t q_start, int64_t k_start,
+                                           gaaw_attention_mask_t mask, gaaw_tensor_t *out, gaaw_tensor_t *lse);
+/* The rows' results over two sets of keys as one: (out, lse) <- the merge of
+ * (out, lse) and (part_out, part_lse), each row's weights exp(lse - the larger lse).
+ * out, part_out: (BH, Tq, D)   lse, part_lse: (BH, Tq) f32 */
+gaaw_status_t gaaw_attention_merge(gaaw_context_t ctx, gaaw_tensor_t *out, gaaw_tensor_t *lse,
+                                   const gaaw_tensor_t *part_out, const gaaw_tensor_t *part_lse);
+/* dq += .., dk += .., dv += .. of one block, from the rows' out and lse over every key
+ * they see (after the last merge): this block's share of the gradients, which summed
+ * over the blocks give the whole attention's. */
+gaaw_status_t gaaw_attention_block_backward(gaaw_context_t ctx, const gaaw_tensor_t *dout, const gaaw_tensor_t *q,
+                                            const gaaw_tensor_t *k, const gaaw_tensor_t *v,
+                                            const gaaw_tensor_t *out, const gaaw_tensor_t *lse, int64_t q_start,
+                                            int64_t k_start, gaaw_attention_mask_t mask, gaaw_tensor_t *dq,
+                                            gaaw_tensor_t *dk, gaaw_tensor_t *dv);
 /* *available = 1 when the context's backend has the kernel named kernel (the function
- * name without its gaaw_ prefix, e.g. "flash_attention_forward"), 0 when its calls
- * would return GAAW_ERR_UNSUPPORTED (the CUDA backend lacks the blocked attention);
+ * name without its gaaw_ prefix, e.g. "attention_block_forward"; the flash_attention_
+ * names are the attention_block_ kernels'), 0 when its calls would return
+ * GAAW_ERR_UNSUPPORTED (the CUDA backend lacks the fused kernels);
  * GAAW_ERR_INVALID_ARG for a name that is no kernel. Not collective. */
 gaaw_status_t gaaw_kernel_available(gaaw_context_t ctx, const char *kernel, int *available);
 

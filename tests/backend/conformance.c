@@ -329,6 +329,40 @@ static gaaw_status_t case_flash_attention(run_t *r)
   return GAAW_SUCCESS;
 }
 
+/* Ring attention's kernels: 70 queries at position 80 against 100 keys at 0 (every
+ * row sees some) and 30 keys at 100 (rows 0-19 see none), the two merged, each
+ * block's backward from the merged out and lse; and the mask off. */
+static gaaw_status_t case_attention_block(run_t *r)
+{
+  int64_t BH = 2, Tq = 70, D = 8;
+  gaaw_tensor_t q = RAND(DT, -1.5f, 1.5f, BH, Tq, D), dout = RAND(DT, -1, 1, BH, Tq, D);
+  gaaw_tensor_t k0 = RAND(DT, -1.5f, 1.5f, BH, 100, D), v0 = RAND(DT, -1, 1, BH, 100, D);
+  gaaw_tensor_t k1 = RAND(DT, -1.5f, 1.5f, BH, 30, D), v1 = RAND(DT, -1, 1, BH, 30, D);
+  gaaw_tensor_t out = RAND(DT, 0, 1, BH, Tq, D), lse = RAND(GAAW_F32, 0, 1, BH, Tq);
+  gaaw_tensor_t part = RAND(DT, 0, 1, BH, Tq, D), part_lse = RAND(GAAW_F32, 0, 1, BH, Tq);
+  CALL(gaaw_attention_block_forward(CTX, &q, &k1, &v1, 80, 100, GAAW_ATTENTION_CAUSAL, &part, &part_lse));
+  keep(r, &part, "the second block's out");
+  CALL(gaaw_attention_block_forward(CTX, &q, &k0, &v0, 80, 0, GAAW_ATTENTION_CAUSAL, &out, &lse));
+  CALL(gaaw_attention_merge(CTX, &out, &lse, &part, &part_lse));
+  keep(r, &out, "merged out");
+  keep(r, &lse, "merged lse");
+  gaaw_tensor_t dq = RAND(DT, -1, 1, BH, Tq, D), dk0 = RAND(DT, -1, 1, BH, 100, D), dv0 = RAND(DT, -1, 1, BH, 100, D);
+  gaaw_tensor_t dk1 = RAND(DT, -1, 1, BH, 30, D), dv1 = RAND(DT, -1, 1, BH, 30, D);
+  CALL(gaaw_attention_block_backward(CTX, &dout, &q, &k0, &v0, &out, &lse, 80, 0, GAAW_ATTENTION_CAUSAL, &dq, &dk0,
+                                     &dv0));
+  CALL(gaaw_attention_block_backward(CTX, &dout, &q, &k1, &v1, &out, &lse, 80, 100, GAAW_ATTENTION_CAUSAL, &dq, &dk1,
+                                     &dv1));
+  keep(r, &dq, "dq");
+  keep(r, &dk0, "dk0");
+  keep(r, &dv0, "dv0");
+  keep(r, &dk1, "dk1");
+  keep(r, &dv1, "dv1");
+  CALL(gaaw_attention_block_forward(CTX, &q, &k1, &v1, 0, 500, GAAW_ATTENTION_FULL, &part, &part_lse));
+  keep(r, &part, "the mask off: out");
+  keep(r, &part_lse, "the mask off: lse");
+  return GAAW_SUCCESS;
+}
+
 static gaaw_status_t case_embedding(run_t *r)
 {
   /* vocabulary slice [10, 30); tokens repeat and fall outside it */
@@ -532,6 +566,7 @@ static const struct {
   {"regression losses", case_regression, 1e-5},
   {"causal_softmax", case_softmax, 1e-5}, {"attention", case_attention, 1e-5},
   {"flash_attention", case_flash_attention, 1e-5},
+  {"attention_block (ring)", case_attention_block, 1e-5},
   {"embedding", case_embedding, 1e-5},  {"cross_entropy", case_cross_entropy, 1e-5},
   {"adamw master", case_adamw_master, 1e-5}, {"adamw", case_adamw_plain, 1e-5},
   {"cast", case_cast, 0},               {"permute_0213", case_permute, 0},
@@ -696,9 +731,12 @@ int main(int argc, char **argv)
   check_flash_vs_matrix(host, "host");
   check_flash_vs_matrix(dev, backend);
   int has = 0;
-  require_ok(dev, gaaw_kernel_available(dev, "flash_attention_backward", &has));
-  expect_true(has == (strcmp(backend, "cuda") != 0), "%s: gaaw_kernel_available(flash_attention_backward) = %d",
-              backend, has);
+  static const char *const blocked[] = {"attention_block_forward", "attention_block_backward", "attention_merge",
+                                        "flash_attention_backward"};
+  for (int i = 0; i < 4; i++) {
+    require_ok(dev, gaaw_kernel_available(dev, blocked[i], &has));
+    expect_true(has == 1, "%s: gaaw_kernel_available(%s) = %d", backend, blocked[i], has);
+  }
   require_ok(dev, gaaw_kernel_available(dev, "gelu_backward_set", &has));
   expect_true(has == (strcmp(backend, "cuda") != 0), "%s: gaaw_kernel_available(gelu_backward_set) = %d", backend,
               has);

@@ -128,6 +128,23 @@ static void compare(const twin *w, double f32_tol, const char *what)
   free(got);
 }
 
+/* compare, for a log-sum-exp: -inf (a row that saw no key) where the host has -inf,
+ * the other rows within the tolerance. */
+static void compare_lse(const twin *w, double f32_tol, const char *what)
+{
+  float *ref = read_f32(0, w), *got = read_f32(1, w);
+  long n = (long)numel(w), mismatch = -1;
+  for (long i = 0; i < n; i++) {
+    if (isinf(ref[i]) != isinf(got[i]) && mismatch < 0) mismatch = i;
+    if (isinf(ref[i]) && isinf(got[i])) ref[i] = got[i] = 0.0f; /* equal: compared as such below */
+  }
+  expect_true(mismatch < 0, "%s: element %ld is %g on the device, %g on the host", what, mismatch,
+              mismatch < 0 ? 0.0 : got[mismatch], mismatch < 0 ? 0.0 : ref[mismatch]);
+  expect_close(got, ref, n, f32_tol, what);
+  free(ref);
+  free(got);
+}
+
 /* Runs `reset` then `call` twice in both contexts (so they stay in step) and expects
  * the device to produce the same bits in w both times. */
 #define DEVICE_TWICE(w, reset, call, what)                                                      \
@@ -390,6 +407,46 @@ static void check_attention(gaaw_dtype_t dt)
   BOTH(gaaw_causal_softmax_backward(C, 0.7f, T(probs), T(dprobs), T(dx)));
   compare(&dx, 1e-5, "causal_softmax dx");
   twin *all[] = {&q, &k, &v, &probs, &out, &dout, &dprobs, &dq, &dk, &dv, &dx};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
+}
+
+/* Ring attention's kernels: 70 queries at position 80 against 300 keys at 0 (more
+ * than a block of threads; every row sees some) and 30 keys at 100 (rows 0-19 see
+ * none), the two merged, each block's backward from the merged out and lse (into
+ * non-zero gradients); and the mask off with a head wider than the block (D 272). */
+static void check_attention_block(gaaw_dtype_t dt)
+{
+  enum { BH = 2, TQ = 70, K0 = 300, K1 = 30, D = 16, WIDE = 272 };
+  twin q, k0, v0, k1, v1, out, lse, part, part_lse, dout, dq, dk0, dv0, dk1, dv1, wq, wk, wv, wout, wlse;
+  MAKE(q, dt, BH, TQ, D), MAKE(k0, dt, BH, K0, D), MAKE(v0, dt, BH, K0, D), MAKE(k1, dt, BH, K1, D);
+  MAKE(v1, dt, BH, K1, D), MAKE(out, dt, BH, TQ, D), MAKE(part, dt, BH, TQ, D), MAKE(dout, dt, BH, TQ, D);
+  MAKE(lse, GAAW_F32, BH, TQ), MAKE(part_lse, GAAW_F32, BH, TQ), MAKE(dq, dt, BH, TQ, D);
+  MAKE(dk0, dt, BH, K0, D), MAKE(dv0, dt, BH, K0, D), MAKE(dk1, dt, BH, K1, D), MAKE(dv1, dt, BH, K1, D);
+  MAKE(wq, dt, 1, 5, WIDE), MAKE(wk, dt, 1, 9, WIDE), MAKE(wv, dt, 1, 9, WIDE), MAKE(wout, dt, 1, 5, WIDE);
+  MAKE(wlse, GAAW_F32, 1, 5);
+  twin *rnd[] = {&q, &k0, &v0, &k1, &v1, &dout, &dq, &dk0, &dv0, &dk1, &dv1, &wq, &wk, &wv};
+  for (size_t i = 0; i < sizeof rnd / sizeof rnd[0]; i++) randomize(rnd[i], -1, 1);
+  BOTH(gaaw_attention_block_forward(C, T(q), T(k1), T(v1), 80, 100, GAAW_ATTENTION_CAUSAL, T(part), T(part_lse)));
+  compare(&part, 1e-4, "attention_block out (rows 0-19 see no key)");
+  compare_lse(&part_lse, 1e-5, "attention_block lse (-inf where a row sees no key)");
+  BOTH(gaaw_attention_block_forward(C, T(q), T(k0), T(v0), 80, 0, GAAW_ATTENTION_CAUSAL, T(out), T(lse)));
+  BOTH(gaaw_attention_merge(C, T(out), T(lse), T(part), T(part_lse)));
+  compare(&out, 1e-4, "attention_merge out");
+  compare_lse(&lse, 1e-5, "attention_merge lse");
+  BOTH(gaaw_attention_block_backward(C, T(dout), T(q), T(k0), T(v0), T(out), T(lse), 80, 0, GAAW_ATTENTION_CAUSAL,
+                                     T(dq), T(dk0), T(dv0)));
+  BOTH(gaaw_attention_block_backward(C, T(dout), T(q), T(k1), T(v1), T(out), T(lse), 80, 100, GAAW_ATTENTION_CAUSAL,
+                                     T(dq), T(dk1), T(dv1)));
+  compare(&dq, 1e-4, "attention_block dq (both blocks)");
+  compare(&dk0, 1e-4, "attention_block dk (the first block)");
+  compare(&dv0, 1e-4, "attention_block dv (the first block)");
+  compare(&dk1, 1e-4, "attention_block dk (the second block)");
+  compare(&dv1, 1e-4, "attention_block dv (the second block)");
+  BOTH(gaaw_attention_block_forward(C, T(wq), T(wk), T(wv), 0, 500, GAAW_ATTENTION_FULL, T(wout), T(wlse)));
+  compare(&wout, 1e-4, "attention_block out, the mask off, D 272");
+  compare_lse(&wlse, 1e-5, "attention_block lse, the mask off, D 272");
+  twin *all[] = {&q,   &k0,  &v0,  &k1,  &v1,  &out, &lse, &part, &part_lse, &dout,
+                 &dq,  &dk0, &dv0, &dk1, &dv1, &wq,  &wk,  &wv,   &wout,     &wlse};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
 }
 
@@ -684,6 +741,7 @@ int main(int argc, char **argv)
     check_qkv_heads(dtypes[i]);
     check_attention(dtypes[i]);
     check_attention_large_scores(dtypes[i]);
+    check_attention_block(dtypes[i]);
     check_embedding_loss(dtypes[i]);
     check_utilities(dtypes[i]);
     check_awkward(dtypes[i]);
