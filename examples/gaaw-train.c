@@ -79,12 +79,13 @@ static void print_header(trainer *t)
   int64_t params = 0, local = 0;
   gaaw_backend_name(t->ctx, &backend);
   gaaw_model_num_params(t->model, &params, &local);
-  if (t->pp > 1)
-    printf("gaaw-train: world %d = dp %d x pp %d x tp %d, backend %s, ZeRO %ld, %s\n", world_size, t->dp, t->pp,
-           t->tp, backend, o->zero, o->optimizer);
-  else
-    printf("gaaw-train: world %d = dp %d x tp %d, backend %s, ZeRO %ld, %s\n", world_size, t->dp, t->tp, backend,
-           o->zero, o->optimizer);
+  int cp = 1;
+  gaaw_topology_cp(t->ctx, &cp, NULL);
+  char pp[32] = "", cps[32] = ""; /* the axes above 1 only */
+  if (t->pp > 1) snprintf(pp, sizeof pp, " x pp %d", t->pp);
+  if (cp > 1) snprintf(cps, sizeof cps, " x cp %d", cp);
+  printf("gaaw-train: world %d = dp %d%s%s x tp %d, backend %s, ZeRO %ld, %s\n", world_size, t->dp, pp, cps, t->tp,
+         backend, o->zero, o->optimizer);
   printf("model: GPT %ld layers, %ld heads, dim %ld, seq %ld, vocab %ld, %s, %.3f M parameters\n", o->layers,
          o->heads, o->dim, o->seq, o->vocab, o->dtype, (double)params / 1e6);
   printf("steps %ld x (%ld microbatch%s x %ld sequences x dp %d) = %.0f tokens per step, lr %g (warmup %ld, "

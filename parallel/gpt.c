@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backends/agree.h"
 #include "backends/fused.h"
@@ -562,6 +563,9 @@ static gaaw_status_t gpt_adopt(gaaw_model_t m, const void *cfg)
   if (m->gpt.rope_theta == 0) m->gpt.rope_theta = 10000.0;
   if (m->gpt.norm_eps == 0) m->gpt.norm_eps = GAAW_NORM_EPS;
   m->gpt.no_bias = g->no_bias != 0;
+  if (m->cp_size > 1 && strcmp(gaaw_ctx_string(m->ctx, "attention"), "matrix") == 0)
+    GAAW_FAIL(m->ctx, GAAW_ERR_UNSUPPORTED, "attention=matrix at cp = %d: the ring computes with the blocked kernels; "
+              "use attention=auto or blocked", m->cp_size);
   return GAAW_SUCCESS;
 }
 

@@ -5,41 +5,77 @@
 #include <stdlib.h>
 
 #include "backends/agree.h"
+#include "parallel/cp_split.h"
 #include "parallel/gpt.h"
+
+/* Checks every token and target of the microbatch (at cp > 1 every cp rank is given
+ * the whole sequences and checks them all, so that they fail alike) and counts the
+ * targets of the loss. */
+static gaaw_status_t check_batch(gaaw_model_t m, const gaaw_batch_t *b, int first, int last, int64_t *counted)
+{
+  const gaaw_gpt_config_t *g = &m->gpt;
+  int64_t n = (int64_t)b->batch * b->seq;
+  *counted = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (first && (b->tokens[i] < 0 || b->tokens[i] >= g->vocab))
+      GAAW_FAIL(m->ctx, GAAW_ERR_INVALID_ARG, "token %lld is %d, outside the vocabulary 0..%d", (long long)i,
+                b->tokens[i], g->vocab - 1);
+    if (last && b->targets[i] >= g->vocab)
+      GAAW_FAIL(m->ctx, GAAW_ERR_INVALID_ARG, "target %lld is %d, outside the vocabulary 0..%d", (long long)i,
+                b->targets[i], g->vocab - 1);
+    if (last) *counted += b->targets[i] >= 0;
+  }
+  return GAAW_SUCCESS;
+}
+
+/* This rank's rows (cp_split.h: piece-major) of host array a (batch, seq) i32 into
+ * out, or their positions when a is NULL. */
+static void pick_rows(const gaaw_frame *f, int seq, const int32_t *a, int32_t *out)
+{
+  int64_t len = f->seq / f->pieces, at = 0;
+  for (int i = 0; i < f->pieces; i++)
+    for (int b = 0; b < f->batch; b++)
+      for (int64_t t = 0; t < len; t++, at++) {
+        int64_t pos = f->piece_start[i] + t;
+        out[at] = a ? a[(int64_t)b * seq + pos] : (int32_t)pos;
+      }
+}
 
 gaaw_status_t gaaw_gpt_load_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_batch_t *b)
 {
   gaaw_context_t ctx = m->ctx;
   const gaaw_gpt_config_t *g = &m->gpt;
-  int first = gaaw_model_owns_layer(m, 0), last = gaaw_model_owns_layer(m, m->nlayers - 1);
+  int first = gaaw_model_owns_layer(m, 0), last = gaaw_model_owns_layer(m, m->nlayers - 1), cp = m->cp_size;
   GAAW_CHECK(gaaw_batch_check_stage_arrays(m, b->tokens, b->targets));
   GAAW_ARG_CHECK(ctx, b->seq >= 1 && b->seq <= g->max_seq, "sequence length %d is not in 1..%d (max_seq)", b->seq,
                  g->max_seq);
-  int64_t n = (int64_t)b->batch * b->seq;
+  GAAW_ARG_CHECK(ctx, b->seq % (2 * cp) == 0 || cp == 1,
+                 "at cp = %d the sequence length %d must divide by 2 x cp = %d (each rank holds 2 pieces)", cp, b->seq,
+                 2 * cp);
+  f->seq = b->seq / cp;
+  f->pieces = gaaw_cp_pieces(cp);
+  for (int i = 0; i < f->pieces; i++) f->piece_start[i] = gaaw_cp_piece_start(b->seq, cp, m->cp_rank, i);
+  int64_t n = (int64_t)b->batch * f->seq;
   GAAW_ARG_CHECK(ctx, !g->sequence_parallel || n % m->tp_size == 0,
-                 "with sequence parallelism batch x seq = %lld tokens must divide by tp = %d", (long long)n,
+                 "with sequence parallelism batch x seq / cp = %lld tokens must divide by tp = %d", (long long)n,
                  m->tp_size);
-  int32_t *pos = malloc((size_t)n * sizeof *pos);
-  if (!pos) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %lld positions", (long long)n);
   int64_t counted = 0;
-  gaaw_status_t st = GAAW_SUCCESS;
-  for (int64_t i = 0; i < n && st == GAAW_SUCCESS; i++) {
-    pos[i] = (int32_t)(i % b->seq);
-    if (first && (b->tokens[i] < 0 || b->tokens[i] >= g->vocab))
-      st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
-                            "token %lld is %d, outside the vocabulary 0..%d", (long long)i, b->tokens[i],
-                            g->vocab - 1);
-    else if (last && b->targets[i] >= g->vocab)
-      st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
-                            "target %lld is %d, outside the vocabulary 0..%d", (long long)i, b->targets[i],
-                            g->vocab - 1);
-    if (last) counted += b->targets[i] >= 0;
-  }
+  GAAW_CHECK(check_batch(m, b, first, last, &counted));
+  int32_t *rows = malloc((size_t)n * sizeof *rows);
+  if (!rows) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %lld positions", (long long)n);
   /* only the first stage reads tokens (and positions), only the last targets */
-  if (st == GAAW_SUCCESS && first) st = gaaw_batch_upload(m, GAAW_I32, n, 0, b->tokens, &f->tokens);
-  if (st == GAAW_SUCCESS && last) st = gaaw_batch_upload(m, GAAW_I32, n, 0, b->targets, &f->targets);
-  if (st == GAAW_SUCCESS && first) st = gaaw_batch_upload(m, GAAW_I32, n, 0, pos, &f->positions);
-  free(pos);
+  gaaw_status_t st = GAAW_SUCCESS;
+  if (first) {
+    pick_rows(f, b->seq, b->tokens, rows);
+    st = gaaw_batch_upload(m, GAAW_I32, n, 0, rows, &f->tokens);
+    pick_rows(f, b->seq, NULL, rows);
+    if (st == GAAW_SUCCESS) st = gaaw_batch_upload(m, GAAW_I32, n, 0, rows, &f->positions);
+  }
+  if (st == GAAW_SUCCESS && last) {
+    pick_rows(f, b->seq, b->targets, rows);
+    st = gaaw_batch_upload(m, GAAW_I32, n, 0, rows, &f->targets);
+  }
+  free(rows);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   f->rows = n;
   f->counted = counted;

@@ -4,6 +4,7 @@
  *                                  output projection row-parallel
  *   out = x2 + mlp(norm_2(x2))     c_fc column-parallel, c_proj row-parallel
  * Shapes (P = tp, N = B*T tokens, Nl = N/P with sequence parallelism else N,
+ * at cp > 1: B = sequences x their 2 pieces here, T = tokens of a piece (cp_split.h),
  * C = dim, Hl = heads/P query heads, Kl = this rank's kv heads (kv_heads/P, or 1
  * when P exceeds kv_heads: replicated), D = head_dim, Ql = Hl D, Fl = ffn/P):
  *   x, x2, out: (Nl, C)   qkv: (N, (Hl + 2 Kl) D) = (B, T, Hl + 2 Kl, D)
@@ -15,6 +16,7 @@
 #include "parallel/linear.h"
 #include "parallel/model_impl.h"
 #include "parallel/norm.h"
+#include "parallel/ring_attention.h"
 #include "parallel/tp.h"
 
 /* parameter slots */
@@ -27,6 +29,7 @@ typedef struct {
   gaaw_frame *f; /* the microbatch */
   int64_t B, T, N, Nl, C, Hl, Kl, D, Ql, QKVl, Fl, Fu;
   int sp;
+  int ring;     /* context parallelism: the attention core is the ring (ring_attention.h) */
   int blocked;  /* the attention core: blocked (1) or matrix (0), blocked_attention */
   int qkv_core; /* the matrix core reads the QKV projection's layout (qkv_attention) */
 } block_dims;
@@ -39,8 +42,8 @@ static block_dims dims_of(gaaw_model_t m, gaaw_frame *f)
   const gaaw_gpt_config_t *g = &m->gpt;
   block_dims d;
   d.f = f;
-  d.B = f->batch;
-  d.T = f->seq;
+  d.B = (int64_t)f->batch * f->pieces; /* a piece is a sequence to the per-token work */
+  d.T = f->seq / f->pieces;
   d.N = d.B * d.T;
   d.sp = g->sequence_parallel && m->tp_size > 1;
   d.Nl = d.sp ? d.N / m->tp_size : d.N;
@@ -52,7 +55,8 @@ static block_dims dims_of(gaaw_model_t m, gaaw_frame *f)
   d.QKVl = (d.Hl + 2 * d.Kl) * d.D;
   d.Fl = g->ffn / m->tp_size;
   d.Fu = g->activation == GAAW_ACT_SWIGLU ? 2 * d.Fl : d.Fl;
-  d.blocked = blocked_attention(m, d.T);
+  d.ring = m->cp_size > 1;
+  d.blocked = d.ring || blocked_attention(m, d.T); /* the ring's blocks are the blocked kernels */
   d.qkv_core = qkv_attention(m, d.blocked);
   return d;
 }
@@ -184,6 +188,12 @@ static int qkv_attention(gaaw_model_t m, int blocked)
          gaaw_kernel_available(m->ctx, "attention_qkv_backward", &bwd) == GAAW_SUCCESS && fwd && bwd;
 }
 
+/* k and v, consecutive in qkvp, as one (2, B Hl, T, D) tensor: what the ring passes on. */
+static gaaw_tensor_t kv_pair(const gaaw_tensor_t *k, const block_dims *d)
+{
+  return gaaw_reshape(k, 4, (int64_t[]){2, d->B * d->Hl, d->T, d->D});
+}
+
 /* lse of the blocked core, slot S_LSE (B Hl T) f32, seen as (B Hl, T). */
 static gaaw_tensor_t lse_view(const gaaw_tensor_t *lse, const block_dims *d)
 {
@@ -201,7 +211,11 @@ static gaaw_status_t attention_core(gaaw_model_t m, gaaw_layer *l, const block_d
     GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_LSE, d->B * d->Hl * d->T, &keep));
     GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->D), o));
     gaaw_tensor_t lse = lse_view(keep, d);
-    GAAW_CHECK(gaaw_flash_attention_forward(ctx, q, k, v, *o, &lse));
+    if (d->ring) {
+      gaaw_tensor_t kv = kv_pair(k, d);
+      GAAW_CHECK(gaaw_ring_attention_forward(m, d->f, q, &kv, *o, &lse));
+    } else
+      GAAW_CHECK(gaaw_flash_attention_forward(ctx, q, k, v, *o, &lse));
   } else {
     GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_PROBS, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &keep));
     GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->D), o));
@@ -230,11 +244,18 @@ static gaaw_status_t rotate_qk(gaaw_model_t m, const block_dims *d, gaaw_tensor_
 {
   gaaw_context_t ctx = m->ctx;
   if (m->gpt.position != GAAW_POSITION_ROPE) return GAAW_SUCCESS;
-  gaaw_tensor_t x = as4(qkv, d->B, d->T, d->Hl + 2 * d->Kl, d->D), table = gaaw_rows_view(&m->rope_table, 0, d->T);
-  if (inverse)
-    GAAW_CHECK(gaaw_rope_backward(ctx, &x, &table, d->Hl + d->Kl, &x));
-  else
-    GAAW_CHECK(gaaw_rope_forward(ctx, &x, &table, d->Hl + d->Kl, &x));
+  /* each piece's rows (cp_split.h) at the positions of its tokens */
+  int pieces = d->f->pieces;
+  int64_t sequences = d->B / pieces;
+  for (int i = 0; i < pieces; i++) {
+    gaaw_tensor_t rows = gaaw_rows_view(qkv, i * sequences * d->T, sequences * d->T);
+    gaaw_tensor_t x = as4(&rows, sequences, d->T, d->Hl + 2 * d->Kl, d->D);
+    gaaw_tensor_t table = gaaw_rows_view(&m->rope_table, d->f->piece_start[i], d->T);
+    if (inverse)
+      GAAW_CHECK(gaaw_rope_backward(ctx, &x, &table, d->Hl + d->Kl, &x));
+    else
+      GAAW_CHECK(gaaw_rope_forward(ctx, &x, &table, d->Hl + d->Kl, &x));
+  }
   return GAAW_SUCCESS;
 }
 
@@ -402,7 +423,13 @@ static gaaw_status_t attention_core_backward(gaaw_model_t m, gaaw_layer *l, cons
     gaaw_tensor_t in = as4(&sv[S_ATT], d->B, d->T, d->Hl, d->D);
     GAAW_CHECK(gaaw_permute_0213(ctx, &in, o));
     gaaw_tensor_t o3 = gaaw_reshape(o, 3, (int64_t[]){d->B * d->Hl, d->T, d->D}), lse = lse_view(&sv[S_LSE], d);
-    GAAW_CHECK(gaaw_flash_attention_backward(ctx, dout, q, k, v, &o3, &lse, dq, dk, dv));
+    if (d->ring) { /* dk and dv come home whole: the pair is overwritten */
+      gaaw_tensor_t kv = kv_pair(k, d), dkv = kv_pair(dk, d);
+      (void)v;
+      (void)dv;
+      GAAW_CHECK(gaaw_ring_attention_backward(m, d->f, dout, q, &kv, &o3, &lse, dq, &dkv));
+    } else
+      GAAW_CHECK(gaaw_flash_attention_backward(ctx, dout, q, k, v, &o3, &lse, dq, dk, dv));
     return GAAW_SUCCESS;
   }
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->B * d->Hl, d->T, d->T), &dprobs));

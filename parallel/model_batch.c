@@ -50,9 +50,11 @@ gaaw_status_t gaaw_model_load_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_ba
   gaaw_context_t ctx = m->ctx;
   GAAW_ARG_NOT_NULL(ctx, b);
   GAAW_ARG_CHECK(ctx, b->batch >= 1, "batch must be >= 1, got %d", b->batch);
-  GAAW_CHECK(m->kind_ops->load_batch(m, f, b));
   f->batch = b->batch;
-  f->seq = b->seq;
+  f->seq = b->seq; /* a GPT at cp > 1 keeps its share */
+  f->pieces = 1;
+  f->piece_start[0] = 0;
+  GAAW_CHECK(m->kind_ops->load_batch(m, f, b));
   return GAAW_SUCCESS;
 }
 
@@ -69,7 +71,7 @@ static float rows_weight(const int64_t *rows, int dp, int dp_rank)
 }
 
 /* Every rank of the work group learns whether each one's batch was good, and that
- * they fit together: the same data over tp, the same seq and microbatches over
+ * they fit together: the same data over tp and over cp, the same seq and microbatches over
  * world, the same rows over a replica's tp x pp ranks (they may differ between dp
  * replicas: every rank learns each replica's rows in the same round, for
  * rows_weight). */
@@ -85,9 +87,14 @@ gaaw_status_t gaaw_model_agree_batch(gaaw_model_t m, gaaw_status_t st, const gaa
     fields[n++] = GAAW_FIELD_INT("seq", b->seq);
     if (microbatches != 1) fields[n++] = GAAW_FIELD_INT("microbatches", microbatches);
   }
+  size_t rows_here = st == GAAW_SUCCESS ? (size_t)microbatches * (size_t)b->batch : 0; /* b may be NULL */
   if (m->tp_size > 1)
     st = gaaw_agree(m->tp, st, "the batch of a tp group", fields,
-                    st == GAAW_SUCCESS ? n + m->kind_ops->batch_digests(m, b, (size_t)microbatches * (size_t)b->batch, fields + n) : 0);
+                    st == GAAW_SUCCESS ? n + m->kind_ops->batch_digests(m, b, rows_here, fields + n) : 0);
+  /* and so must the cp group, whose ranks hold pieces of the same sequences */
+  if (m->cp_size > 1)
+    st = gaaw_agree(m->cp, st, "the batch of a cp group", fields,
+                    st == GAAW_SUCCESS ? n + m->kind_ops->batch_digests(m, b, rows_here, fields + n) : 0);
   gaaw_comm_t group = gaaw_model_work_group(m);
   m->rows_weight = 1.0f;
   if (group != m->tp) {

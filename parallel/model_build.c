@@ -22,12 +22,7 @@ static gaaw_status_t context_layout(gaaw_context_t ctx, gaaw_model_layout *L)
   GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_TP, &L->tp_rank, &L->tp_size));
   GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_PP, &L->pp_rank, &L->pp_size));
   GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, NULL, &L->dp_size));
-  int cp = 1;
-  GAAW_CHECK(gaaw_topology_cp(ctx, &cp, NULL));
-  if (cp > 1) /* the grid has the axis; the sequence split and its attention come next */
-    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED,
-              "cp=%d: no model splits its sequences over context-parallel ranks yet (doc/context-parallel.md); "
-              "use cp=1", cp);
+  GAAW_CHECK(gaaw_topology_cp(ctx, &L->cp_size, &L->cp_rank));
   return GAAW_SUCCESS;
 }
 
@@ -38,6 +33,9 @@ static gaaw_status_t model_begin(gaaw_context_t ctx, const gaaw_model_kind_ops *
 {
   GAAW_ARG_CHECK(ctx, dtype == GAAW_F32 || dtype == GAAW_BF16 || dtype == GAAW_F16,
                  "the compute dtype must be f32, bf16 or f16, got %s (%d)", gaaw_dtype_name(dtype), (int)dtype);
+  if (L->cp_size > 1 && kind->kind != GAAW_MODEL_GPT)
+    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "cp=%d: %s has no sequences to split over context-parallel ranks; use cp=1",
+              L->cp_size, kind->article);
   gaaw_model_t m = calloc(1, sizeof *m);
   if (!m) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate a model");
   m->ctx = ctx;
@@ -54,6 +52,8 @@ static gaaw_status_t model_begin(gaaw_context_t ctx, const gaaw_model_kind_ops *
   m->pp_size = L->pp_size;
   m->pp_rank = L->pp_rank;
   m->dp_size = L->dp_size;
+  m->cp_size = L->cp_size > 1 ? L->cp_size : 1;
+  m->cp_rank = L->cp_size > 1 ? L->cp_rank : 0;
   m->pp_layout = strdup(L->pp_layout ? L->pp_layout : "");
   if (!m->pp_layout) {
     free(m);
@@ -74,6 +74,7 @@ static gaaw_status_t model_begin_here(gaaw_context_t ctx, const gaaw_model_kind_
   gaaw_status_t st = gaaw_topology_comm(ctx, GAAW_GROUP_TP, &m->tp);
   if (st == GAAW_SUCCESS) st = gaaw_topology_comm(ctx, GAAW_GROUP_WORLD, &m->world);
   if (st == GAAW_SUCCESS) st = gaaw_topology_comm(ctx, GAAW_GROUP_PP, &m->pp);
+  if (st == GAAW_SUCCESS) st = gaaw_topology_comm(ctx, GAAW_GROUP_CP, &m->cp);
   if (st != GAAW_SUCCESS) {
     gaaw_model_destroy(model);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
@@ -130,11 +131,11 @@ gaaw_status_t gaaw_model_plan(gaaw_context_t ctx, const gaaw_model_builder *b, c
   return GAAW_SUCCESS;
 }
 
-/* Each layer's parameters start a bucket that splits into dp equal, 64-byte
- * aligned shards. */
+/* Each layer's parameters start a bucket that splits into dp x cp equal, 64-byte
+ * aligned shards (the ranks that hold the same weights). */
 static void close_bucket(gaaw_model_t m)
 {
-  gaaw_params_align(&m->params, 16 * (int64_t)m->dp_size);
+  gaaw_params_align(&m->params, 16 * (int64_t)m->dp_size * m->cp_size);
   if (m->nlayers) m->layers[m->nlayers - 1].param_hi = m->params.numel;
 }
 

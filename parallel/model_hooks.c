@@ -16,7 +16,7 @@ void gaaw_model_set_hooks(gaaw_model_t m, const gaaw_model_hooks *hooks)
 
 gaaw_comm_t gaaw_model_work_group(gaaw_model_t m)
 {
-  return m->hooks.user || m->pp_size > 1 ? m->world : m->tp;
+  return m->hooks.user || m->pp_size > 1 || m->cp_size > 1 ? m->world : m->tp;
 }
 
 /* A pass failed after its agreement: the other ranks may be inside a collective
@@ -36,6 +36,9 @@ gaaw_status_t gaaw_model_before_layer(gaaw_model_t m, int layer, gaaw_phase phas
 
 gaaw_status_t gaaw_model_check_pass(gaaw_model_t m, gaaw_phase phase, int passes)
 {
+  if (phase != GAAW_PHASE_FORWARD && m->cp_size > 1 && !m->hooks.user)
+    GAAW_FAIL(m->ctx, GAAW_ERR_UNSUPPORTED, "at cp = %d a backward needs an optimizer (gaaw_optimizer_create): it sums "
+              "the gradients of the ranks that share a sequence", m->cp_size);
   if (!m->hooks.check_pass) return GAAW_SUCCESS;
   GAAW_CHECK_CTX(m->ctx, m->hooks.check_pass(m, phase, passes, m->hooks.user));
   return GAAW_SUCCESS;

@@ -55,6 +55,7 @@ struct gaaw_mem_walk;
  * for the memory estimate, for any rank of any layout). */
 typedef struct {
   int tp_size, tp_rank, pp_size, pp_rank, dp_size;
+  int cp_size, cp_rank;        /* context parallelism (0: 1, rank 0) */
   int chunks;                  /* virtual_stages */
   int pp_kind;                 /* gaaw_sched_kind_t of pp_schedule */
   int microbatches;            /* option microbatches */
@@ -132,9 +133,13 @@ typedef struct {
  * what every layer saved for backward, and its loss. Several can be alive at once
  * (a pipeline keeps up to p); nothing about a microbatch lives in the model. */
 struct gaaw_frame {
-  int batch, seq;
+  int batch, seq;              /* seq: the tokens of a sequence on this rank (seq / cp) */
   int64_t rows;                /* batch * seq (GPT) or batch (MLP) */
-  int64_t counted;             /* targets that count in the loss */
+  /* A GPT at cp > 1: this rank's pieces of each sequence (parallel/cp_split.h), rows
+   * ordered piece-major (piece, sequence, token); one piece at position 0 otherwise */
+  int pieces;
+  int64_t piece_start[2];
+  int64_t counted;             /* targets that count in the loss (at cp > 1: of all cp ranks) */
   gaaw_tensor_t tokens, targets, positions; /* GPT: (rows) i32 */
   gaaw_tensor_t inputs, outputs;            /* MLP: (rows, sizes[0]), (rows, sizes[n-1]) */
   gaaw_tensor_t weights;       /* MLP: (rows, sizes[n-1]) f32 loss weights; no buffer: all 1 */
@@ -194,9 +199,10 @@ typedef struct {
 
 struct gaaw_model_s {
   gaaw_context_t ctx;
-  gaaw_comm_t tp, world, pp;
+  gaaw_comm_t tp, world, pp, cp;
   int tp_size, tp_rank;
   int pp_size, pp_rank;
+  int cp_size, cp_rank;        /* context parallelism: the ranks that share each sequence */
   gaaw_stage_layout stages;    /* every virtual stage's layer range (the whole list at pp 1) */
   int chunks;                  /* this rank's model chunks (virtual_stages) */
   int pp_kind;                 /* gaaw_sched_kind_t of option pp_schedule */
@@ -207,7 +213,7 @@ struct gaaw_model_s {
   double pipe_idle, pipe_wall; /* the last gaaw_model_forward_backward: seconds waiting for peers, in all */
   const gaaw_model_kind_ops *kind_ops; /* what the model kind adds (its batches and outputs) */
   gaaw_dtype_t dtype;          /* compute dtype of parameters and activations */
-  int dp_size;                 /* buckets split into this many equal shards */
+  int dp_size;                 /* data-parallel replicas; buckets split into dp x cp equal shards */
   float loss_scale;            /* backward starts from loss_scale * d loss (f16) */
   float rows_weight;           /* and from rows_weight times that: with the data-parallel hooks, this
                                   replica's share of the step's rows, dp x batch / (sum of batch over
@@ -341,8 +347,8 @@ void gaaw_frame_free_batch(gaaw_model_t m, gaaw_frame *f);
 /* Installs (or, with NULL, removes) the data-parallel hooks. */
 void gaaw_model_set_hooks(gaaw_model_t m, const gaaw_model_hooks *hooks);
 /* The ranks that share the model's passes: world while a data-parallel engine is
- * attached (its reductions, and at ZeRO stage 3 its gathers, span dp) or at pp >
- * 1, else the tp group. */
+ * attached (its reductions, and at ZeRO stage 3 its gathers, span dp), at pp > 1 or
+ * at cp > 1, else the tp group. */
 gaaw_comm_t gaaw_model_work_group(gaaw_model_t m);
 /* A failure after the agreement: aborts the context (peers may be in a collective). */
 gaaw_status_t gaaw_model_fail_together(gaaw_model_t m, gaaw_status_t st);
@@ -406,8 +412,9 @@ gaaw_status_t gaaw_pipeline_forward_backward(gaaw_model_t m, const gaaw_batch_t 
  * batch loaded); stop: forward ends before the last layer (MLP loss). Collective
  * over the pp group. */
 gaaw_status_t gaaw_pipeline_forward_only(gaaw_model_t m, gaaw_frame *f, int stop);
-/* *loss from the last stage to every rank of the pp group (no-op at pp 1).
- * Collective over the pp group. */
+/* The replica's loss on every rank: *loss from the last stage to every rank of the
+ * pp group, then summed over the cp group (each cp rank's loss is its tokens' share
+ * of the mean); a no-op at pp 1 and cp 1. Collective over the pp and cp groups. */
 gaaw_status_t gaaw_pipeline_share_loss(gaaw_model_t m, float *loss);
 
 /* ---- layer kinds (defined by the model kinds' files) */

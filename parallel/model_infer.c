@@ -52,6 +52,9 @@ gaaw_status_t gaaw_model_predict(gaaw_model_t m, const gaaw_batch_t *b, float *o
   if (st == GAAW_SUCCESS && !outputs)
     st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__, "outputs must not be NULL");
   if (st == GAAW_SUCCESS) st = gaaw_model_check_one_microbatch(m, b, "gaaw_model_predict");
+  if (st == GAAW_SUCCESS && m->cp_size > 1)
+    st = gaaw_error_raise(ctx, GAAW_ERR_UNSUPPORTED, __FILE__, __LINE__, __func__, "gaaw_model_predict at cp = %d: "
+                          "the logits of a split sequence are not gathered yet; predict at cp = 1", m->cp_size);
   if (st == GAAW_SUCCESS) st = predict_batch(m, b, &full, &filler);
   if (st == GAAW_SUCCESS) st = gaaw_model_load_batch(m, &f, &full);
   st = gaaw_model_agree_batch(m, st, &full, 1);

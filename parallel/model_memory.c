@@ -297,6 +297,7 @@ gaaw_status_t gaaw_model_memory_step(gaaw_model_t m, int microbatches, int batch
   w.shape.batch = batch;
   w.shape.seq = seq;
   w.shape.rows = (int64_t)batch * seq;
+  w.shape.pieces = 1; /* the estimate refuses cp > 1 */
   size_t frames = (size_t)microbatches, slots = frames * (size_t)m->chunks;
   w.acts = calloc(frames * (size_t)(w.nl + 1), sizeof *w.acts);
   w.saved = calloc(frames * (size_t)w.nl, sizeof *w.saved);

@@ -101,7 +101,7 @@ typedef struct {
 typedef struct {
   int64_t step;
   /* the layout saved with */
-  int world, dp, pp, tp, virtual_stages, zero_stage;
+  int world, dp, cp, pp, tp, virtual_stages, zero_stage;
   char pp_layout[128], pp_schedule[32], dtype[16], backend[32];
   /* the model: the builder's name and its config fields as text */
   char model_kind[32];

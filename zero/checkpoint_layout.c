@@ -45,7 +45,7 @@ void gaaw_ckpt_describe(gaaw_model_t m, ckpt_meta *meta)
   const char *backend = "?";
   gaaw_backend_name(ctx, &backend);
   meta->world = ctx->size;
-  meta->dp = m->dp_size, meta->pp = m->pp_size, meta->tp = m->tp_size;
+  meta->dp = m->dp_size, meta->cp = m->cp_size, meta->pp = m->pp_size, meta->tp = m->tp_size;
   meta->virtual_stages = m->chunks;
   snprintf(meta->pp_layout, sizeof meta->pp_layout, "%s", gaaw_ctx_string(ctx, "pp_layout"));
   snprintf(meta->pp_schedule, sizeof meta->pp_schedule, "%s", gaaw_ctx_string(ctx, "pp_schedule"));

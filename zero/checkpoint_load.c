@@ -295,8 +295,8 @@ static gaaw_status_t check_samplers(const load_target *t, const ckpt_meta *meta)
   if (!t->nsamplers) return GAAW_SUCCESS; /* a checkpoint's sample buffers are the caller's to want */
   GAAW_ARG_CHECK(ctx, meta->nsamplers == t->nsamplers, "the checkpoint holds %d sample buffers, %d are added here",
                  meta->nsamplers, t->nsamplers);
-  GAAW_ARG_CHECK(ctx, meta->sampler_dp == t->opt->dp_size, "sample buffers load into the same dp only: %d there, "
-                 "%d here", meta->sampler_dp, t->opt->dp_size);
+  GAAW_ARG_CHECK(ctx, meta->sampler_dp == t->opt->replicas, "sample buffers load into the same dp only: %d there, "
+                 "%d here", meta->sampler_dp, t->opt->replicas);
   for (int k = 0; k < t->nsamplers; k++) {
     gaaw_sampler_state st;
     gaaw_sampler_get_state(t->opt->ckpt->samplers[k], &st);
@@ -322,9 +322,9 @@ static gaaw_status_t read_samplers(load_target *t, const ckpt_meta *meta, const 
   for (int k = 0; k < t->nsamplers; k++) {
     const ckpt_sampler_part *q = NULL;
     for (int i = 0; i < meta->nsampler_parts && !q; i++)
-      if (meta->sampler_parts[i].sampler == k && meta->sampler_parts[i].dp_rank == t->opt->dp_rank)
+      if (meta->sampler_parts[i].sampler == k && meta->sampler_parts[i].dp_rank == t->opt->replica_rank)
         q = &meta->sampler_parts[i];
-    if (!q) GAAW_FAIL(ctx, GAAW_ERR_CORRUPT, "meta.json has no sample buffer %d of dp rank %d", k, t->opt->dp_rank);
+    if (!q) GAAW_FAIL(ctx, GAAW_ERR_CORRUPT, "meta.json has no sample buffer %d of dp rank %d", k, t->opt->replica_rank);
     char path[PATH_MAX_BYTES + 64], name[32];
     snprintf(name, sizeof name, "rank-%05d.bin", meta->files[q->file].world_rank);
     GAAW_CHECK(gaaw_ckpt_join(ctx, path, sizeof path, stepdir, name));
@@ -512,8 +512,8 @@ static gaaw_status_t load_one(load_target *t, const char *stepdir)
   /* from here on every rank has all it needs: nothing is left to fail but the device */
   st = gaaw_agree_world(ctx, apply(t, &meta), "finishing the load", NULL, 0);
   if (st == GAAW_SUCCESS)
-    gaaw_log(GAAW_LOG_INFO, "loaded %s (step %lld, saved with dp %d pp %d tp %d zero %d %s)", stepdir,
-             (long long)meta.step, meta.dp, meta.pp, meta.tp, meta.zero_stage, meta.dtype);
+    gaaw_log(GAAW_LOG_INFO, "loaded %s (step %lld, saved with dp %d cp %d pp %d tp %d zero %d %s)", stepdir,
+             (long long)meta.step, meta.dp, meta.cp, meta.pp, meta.tp, meta.zero_stage, meta.dtype);
   if (st == GAAW_SUCCESS && gaaw_trace_on(ctx))
     gaaw_trace_span(ctx, gaaw_trace_lane(ctx, "checkpoint"), "checkpoint load", t0, "\"step\":%lld",
                     (long long)meta.step);

@@ -51,7 +51,8 @@ static json_t *hex64(uint64_t h)
 
 static json_t *layout_json(const ckpt_meta *m)
 {
-  return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:s, s:s}", "world", m->world, "dp", m->dp, "pp", m->pp,
+  return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:s, s:s}", "world", m->world, "dp", m->dp,
+                   "cp", m->cp, "pp", m->pp,
                    "tp", m->tp, "virtual_stages", m->virtual_stages, "zero_stage", m->zero_stage, "pp_layout",
                    m->pp_layout, "pp_schedule", m->pp_schedule, "dtype", m->dtype, "backend", m->backend);
 }
@@ -269,6 +270,8 @@ static gaaw_status_t read_head(const reader *rd, json_t *root, ckpt_meta *m)
   GAAW_CHECK(get(rd, root, "layout", JSON_OBJECT, &layout));
   GAAW_CHECK(get_i(rd, layout, "world", 1, 1 << 24, &m->world));
   GAAW_CHECK(get_i(rd, layout, "dp", 1, m->world, &m->dp));
+  m->cp = 1; /* written since context parallelism */
+  if (json_object_get(layout, "cp")) GAAW_CHECK(get_i(rd, layout, "cp", 1, m->world, &m->cp));
   GAAW_CHECK(get_i(rd, layout, "pp", 1, m->world, &m->pp));
   GAAW_CHECK(get_i(rd, layout, "tp", 1, m->world, &m->tp));
   GAAW_CHECK(get_i(rd, layout, "virtual_stages", 1, 1 << 16, &m->virtual_stages));

@@ -315,7 +315,7 @@ static gaaw_status_t snapshot_head(gaaw_optimizer_t opt, ckpt_meta *h)
   if (!h->norm_mean || !h->norm_m2 || !h->entries) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot copy the state");
   if (h->norm_n) memcpy(h->norm_mean, m->norm.mean, sizeof(double) * (size_t)h->norm_n);
   if (h->norm_n) memcpy(h->norm_m2, m->norm.m2, sizeof(double) * (size_t)h->norm_n);
-  h->nsamplers = opt->ckpt->nsamplers, h->sampler_dp = opt->dp_size;
+  h->nsamplers = opt->ckpt->nsamplers, h->sampler_dp = opt->replicas;
   if (!(h->sampler_cfg = calloc((size_t)h->nsamplers + 1, sizeof *h->sampler_cfg)))
     GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot copy the samplers' configs");
   for (int k = 0; k < h->nsamplers; k++) {

@@ -88,8 +88,8 @@ static gaaw_status_t estimate_rank(gaaw_context_t ctx, const gaaw_gpt_config_t *
 {
   GAAW_CHECK(gaaw_topology_plan_from(ctx, L->cfg, L->world, rank, t));
   if (t->cp > 1)
-    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "cp=%d: no model splits its sequences over context-parallel ranks yet, "
-              "so there is nothing to estimate (doc/context-parallel.md)", t->cp);
+    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "cp=%d: the memory estimate does not walk context parallelism's ring yet "
+              "(doc/context-parallel.md)", t->cp);
   gaaw_model_layout ml = L->model;
   ml.tp_size = t->tp;
   ml.tp_rank = t->tp_rank;
@@ -105,7 +105,8 @@ static gaaw_status_t estimate_rank(gaaw_context_t ctx, const gaaw_gpt_config_t *
   opt.cfg = *ocfg;
   opt.is = gaaw_zero_flags_of(ocfg);
   opt.dtype = m->dtype;
-  opt.dp_size = t->dp;
+  opt.dp_size = t->dp; /* cp 1: the dp-cp group is dp */
+  opt.replicas = t->dp;
   opt.dp_rank = t->dp_rank;
   opt.bucket_bytes = L->bucket_bytes;
   opt.keep_gathered = opt.is.shard_params && L->keep_gathered;

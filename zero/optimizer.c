@@ -125,10 +125,11 @@ const zero_store_ops *gaaw_zero_store_find(const char *name)
 static gaaw_status_t setup(gaaw_optimizer_t opt)
 {
   gaaw_context_t ctx = opt->ctx;
-  GAAW_CHECK(gaaw_topology_comm(ctx, GAAW_GROUP_DP, &opt->dp));
+  GAAW_CHECK(gaaw_topology_comm(ctx, GAAW_GROUP_DP_CP, &opt->dp));
   GAAW_CHECK(gaaw_topology_comm(ctx, GAAW_GROUP_MP, &opt->mp));
   GAAW_CHECK(gaaw_topology_comm(ctx, GAAW_GROUP_WORLD, &opt->world));
-  GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, &opt->dp_rank, &opt->dp_size));
+  GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_DP_CP, &opt->dp_rank, &opt->dp_size));
+  GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, &opt->replica_rank, &opt->replicas));
   opt->bucket_bytes = gaaw_ctx_int(ctx, "zero_bucket_bytes");
   if (opt->is.shard_params) /* checked by check_store */
     opt->params_place = (zero_params_place)gaaw_zero_params_place_parse(gaaw_ctx_string(ctx, "offload_params"));

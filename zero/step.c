@@ -141,8 +141,9 @@ gaaw_status_t gaaw_optimizer_step(gaaw_optimizer_t opt)
   GAAW_CHECK(gaaw_zero_release_gathered(opt));
   double sumsq = 0;
   GAAW_CHECK(global_sum_squares(opt, &sumsq));
-  /* the mean gradient over dp ranks, microbatches and the loss scale */
-  double raw_to_mean = 1.0 / ((double)opt->dp_size * opt->cfg.accumulation * opt->loss_scale);
+  /* the mean gradient over dp replicas, microbatches and the loss scale (the cp ranks
+   * of a replica each hold their tokens' share of its sum) */
+  double raw_to_mean = 1.0 / ((double)opt->replicas * opt->cfg.accumulation * opt->loss_scale);
   double norm = sqrt(sumsq) * raw_to_mean;
   int overflow = !isfinite(norm);
   opt->steps++;

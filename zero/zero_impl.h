@@ -61,7 +61,10 @@ struct gaaw_optimizer_s {
   gaaw_optimizer_config_t cfg;
   zero_flags is;                 /* from cfg (zero_stage, kind) */
   gaaw_comm_t dp, mp, world;
+  /* dp: the dp-cp group, the ranks that hold the same weights (dp x cp of them):
+   * gradients reduce, and shards are cut, over it */
   int dp_size, dp_rank;
+  int replicas, replica_rank;    /* the data-parallel replicas (dp) and this rank's */
   gaaw_dtype_t dtype;            /* the model's compute dtype */
   int64_t bucket_bytes;          /* option zero_bucket_bytes */
   int keep_gathered;             /* stage 3, option zero_keep_gathered: buckets stay gathered

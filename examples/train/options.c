@@ -353,15 +353,19 @@ static const char *format_bytes(double bytes, char *buf, size_t len)
 
 /* The model and batch fit this node's memory: every rank on it holds as much
  * (train_memory_estimate), against the physical memory. */
-static int check_memory(const train_options *o, gaaw_config_t cfg, const train_machine *mc, int tp, int pp, int dp,
-                        char *err, size_t len)
+static int check_memory(const train_options *o, gaaw_config_t cfg, const train_machine *mc, int tp, int pp, int cp,
+                        int dp, char *err, size_t len)
 {
   train_memory m;
   int64_t microbatches = 1;
   char schedule[32] = "";
   gaaw_config_get_int(cfg, "microbatches", &microbatches);
   gaaw_config_get_string(cfg, "pp_schedule", schedule, sizeof schedule);
-  train_memory_estimate(o, tp, pp, dp, (int)microbatches, schedule, &m);
+  /* at cp > 1 a rank holds seq / cp tokens of each sequence, and the state is cut
+   * over dp x cp */
+  train_options here = *o;
+  here.seq = o->seq / cp;
+  train_memory_estimate(&here, tp, pp, dp * cp, (int)microbatches, schedule, &m);
   double rank = memory_total(&m), node = rank * mc->node_ranks;
   if (mc->node_memory <= 0 || node <= mc->node_memory) return TRAIN_EXIT_OK;
   char total[32], p[32], g[32], s[32], a[32], nb[32], have[32];
@@ -551,20 +555,24 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
   /* the library's options, each on its own (no device or MPI needed) */
   CHECK(gaaw_config_check(cfg) == GAAW_SUCCESS, "%s", gaaw_last_error(NULL));
 
-  /* the layout: world = dp x pp x tp (cp must be 1: no model splits a sequence yet) */
+  /* the layout: world = dp x pp x cp x tp */
   int64_t tp = 1, pp = 1, dp = 0, cp = 1;
   gaaw_config_get_int(cfg, "cp", &cp);
-  CHECK(cp == 1, "--cp %lld: no model splits its sequences over context-parallel ranks yet "
-        "(doc/context-parallel.md); use --cp 1", (long long)cp);
   gaaw_config_get_int(cfg, "tp", &tp);
   gaaw_config_get_int(cfg, "pp", &pp);
   gaaw_config_get_int(cfg, "dp", &dp);
   CHECK(tp >= 1 && world % tp == 0, "--tp %lld does not divide the world size %d", (long long)tp, world);
-  CHECK(pp >= 1 && world % (tp * pp) == 0, "--pp %lld x --tp %lld does not divide the world size %d", (long long)pp,
+  CHECK(cp >= 1 && world % (tp * cp) == 0, "--cp %lld x --tp %lld does not divide the world size %d", (long long)cp,
         (long long)tp, world);
-  CHECK(dp == 0 || dp * pp * tp == world, "--dp %lld x --pp %lld x --tp %lld is not the world size %d",
-        (long long)dp, (long long)pp, (long long)tp, world);
-  if (dp == 0) dp = world / (tp * pp);
+  CHECK(pp >= 1 && world % (tp * cp * pp) == 0, "--pp %lld x --cp %lld x --tp %lld does not divide the world size %d",
+        (long long)pp, (long long)cp, (long long)tp, world);
+  CHECK(dp == 0 || dp * pp * cp * tp == world, "--dp %lld x --pp %lld x --cp %lld x --tp %lld is not the world size %d",
+        (long long)dp, (long long)pp, (long long)cp, (long long)tp, world);
+  if (dp == 0) dp = world / (tp * cp * pp);
+  CHECK(cp == 1 || o->seq % (2 * cp) == 0, "--seq %ld must divide by 2 x --cp = %lld (each cp rank holds 2 pieces of a "
+        "sequence)", o->seq, (long long)(2 * cp));
+  CHECK(cp == 1 || o->sample == 0, "--sample needs --cp 1: gaaw_model_predict does not gather split sequences yet");
+  CHECK(cp == 1 || !o->layout[0], "--layout auto searches dp x pp x tp only (not cp yet): give it --cp 1");
   CHECK(o->heads % tp == 0, "--heads (%ld) must be divisible by --tp (%lld)", o->heads, (long long)tp);
   gaaw_gpt_config_t g;
   train_gpt_config(o, &g);
@@ -581,7 +589,7 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
 
   /* what fits: the memory first (it explains a huge size best), then the sizes
    * gaaw keeps as int (the MLP width, the tokens of a microbatch) */
-  if (check_memory(o, cfg, mc, (int)tp, (int)pp, (int)dp, err, len) != TRAIN_EXIT_OK) return TRAIN_EXIT_USAGE;
+  if (check_memory(o, cfg, mc, (int)tp, (int)pp, (int)cp, (int)dp, err, len) != TRAIN_EXIT_OK) return TRAIN_EXIT_USAGE;
   CHECK(ffn <= INT_MAX, "the MLP width 4 x --dim = %lld is more than gaaw supports (%d)", (long long)ffn, INT_MAX);
   CHECK(tokens <= INT_MAX, "--batch x --seq = %lld tokens per microbatch is more than gaaw supports (%d)",
         (long long)tokens, INT_MAX);

@@ -61,13 +61,16 @@ gaaw_status_t trainer_setup(trainer *t, gaaw_context_t ctx, const train_options 
   t->opts = opts;
   t->data = data;
   t->ctx = ctx;
-  int tp_rank;
+  int tp_rank, cp, cp_rank;
   gaaw_config_t cfg;
   int64_t microbatches = 1;
   TRY(t, gaaw_topology_sizes(ctx, &t->dp, &t->pp, &t->tp));
   TRY(t, gaaw_topology_coords(ctx, &t->dp_rank, &t->pp_rank, &tp_rank));
-  /* collective over the world, before anything can fail on one rank only */
-  if (MPI_Comm_split(MPI_COMM_WORLD, t->pp_rank * t->tp + tp_rank, t->dp_rank, &t->dp_comm) != MPI_SUCCESS) {
+  TRY(t, gaaw_topology_cp(ctx, &cp, &cp_rank));
+  /* collective over the world, before anything can fail on one rank only; the
+   * ranks that differ in dp alone */
+  int others = (t->pp_rank * cp + cp_rank) * t->tp + tp_rank;
+  if (MPI_Comm_split(MPI_COMM_WORLD, others, t->dp_rank, &t->dp_comm) != MPI_SUCCESS) {
     t->dp_comm = MPI_COMM_NULL;
     snprintf(t->err, sizeof t->err, "MPI_Comm_split (the dp group of the loss means) failed");
     return GAAW_ERR_COMM;

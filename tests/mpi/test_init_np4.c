@@ -141,11 +141,11 @@ int main(int argc, char **argv)
   /* gaaw_topology_rank_of stays on this rank's cp coordinate */
   expect_status_ctx(ctx, gaaw_topology_rank_of(ctx, 0, 0, 1 - tp_rank, &r), GAAW_SUCCESS);
   expect_true(r == cp_rank * 2 + 1 - tp_rank, "rank %d: rank_of(tp %d) = %d", world_rank, 1 - tp_rank, r);
-  /* no model splits a sequence yet: every rank refuses it by name */
-  gaaw_gpt_config_t g = model_tiny_gpt(8, GAAW_F32);
+  /* an MLP has no sequences to split: every rank refuses it by name */
+  gaaw_mlp_config_t mc = {.nsizes = 3, .sizes = {4, 8, 2}, .activation = GAAW_ACT_GELU};
   gaaw_model_t model = NULL;
-  expect_status_ctx(ctx, gaaw_model_create_gpt(ctx, &g, &model), GAAW_ERR_UNSUPPORTED);
-  expect_true(model == NULL && strstr(gaaw_last_error(ctx), "cp=2: no model splits its sequences") != NULL,
+  expect_status_ctx(ctx, gaaw_model_create_mlp(ctx, &mc, &model), GAAW_ERR_UNSUPPORTED);
+  expect_true(model == NULL && strstr(gaaw_last_error(ctx), "cp=2: an MLP has no sequences") != NULL,
               "rank %d: %s", world_rank, gaaw_last_error(ctx));
   gaaw_finalize(&ctx);
   gaaw_config_destroy(&cfg);

@@ -248,12 +248,12 @@ static void bad_input(void)
                 layouts[i].options, why ? why : "(none)", layouts[i].message);
     gaaw_config_destroy(&cfg);
   }
-  /* cp > 1: no model splits a sequence yet, so there is nothing to estimate */
+  /* cp > 1: the walk does not know the ring yet, so the estimate refuses it */
   gaaw_config_t cp2;
   require_ok(NULL, gaaw_config_create(&cp2));
   require_ok(NULL, gaaw_config_parse(cp2, "cp=2"));
   expect_status_ctx(ctx, gaaw_memory_estimate(ctx, &g, cp2, &oc, &eo, &out), GAAW_ERR_UNSUPPORTED);
-  expect_true(strstr(gaaw_last_error(ctx), "cp=2: no model splits its sequences") != NULL, "cp=2: %s",
+  expect_true(strstr(gaaw_last_error(ctx), "cp=2: the memory estimate does not walk") != NULL, "cp=2: %s",
               gaaw_last_error(ctx));
   gaaw_config_destroy(&cp2);
   /* the estimate gives back what it allocates (a planner calls it for every layout

@@ -14,6 +14,8 @@
 #    stage's share with --pp); the prompt
 #    is not checked with --sample 0; a device gaaw_init cannot find exits 2 too;
 #  - precedence: default < config file < environment < command line;
+#  - layouts with cp: cp 3 on 4 ranks, a --seq that 2 x cp does not divide (exit 2);
+#    cp 2 x tp 2 gives tp 2's losses;
 #  - 20 steps of a tiny GPT on the shipped corpus (np 2 and np 4, tp 2, ZeRO 1):
 #    on the host backend: exit 0, the training and validation losses fall, one JSON object per step, a
 #    sample and a summary; the metrics hold the memory by category and the dp
@@ -92,7 +94,8 @@ grep '^step *100/' "$tmp/out" >/dev/null && err "byte >= vocab: training went on
 # layouts that do not fit the world, on 4 ranks: one message, no hang
 expect_usage "tp 3 on 4 ranks" "--tp 3 does not divide the world size 4" 4 --tp 3
 expect_usage "heads % tp" "--heads (3) must be divisible by --tp (2)" 4 --tp 2 --heads 3 --dim 96
-expect_usage "cp 2" "--cp 2: no model splits its sequences over context-parallel ranks yet" 4 --cp 2
+expect_usage "cp 3 on 4 ranks" "--cp 3 x --tp 1 does not divide the world size 4" 4 --cp 3
+expect_usage "seq % (2 cp)" "--seq 30 must divide by 2 x --cp = 4" 4 --cp 2 --seq 30
 
 # precedence: default < config file < environment < command line. A missing data
 # file stops a run right after its options were accepted.
@@ -259,4 +262,14 @@ paste "$tmp/a" "$tmp/b" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * 
                               END { exit bad }' || err "pp 2 x tp 2 with 2 microbatches: losses differ from --accum 2"
 grep -c '| idle [0-9]*%/[0-9]*%/[0-9]*%/[0-9]*% | act peaks [0-9.]*/[0-9.]*/[0-9.]*/[0-9.]* MiB$' "$tmp/pipeline.out" |
   grep -x 5 >/dev/null || err "pp 2: the step lines do not give 4 ranks' idle fractions and activation peaks"
+
+# context parallelism: cp 2 x tp 2 on np 4 (each sequence of 32 tokens in 4 pieces of 8)
+# against tp 2 on np 2, both --accum 2: the same sequences, so the same losses within
+# 1e-4 relative
+pp_run 4 "--cp 2 --accum 2" cp
+grep -q '^gaaw-train: world 4 = dp 1 x cp 2 x tp 2,' "$tmp/cp.out" || err "cp 2: the header does not show cp 2"
+losses loss "$tmp/cp.jsonl" >"$tmp/b"
+test `wc -l <"$tmp/b"` -eq 5 || err "cp 2: expected 5 steps of metrics"
+paste "$tmp/a" "$tmp/b" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $1) { bad = 1; print "  " $0 } }
+                              END { exit bad }' || err "cp 2 x tp 2: losses differ from tp 2 on 2 ranks"
 exit $fail

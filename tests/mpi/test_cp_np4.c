@@ -1,0 +1,230 @@
+/* Context parallelism on 4 ranks: a LLaMA-class GPT (2 layers, dim 24, 4 query heads
+ * of 8 over 2 kv heads, RoPE) trained 10 AdamW steps on global batches of 4 sequences
+ * of 1,024 tokens, each sequence split over the cp ranks (2 x cp pieces, rank r
+ * holding r and 2 cp - 1 - r), the attention a ring of blocked kernels:
+ *  - cp 2 (dp 2), cp 4, cp 2 x tp 2 with sequence parallelism, cp 2 x pp 2 under
+ *    1F1B, cp 2 x dp 2 at ZeRO 3 and cp 2 with full recomputation give the serial
+ *    run's losses within 1e-5 relative, and its parameters after the 10 steps within
+ *    1e-3 of each tensor's largest value;
+ *  - cp 2 with full recomputation in bf16 gives its serial bf16 run's losses within
+ *    bf16's unit roundoff of the loss (2^-8 of its largest value, as
+ *    test_mixed_precision derives);
+ *  - cp 4 twice gives the same losses and parameters bit for bit;
+ *  - a sequence that does not divide by 2 x cp, a sequence that differs on one cp
+ *    rank, attention=matrix, and a backward without an optimizer are refused with
+ *    their named error on every rank; a forward alone runs.
+ * Tolerances: cp changes the order of f32 sums (the ring's merges, the dp-cp
+ * gradient sum). The losses differ by a few 1e-7. The data are random tokens, so
+ * the loss stays near ln 1001 and hardly sees the attention; the parameters do:
+ * Adam moves each element by about lr whatever its gradient's size, so a gradient
+ * near eps turns on its last bits (measured: 1.5e-4 of a tensor's largest value at
+ * most), while a ring that drops the other ranks' keys is off by 3e-3 to 0.8. */
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/harness/model_util.h"
+
+enum { SEQ = 1024, ROWS = 4, MICRO = 2, STEPS = 10, VOCAB = 1001 };
+static int world_rank;
+
+typedef struct {
+  const char *name, *options;
+  int stage, sp;
+  gaaw_dtype_t dtype;   /* 0: f32 */
+} layout;
+
+typedef struct {
+  gaaw_context_t ctx;
+  gaaw_model_t model;
+  gaaw_optimizer_t opt;
+  MPI_Comm comm;
+} run;
+
+static gaaw_gpt_config_t config_of(const layout *l)
+{
+  gaaw_gpt_config_t g = model_tiny_llama(SEQ, 2);
+  g.sequence_parallel = l->sp;
+  g.dtype = l->dtype ? l->dtype : GAAW_F32;
+  return g;
+}
+
+static run open_run(const layout *l, MPI_Comm comm)
+{
+  run r = {NULL, NULL, NULL, comm};
+  char list[256];
+  snprintf(list, sizeof list, "backend=host comm_timeout=60 microbatches=%d %s", MICRO, l->options);
+  r.ctx = test_context(comm, list);
+  gaaw_gpt_config_t g = config_of(l);
+  require_ok(r.ctx, gaaw_model_create_gpt(r.ctx, &g, &r.model));
+  gaaw_optimizer_config_t oc;
+  gaaw_optimizer_config_default(&oc);
+  oc.zero_stage = l->stage;
+  oc.lr = 3e-3f;
+  oc.accumulation = MICRO;
+  oc.clip_norm = 1.0f;
+  require_ok(r.ctx, gaaw_optimizer_create(r.model, &oc, &r.opt));
+  return r;
+}
+
+static void close_run(run *r)
+{
+  gaaw_optimizer_destroy(&r->opt);
+  gaaw_model_destroy(&r->model);
+  gaaw_finalize(&r->ctx);
+}
+
+/* The global batch of step s: ROWS sequences of random tokens, each target the next token. */
+static void global_batch(int s, int32_t *tokens, int32_t *targets)
+{
+  uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(s + 1);
+  for (int i = 0; i < ROWS * SEQ; i++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    tokens[i] = (int32_t)((x >> 33) % VOCAB);
+  }
+  for (int i = 0; i < ROWS * SEQ; i++) targets[i] = tokens[(i + 1) % (ROWS * SEQ)];
+}
+
+/* 10 steps; every rank of a dp replica is given its rows, whole sequences (the cp
+ * ranks cut them); losses[] the global batch's mean loss; params (NULL: not read)
+ * every parameter after them (gaaw_model_get_params). */
+static void train(run *r, float *losses, float *params)
+{
+  int dp_rank, dp;
+  require_ok(r->ctx, gaaw_topology_group_rank(r->ctx, GAAW_GROUP_DP, &dp_rank, &dp));
+  int rows = ROWS / dp;
+  static int32_t tokens[ROWS * SEQ], targets[ROWS * SEQ];
+  for (int s = 0; s < STEPS; s++) {
+    global_batch(s, tokens, targets);
+    gaaw_batch_t b = {.batch = rows / MICRO, .seq = SEQ, .microbatches = MICRO, .tokens = tokens + dp_rank * rows * SEQ,
+                      .targets = targets + dp_rank * rows * SEQ};
+    float loss, sum;
+    int size;
+    require_ok(r->ctx, gaaw_model_forward_backward(r->model, &b, &loss));
+    require_ok(r->ctx, gaaw_optimizer_step(r->opt));
+    /* every rank holds its replica's loss: the mean over the world is the dp mean */
+    MPI_Comm_size(r->comm, &size);
+    MPI_Allreduce(&loss, &sum, 1, MPI_FLOAT, MPI_SUM, r->comm);
+    losses[s] = sum / (float)size;
+  }
+  if (params) require_ok(r->ctx, gaaw_model_get_params(r->model, params));
+}
+
+/* A call that every rank must fail with `want`, its message containing `says`. */
+static void expect_refused(gaaw_context_t ctx, gaaw_status_t st, gaaw_status_t want, const char *says,
+                           const char *what)
+{
+  const char *msg = gaaw_last_error(ctx);
+  expect_true(st == want && strstr(msg, says), "%s: status %d (want %d), message '%s' (want '%s')", what, (int)st,
+              (int)want, msg, says);
+}
+
+static void bad_input(void)
+{
+  const layout l = {"cp 2", "cp=2", 0, 0, 0};
+  run r = open_run(&l, MPI_COMM_WORLD);
+  static int32_t tokens[2 * SEQ], targets[2 * SEQ];
+  global_batch(0, tokens, targets);
+  /* 1,022 tokens do not cut into 4 pieces of equal length */
+  gaaw_batch_t b = {.batch = 1, .seq = 1022, .microbatches = 1, .tokens = tokens, .targets = targets};
+  expect_refused(r.ctx, gaaw_model_forward_backward(r.model, &b, NULL), GAAW_ERR_INVALID_ARG,
+                 "must divide by 2 x cp = 4", "seq 1022 at cp 2");
+  /* cp rank 1 of the first replica (world rank 1) is given another sequence */
+  b.seq = SEQ;
+  if (world_rank == 1) b.tokens = tokens + SEQ;
+  expect_refused(r.ctx, gaaw_model_forward_backward(r.model, &b, NULL), GAAW_ERR_INVALID_ARG,
+                 "the batch of a cp group", "a sequence that differs on one cp rank");
+  close_run(&r);
+
+  /* attention=matrix cannot run the ring; a backward needs the optimizer's dp-cp sum */
+  gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=host cp=2 attention=matrix");
+  gaaw_gpt_config_t g = config_of(&l);
+  gaaw_model_t m = NULL;
+  expect_refused(ctx, gaaw_model_create_gpt(ctx, &g, &m), GAAW_ERR_UNSUPPORTED, "attention=matrix at cp = 2",
+                 "attention=matrix at cp 2");
+  gaaw_finalize(&ctx);
+  ctx = test_context(MPI_COMM_WORLD, "backend=host cp=2");
+  require_ok(ctx, gaaw_model_create_gpt(ctx, &g, &m));
+  b.tokens = tokens;
+  expect_refused(ctx, gaaw_model_forward_backward(m, &b, NULL), GAAW_ERR_UNSUPPORTED, "needs an optimizer",
+                 "a backward at cp 2 without an optimizer");
+  float loss = 0;
+  require_ok(ctx, gaaw_model_forward(m, &b, &loss)); /* forward alone runs */
+  expect_true(loss > 6.0f && loss < 8.0f, "cp 2 forward: the loss %g is not near ln 1001 = 6.9", (double)loss);
+  gaaw_model_destroy(&m);
+  gaaw_finalize(&ctx);
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  float want[STEPS], want_bf16[STEPS], got[STEPS];
+  long count = 0;
+  const layout serial = {"serial", "", 0, 0, 0};
+  const layout serial_bf16 = {"serial, full recompute, bf16", "recompute=full", 0, 0, GAAW_BF16};
+  /* the serial runs on rank 0 only, shared */
+  float *want_params = NULL, *got_params = NULL;
+  if (world_rank == 0) {
+    run r = open_run(&serial, MPI_COMM_SELF);
+    int64_t total;
+    require_ok(r.ctx, gaaw_model_num_params(r.model, &total, NULL));
+    count = (long)total;
+    want_params = malloc(sizeof(float) * (size_t)count);
+    train(&r, want, want_params);
+    close_run(&r);
+    r = open_run(&serial_bf16, MPI_COMM_SELF);
+    train(&r, want_bf16, NULL);
+    close_run(&r);
+  }
+  MPI_Bcast(&count, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+  if (world_rank) want_params = malloc(sizeof(float) * (size_t)count);
+  got_params = malloc(sizeof(float) * (size_t)count);
+  MPI_Bcast(want, STEPS, MPI_FLOAT, 0, MPI_COMM_WORLD);
+  MPI_Bcast(want_bf16, STEPS, MPI_FLOAT, 0, MPI_COMM_WORLD);
+  MPI_Bcast(want_params, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+
+  static const layout layouts[] = {
+    {"cp 2 (dp 2)", "cp=2", 0, 0, 0},
+    {"cp 4", "cp=4", 0, 0, 0},
+    {"cp 2 x tp 2, sequence parallel", "cp=2 tp=2", 0, 1, 0},
+    {"cp 2 x pp 2, 1F1B", "cp=2 pp=2 pp_schedule=1f1b", 0, 0, 0},
+    {"cp 2 x dp 2, ZeRO 3", "cp=2", 3, 0, 0},
+    {"cp 2 (dp 2), full recompute", "cp=2 recompute=full", 0, 0, 0},
+    {"cp 2 (dp 2), full recompute, bf16", "cp=2 recompute=full", 0, 0, GAAW_BF16},
+  };
+  char what[160];
+  for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++) {
+    run r = open_run(&layouts[k], MPI_COMM_WORLD);
+    train(&r, got, got_params);
+    int bf16 = layouts[k].dtype == GAAW_BF16;
+    snprintf(what, sizeof what, "%s: 10 losses against the serial run's", layouts[k].name);
+    expect_close_scaled(got, bf16 ? want_bf16 : want, STEPS, bf16 ? 1.0 / 256 : 1e-5, what);
+    snprintf(what, sizeof what, "%s: the parameters after 10 steps against the serial run's", layouts[k].name);
+    if (!bf16) expect_close_model(r.model, got_params, want_params, 1e-3, what);
+    close_run(&r);
+  }
+
+  /* cp 4 twice: bit for bit */
+  long n[2];
+  float *params[2], again[STEPS];
+  for (int k = 0; k < 2; k++) {
+    run r = open_run(&layouts[1], MPI_COMM_WORLD);
+    train(&r, k ? again : got, NULL);
+    params[k] = model_snapshot(r.model, 0, &n[k]);
+    close_run(&r);
+  }
+  expect_true(!memcmp(got, again, sizeof got) && n[0] == n[1] && !memcmp(params[0], params[1], sizeof(float) * (size_t)n[0]),
+              "cp 4 run twice: the losses or parameters differ");
+  free(params[0]);
+  free(params[1]);
+  free(want_params);
+  free(got_params);
+  bad_input();
+
+  int failures = test_failures, total = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Finalize();
+  if (total && !failures) return 1;
+  return test_finish("test_cp_np4");
+}
