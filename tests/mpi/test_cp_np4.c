@@ -10,6 +10,8 @@
  *    bf16's unit roundoff of the loss (2^-8 of its largest value, as
  *    test_mixed_precision derives);
  *  - cp 4 twice gives the same losses and parameters bit for bit;
+ *  - the checkpoint of cp 2 x tp 2 loads at cp 1 x dp 4, whose next step gives the
+ *    serial run's eleventh loss within 1e-5;
  *  - a sequence that does not divide by 2 x cp, a sequence that differs on one cp
  *    rank, attention=matrix, and a backward without an optimizer are refused with
  *    their named error on every rank; a forward alone runs.
@@ -23,15 +25,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/harness/checkpoint_util.h"
 #include "tests/harness/model_util.h"
 
-enum { SEQ = 1024, ROWS = 4, MICRO = 2, STEPS = 10, VOCAB = 1001 };
+enum { SEQ = 1024, ROWS = 4, MICRO = 2, STEPS = 10, MORE = 1, VOCAB = 1001 };
 static int world_rank;
 
 typedef struct {
   const char *name, *options;
   int stage, sp;
   gaaw_dtype_t dtype;   /* 0: f32 */
+  int micro;            /* microbatches of a step (0: MICRO) */
 } layout;
 
 typedef struct {
@@ -39,6 +43,7 @@ typedef struct {
   gaaw_model_t model;
   gaaw_optimizer_t opt;
   MPI_Comm comm;
+  int micro;
 } run;
 
 static gaaw_gpt_config_t config_of(const layout *l)
@@ -51,9 +56,9 @@ static gaaw_gpt_config_t config_of(const layout *l)
 
 static run open_run(const layout *l, MPI_Comm comm)
 {
-  run r = {NULL, NULL, NULL, comm};
+  run r = {NULL, NULL, NULL, comm, l->micro ? l->micro : MICRO};
   char list[256];
-  snprintf(list, sizeof list, "backend=host comm_timeout=60 microbatches=%d %s", MICRO, l->options);
+  snprintf(list, sizeof list, "backend=host comm_timeout=60 microbatches=%d %s", r.micro, l->options);
   r.ctx = test_context(comm, list);
   gaaw_gpt_config_t g = config_of(l);
   require_ok(r.ctx, gaaw_model_create_gpt(r.ctx, &g, &r.model));
@@ -61,7 +66,7 @@ static run open_run(const layout *l, MPI_Comm comm)
   gaaw_optimizer_config_default(&oc);
   oc.zero_stage = l->stage;
   oc.lr = 3e-3f;
-  oc.accumulation = MICRO;
+  oc.accumulation = r.micro;
   oc.clip_norm = 1.0f;
   require_ok(r.ctx, gaaw_optimizer_create(r.model, &oc, &r.opt));
   return r;
@@ -85,18 +90,18 @@ static void global_batch(int s, int32_t *tokens, int32_t *targets)
   for (int i = 0; i < ROWS * SEQ; i++) targets[i] = tokens[(i + 1) % (ROWS * SEQ)];
 }
 
-/* 10 steps; every rank of a dp replica is given its rows, whole sequences (the cp
- * ranks cut them); losses[] the global batch's mean loss; params (NULL: not read)
- * every parameter after them (gaaw_model_get_params). */
-static void train(run *r, float *losses, float *params)
+/* Steps [first, first + n); every rank of a dp replica is given its rows, whole
+ * sequences (the cp ranks cut them); losses[] the global batch's mean loss; params
+ * (NULL: not read) every parameter after them (gaaw_model_get_params). */
+static void train(run *r, int first, int n, float *losses, float *params)
 {
   int dp_rank, dp;
   require_ok(r->ctx, gaaw_topology_group_rank(r->ctx, GAAW_GROUP_DP, &dp_rank, &dp));
   int rows = ROWS / dp;
   static int32_t tokens[ROWS * SEQ], targets[ROWS * SEQ];
-  for (int s = 0; s < STEPS; s++) {
+  for (int s = first; s < first + n; s++) {
     global_batch(s, tokens, targets);
-    gaaw_batch_t b = {.batch = rows / MICRO, .seq = SEQ, .microbatches = MICRO, .tokens = tokens + dp_rank * rows * SEQ,
+    gaaw_batch_t b = {.batch = rows / r->micro, .seq = SEQ, .microbatches = r->micro, .tokens = tokens + dp_rank * rows * SEQ,
                       .targets = targets + dp_rank * rows * SEQ};
     float loss, sum;
     int size;
@@ -105,7 +110,7 @@ static void train(run *r, float *losses, float *params)
     /* every rank holds its replica's loss: the mean over the world is the dp mean */
     MPI_Comm_size(r->comm, &size);
     MPI_Allreduce(&loss, &sum, 1, MPI_FLOAT, MPI_SUM, r->comm);
-    losses[s] = sum / (float)size;
+    losses[s - first] = sum / (float)size;
   }
   if (params) require_ok(r->ctx, gaaw_model_get_params(r->model, params));
 }
@@ -121,7 +126,7 @@ static void expect_refused(gaaw_context_t ctx, gaaw_status_t st, gaaw_status_t w
 
 static void bad_input(void)
 {
-  const layout l = {"cp 2", "cp=2", 0, 0, 0};
+  const layout l = {"cp 2", "cp=2", 0, 0, 0, 0};
   run r = open_run(&l, MPI_COMM_WORLD);
   static int32_t tokens[2 * SEQ], targets[2 * SEQ];
   global_batch(0, tokens, targets);
@@ -159,7 +164,7 @@ int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  float want[STEPS], want_bf16[STEPS], got[STEPS];
+  float want[STEPS + MORE], want_bf16[STEPS], got[STEPS];
   long count = 0;
   const layout serial = {"serial", "", 0, 0, 0};
   const layout serial_bf16 = {"serial, full recompute, bf16", "recompute=full", 0, 0, GAAW_BF16};
@@ -171,16 +176,17 @@ int main(int argc, char **argv)
     require_ok(r.ctx, gaaw_model_num_params(r.model, &total, NULL));
     count = (long)total;
     want_params = malloc(sizeof(float) * (size_t)count);
-    train(&r, want, want_params);
+    train(&r, 0, STEPS, want, want_params);
+    train(&r, STEPS, MORE, want + STEPS, NULL);
     close_run(&r);
     r = open_run(&serial_bf16, MPI_COMM_SELF);
-    train(&r, want_bf16, NULL);
+    train(&r, 0, STEPS, want_bf16, NULL);
     close_run(&r);
   }
   MPI_Bcast(&count, 1, MPI_LONG, 0, MPI_COMM_WORLD);
   if (world_rank) want_params = malloc(sizeof(float) * (size_t)count);
   got_params = malloc(sizeof(float) * (size_t)count);
-  MPI_Bcast(want, STEPS, MPI_FLOAT, 0, MPI_COMM_WORLD);
+  MPI_Bcast(want, STEPS + MORE, MPI_FLOAT, 0, MPI_COMM_WORLD);
   MPI_Bcast(want_bf16, STEPS, MPI_FLOAT, 0, MPI_COMM_WORLD);
   MPI_Bcast(want_params, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
 
@@ -193,15 +199,18 @@ int main(int argc, char **argv)
     {"cp 2 (dp 2), full recompute", "cp=2 recompute=full", 0, 0, 0},
     {"cp 2 (dp 2), full recompute, bf16", "cp=2 recompute=full", 0, 0, GAAW_BF16},
   };
-  char what[160];
+  char what[160], base[256], dir[300];
+  ckpt_test_dir(base, sizeof base, "cp-ckpt-");
+  snprintf(dir, sizeof dir, "%s/cp2-tp2", base);
   for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++) {
     run r = open_run(&layouts[k], MPI_COMM_WORLD);
-    train(&r, got, got_params);
+    train(&r, 0, STEPS, got, got_params);
     int bf16 = layouts[k].dtype == GAAW_BF16;
     snprintf(what, sizeof what, "%s: 10 losses against the serial run's", layouts[k].name);
     expect_close_scaled(got, bf16 ? want_bf16 : want, STEPS, bf16 ? 1.0 / 256 : 1e-5, what);
     snprintf(what, sizeof what, "%s: the parameters after 10 steps against the serial run's", layouts[k].name);
     if (!bf16) expect_close_model(r.model, got_params, want_params, 1e-3, what);
+    if (k == 2) require_ok(r.ctx, gaaw_checkpoint_save(r.opt, dir)); /* cp 2 x tp 2 */
     close_run(&r);
   }
 
@@ -210,7 +219,7 @@ int main(int argc, char **argv)
   float *params[2], again[STEPS];
   for (int k = 0; k < 2; k++) {
     run r = open_run(&layouts[1], MPI_COMM_WORLD);
-    train(&r, k ? again : got, NULL);
+    train(&r, 0, STEPS, k ? again : got, NULL);
     params[k] = model_snapshot(r.model, 0, &n[k]);
     close_run(&r);
   }
@@ -218,6 +227,15 @@ int main(int argc, char **argv)
               "cp 4 run twice: the losses or parameters differ");
   free(params[0]);
   free(params[1]);
+  /* saved at cp 2 x tp 2, loaded at cp 1 x dp 4 (a microbatch of 1 sequence each):
+   * the next step is the serial run's eleventh */
+  const layout dp4 = {"cp 1 x dp 4", "", 0, 0, 0, 1};
+  run r = open_run(&dp4, MPI_COMM_WORLD);
+  require_ok(r.ctx, gaaw_checkpoint_load(r.opt, dir));
+  train(&r, STEPS, MORE, got, NULL);
+  expect_close_scaled(got, want + STEPS, MORE, 1e-5, "saved at cp 2 x tp 2, loaded at cp 1 x dp 4: step 11");
+  close_run(&r);
+  ckpt_test_dir_remove(base);
   free(want_params);
   free(got_params);
   bad_input();

@@ -2,7 +2,7 @@
  * (gaaw_attention_block_*, gaaw_attention_merge) on the host, for every float dtype:
  *  - forward out and lse == a double reference for blocks at other positions:
  *    queries after the keys, queries before them (rows that see no key: out 0, lse
- *    -inf), the mask off, Tq != Tk, across tiles;
+ *    -inf), the mask off, Tq != Tk, across tiles, positions past 65,536;
  *  - a sequence cut into uneven blocks, as ring attention cuts it: each query block's
  *    results over the key blocks it sees, merged, == gaaw_flash_attention_forward on
  *    the whole sequence, and the blocks' backward, summed, == its backward;
@@ -223,6 +223,9 @@ int main(int argc, char **argv)
   check_block(ctx, GAAW_F32, 2, 66, 70, 16, 0, 100, GAAW_ATTENTION_CAUSAL, &seed); /* no row sees a key */
   check_block(ctx, GAAW_F32, 2, 70, 130, 8, 0, 500, GAAW_ATTENTION_FULL, &seed); /* the mask off */
   check_block(ctx, GAAW_BF16, 1, 3, 200, 24, 9, 0, GAAW_ATTENTION_FULL, &seed);
+  /* positions past 65,536 (16-bit): a long context's late pieces, the diagonal among them */
+  check_block(ctx, GAAW_F32, 2, 64, 96, 8, 70000, 69968, GAAW_ATTENTION_CAUSAL, &seed);
+  check_block(ctx, GAAW_F32, 2, 40, 40, 8, 131072 + 65536, 131072 + 65536, GAAW_ATTENTION_CAUSAL, &seed);
   const long three[3] = {50, 90, 40}, four[4] = {33, 64, 65, 7};
   check_ring(ctx, 2, 8, 3, three, &seed);
   check_ring(ctx, 1, 16, 4, four, &seed);
