@@ -115,6 +115,31 @@ static void train(run *r, int first, int n, float *losses, float *params)
   if (params) require_ok(r->ctx, gaaw_model_get_params(r->model, params));
 }
 
+/* doc/context-parallel.md's ring traffic: each cp rank sends, per layer of its
+ * stage and microbatch, the keys and values of its tokens, KV = 2 b (seq / cp)
+ * (heads / tp) head_dim dtype bytes, cp - 1 times in forward (again under full
+ * recomputation), cp - 1 times in backward, and their gradient cp times; it receives
+ * as much. Checked against the cp group's counters after STEPS steps. */
+static void expect_ring_bytes(const run *r, const layout *l)
+{
+  int cp, tp, pp, dp;
+  require_ok(r->ctx, gaaw_topology_cp(r->ctx, &cp, NULL));
+  require_ok(r->ctx, gaaw_topology_sizes(r->ctx, &dp, &pp, &tp));
+  gaaw_gpt_config_t g = config_of(l);
+  int full = strstr(l->options, "recompute=full") != NULL;
+  uint64_t b = (uint64_t)(ROWS / dp / r->micro), size = l->dtype == GAAW_BF16 ? 2 : 4;
+  uint64_t kv = 2 * b * (uint64_t)(SEQ / cp) * (uint64_t)(g.heads / tp) * (uint64_t)g.head_dim * size;
+  uint64_t per = (uint64_t)(g.layers / pp) * (uint64_t)r->micro * kv * (uint64_t)((cp - 1) * (2 + full) + cp);
+  gaaw_comm_t comm;
+  require_ok(r->ctx, gaaw_topology_comm(r->ctx, GAAW_GROUP_CP, &comm));
+  uint64_t sent = 0, received = 0;
+  require_ok(r->ctx, gaaw_comm_stats(comm, GAAW_COMM_SEND, NULL, &sent));
+  require_ok(r->ctx, gaaw_comm_stats(comm, GAAW_COMM_RECV, NULL, &received));
+  expect_true(sent == STEPS * per && received == STEPS * per,
+              "%s: the cp group sent %llu and received %llu bytes in %d steps; the formula says %llu each", l->name,
+              (unsigned long long)sent, (unsigned long long)received, STEPS, (unsigned long long)(STEPS * per));
+}
+
 /* A call that every rank must fail with `want`, its message containing `says`. */
 static void expect_refused(gaaw_context_t ctx, gaaw_status_t st, gaaw_status_t want, const char *says,
                            const char *what)
@@ -210,6 +235,7 @@ int main(int argc, char **argv)
     expect_close_scaled(got, bf16 ? want_bf16 : want, STEPS, bf16 ? 1.0 / 256 : 1e-5, what);
     snprintf(what, sizeof what, "%s: the parameters after 10 steps against the serial run's", layouts[k].name);
     if (!bf16) expect_close_model(r.model, got_params, want_params, 1e-3, what);
+    expect_ring_bytes(&r, &layouts[k]);
     if (k == 2) require_ok(r.ctx, gaaw_checkpoint_save(r.opt, dir)); /* cp 2 x tp 2 */
     close_run(&r);
   }
