@@ -527,6 +527,10 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
   int64_t lse = gaaw_mem_stat(d.B * d.Hl * d.T), selective = m->recompute == GAAW_RECOMPUTE_SELECTIVE && !blocked;
   int64_t qkv = gaaw_mem_act(m, d.N * d.QKVl), qkv4 = gaaw_mem_act(m, 3 * heads), att = gaaw_mem_act(m, d.N * d.Ql);
   int64_t u = gaaw_mem_act(m, d.N * d.Fu), a = gaaw_mem_act(m, d.N * d.Fl);
+  /* the ring's keys and values in flight (2, as k and v), and one piece's partial
+   * result and its lse, allocated and freed inside the ring */
+  int64_t kv = gaaw_mem_act(m, 2 * heads), pieces = d.f->pieces;
+  int64_t ring = 2 * kv + gaaw_mem_act(m, heads / pieces) + gaaw_mem_stat(d.B * d.Hl * d.T / pieces);
   if (!backward) {
     gaaw_mem_output(w, nlc);
     /* attention_forward */
@@ -542,6 +546,7 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
       gaaw_mem_save(w, qkv4);
       gaaw_mem_save(w, blocked ? lse : probs); /* attention_core */
       gaaw_mem_scratch(w, gaaw_mem_act(m, heads));
+      if (d.ring) gaaw_mem_transient(w, ring); /* gaaw_ring_attention_forward */
     }
     gaaw_mem_save(w, att);
     gaaw_mem_scratch(w, nc); /* project_attention */
@@ -581,6 +586,7 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
     gaaw_mem_scratch(w, qkv4);
     /* attention_core_backward */
     gaaw_mem_scratch(w, blocked ? gaaw_mem_act(m, heads) : probs);
+    if (d.ring) gaaw_mem_transient(w, 4 * kv); /* gaaw_ring_attention_backward: keys and gradients in flight */
   }
   if (selective) { /* recompute_probs */
     gaaw_mem_save(w, probs);

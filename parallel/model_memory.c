@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parallel/cp_split.h"
 #include "parallel/model_impl.h"
 
 void gaaw_ledger_add(gaaw_ledger *g, gaaw_mem_category_t c, int64_t bytes)
@@ -98,6 +99,12 @@ void gaaw_mem_scratch(gaaw_mem_walk *w, int64_t bytes)
 {
   act(w, bytes);
   w->scratch += bytes;
+}
+
+void gaaw_mem_transient(gaaw_mem_walk *w, int64_t bytes)
+{
+  act(w, bytes);
+  act(w, -bytes);
 }
 
 void gaaw_mem_linear_backward(gaaw_mem_walk *w, int64_t dy_bytes, int64_t x_bytes)
@@ -295,9 +302,9 @@ gaaw_status_t gaaw_model_memory_step(gaaw_model_t m, int microbatches, int batch
   w.microbatches = microbatches;
   w.nl = m->nlayers;
   w.shape.batch = batch;
-  w.shape.seq = seq;
-  w.shape.rows = (int64_t)batch * seq;
-  w.shape.pieces = 1; /* the estimate refuses cp > 1 */
+  w.shape.seq = seq / m->cp_size; /* as gaaw_gpt_load_batch cuts it (cp_split.h) */
+  w.shape.rows = (int64_t)batch * w.shape.seq;
+  w.shape.pieces = gaaw_cp_pieces(m->cp_size);
   size_t frames = (size_t)microbatches, slots = frames * (size_t)m->chunks;
   w.acts = calloc(frames * (size_t)(w.nl + 1), sizeof *w.acts);
   w.saved = calloc(frames * (size_t)w.nl, sizeof *w.saved);
@@ -317,7 +324,7 @@ gaaw_status_t gaaw_model_memory_step(gaaw_model_t m, int microbatches, int batch
     int arrays = 2 * gaaw_model_owns_layer(m, 0) + gaaw_model_owns_layer(m, m->nlayers - 1);
     for (size_t i = 0; i < frames; i++) act(&w, w.batch[i] = arrays * gaaw_ledger_bytes(GAAW_I32, w.shape.rows));
     for (int k = 0; k < mine->count; k++) run_action(&w, &mine->actions[k]);
-    if (m->pp_size > 1) { /* the loss to every stage */
+    if (m->pp_size > 1 || m->cp_size > 1) { /* the loss to every stage, summed over cp */
       gaaw_ledger_add(g, GAAW_MEM_COMMUNICATION, 4);
       gaaw_ledger_add(g, GAAW_MEM_COMMUNICATION, -4);
     }

@@ -87,15 +87,14 @@ static gaaw_status_t estimate_rank(gaaw_context_t ctx, const gaaw_gpt_config_t *
                                    zero_store_bytes *store, int64_t shard[GAAW_MEM_SPACE_COUNT], gaaw_topology *t)
 {
   GAAW_CHECK(gaaw_topology_plan_from(ctx, L->cfg, L->world, rank, t));
-  if (t->cp > 1)
-    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "cp=%d: the memory estimate does not walk context parallelism's ring yet "
-              "(doc/context-parallel.md)", t->cp);
   gaaw_model_layout ml = L->model;
   ml.tp_size = t->tp;
   ml.tp_rank = t->tp_rank;
   ml.pp_size = t->pp;
   ml.pp_rank = t->pp_rank;
   ml.dp_size = t->dp;
+  ml.cp_size = t->cp;
+  ml.cp_rank = t->cp_rank;
   gaaw_model_t m = NULL;
   GAAW_CHECK(gaaw_model_plan_gpt(ctx, model, &ml, &m));
   struct gaaw_optimizer_s opt;
@@ -105,9 +104,10 @@ static gaaw_status_t estimate_rank(gaaw_context_t ctx, const gaaw_gpt_config_t *
   opt.cfg = *ocfg;
   opt.is = gaaw_zero_flags_of(ocfg);
   opt.dtype = m->dtype;
-  opt.dp_size = t->dp; /* cp 1: the dp-cp group is dp */
+  opt.dp_size = t->dp * t->cp; /* the dp-cp group, ranked dp-major */
+  opt.dp_rank = t->dp_rank * t->cp + t->cp_rank;
   opt.replicas = t->dp;
-  opt.dp_rank = t->dp_rank;
+  opt.replica_rank = t->dp_rank;
   opt.bucket_bytes = L->bucket_bytes;
   opt.keep_gathered = opt.is.shard_params && L->keep_gathered;
   opt.store = L->store;
@@ -116,10 +116,13 @@ static gaaw_status_t estimate_rank(gaaw_context_t ctx, const gaaw_gpt_config_t *
   if (o->seq > model->max_seq)
     st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
                           "options->seq %d is longer than the model's max_seq %d", o->seq, model->max_seq);
-  if (st == GAAW_SUCCESS && model->sequence_parallel && ((int64_t)o->batch * o->seq) % t->tp != 0)
+  if (st == GAAW_SUCCESS && t->cp > 1 && o->seq % (2 * t->cp) != 0)
     st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
-                          "with sequence parallelism batch x seq = %lld tokens must divide by tp = %d",
-                          (long long)o->batch * o->seq, t->tp);
+                          "at cp = %d options->seq %d must divide by 2 x cp = %d", t->cp, o->seq, 2 * t->cp);
+  if (st == GAAW_SUCCESS && model->sequence_parallel && ((int64_t)o->batch * o->seq / t->cp) % t->tp != 0)
+    st = gaaw_error_raise(ctx, GAAW_ERR_INVALID_ARG, __FILE__, __LINE__, __func__,
+                          "with sequence parallelism batch x seq / cp = %lld tokens must divide by tp = %d",
+                          (long long)o->batch * o->seq / t->cp, t->tp);
   if (st == GAAW_SUCCESS) st = gaaw_zero_plan(&opt);
   if (st == GAAW_SUCCESS)
     st = gaaw_zero_memory_step(&opt, L->model.microbatches, o->batch, o->seq, L->ring_bytes,

@@ -15,6 +15,9 @@
  *    at ZeRO 2 with a bucket per layer; the
  *    GPT-2 (with biases) over 1 kv head at tp 2 x dp 2;
  *  - sequence parallelism at tp 2 x dp 2, ZeRO 1 and 3;
+ *  - context parallelism (the ring's buffers; the state cut over dp x cp): cp 2 x
+ *    dp 2, cp 4 at ZeRO 3 with full recomputation, cp 2 x tp 2 (LLaMA, selective),
+ *    cp 2 x pp 2 under 1F1B, and the LLaMA at cp 2 x dp 2, ZeRO 3;
  *  - every category's peak but the workspace's (the host kernels' own scratch) to
  *    the byte, and with sequence parallelism the communication's (the tp ring's
  *    scratch is not estimated); the workspace's above by at most the host kernels'
@@ -192,7 +195,8 @@ static void run_on_groups(const run_case *c)
 {
   MPI_Comm comm;
   int group = c->dp * (strstr(c->options, "pp=2") ? 2 : 1) * (strstr(c->options, "tp=2") ? 2 : 1) *
-              (strstr(c->options, "tp=4") ? 4 : 1);
+              (strstr(c->options, "tp=4") ? 4 : 1) * (strstr(c->options, "cp=2") ? 2 : 1) *
+              (strstr(c->options, "cp=4") ? 4 : 1);
   MPI_Comm_split(MPI_COMM_WORLD, world_rank / group, world_rank, &comm);
   check_case(comm, c);
   MPI_Comm_free(&comm);
@@ -248,14 +252,16 @@ static void bad_input(void)
                 layouts[i].options, why ? why : "(none)", layouts[i].message);
     gaaw_config_destroy(&cfg);
   }
-  /* cp > 1: the walk does not know the ring yet, so the estimate refuses it */
-  gaaw_config_t cp2;
-  require_ok(NULL, gaaw_config_create(&cp2));
-  require_ok(NULL, gaaw_config_parse(cp2, "cp=2"));
-  expect_status_ctx(ctx, gaaw_memory_estimate(ctx, &g, cp2, &oc, &eo, &out), GAAW_ERR_UNSUPPORTED);
-  expect_true(strstr(gaaw_last_error(ctx), "cp=2: the memory estimate does not walk") != NULL, "cp=2: %s",
+  /* cp 4: a sequence of 8 tokens cuts into 8 pieces, one of 6 does not */
+  gaaw_config_t cp4;
+  require_ok(NULL, gaaw_config_create(&cp4));
+  require_ok(NULL, gaaw_config_parse(cp4, "cp=4"));
+  eo.seq = 6;
+  expect_status_ctx(ctx, gaaw_memory_estimate(ctx, &g, cp4, &oc, &eo, &out), GAAW_ERR_INVALID_ARG);
+  expect_true(strstr(gaaw_last_error(ctx), "at cp = 4 options->seq 6 must divide by 2 x cp = 8") != NULL, "cp=4: %s",
               gaaw_last_error(ctx));
-  gaaw_config_destroy(&cp2);
+  eo.seq = T;
+  gaaw_config_destroy(&cp4);
   /* the estimate gives back what it allocates (a planner calls it for every layout
    * it weighs): after a first call, ten more leave the heap in use as it was */
   gaaw_config_t small;
@@ -355,6 +361,13 @@ int main(int argc, char **argv)
    * blocks are replicated on both tp ranks */
   run_case biased = {2, 1, 2, "tp=2 recompute=none", 0, 0, 1};
   run_on_groups(&biased);
+  /* context parallelism: the ring's keys, values and gradients in flight, the loss
+   * summed over cp, the state cut over dp x cp */
+  const run_case cps[] = {
+    {2, 1, 2, "cp=2 recompute=none"}, {1, 3, 2, "cp=4 recompute=full"}, {1, 2, 2, "cp=2 tp=2 recompute=selective", 1},
+    {1, 1, 4, "cp=2 pp=2 pp_schedule=1f1b recompute=none"}, {2, 3, 2, "cp=2 recompute=none", 1},
+  };
+  for (size_t k = 0; k < sizeof cps / sizeof cps[0]; k++) run_on_groups(&cps[k]);
   ckpt_test_dir_remove(nvme_dir);
   bad_input();
   if (world_rank == 0) printf("%d layouts: the largest difference between estimate and measured peak %.3f%%\n",
