@@ -564,8 +564,12 @@ static gaaw_status_t gpt_adopt(gaaw_model_t m, const void *cfg)
   if (m->gpt.norm_eps == 0) m->gpt.norm_eps = GAAW_NORM_EPS;
   m->gpt.no_bias = g->no_bias != 0;
   if (m->cp_size > 1 && strcmp(gaaw_ctx_string(m->ctx, "attention"), "matrix") == 0)
-    GAAW_FAIL(m->ctx, GAAW_ERR_UNSUPPORTED, "attention=matrix at cp = %d: the ring computes with the blocked kernels; "
-              "use attention=auto or blocked", m->cp_size);
+    GAAW_FAIL(m->ctx, GAAW_ERR_UNSUPPORTED, "attention=matrix at cp = %d: context parallelism computes with the "
+              "blocked kernels; use attention=auto or blocked", m->cp_size);
+  int heads_here = g->heads / m->tp_size;
+  if (m->cp_a2a && heads_here % m->cp_size != 0)
+    GAAW_FAIL(m->ctx, GAAW_ERR_INVALID_ARG, "cp_kind=a2a at cp = %d: the %d heads of a tp rank (heads %d / tp %d) "
+              "must divide by cp, which splits them; use cp_kind=ring", m->cp_size, heads_here, g->heads, m->tp_size);
   return GAAW_SUCCESS;
 }
 

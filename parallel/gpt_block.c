@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backends/fused.h"
+#include "parallel/a2a_attention.h"
 #include "parallel/linear.h"
 #include "parallel/model_impl.h"
 #include "parallel/norm.h"
@@ -30,6 +31,7 @@ typedef struct {
   int64_t B, T, N, Nl, C, Hl, Kl, D, Ql, QKVl, Fl, Fu;
   int sp;
   int ring;     /* context parallelism: the attention core is the ring (ring_attention.h) */
+  int a2a;      /* ... or the all-to-all (a2a_attention.h) */
   int blocked;  /* the attention core: blocked (1) or matrix (0), blocked_attention */
   int qkv_core; /* the matrix core reads the QKV projection's layout (qkv_attention) */
 } block_dims;
@@ -55,8 +57,9 @@ static block_dims dims_of(gaaw_model_t m, gaaw_frame *f)
   d.QKVl = (d.Hl + 2 * d.Kl) * d.D;
   d.Fl = g->ffn / m->tp_size;
   d.Fu = g->activation == GAAW_ACT_SWIGLU ? 2 * d.Fl : d.Fl;
-  d.ring = m->cp_size > 1;
-  d.blocked = d.ring || blocked_attention(m, d.T); /* the ring's blocks are the blocked kernels */
+  d.a2a = m->cp_a2a;
+  d.ring = m->cp_size > 1 && !d.a2a;
+  d.blocked = m->cp_size > 1 || blocked_attention(m, d.T); /* context parallelism's blocks are the blocked kernels */
   d.qkv_core = qkv_attention(m, d.blocked);
   return d;
 }
@@ -188,10 +191,16 @@ static int qkv_attention(gaaw_model_t m, int blocked)
          gaaw_kernel_available(m->ctx, "attention_qkv_backward", &bwd) == GAAW_SUCCESS && fwd && bwd;
 }
 
-/* k and v, consecutive in qkvp, as one (2, B Hl, T, D) tensor: what the ring passes on. */
+/* k and v, consecutive in qkvp, as one (2, B Hl, T, D) tensor: what the ring passes on;
+ * q, k and v as one (3, B Hl, T, D): what the all-to-all exchanges. */
 static gaaw_tensor_t kv_pair(const gaaw_tensor_t *k, const block_dims *d)
 {
   return gaaw_reshape(k, 4, (int64_t[]){2, d->B * d->Hl, d->T, d->D});
+}
+
+static gaaw_tensor_t qkv_stack(const gaaw_tensor_t *q, const block_dims *d)
+{
+  return gaaw_reshape(q, 4, (int64_t[]){3, d->B * d->Hl, d->T, d->D});
 }
 
 /* lse of the blocked core, slot S_LSE (B Hl T) f32, seen as (B Hl, T). */
@@ -214,6 +223,9 @@ static gaaw_status_t attention_core(gaaw_model_t m, gaaw_layer *l, const block_d
     if (d->ring) {
       gaaw_tensor_t kv = kv_pair(k, d);
       GAAW_CHECK(gaaw_ring_attention_forward(m, d->f, q, &kv, *o, &lse));
+    } else if (d->a2a) {
+      gaaw_tensor_t qkv = qkv_stack(q, d);
+      GAAW_CHECK(gaaw_a2a_attention_forward(m, d->f, &qkv, *o, &lse));
     } else
       GAAW_CHECK(gaaw_flash_attention_forward(ctx, q, k, v, *o, &lse));
   } else {
@@ -425,9 +437,10 @@ static gaaw_status_t attention_core_backward(gaaw_model_t m, gaaw_layer *l, cons
     gaaw_tensor_t o3 = gaaw_reshape(o, 3, (int64_t[]){d->B * d->Hl, d->T, d->D}), lse = lse_view(&sv[S_LSE], d);
     if (d->ring) { /* dk and dv come home whole: the pair is overwritten */
       gaaw_tensor_t kv = kv_pair(k, d), dkv = kv_pair(dk, d);
-      (void)v;
-      (void)dv;
       GAAW_CHECK(gaaw_ring_attention_backward(m, d->f, dout, q, &kv, &o3, &lse, dq, &dkv));
+    } else if (d->a2a) { /* the same: dq, dk and dv overwritten */
+      gaaw_tensor_t qkv = qkv_stack(q, d), dqkv = qkv_stack(dq, d);
+      GAAW_CHECK(gaaw_a2a_attention_backward(m, d->f, dout, &qkv, &o3, &lse, &dqkv));
     } else
       GAAW_CHECK(gaaw_flash_attention_backward(ctx, dout, q, k, v, &o3, &lse, dq, dk, dv));
     return GAAW_SUCCESS;

@@ -30,6 +30,7 @@ static gaaw_status_t agree_on_options(gaaw_context_t ctx, gaaw_status_t local)
   gaaw_field fields[] = {
     GAAW_FIELD_INT("tp", gaaw_ctx_int(ctx, "tp")),
     GAAW_FIELD_INT("cp", gaaw_ctx_int(ctx, "cp")),
+    GAAW_FIELD_TEXT("cp_kind", gaaw_ctx_string(ctx, "cp_kind")),
     GAAW_FIELD_INT("pp", gaaw_ctx_int(ctx, "pp")),
     GAAW_FIELD_INT("dp", gaaw_ctx_int(ctx, "dp")),
     GAAW_FIELD_TEXT("rank_order", order),

@@ -23,6 +23,7 @@ static gaaw_status_t context_layout(gaaw_context_t ctx, gaaw_model_layout *L)
   GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_PP, &L->pp_rank, &L->pp_size));
   GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, NULL, &L->dp_size));
   GAAW_CHECK(gaaw_topology_cp(ctx, &L->cp_size, &L->cp_rank));
+  L->cp_a2a = strcmp(gaaw_ctx_string(ctx, "cp_kind"), "a2a") == 0; /* checked at init */
   return GAAW_SUCCESS;
 }
 
@@ -54,6 +55,7 @@ static gaaw_status_t model_begin(gaaw_context_t ctx, const gaaw_model_kind_ops *
   m->dp_size = L->dp_size;
   m->cp_size = L->cp_size > 1 ? L->cp_size : 1;
   m->cp_rank = L->cp_size > 1 ? L->cp_rank : 0;
+  m->cp_a2a = L->cp_size > 1 && L->cp_a2a;
   m->pp_layout = strdup(L->pp_layout ? L->pp_layout : "");
   if (!m->pp_layout) {
     free(m);

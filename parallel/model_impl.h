@@ -56,6 +56,7 @@ struct gaaw_mem_walk;
 typedef struct {
   int tp_size, tp_rank, pp_size, pp_rank, dp_size;
   int cp_size, cp_rank;        /* context parallelism (0: 1, rank 0) */
+  int cp_a2a;                  /* its attention: all-to-all (1) or the ring (0), option cp_kind */
   int chunks;                  /* virtual_stages */
   int pp_kind;                 /* gaaw_sched_kind_t of pp_schedule */
   int microbatches;            /* option microbatches */
@@ -203,6 +204,7 @@ struct gaaw_model_s {
   int tp_size, tp_rank;
   int pp_size, pp_rank;
   int cp_size, cp_rank;        /* context parallelism: the ranks that share each sequence */
+  int cp_a2a;                  /* its attention core: all-to-all (1) or the ring (0) */
   gaaw_stage_layout stages;    /* every virtual stage's layer range (the whole list at pp 1) */
   int chunks;                  /* this rank's model chunks (virtual_stages) */
   int pp_kind;                 /* gaaw_sched_kind_t of option pp_schedule */

@@ -5,49 +5,21 @@
 #include "parallel/ring_attention.h"
 
 #include "backends/runtime/trace.h"
-#include "parallel/cp_split.h"
+#include "parallel/cp_blocks.h"
 
 enum { TAG_KV = 1, TAG_KV_BACKWARD = 2, TAG_DKV = 3 };
 
 typedef struct {
   gaaw_model_t m;
-  int cp, rank, next, prev, pieces;
-  int64_t seq, len; /* tokens of a whole sequence and of a piece */
+  int cp, rank, next, prev;
+  gaaw_cp_blocks blocks;
 } ring;
 
 static ring ring_of(gaaw_model_t m, const gaaw_frame *f)
 {
   ring r = {m, m->cp_size, m->cp_rank, (m->cp_rank + 1) % m->cp_size, (m->cp_rank + m->cp_size - 1) % m->cp_size,
-            f->pieces, (int64_t)f->seq * m->cp_size, f->seq / f->pieces};
+            {m->ctx, m->cp_size, f->pieces, (int64_t)f->seq * m->cp_size}};
   return r;
-}
-
-static int64_t start_of(const ring *r, int rank, int i)
-{
-  return gaaw_cp_piece_start(r->seq, r->cp, rank, i);
-}
-
-/* Whether query piece i here sees a key of piece j of rank src (causal). */
-static int sees(const ring *r, int i, int src, int j)
-{
-  return start_of(r, src, j) <= start_of(r, r->rank, i) + r->len - 1;
-}
-
-/* Piece i of t, whose first dimension holds the pieces one after the other. */
-static gaaw_tensor_t piece_of(const gaaw_tensor_t *t, int pieces, int i)
-{
-  gaaw_tensor_t v = *t;
-  v.shape[0] = t->shape[0] / pieces;
-  v.offset += (size_t)i * (size_t)gaaw_tensor_numel(&v) * gaaw_dtype_size(t->dtype);
-  return v;
-}
-
-/* Piece j of k (which 0) or v (1) of kv (2, P BH, c, D): (BH, c, D). */
-static gaaw_tensor_t kv_piece(const ring *r, const gaaw_tensor_t *kv, int which, int j)
-{
-  gaaw_tensor_t part = gaaw_reshape(kv, 3, (int64_t[]){kv->shape[1], kv->shape[2], kv->shape[3]});
-  part.offset += (size_t)which * (size_t)gaaw_tensor_numel(&part) * gaaw_dtype_size(kv->dtype);
-  return piece_of(&part, r->pieces, j);
 }
 
 /* A message round the ring: send to the next rank, receive from the previous. */
@@ -92,30 +64,6 @@ static void trace_step(const ring *r, const char *name, int step, int src, doubl
     gaaw_trace_span(ctx, gaaw_trace_lane(ctx, "cp ring"), name, t0, "\"step\":%d,\"keys_of\":%d", step, src);
 }
 
-/* The blocks of step `step`: this rank's query pieces against the kv pieces of rank
- * src, merged into out and lse (a piece's first block writes them). */
-static gaaw_status_t forward_step(const ring *r, int src, const gaaw_tensor_t *q, const gaaw_tensor_t *kv,
-                                  gaaw_tensor_t *out, gaaw_tensor_t *lse, gaaw_tensor_t *part, gaaw_tensor_t *part_lse,
-                                  int started[2])
-{
-  gaaw_context_t ctx = r->m->ctx;
-  for (int i = 0; i < r->pieces; i++)
-    for (int j = 0; j < r->pieces; j++) {
-      if (!sees(r, i, src, j)) continue; /* every key after every query */
-      gaaw_tensor_t qi = piece_of(q, r->pieces, i), k = kv_piece(r, kv, 0, j), v = kv_piece(r, kv, 1, j);
-      gaaw_tensor_t oi = piece_of(out, r->pieces, i), li = piece_of(lse, r->pieces, i);
-      int64_t qs = start_of(r, r->rank, i), ks = start_of(r, src, j);
-      if (!started[i]) {
-        GAAW_CHECK(gaaw_attention_block_forward(ctx, &qi, &k, &v, qs, ks, GAAW_ATTENTION_CAUSAL, &oi, &li));
-        started[i] = 1;
-        continue;
-      }
-      GAAW_CHECK(gaaw_attention_block_forward(ctx, &qi, &k, &v, qs, ks, GAAW_ATTENTION_CAUSAL, part, part_lse));
-      GAAW_CHECK(gaaw_attention_merge(ctx, &oi, &li, part, part_lse));
-    }
-  return GAAW_SUCCESS;
-}
-
 static gaaw_status_t forward_ring(const ring *r, gaaw_scratch *s, const gaaw_tensor_t *q, const gaaw_tensor_t *kv,
                                   gaaw_tensor_t *out, gaaw_tensor_t *lse, gaaw_tensor_t *part_lse)
 {
@@ -123,7 +71,8 @@ static gaaw_status_t forward_ring(const ring *r, gaaw_scratch *s, const gaaw_ten
   gaaw_context_t ctx = m->ctx;
   gaaw_tensor_t *arrived[2], *part;
   for (int k = 0; k < 2; k++) GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, kv->ndim, kv->shape, &arrived[k]));
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(q->shape[0] / r->pieces, q->shape[1], q->shape[2]), &part));
+  int pieces = r->blocks.pieces;
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(q->shape[0] / pieces, q->shape[1], q->shape[2]), &part));
   const gaaw_tensor_t *here = kv;
   int started[2] = {0, 0};
   for (int step = 0; step < r->cp; step++) {
@@ -131,7 +80,7 @@ static gaaw_status_t forward_ring(const ring *r, gaaw_scratch *s, const gaaw_ten
     ring_message msg = {0};
     if (step < r->cp - 1) GAAW_CHECK(pass_on(r, here, arrived[step % 2], TAG_KV, "kv", &msg));
     double t0 = gaaw_pass_clock();
-    GAAW_CHECK(forward_step(r, src, q, here, out, lse, part, part_lse, started));
+    GAAW_CHECK(gaaw_cp_blocks_forward(&r->blocks, r->rank, q, src, here, out, lse, part, part_lse, started));
     trace_step(r, "attention", step, src, t0);
     GAAW_CHECK(arrive(r, step, &msg));
     here = arrived[step % 2];
@@ -146,31 +95,12 @@ gaaw_status_t gaaw_ring_attention_forward(gaaw_model_t m, const gaaw_frame *f, c
   ring r = ring_of(m, f);
   gaaw_scratch s = {0};
   gaaw_tensor_t part_lse = {0};
-  gaaw_status_t st = gaaw_tensor_alloc(ctx, GAAW_F32, 2, (int64_t[]){q->shape[0] / r.pieces, q->shape[1]},
+  gaaw_status_t st = gaaw_tensor_alloc(ctx, GAAW_F32, 2, (int64_t[]){q->shape[0] / f->pieces, q->shape[1]},
                                        GAAW_MEM_ACTIVATIONS, &part_lse);
   if (st == GAAW_SUCCESS) st = forward_ring(&r, &s, q, kv, out, lse, &part_lse);
   gaaw_act_free(m, &part_lse);
   gaaw_scratch_free(m, &s);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
-  return GAAW_SUCCESS;
-}
-
-/* dq += and dkv += the shares of step `step`'s blocks (kv of rank src). */
-static gaaw_status_t backward_step(const ring *r, int src, const gaaw_tensor_t *dout, const gaaw_tensor_t *q,
-                                   const gaaw_tensor_t *kv, const gaaw_tensor_t *out, const gaaw_tensor_t *lse,
-                                   gaaw_tensor_t *dq, gaaw_tensor_t *dkv)
-{
-  gaaw_context_t ctx = r->m->ctx;
-  for (int i = 0; i < r->pieces; i++)
-    for (int j = 0; j < r->pieces; j++) {
-      if (!sees(r, i, src, j)) continue;
-      gaaw_tensor_t qi = piece_of(q, r->pieces, i), k = kv_piece(r, kv, 0, j), v = kv_piece(r, kv, 1, j);
-      gaaw_tensor_t oi = piece_of(out, r->pieces, i), li = piece_of(lse, r->pieces, i);
-      gaaw_tensor_t doi = piece_of(dout, r->pieces, i), dqi = piece_of(dq, r->pieces, i);
-      gaaw_tensor_t dk = kv_piece(r, dkv, 0, j), dv = kv_piece(r, dkv, 1, j);
-      GAAW_CHECK(gaaw_attention_block_backward(ctx, &doi, &qi, &k, &v, &oi, &li, start_of(r, r->rank, i),
-                                               start_of(r, src, j), GAAW_ATTENTION_CAUSAL, &dqi, &dk, &dv));
-    }
   return GAAW_SUCCESS;
 }
 
@@ -196,7 +126,7 @@ gaaw_status_t gaaw_ring_attention_backward(gaaw_model_t m, const gaaw_frame *f, 
     ring_message keys = {0}, their_grads = {0};
     if (!last) st = pass_on(&r, here, arrived[step % 2], TAG_KV_BACKWARD, "kv", &keys);
     double t0 = gaaw_pass_clock();
-    if (st == GAAW_SUCCESS) st = backward_step(&r, src, dout, q, here, out, lse, dq, dhere);
+    if (st == GAAW_SUCCESS) st = gaaw_cp_blocks_backward(&r.blocks, r.rank, dout, q, src, here, out, lse, dq, dhere);
     trace_step(&r, "attention backward", step, src, t0);
     gaaw_tensor_t *next = last ? dkv : grads[(step + 1) % 2];
     if (st == GAAW_SUCCESS) st = pass_on(&r, dhere, next, TAG_DKV, "dkv", &their_grads);

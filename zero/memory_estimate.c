@@ -42,7 +42,8 @@ typedef struct {
 
 static gaaw_status_t read_layout(gaaw_context_t ctx, gaaw_config_t cfg, estimate_layout *L)
 {
-  int64_t v = 0, tp = 0, pp = 0, dp = 0;
+  int64_t v = 0, tp = 0, pp = 0, dp = 0, cp = 1;
+  char cp_kind[8] = "";
   memset(L, 0, sizeof *L);
   L->cfg = cfg;
   gaaw_status_t st = gaaw_config_check(cfg);
@@ -50,7 +51,12 @@ static gaaw_status_t read_layout(gaaw_context_t ctx, gaaw_config_t cfg, estimate
   GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "tp", &tp));
   GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "pp", &pp));
   GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "dp", &dp));
-  L->world = dp > 0 ? (int)(dp * tp * pp) : ctx->size;
+  GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "cp", &cp));
+  L->world = dp > 0 ? (int)(dp * tp * cp * pp) : ctx->size;
+  GAAW_CHECK_CTX(ctx, gaaw_config_get_string(cfg, "cp_kind", cp_kind, sizeof cp_kind));
+  if (cp > 1 && strcmp(cp_kind, "a2a") == 0)
+    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "cp_kind=a2a: the memory estimate does not walk the all-to-all's buffers "
+              "yet; cp_kind=ring is estimated");
   GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "virtual_stages", &v));
   L->model.chunks = (int)v;
   GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "microbatches", &v));

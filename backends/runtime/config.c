@@ -495,6 +495,9 @@ static gaaw_status_t check_value(int i, const gaaw_config_value *v, const char *
   if (strcmp(name, "recompute") == 0)
     GAAW_ARG_CHECK(NULL, gaaw_recompute_parse(v->s) >= 0, "option recompute must be none, selective or full, got '%s'%s",
                    v->s, origin);
+  if (strcmp(name, "cp_kind") == 0)
+    GAAW_ARG_CHECK(NULL, strcmp(v->s, "ring") == 0 || strcmp(v->s, "a2a") == 0,
+                   "option cp_kind must be ring or a2a, got '%s'%s", v->s, origin);
   if (strcmp(name, "attention") == 0)
     GAAW_ARG_CHECK(NULL, strcmp(v->s, "auto") == 0 || strcmp(v->s, "blocked") == 0 || strcmp(v->s, "matrix") == 0,
                    "option attention must be auto, blocked or matrix, got '%s'%s", v->s, origin);

@@ -40,6 +40,10 @@
   /* topology */                                                                                  \
   X(tp, INT, "1", "tensor-parallel size")                                                         \
   X(cp, INT, "1", "context-parallel size: each sequence is split over this many ranks")          \
+  X(cp_kind, STRING, "ring",                                                                      \
+    "context parallelism's attention: ring (each rank's keys and values pass round the cp group " \
+    "while the blocks compute) or a2a (all-to-all between sequence and head shards, DeepSpeed-"   \
+    "Ulysses; a rank's heads, heads / tp, must divide by cp)")                                   \
   X(pp, INT, "1", "pipeline-parallel size")                                                       \
   X(dp, INT, "0", "data-parallel size; 0 = world size / (tp * cp * pp)")                         \
   X(rank_order, STRING, "tp-cp-dp-pp",                                                            \

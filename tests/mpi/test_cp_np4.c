@@ -115,12 +115,17 @@ static void train(run *r, int first, int n, float *losses, float *params)
   if (params) require_ok(r->ctx, gaaw_model_get_params(r->model, params));
 }
 
-/* doc/context-parallel.md's ring traffic: each cp rank sends, per layer of its
- * stage and microbatch, the keys and values of its tokens, KV = 2 b (seq / cp)
- * (heads / tp) head_dim dtype bytes, cp - 1 times in forward (again under full
- * recomputation), cp - 1 times in backward, and their gradient cp times; it receives
- * as much. Checked against the cp group's counters after STEPS steps. */
-static void expect_ring_bytes(const run *r, const layout *l)
+/* doc/context-parallel.md's traffic, per layer of a rank's stage and microbatch,
+ * with S = b (seq / cp) (heads / tp) head_dim dtype bytes (one tensor of its
+ * tokens' heads) and r = 1 under full recomputation:
+ *  - ring: it sends its keys and values (KV = 2 S) cp - 1 times in forward (again
+ *    under r), cp - 1 times in backward, and their gradient cp times; it receives as
+ *    much;
+ *  - a2a: its all-to-alls' send tensors hold 4 S in forward (q, k, v there, the output
+ *    back; again under r) and 8 S in backward (q, k, v; the output gradient and the
+ *    output; dq, dk, dv back), and nothing is sent point to point.
+ * Checked against the cp group's counters after STEPS steps. */
+static void expect_cp_bytes(const run *r, const layout *l)
 {
   int cp, tp, pp, dp;
   require_ok(r->ctx, gaaw_topology_cp(r->ctx, &cp, NULL));
@@ -128,16 +133,22 @@ static void expect_ring_bytes(const run *r, const layout *l)
   gaaw_gpt_config_t g = config_of(l);
   int full = strstr(l->options, "recompute=full") != NULL;
   uint64_t b = (uint64_t)(ROWS / dp / r->micro), size = l->dtype == GAAW_BF16 ? 2 : 4;
-  uint64_t kv = 2 * b * (uint64_t)(SEQ / cp) * (uint64_t)(g.heads / tp) * (uint64_t)g.head_dim * size;
-  uint64_t per = (uint64_t)(g.layers / pp) * (uint64_t)r->micro * kv * (uint64_t)((cp - 1) * (2 + full) + cp);
+  int a2a = strstr(l->options, "cp_kind=a2a") != NULL;
+  uint64_t S = b * (uint64_t)(SEQ / cp) * (uint64_t)(g.heads / tp) * (uint64_t)g.head_dim * size;
+  uint64_t layers = (uint64_t)(g.layers / pp) * (uint64_t)r->micro;
+  uint64_t p2p = a2a ? 0 : layers * 2 * S * (uint64_t)((cp - 1) * (2 + full) + cp);
+  uint64_t all = a2a ? layers * S * (uint64_t)(4 * (1 + full) + 8) : 0;
   gaaw_comm_t comm;
   require_ok(r->ctx, gaaw_topology_comm(r->ctx, GAAW_GROUP_CP, &comm));
-  uint64_t sent = 0, received = 0;
+  uint64_t sent = 0, received = 0, exchanged = 0;
   require_ok(r->ctx, gaaw_comm_stats(comm, GAAW_COMM_SEND, NULL, &sent));
   require_ok(r->ctx, gaaw_comm_stats(comm, GAAW_COMM_RECV, NULL, &received));
-  expect_true(sent == STEPS * per && received == STEPS * per,
-              "%s: the cp group sent %llu and received %llu bytes in %d steps; the formula says %llu each", l->name,
-              (unsigned long long)sent, (unsigned long long)received, STEPS, (unsigned long long)(STEPS * per));
+  require_ok(r->ctx, gaaw_comm_stats(comm, GAAW_COMM_ALLTOALL, NULL, &exchanged));
+  expect_true(sent == STEPS * p2p && received == STEPS * p2p && exchanged == STEPS * all,
+              "%s: the cp group sent %llu, received %llu and exchanged %llu bytes in %d steps; the formula says "
+              "%llu, %llu and %llu", l->name, (unsigned long long)sent, (unsigned long long)received,
+              (unsigned long long)exchanged, STEPS, (unsigned long long)(STEPS * p2p),
+              (unsigned long long)(STEPS * p2p), (unsigned long long)(STEPS * all));
 }
 
 /* A call that every rank must fail with `want`, its message containing `says`. */
@@ -183,6 +194,14 @@ static void bad_input(void)
   expect_true(loss > 6.0f && loss < 8.0f, "cp 2 forward: the loss %g is not near ln 1001 = 6.9", (double)loss);
   gaaw_model_destroy(&m);
   gaaw_finalize(&ctx);
+
+  /* all-to-all splits a rank's heads over cp: 2 heads do not split over 4 */
+  ctx = test_context(MPI_COMM_WORLD, "backend=host cp=4 cp_kind=a2a");
+  g.heads = 2;
+  expect_refused(ctx, gaaw_model_create_gpt(ctx, &g, &m), GAAW_ERR_INVALID_ARG,
+                 "cp_kind=a2a at cp = 4: the 2 heads of a tp rank (heads 2 / tp 1) must divide by cp",
+                 "2 heads under all-to-all at cp 4");
+  gaaw_finalize(&ctx);
 }
 
 int main(int argc, char **argv)
@@ -223,6 +242,9 @@ int main(int argc, char **argv)
     {"cp 2 x dp 2, ZeRO 3", "cp=2", 3, 0, 0},
     {"cp 2 (dp 2), full recompute", "cp=2 recompute=full", 0, 0, 0},
     {"cp 2 (dp 2), full recompute, bf16", "cp=2 recompute=full", 0, 0, GAAW_BF16},
+    {"cp 4, all-to-all", "cp=4 cp_kind=a2a", 0, 0, 0},
+    {"cp 2 x tp 2, all-to-all, full recompute", "cp=2 tp=2 cp_kind=a2a recompute=full", 0, 0, 0},
+    {"cp 2 x dp 2, all-to-all, ZeRO 2", "cp=2 cp_kind=a2a", 2, 0, 0},
   };
   char what[160], base[256], dir[300];
   ckpt_test_dir(base, sizeof base, "cp-ckpt-");
@@ -235,7 +257,7 @@ int main(int argc, char **argv)
     expect_close_scaled(got, bf16 ? want_bf16 : want, STEPS, bf16 ? 1.0 / 256 : 1e-5, what);
     snprintf(what, sizeof what, "%s: the parameters after 10 steps against the serial run's", layouts[k].name);
     if (!bf16) expect_close_model(r.model, got_params, want_params, 1e-3, what);
-    expect_ring_bytes(&r, &layouts[k]);
+    expect_cp_bytes(&r, &layouts[k]);
     if (k == 2) require_ok(r.ctx, gaaw_checkpoint_save(r.opt, dir)); /* cp 2 x tp 2 */
     close_run(&r);
   }

@@ -262,6 +262,13 @@ static void bad_input(void)
               gaaw_last_error(ctx));
   eo.seq = T;
   gaaw_config_destroy(&cp4);
+  /* the all-to-all's buffers are not walked yet */
+  require_ok(NULL, gaaw_config_create(&cp4));
+  require_ok(NULL, gaaw_config_parse(cp4, "cp=2 cp_kind=a2a"));
+  expect_status_ctx(ctx, gaaw_memory_estimate(ctx, &g, cp4, &oc, &eo, &out), GAAW_ERR_UNSUPPORTED);
+  expect_true(strstr(gaaw_last_error(ctx), "cp_kind=a2a: the memory estimate does not walk") != NULL, "a2a: %s",
+              gaaw_last_error(ctx));
+  gaaw_config_destroy(&cp4);
   /* the estimate gives back what it allocates (a planner calls it for every layout
    * it weighs): after a first call, ten more leave the heap in use as it was */
   gaaw_config_t small;

@@ -71,6 +71,8 @@ static void check_values(void)
   expect_refused("tp", "0", GAAW_ERR_INVALID_ARG, "option tp must be in 1..2147483647, got 0");
   expect_refused("pp", "-1", GAAW_ERR_INVALID_ARG, "option pp must be in 1..");
   expect_refused("cp", "0", GAAW_ERR_INVALID_ARG, "option cp must be in 1..2147483647, got 0");
+  expect_refused("cp_kind", "ulysses", GAAW_ERR_INVALID_ARG, "option cp_kind must be ring or a2a, got 'ulysses'");
+  expect_accepted("cp_kind", "a2a");
   expect_refused("dp", "-1", GAAW_ERR_INVALID_ARG, "option dp must be in 0..");
   expect_refused("comm_timeout", "-5", GAAW_ERR_INVALID_ARG, "option comm_timeout must be >= 0, got -5");
   expect_accepted("comm_timeout", "0");
