@@ -72,54 +72,60 @@ static gaaw_tensor_t lse_of(const a2a *x, const gaaw_tensor_t *lse, int g)
   return v;
 }
 
-/* n stacked tensors (n, P BH, c, D) of this rank to its head group's (cp, n, ...) of every rank. */
-static gaaw_status_t exchange(const a2a *x, gaaw_scratch *s, int n, const gaaw_tensor_t *stacked,
-                              gaaw_tensor_t **grouped)
+/* n stacked tensors (n, P BH, c, D) of this rank to its head group's (cp, n, ...) of
+ * every rank, in *grouped (allocated here; the caller frees it). The packing's two
+ * buffers are freed before it returns: at its peak, three of the size are held. */
+static gaaw_status_t exchange(const a2a *x, int n, const gaaw_tensor_t *stacked, gaaw_tensor_t *grouped)
 {
   gaaw_model_t m = x->m;
   gaaw_context_t ctx = m->ctx;
-  gaaw_tensor_t *tmp, *send;
+  gaaw_tensor_t tmp = {0}, send = {0};
   int64_t numel = gaaw_tensor_numel(stacked);
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(numel), &tmp));
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(numel), &send));
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(numel), grouped));
-  GAAW_CHECK(pack(x, n, stacked, tmp, send));
+  gaaw_status_t st = gaaw_act_alloc(m, GAAW_SHAPE(numel), &tmp);
+  if (st == GAAW_SUCCESS) st = gaaw_act_alloc(m, GAAW_SHAPE(numel), &send);
+  if (st == GAAW_SUCCESS) st = gaaw_act_alloc(m, GAAW_SHAPE(numel), grouped);
+  if (st == GAAW_SUCCESS) st = pack(x, n, stacked, &tmp, &send);
   double t0 = gaaw_pass_clock();
-  GAAW_CHECK(gaaw_comm_alltoall(m->cp, send, *grouped));
-  if (gaaw_trace_on(ctx)) gaaw_trace_span(ctx, gaaw_trace_lane(ctx, "cp a2a"), "all-to-all", t0, "\"tensors\":%d", n);
+  if (st == GAAW_SUCCESS) st = gaaw_comm_alltoall(m->cp, &send, grouped);
+  if (st == GAAW_SUCCESS && gaaw_trace_on(ctx))
+    gaaw_trace_span(ctx, gaaw_trace_lane(ctx, "cp a2a"), "all-to-all", t0, "\"tensors\":%d", n);
+  gaaw_act_free(m, &tmp);
+  gaaw_act_free(m, &send);
+  if (st != GAAW_SUCCESS) {
+    gaaw_act_free(m, grouped);
+    return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  }
   return GAAW_SUCCESS;
 }
 
-/* The way back: grouped (cp, n, PB, R) to this rank's (n, P BH, c, D) in dst. */
-static gaaw_status_t exchange_back(const a2a *x, gaaw_scratch *s, int n, const gaaw_tensor_t *grouped,
-                                   gaaw_tensor_t *dst)
+/* The way back: grouped (cp, n, PB, R) to this rank's (n, P BH, c, D) in dst,
+ * through two buffers of grouped's size. */
+static gaaw_status_t exchange_back(const a2a *x, int n, const gaaw_tensor_t *grouped, gaaw_tensor_t *dst)
 {
   gaaw_model_t m = x->m;
   gaaw_context_t ctx = m->ctx;
-  gaaw_tensor_t *tmp, *recv;
+  gaaw_tensor_t tmp = {0}, recv = {0};
   int64_t numel = gaaw_tensor_numel(grouped);
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(numel), &recv));
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(numel), &tmp));
+  gaaw_status_t st = gaaw_act_alloc(m, GAAW_SHAPE(numel), &recv);
+  if (st == GAAW_SUCCESS) st = gaaw_act_alloc(m, GAAW_SHAPE(numel), &tmp);
   double t0 = gaaw_pass_clock();
-  GAAW_CHECK(gaaw_comm_alltoall(m->cp, grouped, recv));
-  if (gaaw_trace_on(ctx))
+  if (st == GAAW_SUCCESS) st = gaaw_comm_alltoall(m->cp, grouped, &recv);
+  if (st == GAAW_SUCCESS && gaaw_trace_on(ctx))
     gaaw_trace_span(ctx, gaaw_trace_lane(ctx, "cp a2a"), "all-to-all back", t0, "\"tensors\":%d", n);
-  GAAW_CHECK(unpack(x, n, recv, tmp, dst));
+  if (st == GAAW_SUCCESS) st = unpack(x, n, &recv, &tmp, dst);
+  gaaw_act_free(m, &recv);
+  gaaw_act_free(m, &tmp);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t forward_body(const a2a *x, gaaw_scratch *s, const gaaw_tensor_t *qkv, gaaw_tensor_t *out,
-                                  gaaw_tensor_t *lse, gaaw_tensor_t *part_lse)
+/* Rank g's query pieces over every rank's keys, for each g. */
+static gaaw_status_t forward_blocks(const a2a *x, const gaaw_tensor_t *grouped, gaaw_tensor_t *out_h,
+                                    gaaw_tensor_t *lse, gaaw_tensor_t *part, gaaw_tensor_t *part_lse)
 {
-  gaaw_model_t m = x->m;
-  gaaw_context_t ctx = m->ctx;
-  gaaw_tensor_t *grouped, *out_h, *part;
-  GAAW_CHECK(exchange(x, s, 3, qkv, &grouped));
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(gaaw_tensor_numel(out)), &out_h));
-  int64_t piece = x->heads_c_d[0] / x->blocks.pieces;
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(piece, x->heads_c_d[1], x->heads_c_d[2]), &part));
+  gaaw_context_t ctx = x->m->ctx;
   double t0 = gaaw_pass_clock();
-  for (int g = 0; g < x->cp; g++) { /* rank g's query pieces over every rank's keys */
+  for (int g = 0; g < x->cp; g++) {
     int started[2] = {0, 0};
     gaaw_tensor_t q = part_of(x, grouped, 3, g, 0, 1), o = part_of(x, out_h, 1, g, 0, 1), l = lse_of(x, lse, g);
     for (int h = 0; h < x->cp; h++) {
@@ -128,42 +134,38 @@ static gaaw_status_t forward_body(const a2a *x, gaaw_scratch *s, const gaaw_tens
     }
   }
   if (gaaw_trace_on(ctx)) gaaw_trace_span(ctx, gaaw_trace_lane(ctx, "cp a2a"), "attention", t0, "\"cp\":%d", x->cp);
-  GAAW_CHECK(exchange_back(x, s, 1, out_h, out));
   return GAAW_SUCCESS;
 }
 
+/* What it holds at its peak (the walk's gaaw_mem_transient): part_lse, then the
+ * three buffers of q, k and v's exchange (the rest is less). */
 gaaw_status_t gaaw_a2a_attention_forward(gaaw_model_t m, const gaaw_frame *f, const gaaw_tensor_t *qkv,
                                          gaaw_tensor_t *out, gaaw_tensor_t *lse)
 {
   gaaw_context_t ctx = m->ctx;
   a2a x = a2a_of(m, f, out);
-  gaaw_scratch s = {0};
-  gaaw_tensor_t part_lse = {0};
-  gaaw_status_t st = gaaw_tensor_alloc(ctx, GAAW_F32, 2, (int64_t[]){x.heads_c_d[0] / f->pieces, x.heads_c_d[1]},
-                                       GAAW_MEM_ACTIVATIONS, &part_lse);
-  if (st == GAAW_SUCCESS) st = forward_body(&x, &s, qkv, out, lse, &part_lse);
+  gaaw_tensor_t part_lse = {0}, grouped = {0}, out_h = {0}, part = {0};
+  int64_t piece = x.heads_c_d[0] / f->pieces;
+  gaaw_status_t st = gaaw_tensor_alloc(ctx, GAAW_F32, 2, (int64_t[]){piece, x.heads_c_d[1]}, GAAW_MEM_ACTIVATIONS,
+                                       &part_lse);
+  if (st == GAAW_SUCCESS) st = exchange(&x, 3, qkv, &grouped);
+  if (st == GAAW_SUCCESS) st = gaaw_act_alloc(m, GAAW_SHAPE(gaaw_tensor_numel(out)), &out_h);
+  if (st == GAAW_SUCCESS) st = gaaw_act_alloc(m, GAAW_SHAPE(piece, x.heads_c_d[1], x.heads_c_d[2]), &part);
+  if (st == GAAW_SUCCESS) st = forward_blocks(&x, &grouped, &out_h, lse, &part, &part_lse);
+  gaaw_act_free(m, &part);
+  gaaw_act_free(m, &grouped);
+  if (st == GAAW_SUCCESS) st = exchange_back(&x, 1, &out_h, out);
+  gaaw_act_free(m, &out_h);
   gaaw_act_free(m, &part_lse);
-  gaaw_scratch_free(m, &s);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
 
-static gaaw_status_t backward_body(const a2a *x, gaaw_scratch *s, const gaaw_tensor_t *dout, const gaaw_tensor_t *qkv,
-                                   const gaaw_tensor_t *out, const gaaw_tensor_t *lse, gaaw_tensor_t *dqkv)
+/* dq, dk, dv of every rank's pieces of this head group, into dgrouped. */
+static gaaw_status_t backward_blocks(const a2a *x, const gaaw_tensor_t *grouped, const gaaw_tensor_t *grouped_do,
+                                     const gaaw_tensor_t *lse, gaaw_tensor_t *dgrouped)
 {
-  gaaw_model_t m = x->m;
-  gaaw_context_t ctx = m->ctx;
-  gaaw_tensor_t *grouped, *both, *grouped_do, *dgrouped;
-  int64_t n = gaaw_tensor_numel(out);
-  GAAW_CHECK(exchange(x, s, 3, qkv, &grouped));
-  /* dout and out, stacked, go the same way */
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(2, n), &both));
-  gaaw_tensor_t first = gaaw_rows_view(both, 0, 1), second = gaaw_rows_view(both, 1, 1);
-  gaaw_tensor_t dflat = gaaw_reshape(dout, 2, (int64_t[]){1, n}), oflat = gaaw_reshape(out, 2, (int64_t[]){1, n});
-  GAAW_CHECK(gaaw_cast(ctx, &dflat, &first));
-  GAAW_CHECK(gaaw_cast(ctx, &oflat, &second));
-  GAAW_CHECK(exchange(x, s, 2, both, &grouped_do));
-  GAAW_CHECK(gaaw_scratch_alloc(m, s, 1, GAAW_SHAPE(3 * n), &dgrouped));
+  gaaw_context_t ctx = x->m->ctx;
   double t0 = gaaw_pass_clock();
   for (int g = 0; g < x->cp; g++) {
     gaaw_tensor_t q = part_of(x, grouped, 3, g, 0, 1), dq = part_of(x, dgrouped, 3, g, 0, 1);
@@ -173,20 +175,47 @@ static gaaw_status_t backward_body(const a2a *x, gaaw_scratch *s, const gaaw_ten
       GAAW_CHECK(gaaw_cp_blocks_backward(&x->blocks, g, &d, &q, h, &kv, &o, &l, &dq, &dkv));
     }
   }
-  if (gaaw_trace_on(ctx)) gaaw_trace_span(ctx, gaaw_trace_lane(ctx, "cp a2a"), "attention backward", t0, "\"cp\":%d", x->cp);
-  GAAW_CHECK(exchange_back(x, s, 3, dgrouped, dqkv));
+  if (gaaw_trace_on(ctx))
+    gaaw_trace_span(ctx, gaaw_trace_lane(ctx, "cp a2a"), "attention backward", t0, "\"cp\":%d", x->cp);
   return GAAW_SUCCESS;
 }
 
+/* dout and out (n each) stacked into both (2 n), then exchanged. */
+static gaaw_status_t exchange_pair(const a2a *x, const gaaw_tensor_t *dout, const gaaw_tensor_t *out,
+                                   gaaw_tensor_t *grouped_do)
+{
+  gaaw_model_t m = x->m;
+  gaaw_context_t ctx = m->ctx;
+  gaaw_tensor_t both = {0};
+  int64_t n = gaaw_tensor_numel(out);
+  gaaw_status_t st = gaaw_act_alloc(m, GAAW_SHAPE(2, n), &both);
+  gaaw_tensor_t first = gaaw_rows_view(&both, 0, 1), second = gaaw_rows_view(&both, 1, 1);
+  gaaw_tensor_t dflat = gaaw_reshape(dout, 2, (int64_t[]){1, n}), oflat = gaaw_reshape(out, 2, (int64_t[]){1, n});
+  if (st == GAAW_SUCCESS) st = gaaw_cast(ctx, &dflat, &first);
+  if (st == GAAW_SUCCESS) st = gaaw_cast(ctx, &oflat, &second);
+  if (st == GAAW_SUCCESS) st = exchange(x, 2, &both, grouped_do);
+  gaaw_act_free(m, &both);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
+
+/* Its peak: q, k and v exchanged (3 S), dout and out stacked (2 S) during their own
+ * exchange (6 S): 11 S, with S the elements of out. */
 gaaw_status_t gaaw_a2a_attention_backward(gaaw_model_t m, const gaaw_frame *f, const gaaw_tensor_t *dout,
                                           const gaaw_tensor_t *qkv, const gaaw_tensor_t *out, const gaaw_tensor_t *lse,
                                           gaaw_tensor_t *dqkv)
 {
   gaaw_context_t ctx = m->ctx;
   a2a x = a2a_of(m, f, out);
-  gaaw_scratch s = {0};
-  gaaw_status_t st = backward_body(&x, &s, dout, qkv, out, lse, dqkv);
-  gaaw_scratch_free(m, &s);
+  gaaw_tensor_t grouped = {0}, grouped_do = {0}, dgrouped = {0};
+  gaaw_status_t st = exchange(&x, 3, qkv, &grouped);
+  if (st == GAAW_SUCCESS) st = exchange_pair(&x, dout, out, &grouped_do);
+  if (st == GAAW_SUCCESS) st = gaaw_act_zeros(m, GAAW_SHAPE(3 * gaaw_tensor_numel(out)), &dgrouped);
+  if (st == GAAW_SUCCESS) st = backward_blocks(&x, &grouped, &grouped_do, lse, &dgrouped);
+  gaaw_act_free(m, &grouped);
+  gaaw_act_free(m, &grouped_do);
+  if (st == GAAW_SUCCESS) st = exchange_back(&x, 3, &dgrouped, dqkv);
+  gaaw_act_free(m, &dgrouped);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }

@@ -529,6 +529,22 @@ static gaaw_status_t block_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f
 
 /* ---------------------------------------------------------------- memory */
 
+/* Context parallelism's own buffers at their peak in forward (backward 0) or
+ * backward, allocated and freed inside its core: the ring's keys and values in
+ * flight (2, as k and v) with one piece's partial result and its lse in forward,
+ * keys and their gradients (4) in backward; the all-to-all's (a2a_attention.c), with
+ * S = one q-sized tensor, a piece's lse and q, k, v's exchange (9 S) in forward,
+ * q, k, v (3 S) and the exchange of dout and out (8 S) in backward. */
+static int64_t cp_core_bytes(gaaw_model_t m, const block_dims *d, int backward)
+{
+  int64_t heads = d->B * d->Hl * d->T * d->D, kv = gaaw_mem_act(m, 2 * heads), pieces = d->f->pieces;
+  int64_t piece_lse = gaaw_mem_stat(d->B * d->Hl * d->T / pieces / (d->a2a ? m->cp_size : 1));
+  if (d->a2a)
+    return backward ? gaaw_mem_act(m, 3 * heads) + 4 * gaaw_mem_act(m, 2 * heads)
+                    : piece_lse + 3 * gaaw_mem_act(m, 3 * heads);
+  return backward ? 4 * kv : 2 * kv + gaaw_mem_act(m, heads / pieces) + piece_lse;
+}
+
 /* What block_forward and block_backward allocate, in their order (model_memory.c).
  * dims_of reads only the frame's shape. */
 static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, int backward)
@@ -540,10 +556,6 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
   int64_t lse = gaaw_mem_stat(d.B * d.Hl * d.T), selective = m->recompute == GAAW_RECOMPUTE_SELECTIVE && !blocked;
   int64_t qkv = gaaw_mem_act(m, d.N * d.QKVl), qkv4 = gaaw_mem_act(m, 3 * heads), att = gaaw_mem_act(m, d.N * d.Ql);
   int64_t u = gaaw_mem_act(m, d.N * d.Fu), a = gaaw_mem_act(m, d.N * d.Fl);
-  /* the ring's keys and values in flight (2, as k and v), and one piece's partial
-   * result and its lse, allocated and freed inside the ring */
-  int64_t kv = gaaw_mem_act(m, 2 * heads), pieces = d.f->pieces;
-  int64_t ring = 2 * kv + gaaw_mem_act(m, heads / pieces) + gaaw_mem_stat(d.B * d.Hl * d.T / pieces);
   if (!backward) {
     gaaw_mem_output(w, nlc);
     /* attention_forward */
@@ -559,7 +571,7 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
       gaaw_mem_save(w, qkv4);
       gaaw_mem_save(w, blocked ? lse : probs); /* attention_core */
       gaaw_mem_scratch(w, gaaw_mem_act(m, heads));
-      if (d.ring) gaaw_mem_transient(w, ring); /* gaaw_ring_attention_forward */
+      if (m->cp_size > 1) gaaw_mem_transient(w, cp_core_bytes(m, &d, 0));
     }
     gaaw_mem_save(w, att);
     gaaw_mem_scratch(w, nc); /* project_attention */
@@ -599,7 +611,7 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
     gaaw_mem_scratch(w, qkv4);
     /* attention_core_backward */
     gaaw_mem_scratch(w, blocked ? gaaw_mem_act(m, heads) : probs);
-    if (d.ring) gaaw_mem_transient(w, 4 * kv); /* gaaw_ring_attention_backward: keys and gradients in flight */
+    if (m->cp_size > 1) gaaw_mem_transient(w, cp_core_bytes(m, &d, 1));
   }
   if (selective) { /* recompute_probs */
     gaaw_mem_save(w, probs);

@@ -54,9 +54,7 @@ static gaaw_status_t read_layout(gaaw_context_t ctx, gaaw_config_t cfg, estimate
   GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "cp", &cp));
   L->world = dp > 0 ? (int)(dp * tp * cp * pp) : ctx->size;
   GAAW_CHECK_CTX(ctx, gaaw_config_get_string(cfg, "cp_kind", cp_kind, sizeof cp_kind));
-  if (cp > 1 && strcmp(cp_kind, "a2a") == 0)
-    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "cp_kind=a2a: the memory estimate does not walk the all-to-all's buffers "
-              "yet; cp_kind=ring is estimated");
+  L->model.cp_a2a = strcmp(cp_kind, "a2a") == 0;
   GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "virtual_stages", &v));
   L->model.chunks = (int)v;
   GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "microbatches", &v));

@@ -77,8 +77,8 @@ const char *gaaw_mem_space_name(gaaw_mem_space_t space);
 /* The bytes of one training step (a gaaw_model_forward_backward of the layout's
  * `microbatches` microbatches of options->batch x options->seq tokens, then
  * gaaw_optimizer_step) for a GPT of config model, trained with optimizer, on the
- * layout of the options in layout: tp, pp, dp (0: the context's world size / (tp
- * x pp)), rank_order, virtual_stages, pp_layout, pp_schedule, microbatches,
+ * layout of the options in layout: tp, cp, cp_kind, pp, dp (0: the context's world
+ * size / (tp x cp x pp)), rank_order, virtual_stages, pp_layout, pp_schedule, microbatches,
  * recompute, zero_bucket_bytes, zero_keep_gathered, offload_optimizer,
  * allreduce_ring_bytes (the other options are not read); layout NULL: the
  * context's own options and world. The ZeRO stage comes from optimizer; the dtype

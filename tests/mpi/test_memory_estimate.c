@@ -15,9 +15,11 @@
  *    at ZeRO 2 with a bucket per layer; the
  *    GPT-2 (with biases) over 1 kv head at tp 2 x dp 2;
  *  - sequence parallelism at tp 2 x dp 2, ZeRO 1 and 3;
- *  - context parallelism (the ring's buffers; the state cut over dp x cp): cp 2 x
- *    dp 2, cp 4 at ZeRO 3 with full recomputation, cp 2 x tp 2 (LLaMA, selective),
- *    cp 2 x pp 2 under 1F1B, and the LLaMA at cp 2 x dp 2, ZeRO 3;
+ *  - context parallelism (the ring's and the all-to-all's buffers; the state cut
+ *    over dp x cp): the ring at cp 2 x dp 2, cp 4 at ZeRO 3 with full recomputation,
+ *    cp 2 x tp 2 (LLaMA, selective), cp 2 x pp 2 under 1F1B, and the LLaMA at cp 2 x
+ *    dp 2, ZeRO 3; all-to-all at cp 2 x dp 2, cp 4 (LLaMA, ZeRO 3, full) and cp 2 x
+ *    tp 2 (LLaMA, selective);
  *  - every category's peak but the workspace's (the host kernels' own scratch) to
  *    the byte, and with sequence parallelism the communication's (the tp ring's
  *    scratch is not estimated); the workspace's above by at most the host kernels'
@@ -262,12 +264,12 @@ static void bad_input(void)
               gaaw_last_error(ctx));
   eo.seq = T;
   gaaw_config_destroy(&cp4);
-  /* the all-to-all's buffers are not walked yet */
+  /* all-to-all splits the 2 heads of this GPT: not over cp 4 */
   require_ok(NULL, gaaw_config_create(&cp4));
-  require_ok(NULL, gaaw_config_parse(cp4, "cp=2 cp_kind=a2a"));
-  expect_status_ctx(ctx, gaaw_memory_estimate(ctx, &g, cp4, &oc, &eo, &out), GAAW_ERR_UNSUPPORTED);
-  expect_true(strstr(gaaw_last_error(ctx), "cp_kind=a2a: the memory estimate does not walk") != NULL, "a2a: %s",
-              gaaw_last_error(ctx));
+  require_ok(NULL, gaaw_config_parse(cp4, "cp=4 cp_kind=a2a"));
+  expect_status_ctx(ctx, gaaw_memory_estimate(ctx, &g, cp4, &oc, &eo, &out), GAAW_ERR_INVALID_ARG);
+  expect_true(strstr(gaaw_last_error(ctx), "the 2 heads of a tp rank (heads 2 / tp 1) must divide by cp") != NULL,
+              "a2a: %s", gaaw_last_error(ctx));
   gaaw_config_destroy(&cp4);
   /* the estimate gives back what it allocates (a planner calls it for every layout
    * it weighs): after a first call, ten more leave the heap in use as it was */
@@ -373,6 +375,8 @@ int main(int argc, char **argv)
   const run_case cps[] = {
     {2, 1, 2, "cp=2 recompute=none"}, {1, 3, 2, "cp=4 recompute=full"}, {1, 2, 2, "cp=2 tp=2 recompute=selective", 1},
     {1, 1, 4, "cp=2 pp=2 pp_schedule=1f1b recompute=none"}, {2, 3, 2, "cp=2 recompute=none", 1},
+    {2, 1, 2, "cp=2 cp_kind=a2a recompute=none"}, {1, 3, 2, "cp=4 cp_kind=a2a recompute=full", 1},
+    {1, 2, 2, "cp=2 tp=2 cp_kind=a2a recompute=selective", 1},
   };
   for (size_t k = 0; k < sizeof cps / sizeof cps[0]; k++) run_on_groups(&cps[k]);
   ckpt_test_dir_remove(nvme_dir);
