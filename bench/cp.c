@@ -1,10 +1,14 @@
 /* Context parallelism (doc/context-parallel.md) on 4 ranks: the ring against the
  * all-to-all, and both against cp 1, at each sequence length.
  *
- *   mpiexec -n 4 ./bench/cp [--seqs 2048,4096,8192] [--steps K >= 2] [--dim C] [--layers L]
+ *   mpiexec -n 4 ./bench/cp [--seqs 2048,4096,8192] [--steps K >= 2] [--dim C] [--layers L] [--zero Z]
+ *                          [--arch gpt2|llama]
  *
- * A GPT (vocab 256, 4 heads, dim 256, 2 layers, f32, blocked attention) trains K steps
- * (default 2) of AdamW at ZeRO 1, each dp replica on one sequence of each length, in
+ * A GPT (vocab 256, 4 heads, dim 256, 2 layers, f32, blocked attention; GPT-2's
+ * architecture, or with --arch llama LLaMA's: RoPE instead of a max_seq x dim position
+ * table, RMSNorm, SwiGLU) trains K steps
+ * (default 2) of AdamW at ZeRO Z (default 1; the state is cut over dp x cp = 4 in every
+ * layout), each dp replica on one sequence of each length, in
  * each layout of the 4 ranks: cp 1 x dp 4, cp 4 ring, cp 4 a2a, cp 2 x dp 2 ring,
  * cp 2 x dp 2 a2a. A rank thus holds a whole sequence at cp 1 and a cp-th of one
  * above; tokens_per_s counts the dp sequences of a step. A step is timed from a barrier to the slowest rank's return; its
@@ -31,7 +35,7 @@
 enum { RANKS = 4, MAX_SEQS = 8, SPANS = 1 << 16 };
 
 typedef struct {
-  int seqs[MAX_SEQS], nseqs, steps, dim, layers;
+  int seqs[MAX_SEQS], nseqs, steps, dim, layers, zero, llama;
 } bench_options;
 
 typedef struct {
@@ -46,7 +50,7 @@ typedef struct {
 static int parse(int argc, char **argv, bench_options *o)
 {
   o->nseqs = 3, o->seqs[0] = 2048, o->seqs[1] = 4096, o->seqs[2] = 8192;
-  o->steps = 2, o->dim = 256, o->layers = 2;
+  o->steps = 2, o->dim = 256, o->layers = 2, o->zero = 1;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--seqs") && i + 1 < argc) {
       o->nseqs = 0;
@@ -57,12 +61,16 @@ static int parse(int argc, char **argv, bench_options *o)
       o->dim = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--layers") && i + 1 < argc)
       o->layers = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--zero") && i + 1 < argc)
+      o->zero = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--arch") && i + 1 < argc)
+      o->llama = !strcmp(argv[++i], "llama");
     else
       return 0;
   }
   for (int k = 0; k < o->nseqs; k++)
     if (o->seqs[k] < 8 || o->seqs[k] % 8) return 0; /* 2 x cp pieces at cp 4 */
-  return o->steps >= 2 && o->dim >= 4 && o->dim % 4 == 0 && o->layers >= 1;
+  return o->steps >= 2 && o->dim >= 4 && o->dim % 4 == 0 && o->layers >= 1 && o->zero >= 0 && o->zero <= 3;
 }
 
 /* The share of the message spans' time during which a compute span ran, from this
@@ -114,10 +122,11 @@ static result run_layout(const bench_options *o, const layout *l, int seq, int w
   CHECK(gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
   gaaw_gpt_config_t g;
   gaaw_gpt_config_default(&g);
+  if (o->llama) gaaw_gpt_config_llama(&g); /* RoPE, RMSNorm, SwiGLU, no biases, untied */
   g.max_seq = seq, g.dim = o->dim, g.layers = o->layers, g.heads = 4;
   gaaw_optimizer_config_t oc;
   gaaw_optimizer_config_default(&oc);
-  oc.zero_stage = 1;
+  oc.zero_stage = o->zero;
   int dp_rank, rows = 1;
   CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, &dp_rank, NULL));
   gaaw_estimate_options_t eo;
@@ -178,7 +187,8 @@ int main(int argc, char **argv)
   bench_options o;
   if (!parse(argc, argv, &o) || size != RANKS) {
     if (world_rank == 0)
-      fprintf(stderr, "usage: mpiexec -n 4 bench/cp [--seqs 2048,4096,8192] [--steps K >= 2] [--dim C] [--layers L]\n");
+      fprintf(stderr, "usage: mpiexec -n 4 bench/cp [--seqs 2048,4096,8192] [--steps K >= 2] [--dim C] [--layers L] "
+                      "[--zero Z] [--arch gpt2|llama]\n");
     MPI_Finalize();
     return 2;
   }
@@ -199,9 +209,9 @@ int main(int argc, char **argv)
       if (world_rank == 0) {
         char overlap[32] = "-";
         if (r.overlap >= 0) snprintf(overlap, sizeof overlap, "%.2f", r.overlap);
-        printf("cp seq=%d layout=%s kind=%s step_s=%.3f tokens_per_s=%.0f peak_mib=%.1f estimate_mib=%.1f "
+        printf("cp arch=%s seq=%d zero=%d layout=%s kind=%s step_s=%.3f tokens_per_s=%.0f peak_mib=%.1f estimate_mib=%.1f "
                "estimate_err=%.2f%% peak_vs_cp1=%.3f overlap=%s\n",
-               o.seqs[k], l->name, l->cp > 1 ? l->kind : "-", r.step_s, RANKS / l->cp * (double)o.seqs[k] / r.step_s,
+               o.llama ? "llama" : "gpt2", o.seqs[k], o.zero, l->name, l->cp > 1 ? l->kind : "-", r.step_s, RANKS / l->cp * (double)o.seqs[k] / r.step_s,
                r.peak / (1 << 20), r.estimate / (1 << 20), 100 * (r.estimate - r.peak) / r.peak, r.peak / base, overlap);
         fflush(stdout);
       }

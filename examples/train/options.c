@@ -574,6 +574,11 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
   CHECK(cp == 1 || o->sample == 0, "--sample needs --cp 1: gaaw_model_predict does not gather split sequences yet");
   CHECK(cp == 1 || !o->layout[0], "--layout auto searches dp x pp x tp only (not cp yet): give it --cp 1");
   CHECK(o->heads % tp == 0, "--heads (%ld) must be divisible by --tp (%lld)", o->heads, (long long)tp);
+  char cp_kind[8] = "";
+  gaaw_config_get_string(cfg, "cp_kind", cp_kind, sizeof cp_kind);
+  CHECK(cp == 1 || strcmp(cp_kind, "a2a") != 0 || (o->heads / tp) % cp == 0,
+        "--cp-kind a2a splits a rank's heads over cp: --heads %ld / --tp %lld = %lld do not divide by --cp %lld",
+        o->heads, (long long)tp, (long long)(o->heads / tp), (long long)cp);
   gaaw_gpt_config_t g;
   train_gpt_config(o, &g);
   int64_t ffn = g.ffn ? g.ffn : 4 * (int64_t)o->dim, tokens = (int64_t)o->batch * o->seq;

@@ -14,6 +14,8 @@
 #  - gaaw-trace merge: one valid JSON file with 4 process rows and every event;
 #    a file cut short (a run killed before gaaw_finalize) still merges, also when
 #    the cut falls inside an event, right after its args;
+#  - tp 2 x cp 2: the ring's compute of each step and its messages (kv, dkv); the
+#    all-to-all's exchanges;
 #  - errors on every rank, named: a file name without %r on 2 ranks, a directory
 #    that does not exist, and one rank tracing while the other does not (MPMD).
 # GAAW_TRAIN and GAAW_TRACE_TOOL override the programs (defaults in the build tree).
@@ -43,6 +45,8 @@ run() {
 run zb --pp-schedule zb-h1
 mkdir "$tmp/ckpt"
 run f1b --pp-schedule 1f1b --recompute full --save-dir "$tmp/ckpt" --save-every 2
+run ring --pp 1 --microbatches 1 --cp 2
+run a2a --pp 1 --microbatches 1 --cp 2 --cp-kind a2a --heads 4
 
 /usr/bin/python3 - "$tmp" <<'EOF' || fail=1
 import collections, json, sys
@@ -90,6 +94,26 @@ for run, split in (("zb", True), ("f1b", False)):
             check(n["checkpoint prepare"] == 1 and n["checkpoint write"] == 1,
                   "f1b rank %d: %d checkpoint prepare and %d checkpoint write spans, not 1 each"
                   % (r, n["checkpoint prepare"], n["checkpoint write"]))
+# context parallelism (tp 2 x cp 2, 2 layers, 2 steps, and a forward of the
+# validation loss before the first step and after the last): the ring's compute of
+# each step (cp of them a layer, forward and backward) and its messages, each naming
+# what it carries; the all-to-all's exchanges (forward: there and back; backward: q,
+# k, v and the output's gradient with the output there, the gradients back)
+layers, cp, forwards = 2, 2, steps + 2
+for r, ev in enumerate(load("ring")):
+    n = collections.Counter(e["name"] for e in spans(ev) if e["name"].startswith("attention"))
+    check(n["attention"] == forwards * layers * cp and n["attention backward"] == steps * layers * cp,
+          "ring rank %d: %d attention and %d attention backward spans, not %d and %d"
+          % (r, n["attention"], n["attention backward"], forwards * layers * cp, steps * layers * cp))
+    msg = collections.Counter((e["name"], e["args"]["carries"]) for e in spans(ev) if e["name"] in ("send", "recv"))
+    kv = (forwards + steps) * layers * (cp - 1)
+    want = {("send", "kv"): kv, ("recv", "kv"): kv, ("send", "dkv"): steps * layers * cp,
+            ("recv", "dkv"): steps * layers * cp}
+    check(dict(msg) == want, "ring rank %d: messages %s, not %s" % (r, dict(msg), want))
+for r, ev in enumerate(load("a2a")):
+    n = collections.Counter(e["name"] for e in spans(ev))
+    check(n["all-to-all"] == (forwards + 2 * steps) * layers and n["all-to-all back"] == (forwards + steps) * layers,
+          "a2a rank %d: %d all-to-all and %d all-to-all back spans" % (r, n["all-to-all"], n["all-to-all back"]))
 for b in bad: print("FAIL:", b)
 sys.exit(1 if bad else 0)
 EOF

@@ -96,6 +96,7 @@ expect_usage "tp 3 on 4 ranks" "--tp 3 does not divide the world size 4" 4 --tp 
 expect_usage "heads % tp" "--heads (3) must be divisible by --tp (2)" 4 --tp 2 --heads 3 --dim 96
 expect_usage "cp 3 on 4 ranks" "--cp 3 x --tp 1 does not divide the world size 4" 4 --cp 3
 expect_usage "seq % (2 cp)" "--seq 30 must divide by 2 x --cp = 4" 4 --cp 2 --seq 30
+expect_usage "a2a heads" "--heads 2 / --tp 2 = 1 do not divide by --cp 2" 4 --cp 2 --tp 2 --heads 2 --cp-kind a2a --sample 0
 
 # precedence: default < config file < environment < command line. A missing data
 # file stops a run right after its options were accepted.
