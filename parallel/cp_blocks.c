@@ -33,6 +33,21 @@ static gaaw_tensor_t kv_piece(const gaaw_tensor_t *kv, int pieces, int which, in
   return piece_of(&part, pieces, j);
 }
 
+/* The views of one block: query piece i of rank q_rank against key piece j of k_rank. */
+typedef struct {
+  gaaw_tensor_t q, k, v, out, lse;
+  int64_t q_start, k_start;
+} block_views;
+
+static block_views views_of(const gaaw_cp_blocks *b, int q_rank, int i, const gaaw_tensor_t *q, int k_rank, int j,
+                            const gaaw_tensor_t *kv, const gaaw_tensor_t *out, const gaaw_tensor_t *lse)
+{
+  block_views v = {piece_of(q, b->pieces, i), kv_piece(kv, b->pieces, 0, j), kv_piece(kv, b->pieces, 1, j),
+                   piece_of(out, b->pieces, i), piece_of(lse, b->pieces, i), start_of(b, q_rank, i),
+                   start_of(b, k_rank, j)};
+  return v;
+}
+
 gaaw_status_t gaaw_cp_blocks_forward(const gaaw_cp_blocks *b, int q_rank, const gaaw_tensor_t *q, int k_rank,
                                      const gaaw_tensor_t *kv, gaaw_tensor_t *out, gaaw_tensor_t *lse,
                                      gaaw_tensor_t *part, gaaw_tensor_t *part_lse, int started[2])
@@ -40,17 +55,17 @@ gaaw_status_t gaaw_cp_blocks_forward(const gaaw_cp_blocks *b, int q_rank, const 
   gaaw_context_t ctx = b->ctx;
   for (int i = 0; i < b->pieces; i++)
     for (int j = 0; j < b->pieces; j++) {
-      if (!sees(b, q_rank, i, k_rank, j)) continue;
-      gaaw_tensor_t qi = piece_of(q, b->pieces, i), k = kv_piece(kv, b->pieces, 0, j), v = kv_piece(kv, b->pieces, 1, j);
-      gaaw_tensor_t oi = piece_of(out, b->pieces, i), li = piece_of(lse, b->pieces, i);
-      int64_t qs = start_of(b, q_rank, i), ks = start_of(b, k_rank, j);
+      if (!sees(b, q_rank, i, k_rank, j)) continue; /* every key after every query */
+      block_views v = views_of(b, q_rank, i, q, k_rank, j, kv, out, lse);
       if (!started[i]) {
-        GAAW_CHECK(gaaw_attention_block_forward(ctx, &qi, &k, &v, qs, ks, GAAW_ATTENTION_CAUSAL, &oi, &li));
+        GAAW_CHECK(gaaw_attention_block_forward(ctx, &v.q, &v.k, &v.v, v.q_start, v.k_start, GAAW_ATTENTION_CAUSAL,
+                                                &v.out, &v.lse));
         started[i] = 1;
         continue;
       }
-      GAAW_CHECK(gaaw_attention_block_forward(ctx, &qi, &k, &v, qs, ks, GAAW_ATTENTION_CAUSAL, part, part_lse));
-      GAAW_CHECK(gaaw_attention_merge(ctx, &oi, &li, part, part_lse));
+      GAAW_CHECK(gaaw_attention_block_forward(ctx, &v.q, &v.k, &v.v, v.q_start, v.k_start, GAAW_ATTENTION_CAUSAL, part,
+                                              part_lse));
+      GAAW_CHECK(gaaw_attention_merge(ctx, &v.out, &v.lse, part, part_lse));
     }
   return GAAW_SUCCESS;
 }
@@ -64,12 +79,11 @@ gaaw_status_t gaaw_cp_blocks_backward(const gaaw_cp_blocks *b, int q_rank, const
   for (int i = 0; i < b->pieces; i++)
     for (int j = 0; j < b->pieces; j++) {
       if (!sees(b, q_rank, i, k_rank, j)) continue;
-      gaaw_tensor_t qi = piece_of(q, b->pieces, i), k = kv_piece(kv, b->pieces, 0, j), v = kv_piece(kv, b->pieces, 1, j);
-      gaaw_tensor_t oi = piece_of(out, b->pieces, i), li = piece_of(lse, b->pieces, i);
+      block_views v = views_of(b, q_rank, i, q, k_rank, j, kv, out, lse);
       gaaw_tensor_t doi = piece_of(dout, b->pieces, i), dqi = piece_of(dq, b->pieces, i);
       gaaw_tensor_t dk = kv_piece(dkv, b->pieces, 0, j), dv = kv_piece(dkv, b->pieces, 1, j);
-      GAAW_CHECK(gaaw_attention_block_backward(ctx, &doi, &qi, &k, &v, &oi, &li, start_of(b, q_rank, i),
-                                               start_of(b, k_rank, j), GAAW_ATTENTION_CAUSAL, &dqi, &dk, &dv));
+      GAAW_CHECK(gaaw_attention_block_backward(ctx, &doi, &v.q, &v.k, &v.v, &v.out, &v.lse, v.q_start, v.k_start,
+                                               GAAW_ATTENTION_CAUSAL, &dqi, &dk, &dv));
     }
   return GAAW_SUCCESS;
 }
