@@ -87,17 +87,17 @@ static long file_size(const char *path)
   return stat(path, &sb) == 0 ? (long)sb.st_size : -1;
 }
 
-/* meta.json with number `index` of its first run replaced by value (NULL: its first
- * digit changed, 1 to 2 and else to 1), resealed with a valid checksum. A run is
- * [tensor, field, file, offset, r0, nr, c0, nc, a, b, "hash"]. */
-static void edit_meta(const char *path, int index, const char *value)
+/* meta.json with number `index` of the first row of the list `list` ("\"runs\": [[")
+ * replaced by value (NULL: its first digit changed, 1 to 2 and else to 1), resealed
+ * with a valid checksum. */
+static void edit_meta_list(const char *path, const char *list, int index, const char *value)
 {
   char *text;
   size_t n;
   require_ok(NULL, gaaw_ckpt_read_file(NULL, path, &text, &n));
-  char *runs = strstr(text, "\"runs\": [[");
+  char *runs = strstr(text, list);
   if (!runs) exit(1);
-  char *p = runs + strlen("\"runs\": [[");
+  char *p = runs + strlen(list);
   for (int i = 0; i < index; i++) p = strchr(p, ',') + 1;
   while (*p == ' ') p++;
   size_t at = (size_t)(p - text), old = strspn(p, "0123456789");
@@ -119,6 +119,12 @@ static void edit_meta(const char *path, int index, const char *value)
   if (!f || fwrite(out, 1, len, f) != len) exit(1);
   fclose(f);
   free(text), free(out);
+}
+
+/* The same in the first run, [tensor, field, file, offset, r0, nr, c0, nc, a, b, "hash"]. */
+static void edit_meta(const char *path, int index, const char *value)
+{
+  edit_meta_list(path, "\"runs\": [[", index, value);
 }
 
 static void write_text(const char *path, const char *text)
@@ -434,6 +440,19 @@ static void sample_buffers(const char *options, const char *label)
   expect_status_ctx(s.r.ctx, gaaw_checkpoint_load(s.r.opt, dir), GAAW_ERR_INVALID_ARG);
   expect_true(strstr(gaaw_last_error(s.r.ctx), "capacity 50 there, 60 here") != NULL, "%s: another capacity: %s",
               label, gaaw_last_error(s.r.ctx));
+  close_sampled(&s);
+  if (strcmp(label, "dp2") != 0) return;
+  /* meta.json's sample buffers [sampler, dp rank, ...] both of dp rank 1: dp rank 0's
+   * is missing, named there, and every rank fails */
+  char meta[400];
+  path_of(meta, sizeof meta, dir, 0, "meta.json");
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank == 0) edit_meta_list(meta, "\"parts\": [[", 1, "1");
+  MPI_Barrier(MPI_COMM_WORLD);
+  s = open_sampled(options, 50);
+  expect_status_ctx(s.r.ctx, gaaw_checkpoint_load(s.r.opt, dir), GAAW_ERR_CORRUPT);
+  expect_true(world_rank != 0 || strstr(gaaw_last_error(s.r.ctx), "meta.json has no sample buffer 0 of dp rank 0"),
+              "%s: a missing sample buffer: %s", label, gaaw_last_error(s.r.ctx));
   close_sampled(&s);
 }
 
