@@ -28,7 +28,11 @@
 #include "tests/harness/checkpoint_util.h"
 #include "tests/harness/model_util.h"
 
+#ifdef CP_MATRIX /* make check-cp-matrix: shorter sequences, 8 ranks, a replica's 2 microbatches at dp 4 */
+enum { SEQ = 256, ROWS = 8, MICRO = 2, STEPS = 10, MORE = 1, VOCAB = 1001 };
+#else
 enum { SEQ = 1024, ROWS = 4, MICRO = 2, STEPS = 10, MORE = 1, VOCAB = 1001 };
+#endif
 static int world_rank;
 
 typedef struct {
@@ -151,6 +155,7 @@ static void expect_cp_bytes(const run *r, const layout *l)
               (unsigned long long)(STEPS * p2p), (unsigned long long)(STEPS * all));
 }
 
+#ifndef CP_MATRIX
 /* A call that every rank must fail with `want`, its message containing `says`. */
 static void expect_refused(gaaw_context_t ctx, gaaw_status_t st, gaaw_status_t want, const char *says,
                            const char *what)
@@ -203,12 +208,61 @@ static void bad_input(void)
                  "2 heads under all-to-all at cp 4");
   gaaw_finalize(&ctx);
 }
+#endif
+
+/* One layout against the serial run: its losses, its parameters, its traffic. */
+static void check_layout(const layout *l, const float *want, const float *want_params, float *got_params,
+                         run *keep)
+{
+  char what[400];
+  float got[STEPS];
+  run r = open_run(l, MPI_COMM_WORLD);
+  train(&r, 0, STEPS, got, got_params);
+  snprintf(what, sizeof what, "%s: 10 losses against the serial run's", l->name);
+  expect_close_scaled(got, want, STEPS, l->dtype == GAAW_BF16 ? 1.0 / 256 : 1e-5, what);
+  snprintf(what, sizeof what, "%s: the parameters after 10 steps against the serial run's", l->name);
+  if (l->dtype != GAAW_BF16) expect_close_model(r.model, got_params, want_params, 1e-3, what);
+  expect_cp_bytes(&r, l);
+  if (keep)
+    *keep = r;
+  else
+    close_run(&r);
+}
+
+#ifdef CP_MATRIX
+/* make check-cp-matrix (8 ranks): cp 2 and 4 x ring and all-to-all x tp 1 and 2 (with
+ * sequence parallelism) x pp 1 and 2 (gpipe, 1f1b, zb-h1) x ZeRO 0-3 x recompute none
+ * and full, each that fits 8 ranks and whose heads divide (all-to-all splits a
+ * rank's 4 / tp heads over cp), the rest of the 8 ranks data parallel. */
+static void cp_matrix(const float *want, const float *want_params, float *got_params)
+{
+  static const char *const schedules[] = {"gpipe", "1f1b", "zb-h1"};
+  int cases = 0;
+  for (int cp = 2; cp <= 4; cp *= 2)
+    for (int a2a = 0; a2a < 2; a2a++)
+      for (int tp = 1; tp <= 2; tp++)
+        for (int pp = 1; pp <= 2; pp++)
+          for (int s = 0; s < (pp > 1 ? 3 : 1); s++)
+            for (int zero = 0; zero <= 3; zero++)
+              for (int full = 0; full < 2; full++) {
+                if (cp * tp * pp > 8 || (a2a && (4 / tp) % cp)) continue;
+                char options[160], name[200];
+                snprintf(options, sizeof options, "cp=%d tp=%d pp=%d pp_schedule=%s cp_kind=%s recompute=%s", cp, tp, pp,
+                         schedules[pp > 1 ? s : 1], a2a ? "a2a" : "ring", full ? "full" : "none");
+                snprintf(name, sizeof name, "%s, ZeRO %d", options, zero);
+                layout l = {name, options, zero, tp > 1, 0, 0};
+                check_layout(&l, want, want_params, got_params, NULL);
+                cases++;
+              }
+  if (world_rank == 0) printf("check-cp-matrix: %d layouts against the serial run\n", cases);
+}
+#endif
 
 int main(int argc, char **argv)
 {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  float want[STEPS + MORE], want_bf16[STEPS], got[STEPS];
+  float want[STEPS + MORE], want_bf16[STEPS];
   long count = 0;
   const layout serial = {"serial", "", 0, 0, 0};
   const layout serial_bf16 = {"serial, full recompute, bf16", "recompute=full", 0, 0, GAAW_BF16};
@@ -223,16 +277,26 @@ int main(int argc, char **argv)
     train(&r, 0, STEPS, want, want_params);
     train(&r, STEPS, MORE, want + STEPS, NULL);
     close_run(&r);
+#ifndef CP_MATRIX
     r = open_run(&serial_bf16, MPI_COMM_SELF);
     train(&r, 0, STEPS, want_bf16, NULL);
     close_run(&r);
+#endif
   }
   MPI_Bcast(&count, 1, MPI_LONG, 0, MPI_COMM_WORLD);
   if (world_rank) want_params = malloc(sizeof(float) * (size_t)count);
   got_params = malloc(sizeof(float) * (size_t)count);
   MPI_Bcast(want, STEPS + MORE, MPI_FLOAT, 0, MPI_COMM_WORLD);
-  MPI_Bcast(want_bf16, STEPS, MPI_FLOAT, 0, MPI_COMM_WORLD);
   MPI_Bcast(want_params, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+#ifdef CP_MATRIX
+  (void)serial_bf16;
+  (void)want_bf16;
+  cp_matrix(want, want_params, got_params);
+  free(want_params);
+  free(got_params);
+  return test_finish_mpi("test_cp_matrix");
+#else
+  MPI_Bcast(want_bf16, STEPS, MPI_FLOAT, 0, MPI_COMM_WORLD);
 
   static const layout layouts[] = {
     {"cp 2 (dp 2)", "cp=2", 0, 0, 0},
@@ -246,25 +310,21 @@ int main(int argc, char **argv)
     {"cp 2 x tp 2, all-to-all, full recompute", "cp=2 tp=2 cp_kind=a2a recompute=full", 0, 0, 0},
     {"cp 2 x dp 2, all-to-all, ZeRO 2", "cp=2 cp_kind=a2a", 2, 0, 0},
   };
-  char what[160], base[256], dir[300];
+  char base[256], dir[300];
   ckpt_test_dir(base, sizeof base, "cp-ckpt-");
   snprintf(dir, sizeof dir, "%s/cp2-tp2", base);
   for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++) {
-    run r = open_run(&layouts[k], MPI_COMM_WORLD);
-    train(&r, 0, STEPS, got, got_params);
-    int bf16 = layouts[k].dtype == GAAW_BF16;
-    snprintf(what, sizeof what, "%s: 10 losses against the serial run's", layouts[k].name);
-    expect_close_scaled(got, bf16 ? want_bf16 : want, STEPS, bf16 ? 1.0 / 256 : 1e-5, what);
-    snprintf(what, sizeof what, "%s: the parameters after 10 steps against the serial run's", layouts[k].name);
-    if (!bf16) expect_close_model(r.model, got_params, want_params, 1e-3, what);
-    expect_cp_bytes(&r, &layouts[k]);
-    if (k == 2) require_ok(r.ctx, gaaw_checkpoint_save(r.opt, dir)); /* cp 2 x tp 2 */
-    close_run(&r);
+    run kept;
+    check_layout(&layouts[k], layouts[k].dtype == GAAW_BF16 ? want_bf16 : want, want_params, got_params,
+                 k == 2 ? &kept : NULL);
+    if (k != 2) continue;
+    require_ok(kept.ctx, gaaw_checkpoint_save(kept.opt, dir)); /* cp 2 x tp 2 */
+    close_run(&kept);
   }
 
   /* cp 4 twice: bit for bit */
   long n[2];
-  float *params[2], again[STEPS];
+  float *params[2], got[STEPS], again[STEPS];
   for (int k = 0; k < 2; k++) {
     run r = open_run(&layouts[1], MPI_COMM_WORLD);
     train(&r, 0, STEPS, k ? again : got, NULL);
@@ -287,10 +347,6 @@ int main(int argc, char **argv)
   free(want_params);
   free(got_params);
   bad_input();
-
-  int failures = test_failures, total = 0;
-  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  MPI_Finalize();
-  if (total && !failures) return 1;
-  return test_finish("test_cp_np4");
+  return test_finish_mpi("test_cp_np4");
+#endif
 }
