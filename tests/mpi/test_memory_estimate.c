@@ -264,6 +264,25 @@ static void bad_input(void)
               gaaw_last_error(ctx));
   eo.seq = T;
   gaaw_config_destroy(&cp4);
+  /* sequence parallelism cuts a rank's tokens over tp: 3 tokens do not cut in 2, nor
+   * do a sequence of 4 cut over cp 2 (2 tokens a rank) over tp 4 (a layout for 8
+   * ranks, estimated from these 4) */
+  gaaw_gpt_config_t sp = model_tiny_llama(T, 2);
+  sp.sequence_parallel = 1;
+  const char *sp_layouts[] = {"tp=2", "tp=4 cp=2 dp=1"};
+  const int sp_seqs[] = {3, 4};
+  const char *sp_says[] = {"batch x seq / cp = 3 tokens must divide by tp = 2",
+                           "batch x seq / cp = 2 tokens must divide by tp = 4"};
+  for (int k = 0; k < 2; k++) {
+    require_ok(NULL, gaaw_config_create(&cp4));
+    require_ok(NULL, gaaw_config_parse(cp4, sp_layouts[k]));
+    eo.seq = sp_seqs[k];
+    expect_status_ctx(ctx, gaaw_memory_estimate(ctx, &sp, cp4, &oc, &eo, &out), GAAW_ERR_INVALID_ARG);
+    expect_true(strstr(gaaw_last_error(ctx), sp_says[k]) != NULL, "%s, seq %d: %s", sp_layouts[k], sp_seqs[k],
+                gaaw_last_error(ctx));
+    gaaw_config_destroy(&cp4);
+  }
+  eo.seq = T;
   /* all-to-all splits the 2 heads of this GPT: not over cp 4 */
   require_ok(NULL, gaaw_config_create(&cp4));
   require_ok(NULL, gaaw_config_parse(cp4, "cp=4 cp_kind=a2a"));
