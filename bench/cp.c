@@ -50,7 +50,7 @@ typedef struct {
 static int parse(int argc, char **argv, bench_options *o)
 {
   o->nseqs = 3, o->seqs[0] = 2048, o->seqs[1] = 4096, o->seqs[2] = 8192;
-  o->steps = 2, o->dim = 256, o->layers = 2, o->zero = 1;
+  o->steps = 2, o->dim = 256, o->layers = 2, o->zero = 1, o->llama = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--seqs") && i + 1 < argc) {
       o->nseqs = 0;
@@ -112,7 +112,7 @@ static double overlap_of(const char *path)
 
 static result run_layout(const bench_options *o, const layout *l, int seq, int world_rank, const char *trace)
 {
-  char list[512];
+  char list[1024];
   snprintf(list, sizeof list, "backend=host threads=1 comm_timeout=600 attention=blocked cp=%d cp_kind=%s%s%s", l->cp,
            l->kind, trace ? " trace=" : "", trace ? trace : "");
   gaaw_config_t cfg;
@@ -169,7 +169,7 @@ static result run_layout(const bench_options *o, const layout *l, int seq, int w
   gaaw_finalize(&ctx);
   gaaw_config_destroy(&cfg);
   if (trace && world_rank == 0) {
-    char path[512];
+    char path[700];
     snprintf(path, sizeof path, "%s", trace);
     char *r = strstr(path, "%r");
     if (r) memmove(r + 1, r + 2, strlen(r + 2) + 1), r[0] = '0';

@@ -670,6 +670,9 @@ gaaw_status_t gaaw_model_get_logits(gaaw_model_t m, float *logits)
   else if (!f->have_forward)
     ok = gaaw_error_raise(ctx, GAAW_ERR_STATE, __FILE__, __LINE__, __func__,
                           "logits exist between gaaw_model_forward and gaaw_model_backward only");
+  else if (m->cp_size > 1) /* the same on every rank */
+    ok = gaaw_error_raise(ctx, GAAW_ERR_UNSUPPORTED, __FILE__, __LINE__, __func__, "gaaw_model_get_logits at cp = %d: "
+                          "the logits of a split sequence are not gathered yet", m->cp_size);
   GAAW_CHECK(gaaw_agree(m->tp, ok, "gaaw_model_get_logits", NULL, 0));
   GAAW_CHECK(gather_logits(m, f, logits));
   return GAAW_SUCCESS;

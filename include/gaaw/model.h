@@ -229,14 +229,19 @@ gaaw_status_t gaaw_model_backward(gaaw_model_t model);
  * microbatch is one of the optimizer's `accumulation` backward passes); *loss is
  * the mean of the microbatches' losses, on every rank. microbatches must suit the
  * schedule (interleaved: a multiple of pp), or every rank fails naming the numbers.
- * Collective over the work group (world when pp > 1). */
+ * At cp > 1 (doc/context-parallel.md) every rank of a cp group is given the same
+ * whole sequences, seq divisible by 2 x cp, and takes its pieces; *loss is the whole
+ * sequences' (summed over cp); a backward needs an optimizer, which sums the cp
+ * ranks' gradients (GAAW_ERR_UNSUPPORTED without one).
+ * Collective over the work group (world when pp > 1 or cp > 1). */
 gaaw_status_t gaaw_model_forward_backward(gaaw_model_t model, const gaaw_batch_t *batch, float *loss);
 /* Inference: forward without keeping activations for backward and without
  * targets, writing the model's outputs into the caller's array (f32): an MLP's
  * (batch, sizes[n-1]), a GPT's logits (batch * seq, vocab), gathered over the tp
  * group (every rank gets all of them). GPT batches need only tokens, MLP batches
  * only inputs (targets and outputs, if given, are ignored). Gradients, the
- * optimizer and a forward held for backward are left as they are. Collective over
+ * optimizer and a forward held for backward are left as they are.
+ * GAAW_ERR_UNSUPPORTED at cp > 1. Collective over
  * the work group, with the same agreement as gaaw_model_forward. */
 gaaw_status_t gaaw_model_predict(gaaw_model_t model, const gaaw_batch_t *batch, float *outputs);
 /* A loss the caller computes (a physics residual, for example), for sequential
@@ -323,7 +328,8 @@ gaaw_status_t gaaw_model_get_params(gaaw_model_t model, float *values);
 gaaw_status_t gaaw_model_set_params(gaaw_model_t model, const float *values);
 /* The logits of the last GPT forward, (batch * seq, vocab) gathered over the tp
  * group; they exist from gaaw_model_forward until gaaw_model_backward
- * (GAAW_ERR_STATE otherwise). Collective over the tp group. */
+ * (GAAW_ERR_STATE otherwise). GAAW_ERR_UNSUPPORTED at cp > 1 (a rank holds pieces of
+ * each sequence). Collective over the tp group. */
 gaaw_status_t gaaw_model_get_logits(gaaw_model_t model, float *logits);
 /* Number of parameters of the whole (unsplit) model, and of this rank's slices. */
 gaaw_status_t gaaw_model_num_params(gaaw_model_t model, int64_t *global_count, int64_t *local_count);

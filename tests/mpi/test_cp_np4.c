@@ -13,8 +13,9 @@
  *  - the checkpoint of cp 2 x tp 2 loads at cp 1 x dp 4, whose next step gives the
  *    serial run's eleventh loss within 1e-5;
  *  - a sequence that does not divide by 2 x cp, a sequence that differs on one cp
- *    rank, attention=matrix, and a backward without an optimizer are refused with
- *    their named error on every rank; a forward alone runs.
+ *    rank, attention=matrix, a backward without an optimizer, the logits of a split
+ *    sequence and 2 heads under all-to-all at cp 4 are refused with their named
+ *    error on every rank; a forward alone runs.
  * Tolerances: cp changes the order of f32 sums (the ring's merges, the dp-cp
  * gradient sum). The losses differ by a few 1e-7. The data are random tokens, so
  * the loss stays near ln 1001 and hardly sees the attention; the parameters do:
@@ -197,6 +198,9 @@ static void bad_input(void)
   float loss = 0;
   require_ok(ctx, gaaw_model_forward(m, &b, &loss)); /* forward alone runs */
   expect_true(loss > 6.0f && loss < 8.0f, "cp 2 forward: the loss %g is not near ln 1001 = 6.9", (double)loss);
+  static float logits[2 * SEQ * VOCAB];
+  expect_refused(ctx, gaaw_model_get_logits(m, logits), GAAW_ERR_UNSUPPORTED, "logits of a split sequence",
+                 "gaaw_model_get_logits at cp 2");
   gaaw_model_destroy(&m);
   gaaw_finalize(&ctx);
 
