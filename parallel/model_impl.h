@@ -414,10 +414,11 @@ gaaw_status_t gaaw_pipeline_forward_backward(gaaw_model_t m, const gaaw_batch_t 
  * batch loaded); stop: forward ends before the last layer (MLP loss). Collective
  * over the pp group. */
 gaaw_status_t gaaw_pipeline_forward_only(gaaw_model_t m, gaaw_frame *f, int stop);
-/* The replica's loss on every rank: *loss from the last stage to every rank of the
- * pp group, then summed over the cp group (each cp rank's loss is its tokens' share
- * of the mean); a no-op at pp 1 and cp 1. Collective over the pp and cp groups. */
-gaaw_status_t gaaw_pipeline_share_loss(gaaw_model_t m, float *loss);
+/* (model_step.c) The replica's loss on every rank: *loss from the last stage to
+ * every rank of the pp group, then summed over the cp group (each cp rank's loss is
+ * its tokens' share of the mean); a no-op at pp 1 and cp 1. Collective over the pp
+ * and cp groups. */
+gaaw_status_t gaaw_model_share_loss(gaaw_model_t m, float *loss);
 
 /* ---- layer kinds (defined by the model kinds' files) */
 extern const gaaw_layer_ops gaaw_gpt_embedding_ops, gaaw_gpt_block_ops, gaaw_gpt_head_ops;

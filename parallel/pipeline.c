@@ -291,30 +291,13 @@ static gaaw_status_t step_schedule(gaaw_model_t m, int microbatches)
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_pipeline_share_loss(gaaw_model_t m, float *loss)
-{
-  gaaw_context_t ctx = m->ctx;
-  if (m->pp_size == 1 && m->cp_size == 1) return GAAW_SUCCESS;
-  gaaw_tensor_t t;
-  int64_t one = 1;
-  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &one, GAAW_MEM_COMMUNICATION, &t));
-  gaaw_status_t st = gaaw_buffer_write(ctx, t.buf, 0, loss, sizeof *loss);
-  if (st == GAAW_SUCCESS && m->pp_size > 1)
-    st = gaaw_comm_broadcast(m->pp, &t, gaaw_model_layer_rank(m, m->nlayers - 1));
-  if (st == GAAW_SUCCESS && m->cp_size > 1) st = gaaw_comm_allreduce(m->cp, &t, &t, GAAW_SUM);
-  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, t.buf, 0, loss, sizeof *loss);
-  gaaw_buffer_free(ctx, &t.buf);
-  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
-  return GAAW_SUCCESS;
-}
-
 /* The mean of the microbatches' losses, from the last stage to every rank. */
 static gaaw_status_t step_loss(pipe_run *r, float *loss)
 {
   double sum = 0;
   for (int i = 0; i < r->microbatches; i++) sum += r->frames[i].loss;
   float mean = (float)(sum / r->microbatches);
-  GAAW_CHECK_CTX(r->m->ctx, gaaw_pipeline_share_loss(r->m, &mean));
+  GAAW_CHECK_CTX(r->m->ctx, gaaw_model_share_loss(r->m, &mean));
   if (loss) *loss = mean;
   return GAAW_SUCCESS;
 }
