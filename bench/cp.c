@@ -15,13 +15,15 @@
  * time is the median of steps 2..K (the first warms up). Rank 0 prints one line per
  * layout:
  *   cp seq=S layout=.. kind=.. step_s=.. tokens_per_s=.. peak_mib=.. estimate_mib=..
- *   estimate_err=..% peak_vs_cp1=.. overlap=..
+ *   estimate_err=..% peak_vs_cp1=.. activations_vs_cp1=.. overlap=.. planned_step_s=.. planned_mib=..
  * peak_mib is the largest rank's device peak (gaaw_memory_total), estimate_mib the
  * memory estimate's largest rank, peak_vs_cp1 the peak over cp 1's at the same
- * length. overlap is the ring's: the share of its messages' time (post to
+ * length, activations_vs_cp1 the same of the activations category's peak alone. overlap is the ring's: the share of its messages' time (post to
  * completion, the trace's "cp ring p2p" row) during which the rank computed a block
  * (the "cp ring" row), summed over the steps; "-" for the all-to-all (its exchanges
- * do not overlap compute) and at cp 1. */
+ * do not overlap compute) and at cp 1. planned_* are gaaw_plan_predict's step and
+ * memory per rank for the layout on this machine as gaaw_plan_calibrate measures it
+ * (one node of 4 ranks, every rank measuring at once), calibrated once per length. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +47,7 @@ typedef struct {
 
 typedef struct {
   double step_s, peak, estimate, overlap;
+  double activations; /* the largest rank's peak of the activations category alone */
 } result;
 
 static int parse(int argc, char **argv, bench_options *o)
@@ -110,6 +113,60 @@ static double overlap_of(const char *path)
   return total > 0 ? covered / total : -1;
 }
 
+/* The bench's GPT at seq tokens. */
+static void model_of(const bench_options *o, int seq, gaaw_gpt_config_t *g)
+{
+  gaaw_gpt_config_default(g);
+  if (o->llama) gaaw_gpt_config_llama(g); /* RoPE, RMSNorm, SwiGLU, no biases, untied */
+  g->max_seq = seq, g->dim = o->dim, g->layers = o->layers, g->heads = 4;
+  g->dtype = GAAW_F32;
+}
+
+/* A context on comm with the options of list (collective over comm). */
+static void open_context(MPI_Comm comm, const char *list, gaaw_config_t *cfg, gaaw_context_t *out)
+{
+  gaaw_context_t ctx = NULL;
+  CHECK(gaaw_config_create(cfg));
+  CHECK(gaaw_config_parse(*cfg, list));
+  CHECK(gaaw_init(comm, *cfg, out));
+}
+
+/* This machine calibrated for the GPT at seq (collective). */
+static void calibrate(const bench_options *o, int seq, gaaw_plan_cluster_t *cluster)
+{
+  gaaw_config_t cfg;
+  gaaw_context_t ctx = NULL;
+  open_context(MPI_COMM_WORLD, "backend=host threads=1 attention=blocked", &cfg, &ctx);
+  gaaw_gpt_config_t g;
+  model_of(o, seq, &g);
+  CHECK(gaaw_plan_calibrate(ctx, &g, cluster));
+  gaaw_finalize(&ctx);
+  gaaw_config_destroy(&cfg);
+}
+
+/* gaaw_plan_predict of layout l at seq on cluster: *step_s and *bytes. */
+static void plan_layout(const bench_options *o, const layout *l, int seq, const gaaw_plan_cluster_t *cluster,
+                        double *step_s, double *bytes)
+{
+  gaaw_config_t cfg;
+  gaaw_context_t ctx = NULL;
+  open_context(MPI_COMM_SELF, "backend=host threads=1", &cfg, &ctx);
+  gaaw_plan_request_t req;
+  memset(&req, 0, sizeof req);
+  model_of(o, seq, &req.model);
+  req.global_batch = RANKS / l->cp;
+  gaaw_plan_layout_t pl;
+  memset(&pl, 0, sizeof pl);
+  pl.dp = RANKS / l->cp, pl.pp = 1, pl.tp = 1, pl.cp = l->cp, pl.cp_kind = !strcmp(l->kind, "a2a");
+  pl.virtual_stages = 1, pl.microbatch = 1, pl.microbatches = 1, pl.schedule = GAAW_PLAN_1F1B;
+  pl.zero_stage = o->zero;
+  CHECK(gaaw_plan_predict(ctx, &req, cluster, &pl));
+  *step_s = pl.step_seconds;
+  *bytes = pl.memory_bytes_per_rank;
+  gaaw_finalize(&ctx);
+  gaaw_config_destroy(&cfg);
+}
+
 static result run_layout(const bench_options *o, const layout *l, int seq, int world_rank, const char *trace)
 {
   char list[1024];
@@ -117,13 +174,9 @@ static result run_layout(const bench_options *o, const layout *l, int seq, int w
            l->kind, trace ? " trace=" : "", trace ? trace : "");
   gaaw_config_t cfg;
   gaaw_context_t ctx = NULL;
-  CHECK(gaaw_config_create(&cfg));
-  CHECK(gaaw_config_parse(cfg, list));
-  CHECK(gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
+  open_context(MPI_COMM_WORLD, list, &cfg, &ctx);
   gaaw_gpt_config_t g;
-  gaaw_gpt_config_default(&g);
-  if (o->llama) gaaw_gpt_config_llama(&g); /* RoPE, RMSNorm, SwiGLU, no biases, untied */
-  g.max_seq = seq, g.dim = o->dim, g.layers = o->layers, g.heads = 4;
+  model_of(o, seq, &g);
   gaaw_optimizer_config_t oc;
   gaaw_optimizer_config_default(&oc);
   oc.zero_stage = o->zero;
@@ -157,10 +210,13 @@ static result run_layout(const bench_options *o, const layout *l, int seq, int w
     double mine = MPI_Wtime() - t0;
     MPI_Allreduce(&mine, &times[s], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   }
+  size_t act_peak;
   CHECK(gaaw_memory_total(ctx, NULL, &peak));
-  double used = (double)(peak - before), largest;
-  MPI_Allreduce(&used, &largest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  result res = {bench_median(times + 1, o->steps - 1), largest, (double)est.total[GAAW_SPACE_DEVICE], -1};
+  CHECK(gaaw_memory_usage(ctx, GAAW_MEM_ACTIVATIONS, NULL, &act_peak));
+  double used[2] = {(double)(peak - before), (double)act_peak}, largest[2];
+  MPI_Allreduce(used, largest, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  result res = {bench_median(times + 1, o->steps - 1), largest[0], (double)est.total[GAAW_SPACE_DEVICE], -1,
+                largest[1]};
   free(tokens);
   free(targets);
   free(times);
@@ -200,19 +256,26 @@ int main(int argc, char **argv)
     {"cp1xdp4", "ring", 1}, {"cp4", "ring", 4}, {"cp4", "a2a", 4}, {"cp2xdp2", "ring", 2}, {"cp2xdp2", "a2a", 2},
   };
   for (int k = 0; k < o.nseqs; k++) {
-    double base = 0;
+    double base = 0, base_act = 0;
+    gaaw_plan_cluster_t cluster;
+    calibrate(&o, o.seqs[k], &cluster);
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
       const layout *l = &layouts[i];
       int ring = l->cp > 1 && !strcmp(l->kind, "ring");
       result r = run_layout(&o, l, o.seqs[k], world_rank, ring && dir[0] ? trace : NULL);
-      if (i == 0) base = r.peak;
+      if (i == 0) base = r.peak, base_act = r.activations;
+      double planned_s = 0, planned_bytes = 0;
+      if (world_rank == 0) plan_layout(&o, l, o.seqs[k], &cluster, &planned_s, &planned_bytes);
       if (world_rank == 0) {
         char overlap[32] = "-";
         if (r.overlap >= 0) snprintf(overlap, sizeof overlap, "%.2f", r.overlap);
         printf("cp arch=%s seq=%d zero=%d layout=%s kind=%s step_s=%.3f tokens_per_s=%.0f peak_mib=%.1f estimate_mib=%.1f "
-               "estimate_err=%.2f%% peak_vs_cp1=%.3f overlap=%s\n",
+               "estimate_err=%.2f%% peak_vs_cp1=%.3f activations_vs_cp1=%.3f overlap=%s planned_step_s=%.3f "
+               "planned_mib=%.1f\n",
                o.llama ? "llama" : "gpt2", o.seqs[k], o.zero, l->name, l->cp > 1 ? l->kind : "-", r.step_s, RANKS / l->cp * (double)o.seqs[k] / r.step_s,
-               r.peak / (1 << 20), r.estimate / (1 << 20), 100 * (r.estimate - r.peak) / r.peak, r.peak / base, overlap);
+               r.peak / (1 << 20), r.estimate / (1 << 20), 100 * (r.estimate - r.peak) / r.peak, r.peak / base,
+               r.activations / base_act, overlap,
+               planned_s, planned_bytes / (1 << 20));
         fflush(stdout);
       }
     }

@@ -1,8 +1,8 @@
 /* gaaw-plan: the layouts of a GPT training job on a cluster, before it runs.
- * Searches dp x pp x tp, virtual stages, microbatch size, schedule, ZeRO stage,
- * recompute and offload with the cost model of gaaw/plan.h (gaaw_plan_create) and
- * prints the fastest layouts that fit the devices' memory, then the families of
- * (dp, pp, tp) it rejected and why; --json prints the layouts as a JSON array.
+ * Searches dp x pp x cp x tp, virtual stages, microbatch size, schedule, ZeRO
+ * stage, recompute, offload and cp_kind with the cost model of gaaw/plan.h
+ * (gaaw_plan_create) and prints the fastest layouts that fit the devices' memory,
+ * then the families of (dp, pp, cp, tp) it rejected and why; --json prints the layouts as a JSON array.
  * Runs without mpiexec: it initialises MPI as a singleton and gaaw on
  * MPI_COMM_SELF with the host backend (the memory ledger needs a context; nothing
  * is allocated on a device). Exit status: 0, 1 when the search fails, 2 for bad
@@ -22,8 +22,8 @@ static void usage(FILE *out, const char *prog)
   fprintf(out,
           "usage: %s --global-batch B (--device NAME | --device-memory BYTES --peak-tflops T) [options]\n"
           "Prints the fastest layouts of a GPT training job that fit the devices' memory, as\n"
-          "the cost model of gaaw/plan.h predicts them (doc/plan.md), then the (dp, pp, tp)\n"
-          "families it rejected and why.\n"
+          "the cost model of gaaw/plan.h predicts them (doc/plan.md), then the (dp, pp, cp,\n"
+          "tp) families it rejected and why.\n"
           "model (gaaw-train's flags; defaults gaaw_gpt_config_default's):\n"
           "  --layers N --heads N --dim N --seq N --vocab N --ffn N (0: the architecture's)\n"
           "  --arch gpt2|llama             the GPT-2 (default) or a LLaMA-class decoder (RoPE,\n"
@@ -47,7 +47,8 @@ static void usage(FILE *out, const char *prog)
           "search (comma lists; default all):\n"
           "  --zero-stages 0,1,2,3  --schedules gpipe,1f1b,interleaved,zb-h1\n"
           "  --recompute none,selective,full  --offload none,host,nvme\n"
-          "  --tp N --pp N                 only this tensor or pipeline size\n"
+          "  --tp N --pp N --cp N          only this tensor, pipeline or context-parallel size\n"
+          "  --cp-kinds ring,a2a           context parallelism's attention (doc/context-parallel.md)\n"
           "output:\n"
           "  --top N                       layouts to print (default 10)\n"
           "  --json                        a JSON array of the layouts instead of the tables\n"
@@ -123,6 +124,18 @@ static int parse_list(const char *prog, const char *flag, const char *text, cons
 
 static const char *const recompute_names[] = {"none", "selective", "full"};
 static const char *const offload_names[] = {"none", "host", "nvme"};
+static const char *const cp_kind_names[] = {"ring", "a2a"};
+
+static int cp_of(const gaaw_plan_layout_t *l)
+{
+  return l->cp > 1 ? l->cp : 1;
+}
+
+/* "-" at cp 1, where the kind is not read */
+static const char *cp_kind_of(const gaaw_plan_layout_t *l)
+{
+  return l->cp > 1 ? cp_kind_names[l->cp_kind] : "-";
+}
 
 static int parse_args(int argc, char **argv, plan_options *o)
 {
@@ -170,6 +183,7 @@ static int parse_args(int argc, char **argv, plan_options *o)
     INT_FLAG("--top", 1, o->req.max_layouts)
     INT_FLAG("--tp", 1, o->req.tp)
     INT_FLAG("--pp", 1, o->req.pp)
+    INT_FLAG("--cp", 1, o->req.cp)
 #undef INT_FLAG
     if (!strcmp(f, "--dtype")) {
       if (!strcmp(v, "bf16")) g->dtype = GAAW_BF16;
@@ -198,6 +212,7 @@ static int parse_args(int argc, char **argv, plan_options *o)
       rc = parse_list(prog, f, v, schedule_names, GAAW_PLAN_SCHEDULE_COUNT, &o->req.schedules);
     else if (!strcmp(f, "--recompute")) rc = parse_list(prog, f, v, recompute_names, 3, &o->req.recompute);
     else if (!strcmp(f, "--offload")) rc = parse_list(prog, f, v, offload_names, 3, &o->req.offload);
+    else if (!strcmp(f, "--cp-kinds")) rc = parse_list(prog, f, v, cp_kind_names, 2, &o->req.cp_kinds);
     else {
       fprintf(stderr, "%s: unknown flag '%s' (see --help)\n", prog, f);
       rc = 2;
@@ -289,12 +304,13 @@ static void print_json(gaaw_plan_t plan)
   for (int i = 0; i < gaaw_plan_count(plan); i++) {
     gaaw_plan_layout_t l;
     gaaw_plan_layout(plan, i, &l);
-    printf("%s\n  {\"dp\": %d, \"pp\": %d, \"tp\": %d, \"virtual_stages\": %d, \"microbatch\": %d, "
+    printf("%s\n  {\"dp\": %d, \"pp\": %d, \"tp\": %d, \"cp\": %d, \"cp_kind\": \"%s\", \"virtual_stages\": %d, "
+           "\"microbatch\": %d, "
            "\"microbatches\": %d, \"schedule\": \"%s\", \"zero_stage\": %d, \"recompute\": \"%s\", "
            "\"offload\": \"%s\", \"memory_bytes_per_rank\": %.0f, \"step_seconds\": %.6g, "
            "\"compute_seconds\": %.6g, \"bubble_seconds\": %.6g, \"comm_seconds\": %.6g, "
            "\"optimizer_seconds\": %.6g, \"tokens_per_s\": %.6g, \"tflops_per_device\": %.6g, \"mfu\": %.6g}",
-           i ? "," : "", l.dp, l.pp, l.tp, l.virtual_stages, l.microbatch, l.microbatches,
+           i ? "," : "", l.dp, l.pp, l.tp, cp_of(&l), cp_kind_of(&l), l.virtual_stages, l.microbatch, l.microbatches,
            gaaw_plan_schedule_name(l.schedule), l.zero_stage, recompute_names[l.recompute], offload_names[l.offload],
            l.memory_bytes_per_rank, l.step_seconds, l.compute_seconds, l.bubble_seconds, l.comm_seconds,
            l.optimizer_seconds, l.tokens_per_s, l.tflops_per_device, l.mfu);
@@ -335,25 +351,25 @@ static void print_tables(const plan_options *o, gaaw_plan_t plan)
   printf("cluster: %d nodes x %d %s (%.0f TFLOP/s, %.1f GB), links %.0f GB/s intra-node, %.0f GB/s inter-node\n\n",
          c->nodes, c->devices_per_node, c->device.name, c->device.peak_tflops, c->device.memory_bytes / 1e9,
          c->intra_node_gbps, c->inter_node_gbps);
-  printf("%3s %5s %4s %4s %3s %4s %5s %-11s %4s %-9s %-7s %8s %8s %7s %7s %10s %8s %6s\n", "#", "dp", "pp", "tp", "v",
-         "mb", "m", "schedule", "zero", "recompute", "offload", "mem GB", "step s", "bubble", "comm s", "tokens/s",
+  printf("%3s %5s %4s %4s %4s %-4s %3s %4s %5s %-11s %4s %-9s %-7s %8s %8s %7s %7s %10s %8s %6s\n", "#", "dp", "pp",
+         "tp", "cp", "kind", "v", "mb", "m", "schedule", "zero", "recompute", "offload", "mem GB", "step s", "bubble", "comm s", "tokens/s",
          "TFLOP/s", "MFU");
   for (int i = 0; i < gaaw_plan_count(plan); i++) {
     gaaw_plan_layout_t l;
     gaaw_plan_layout(plan, i, &l);
-    printf("%3d %5d %4d %4d %3d %4d %5d %-11s %4d %-9s %-7s %8.1f %8.3f %6.1f%% %7.3f %10.0f %8.1f %5.1f%%\n", i + 1,
-           l.dp, l.pp, l.tp, l.virtual_stages, l.microbatch, l.microbatches, gaaw_plan_schedule_name(l.schedule),
+    printf("%3d %5d %4d %4d %4d %-4s %3d %4d %5d %-11s %4d %-9s %-7s %8.1f %8.3f %6.1f%% %7.3f %10.0f %8.1f %5.1f%%\n",
+           i + 1, l.dp, l.pp, l.tp, cp_of(&l), cp_kind_of(&l), l.virtual_stages, l.microbatch, l.microbatches, gaaw_plan_schedule_name(l.schedule),
            l.zero_stage, recompute_names[l.recompute], offload_names[l.offload], l.memory_bytes_per_rank / 1e9,
            l.step_seconds, 100 * l.bubble_seconds / l.step_seconds, l.comm_seconds, l.tokens_per_s,
            l.tflops_per_device, 100 * l.mfu);
   }
   if (gaaw_plan_count(plan) == 0) printf("(no layout fits)\n");
   else if (c->speeds) print_replica_rows(c, plan);
-  printf("\nrejected families (dp x pp x tp):\n");
+  printf("\nrejected families (dp x pp x cp x tp):\n");
   for (int i = 0; i < gaaw_plan_rejected_count(plan); i++) {
     gaaw_plan_rejected_t r;
     gaaw_plan_rejected(plan, i, &r);
-    printf("  %5d x %4d x %4d  %s\n", r.dp, r.pp, r.tp, r.reason);
+    printf("  %5d x %4d x %4d x %4d  %s\n", r.dp, r.pp, r.cp, r.tp, r.reason);
   }
 }
 

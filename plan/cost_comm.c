@@ -1,10 +1,11 @@
 /* The communication side of the cost model: alpha-beta times of NCCL's ring
  * algorithms on a group's links.
  *
- * World order is tp fastest, then dp, then pp (rank = (pp_rank dp + dp_rank) tp +
- * tp_rank) and node = rank / devices_per_node, so a tp group is n ranks 1 apart, a
- * dp group n ranks tp apart, a pp group n ranks tp dp apart. A group whose first
- * and last members share a node runs on the intra-node links (NVLink), any other
+ * World order is tp fastest, then cp, dp, pp (rank = ((pp_rank dp + dp_rank) cp +
+ * cp_rank) tp + tp_rank) and node = rank / devices_per_node, so a tp group is n
+ * ranks 1 apart, a cp group and the dp x cp group n ranks tp apart, a pp group n
+ * ranks tp cp dp apart. A group whose first and last members share a node runs
+ * on the intra-node links (NVLink), any other
  * on the inter-node ones (one NIC per device: a ring crosses each node boundary on
  * one link, so the slowest link is one NIC's).
  *
@@ -12,7 +13,9 @@
  *   all-reduce      2 (n-1) alpha + 2 (n-1)/n B beta
  *   reduce-scatter    (n-1) alpha +   (n-1)/n B beta
  *   all-gather        (n-1) alpha +   (n-1)/n B beta
- *   point-to-point          alpha +           B beta */
+ *   point-to-point          alpha +           B beta
+ *   all-to-all        (n-1) alpha +   (n-1)/n B beta   (B: each rank's send buffer,
+ *                                                      of which (n-1)/n leaves it) */
 #include "plan/plan_impl.h"
 
 void plan_link_of(const gaaw_plan_cluster_t *c, int n, int stride, plan_link *l)
@@ -44,6 +47,11 @@ double plan_reduce_scatter_seconds(const plan_link *l, double bytes)
 }
 
 double plan_all_gather_seconds(const plan_link *l, double bytes)
+{
+  return ring_pass(l, bytes);
+}
+
+double plan_all_to_all_seconds(const plan_link *l, double bytes)
 {
   return ring_pass(l, bytes);
 }

@@ -1,13 +1,17 @@
 /* The compute side of the cost model: the job's sizes, a GEMM's rate on a device,
  * and the work of one microbatch through a GPT block and through the LM head.
  *
- * A block on one rank of a tp group of t, microbatch of b rows, N = b s tokens,
+ * A block on one rank of a tp group of t and a cp group of c, microbatch of b
+ * rows, N = b s / c tokens (the rank's pieces of its rows),
  * C = dim, H = heads, D = head_dim (C / H unless given), Q = H D, K = kv_heads,
  * Kl = K D / t (D when t exceeds K: one replicated kv head), F = ffn, Fu = c_fc
  * outputs (F, or 2 F for SwiGLU):
  *   c_attn   (N, Q/t + 2 Kl) = (N, C)  (C, Q/t + 2 Kl)   column-parallel
- *   scores   (s, s)    = (s, D)    (D, s)         b H / t of them
- *   context  (s, D)    = (s, s)    (s, D)         b H / t of them
+ *   scores   (s, s)    = (s, D)    (D, s)         b H / t of them, over c
+ *   context  (s, D)    = (s, s)    (s, D)         b H / t of them, over c
+ *   (at c > 1 the ring computes c blocks of (s/c, s/c) per head, a2a the whole
+ *   (s, s) of H / (t c) heads: each a c-th of the core; plan/cost_cp.c adds their
+ *   exchanges)
  *   c_proj   (N, C)    = (N, Q/t)  (Q/t, C)       row-parallel
  *   c_fc     (N, Fu/t) = (N, C)    (C, Fu/t)      column-parallel
  *   c_proj   (N, C)    = (N, F/t)  (F/t, C)       row-parallel
@@ -83,36 +87,46 @@ static void add_linear(const gaaw_plan_device_t *d, double N, double out, double
   x->w += t;
 }
 
-void plan_block_work(const plan_shape *sh, const gaaw_plan_device_t *d, int tp, int sequence_parallel, int rows,
-                     int recompute, plan_work *out)
+/* The attention core (scores and context) of one microbatch on a rank: forward
+ * seconds. */
+double plan_core_seconds(const plan_shape *sh, const gaaw_plan_device_t *d, const gaaw_plan_layout_t *l)
 {
-  double t = tp, b = rows, s = sh->s, h = sh->h, N = b * s, D = sh->d, e = sh->e;
-  double kvl = sh->kv >= t ? sh->kv * D / t : D, qkvl = sh->q / t + 2 * kvl;
+  double c = l->cp > 1 ? l->cp : 1, heads = l->microbatch * sh->a / l->tp, s = sh->s, D = sh->d;
+  if (c > 1 && l->cp_kind == 0) /* ring: c (s/c, s/c) blocks per head */
+    return plan_gemm_seconds(d, s / c, s / c, D, heads * c) + plan_gemm_seconds(d, s / c, D, s / c, heads * c);
+  return plan_gemm_seconds(d, s, s, D, heads / c) + plan_gemm_seconds(d, s, D, s, heads / c);
+}
+
+void plan_block_work(const plan_shape *sh, const gaaw_plan_device_t *d, const gaaw_plan_layout_t *l,
+                     int sequence_parallel, plan_work *out)
+{
+  double t = l->tp, c = l->cp > 1 ? l->cp : 1, b = l->microbatch, s = sh->s, h = sh->h, N = b * s / c, D = sh->d;
+  double e = sh->e, kvl = sh->kv >= t ? sh->kv * D / t : D, qkvl = sh->q / t + 2 * kvl;
   double bw = d->memory_gbps * PLAN_GB;
   plan_work x = {0, 0, 0};
   add_linear(d, N, qkvl, h, &x);
   add_linear(d, N, h, sh->q / t, &x);
   add_linear(d, N, sh->fc1_out / t, h, &x);
   add_linear(d, N, h, sh->f / t, &x);
-  double core = plan_gemm_seconds(d, s, s, D, b * sh->a / t) + plan_gemm_seconds(d, s, D, s, b * sh->a / t);
+  double core = plan_core_seconds(sh, d, l);
   /* elementwise bytes forward: softmax and its scale and mask on the scores (read
    * and write, twice), biases and GELU on the column outputs, and the norms and
    * residuals on the (possibly sequence-split) stream */
   double tok = sequence_parallel ? N / t : N;
-  double softmax = 4 * b * (sh->a / t) * s * s * e;
+  double softmax = 4 * b * (sh->a / t) * s * s / c * e;
   double columns = 2 * N * (qkvl + sh->fc1_out / t) * e + 2 * N * sh->f / t * e;
   double stream = tok * (2 * 2 * h + 2 * 3 * h) * e + 2 * N * 2 * h / t * e;
   double elem = (softmax + columns + stream) / bw;
   x.f += core + elem;
   x.b += 2 * core + 2 * elem;
-  if (recompute == 1) x.b += core + softmax / bw;
-  if (recompute == 2) x.b += x.f;
+  if (l->recompute == 1) x.b += core + softmax / bw;
+  if (l->recompute == 2) x.b += x.f;
   *out = x;
 }
 
-void plan_head_work(const plan_shape *sh, const gaaw_plan_device_t *d, int tp, int rows, plan_work *out)
+void plan_head_work(const plan_shape *sh, const gaaw_plan_device_t *d, const gaaw_plan_layout_t *l, plan_work *out)
 {
-  double N = (double)rows * sh->s, Vt = ceil(sh->V / tp), e = sh->e;
+  double N = (double)l->microbatch * sh->s / (l->cp > 1 ? l->cp : 1), Vt = ceil(sh->V / l->tp), e = sh->e;
   plan_work x = {0, 0, 0};
   add_linear(d, N, Vt, sh->h, &x);
   /* ln_f, then the logits read three times by the loss (max, sum of exp, gradient)

@@ -4,8 +4,9 @@
  *
  * - chunk costs: a chunk runs L/(p v) blocks; a block's F, B, W (cost_compute.c)
  *   plus its tp collectives (2 all-reduces of N C elements forward, 2 backward, 2
- *   more backward with full recompute; with sequence parallelism all-gathers and
- *   reduce-scatters of the same time); the LM head, loss and embedding spread over
+ *   more backward with full recompute, N = the rank's b s / cp tokens; with
+ *   sequence parallelism all-gathers and reduce-scatters of the same time) and its
+ *   cp exchanges (cost_cp.c); the LM head, loss and embedding spread over
  *   the p v chunks, as the runtime's balanced stage cut spreads them; ZeRO 3's
  *   per-block all-gathers (forward and backward) and reduce-scatter run behind the
  *   previous block's compute, so a block takes the longer of the two, and a chunk's
@@ -14,7 +15,8 @@
  * - the makespan: the schedule (gaaw_sched_create) timed by the simulator with
  *   those costs (gaaw_sched_verify); compute_seconds is the busiest rank's busy time,
  *   bubble_seconds the rest of the makespan;
- * - dp gradients (the largest stage's parameters, in the compute dtype) reduce while
+ * - dp gradients (the largest stage's parameters, in the compute dtype) reduce over
+ *   dp x cp (cp ranks hold the same weights, and ZeRO shards over both) while
  *   the step's last microbatch runs backward (stage 2 without a pipeline: every
  *   microbatch), all but the last bucket hidden behind that backward; stages 1 and
  *   2 all-gather the updated parameters after the step, not hidden;
@@ -68,18 +70,20 @@ static void step_parts_of(const gaaw_plan_request_t *r, const gaaw_plan_cluster_
                           const gaaw_plan_layout_t *l, step_parts *out)
 {
   const gaaw_plan_device_t *d = &c->device;
-  double slow = replica_pace(c, l);
-  double N = (double)l->microbatch * sh->s, e = sh->e, nb = sh->L / (l->pp * l->virtual_stages);
+  double slow = replica_pace(c, l), cp = l->cp > 1 ? l->cp : 1, replicas = l->dp * cp;
+  double N = (double)l->microbatch * sh->s / cp, e = sh->e, nb = sh->L / (l->pp * l->virtual_stages);
   plan_link tpl, dpl, ppl;
   plan_link_of(c, l->tp, 1, &tpl);
-  plan_link_of(c, l->dp, l->tp, &dpl);
-  plan_link_of(c, 2, l->tp * l->dp, &ppl);
+  plan_link_of(c, (int)replicas, l->tp, &dpl);
+  plan_link_of(c, 2, (int)(l->tp * replicas), &ppl);
 
   plan_work blk, head;
-  plan_block_work(sh, d, l->tp, r->model.sequence_parallel, l->microbatch, l->recompute, &blk);
-  plan_head_work(sh, d, l->tp, l->microbatch, &head);
-  double ar = plan_allreduce_seconds(&tpl, N * sh->h * e);
-  double f = blk.f * slow + 2 * ar, b = blk.b * slow + (l->recompute == 2 ? 4 : 2) * ar, w = blk.w * slow;
+  plan_block_work(sh, d, l, r->model.sequence_parallel, &blk);
+  plan_head_work(sh, d, l, &head);
+  double ar = plan_allreduce_seconds(&tpl, N * sh->h * e), cpf, cpb;
+  plan_cp_exchange(sh, c, l, &cpf, &cpb);
+  double f = blk.f * slow + 2 * ar + cpf, b = blk.b * slow + (l->recompute == 2 ? 4 : 2) * ar + cpb;
+  double w = blk.w * slow;
   double first_gather = 0; /* ZeRO 3: the chunk's first block has no block before it to hide behind */
   if (l->zero_stage == 3) {
     double piece = sh->block_params / l->tp * e;
@@ -110,7 +114,7 @@ static void step_parts_of(const gaaw_plan_request_t *r, const gaaw_plan_cluster_
   if (l->zero_stage == 1 || l->zero_stage == 2) exposed += plan_all_gather_seconds(&dpl, psi * e);
   out->dp_exposed = exposed;
 
-  double shard = l->zero_stage == 0 ? psi : psi / l->dp, state = 24 + 2 * e;
+  double shard = l->zero_stage == 0 ? psi : psi / replicas, state = 24 + 2 * e;
   if (l->offload == 0)
     out->optimizer = shard * state / (d->memory_gbps * PLAN_GB);
   else {
@@ -148,7 +152,7 @@ gaaw_status_t plan_step_time(gaaw_context_t ctx, const gaaw_plan_request_t *r, c
   l->comm_seconds = sp.dp_exposed;
   l->optimizer_seconds = sp.optimizer;
   l->step_seconds = rep.makespan + sp.dp_exposed + sp.optimizer;
-  double world = (double)l->dp * l->pp * l->tp;
+  double world = (double)l->dp * l->pp * (l->cp > 1 ? l->cp : 1) * l->tp;
   l->tokens_per_s = (double)r->global_batch * sh->s / l->step_seconds;
   l->tflops_per_device = sh->flops_per_token * l->tokens_per_s / world / PLAN_TFLOP;
   l->mfu = l->tflops_per_device / c->device.peak_tflops;
@@ -163,10 +167,19 @@ gaaw_status_t plan_layout_check(gaaw_context_t ctx, const gaaw_plan_request_t *r
                         l->microbatches >= 1,
                  "layout sizes must be >= 1: dp %d, pp %d, tp %d, virtual_stages %d, microbatch %d, microbatches %d",
                  l->dp, l->pp, l->tp, l->virtual_stages, l->microbatch, l->microbatches);
+  GAAW_ARG_CHECK(ctx, l->cp >= 0 && l->cp_kind >= 0 && l->cp_kind <= 1,
+                 "layout cp %d must be >= 0 (0 or 1: none) and cp_kind %d 0 (ring) or 1 (a2a)", l->cp, l->cp_kind);
+  int cp = l->cp > 1 ? l->cp : 1;
   long long world = (long long)c->nodes * c->devices_per_node;
-  GAAW_ARG_CHECK(ctx, (long long)l->dp * l->pp * l->tp == world,
-                 "dp %d x pp %d x tp %d is not the cluster's %lld devices (%d nodes x %d)", l->dp, l->pp, l->tp, world,
-                 c->nodes, c->devices_per_node);
+  GAAW_ARG_CHECK(ctx, (long long)l->dp * l->pp * cp * l->tp == world,
+                 "dp %d x pp %d x cp %d x tp %d is not the cluster's %lld devices (%d nodes x %d)", l->dp, l->pp, cp,
+                 l->tp, world, c->nodes, c->devices_per_node);
+  GAAW_ARG_CHECK(ctx, g->max_seq % (2 * cp) == 0 || cp == 1,
+                 "seq %d is not divisible by 2 x cp = %d (each cp rank holds two pieces of a sequence)", g->max_seq,
+                 2 * cp);
+  GAAW_ARG_CHECK(ctx, cp == 1 || l->cp_kind == 0 || (g->heads % l->tp == 0 && (g->heads / l->tp) % cp == 0),
+                 "cp_kind a2a at cp %d: the %d heads of a tp rank (heads %d / tp %d) must divide by cp", cp,
+                 g->heads / l->tp, g->heads, l->tp);
   GAAW_ARG_CHECK(ctx, g->heads % l->tp == 0, "heads %d are not divisible by tp %d", g->heads, l->tp);
   int kv = g->kv_heads > 0 ? g->kv_heads : g->heads;
   GAAW_ARG_CHECK(ctx, kv % l->tp == 0 || l->tp % kv == 0, "kv_heads %d and tp %d: one must divide the other", kv,

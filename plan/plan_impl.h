@@ -6,6 +6,7 @@
  *                   over its memory bandwidth, recomputation
  *   cost_comm.c     alpha-beta times of the collectives and of a point-to-point
  *                   message on a group's links (intra- or inter-node)
+ *   cost_cp.c       context parallelism's ring and all-to-all exchanges in a block
  *   cost_memory.c   the analytic memory bound the search prunes with, and the
  *                   ledger estimate (gaaw_memory_estimate) of a finalist
  *   cost_step.c     one step: the schedule simulator fed with per-chunk costs, the
@@ -45,10 +46,13 @@ typedef struct {
 
 /* The seconds of a GEMM C (m, n) = A (m, k) B (k, n), `count` times. */
 double plan_gemm_seconds(const gaaw_plan_device_t *d, double m, double n, double k, double count);
-void plan_block_work(const plan_shape *sh, const gaaw_plan_device_t *d, int tp, int sequence_parallel, int rows,
-                     int recompute, plan_work *out);
+/* One block on a rank of layout l (its tp, cp, cp_kind, microbatch and recompute). */
+void plan_block_work(const plan_shape *sh, const gaaw_plan_device_t *d, const gaaw_plan_layout_t *l,
+                     int sequence_parallel, plan_work *out);
+/* The forward seconds of a block's attention core (scores and context) on a rank of l. */
+double plan_core_seconds(const plan_shape *sh, const gaaw_plan_device_t *d, const gaaw_plan_layout_t *l);
 /* The LM head and the loss (last stage), and the embedding lookup (first stage). */
-void plan_head_work(const plan_shape *sh, const gaaw_plan_device_t *d, int tp, int rows, plan_work *out);
+void plan_head_work(const plan_shape *sh, const gaaw_plan_device_t *d, const gaaw_plan_layout_t *l, plan_work *out);
 
 /* A group of n ranks, stride apart in world order, starting at world rank 0. */
 typedef struct {
@@ -61,6 +65,12 @@ double plan_allreduce_seconds(const plan_link *l, double bytes);
 double plan_reduce_scatter_seconds(const plan_link *l, double bytes); /* bytes: the whole buffer */
 double plan_all_gather_seconds(const plan_link *l, double bytes);     /* bytes: the whole buffer */
 double plan_p2p_seconds(const plan_link *l, double bytes);
+double plan_all_to_all_seconds(const plan_link *l, double bytes); /* bytes: each rank's send buffer */
+
+/* The seconds context parallelism's exchanges add to one block's forward and
+ * backward on a microbatch, beyond the core's compute (cost_cp.c): 0 at cp 1. */
+void plan_cp_exchange(const plan_shape *sh, const gaaw_plan_cluster_t *c, const gaaw_plan_layout_t *l,
+                      double *forward, double *backward);
 
 /* Replica d's speed under cluster c's speeds (not NULL): its slowest rank's
  * (plan_shares.c). */

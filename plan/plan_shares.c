@@ -62,8 +62,10 @@ gaaw_status_t gaaw_plan_shares(gaaw_context_t ctx, int n, const double *speeds, 
 double plan_replica_speed(const gaaw_plan_cluster_t *c, const gaaw_plan_layout_t *l, int d)
 {
   double speed = INFINITY;
+  int64_t cp = l->cp > 1 ? l->cp : 1;
   for (int p = 0; p < l->pp; p++)
-    for (int t = 0; t < l->tp; t++) speed = fmin(speed, c->speeds[((int64_t)p * l->dp + d) * l->tp + t]);
+    for (int64_t k = 0; k < cp; k++)
+      for (int t = 0; t < l->tp; t++) speed = fmin(speed, c->speeds[(((int64_t)p * l->dp + d) * cp + k) * l->tp + t]);
   return speed;
 }
 
@@ -75,8 +77,10 @@ gaaw_status_t gaaw_plan_replica_rows(gaaw_context_t ctx, const gaaw_plan_cluster
   GAAW_ARG_NOT_NULL(ctx, rows);
   const gaaw_plan_layout_t *l = layout;
   const int64_t world = (int64_t)cluster->nodes * cluster->devices_per_node;
-  GAAW_ARG_CHECK(ctx, l->dp >= 1 && l->pp >= 1 && l->tp >= 1 && (int64_t)l->dp * l->pp * l->tp == world,
-                 "dp %d x pp %d x tp %d is not the cluster's %lld devices", l->dp, l->pp, l->tp, (long long)world);
+  const int cp = l->cp > 1 ? l->cp : 1;
+  GAAW_ARG_CHECK(ctx, l->dp >= 1 && l->pp >= 1 && l->tp >= 1 && (int64_t)l->dp * l->pp * cp * l->tp == world,
+                 "dp %d x pp %d x cp %d x tp %d is not the cluster's %lld devices", l->dp, l->pp, cp, l->tp,
+                 (long long)world);
   GAAW_ARG_CHECK(ctx, l->microbatch >= 1, "microbatch must be >= 1, got %d", l->microbatch);
   if (!cluster->speeds) {
     for (int d = 0; d < l->dp; d++) rows[d] = l->microbatch;

@@ -1,11 +1,12 @@
 /* The planner (gaaw_plan_create) and the plan's accessors.
  *
- * For every (dp, pp, tp) of the cluster's world: tp must divide heads and ffn, pp x
- * virtual stages the layers, dp the global batch (else the family is rejected for
- * divisibility or batch); then every microbatch size dividing the rows of a dp
- * rank, every schedule allowed (interleaved with each virtual stage count v >= 2
- * that divides, when pp > 1 and pp divides the microbatches), recompute, ZeRO
- * stage and offload (offload only with ZeRO >= 1).
+ * For every (dp, pp, cp, tp) of the cluster's world: tp must divide heads and ffn,
+ * pp x virtual stages the layers, 2 cp the sequence, dp the global batch (else the
+ * family is rejected for divisibility or batch); then every microbatch size
+ * dividing the rows of a dp rank, every schedule allowed (interleaved with each
+ * virtual stage count v >= 2 that divides, when pp > 1 and pp divides the
+ * microbatches), recompute, ZeRO stage, offload (offload only with ZeRO >= 1) and,
+ * at cp > 1, cp_kind (a2a only where cp divides a tp rank's heads).
  *
  * Three filters, cheapest first, so that a thousand-device search of a 100B GPT
  * takes a second or two:
@@ -53,9 +54,10 @@ static int allowed(unsigned mask, int value)
   return mask == 0 || (mask >> value) & 1u;
 }
 
-static gaaw_status_t reject(gaaw_context_t ctx, gaaw_plan_t plan, int dp, int pp, int tp, const char *fmt, ...)
-  GAAW_PRINTF(6, 7);
-static gaaw_status_t reject(gaaw_context_t ctx, gaaw_plan_t plan, int dp, int pp, int tp, const char *fmt, ...)
+static gaaw_status_t reject(gaaw_context_t ctx, gaaw_plan_t plan, const gaaw_plan_layout_t *family, const char *fmt,
+                           ...) GAAW_PRINTF(4, 5);
+static gaaw_status_t reject(gaaw_context_t ctx, gaaw_plan_t plan, const gaaw_plan_layout_t *family, const char *fmt,
+                           ...)
 {
   if (plan->nrejected == plan->cap_rejected) {
     int cap = plan->cap_rejected ? 2 * plan->cap_rejected : 32;
@@ -65,9 +67,10 @@ static gaaw_status_t reject(gaaw_context_t ctx, gaaw_plan_t plan, int dp, int pp
     plan->cap_rejected = cap;
   }
   gaaw_plan_rejected_t *r = &plan->rejected[plan->nrejected++];
-  r->dp = dp;
-  r->pp = pp;
-  r->tp = tp;
+  r->dp = family->dp;
+  r->pp = family->pp;
+  r->tp = family->tp;
+  r->cp = family->cp;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(r->reason, sizeof r->reason, fmt, ap);
@@ -89,19 +92,65 @@ static gaaw_status_t push(gaaw_context_t ctx, candidate_list *list, const gaaw_p
   return GAAW_SUCCESS;
 }
 
-/* The layouts of one (dp, pp, tp) family that the memory guess keeps, onto list;
- * *smallest gets the smallest guess of them all. */
-static gaaw_status_t enumerate_family(gaaw_context_t ctx, const gaaw_plan_request_t *r, const gaaw_plan_cluster_t *c,
-                                      const plan_shape *sh, gaaw_plan_layout_t base, candidate_list *list,
-                                      gaaw_plan_layout_t *smallest_layout, double *smallest)
+/* The cp_kinds a layout of base may take: bit 0 ring, bit 1 a2a (the request's, a2a
+ * only where cp divides a tp rank's heads); 1 at cp 1 (the kind is not read). */
+static unsigned cp_kinds_of(const gaaw_plan_request_t *r, const gaaw_plan_layout_t *base)
 {
+  if (base->cp <= 1) return 1u;
+  unsigned kinds = r->cp_kinds ? r->cp_kinds : 3u;
+  if ((r->model.heads / base->tp) % base->cp) kinds &= ~2u;
+  return kinds;
+}
+
+/* What enumerating one family carries from layout to layout. */
+typedef struct {
+  gaaw_context_t ctx;
+  const gaaw_plan_request_t *r;
+  const gaaw_plan_cluster_t *c;
+  const plan_shape *sh;
+  candidate_list *list;
+  int offload_ok[3];              /* offload none, host, nvme: the cluster has its rates */
+  double limit;                   /* the memory guess above which a layout is dropped */
+  gaaw_plan_layout_t smallest_at; /* the layout of the smallest guess so far */
+  double smallest;
+} family_walk;
+
+/* Layout l (sizes, microbatching and schedule set) with every recompute, ZeRO stage,
+ * offload and cp_kind allowed: those the memory guess keeps onto the list. */
+static gaaw_status_t push_options(family_walk *w, gaaw_plan_layout_t l)
+{
+  gaaw_context_t ctx = w->ctx;
+  const gaaw_plan_request_t *r = w->r;
+  unsigned kinds = cp_kinds_of(r, &l);
+  for (int rc = 0; rc <= 2; rc++)
+    for (int z = 0; z <= 3; z++)
+      for (int off = 0; off <= 2; off++)
+        for (int kind = 0; kind <= 1; kind++) {
+          if (!allowed(r->recompute, rc) || !allowed(r->zero_stages, z) || !allowed(r->offload, off)) continue;
+          if ((off && z == 0) || !w->offload_ok[off] || !((kinds >> kind) & 1u)) continue;
+          l.recompute = rc;
+          l.zero_stage = z;
+          l.offload = off;
+          l.cp_kind = kind;
+          double guess = plan_memory_guess(r, w->sh, &l);
+          if (guess < w->smallest) {
+            w->smallest = guess;
+            w->smallest_at = l;
+          }
+          if (guess > w->limit) continue;
+          l.memory_bytes_per_rank = guess;
+          GAAW_CHECK(push(ctx, w->list, &l, plan_step_bound(r, w->c, w->sh, &l)));
+        }
+  return GAAW_SUCCESS;
+}
+
+/* The layouts of one (dp, pp, cp, tp) family that the memory guess keeps, onto
+ * w's list. */
+static gaaw_status_t enumerate_family(family_walk *w, gaaw_plan_layout_t base)
+{
+  gaaw_context_t ctx = w->ctx;
+  const gaaw_plan_request_t *r = w->r;
   int64_t rows = r->global_batch / base.dp;
-  double limit = 1.25 * c->device.memory_bytes;
-  int offload_ok[3] = {1, 0, 0};
-  for (int off = 1; off <= 2; off++) {
-    offload_ok[off] = plan_job_check(ctx, r, c, off) == GAAW_SUCCESS;
-    gaaw_clear_error(ctx); /* a cluster without offload rates plans without offload */
-  }
   for (int64_t mb = 1; mb <= rows; mb++) {
     if (rows % mb) continue;
     gaaw_plan_layout_t l = base;
@@ -124,24 +173,7 @@ static gaaw_status_t enumerate_family(gaaw_context_t ctx, const gaaw_plan_reques
         if ((double)l.pp * l.microbatches * v > (double)(1 << 24)) continue;
         l.schedule = kind;
         l.virtual_stages = v;
-        for (int rc = 0; rc <= 2; rc++)
-          for (int z = 0; z <= 3; z++)
-            for (int off = 0; off <= 2; off++) {
-              if (!allowed(r->recompute, rc) || !allowed(r->zero_stages, z) || !allowed(r->offload, off)) continue;
-              if (off && z == 0) continue;
-              if (off && !offload_ok[off]) continue;
-              l.recompute = rc;
-              l.zero_stage = z;
-              l.offload = off;
-              double guess = plan_memory_guess(r, sh, &l);
-              if (guess < *smallest) {
-                *smallest = guess;
-                *smallest_layout = l;
-              }
-              if (guess > limit) continue;
-              l.memory_bytes_per_rank = guess;
-              GAAW_CHECK(push(ctx, list, &l, plan_step_bound(r, c, sh, &l)));
-            }
+        GAAW_CHECK(push_options(w, l));
       }
     }
   }
@@ -179,12 +211,14 @@ static gaaw_status_t cached_schedule(gaaw_context_t ctx, sched_cache *cache, con
 }
 
 /* Whether a goes before b: faster; at the same time (within 1e-9), the simpler (the
- * lower sum of ZeRO stage, recompute and offload), then the one using less memory. */
+ * lower sum of ZeRO stage, recompute, offload and cp > 1), then the one using less
+ * memory. */
 static int better(const gaaw_plan_layout_t *a, const gaaw_plan_layout_t *b)
 {
   double tol = 1e-9 * fmax(a->step_seconds, b->step_seconds);
   if (fabs(a->step_seconds - b->step_seconds) > tol) return a->step_seconds < b->step_seconds;
-  int ca = a->zero_stage + a->recompute + a->offload, cb = b->zero_stage + b->recompute + b->offload;
+  int ca = a->zero_stage + a->recompute + a->offload + (a->cp > 1);
+  int cb = b->zero_stage + b->recompute + b->offload + (b->cp > 1);
   if (ca != cb) return ca < cb;
   return a->memory_bytes_per_rank < b->memory_bytes_per_rank;
 }
@@ -238,51 +272,67 @@ static const char *recompute_name(int rc)
   return rc == 2 ? "full" : rc == 1 ? "selective" : "none";
 }
 
-/* Every (dp, pp, tp) of the world: its layouts onto list, or its rejection. */
+/* Why the family (dp, pp, cp, tp) of base cannot divide the job, into why; 0 when
+ * it can. */
+static int family_misfit(const gaaw_plan_request_t *r, const gaaw_plan_layout_t *base, char *why, size_t len)
+{
+  const gaaw_gpt_config_t *g = &r->model;
+  int ffn = g->ffn > 0 ? g->ffn : 4 * g->dim, kv = g->kv_heads > 0 ? g->kv_heads : g->heads;
+  int tp = base->tp, pp = base->pp, cp = base->cp;
+  if (g->heads % tp || ffn % tp || (kv % tp && tp % kv))
+    snprintf(why, len, "divisibility: heads %d or ffn %d not divisible by tp %d, or kv_heads %d and tp %d not "
+             "dividing one another", g->heads, ffn, tp, kv, tp);
+  else if (g->layers % pp)
+    snprintf(why, len, "divisibility: layers %d not divisible by pp %d", g->layers, pp);
+  else if (cp > 1 && g->max_seq % (2 * cp))
+    snprintf(why, len, "divisibility: seq %d not divisible by 2 x cp %d", g->max_seq, cp);
+  else if (cp > 1 && !cp_kinds_of(r, base))
+    snprintf(why, len, "divisibility: cp_kind a2a only, and the %d heads of a tp rank do not divide by cp %d",
+             g->heads / tp, cp);
+  else if (r->global_batch % base->dp)
+    snprintf(why, len, "batch: global batch %lld not divisible by dp %d", (long long)r->global_batch, base->dp);
+  else
+    return 0;
+  return 1;
+}
+
+/* Every (dp, pp, cp, tp) of the world: its layouts onto list, or its rejection. */
 static gaaw_status_t enumerate(gaaw_context_t ctx, const gaaw_plan_request_t *r, const gaaw_plan_cluster_t *c,
                                const plan_shape *sh, candidate_list *list, gaaw_plan_t plan)
 {
-  const gaaw_gpt_config_t *g = &r->model;
-  int world = c->nodes * c->devices_per_node, ffn = g->ffn > 0 ? g->ffn : 4 * g->dim;
-  for (int tp = 1; tp <= world; tp++) {
-    if (world % tp) continue;
-    for (int pp = 1; pp <= world / tp; pp++) {
-      if ((world / tp) % pp) continue;
-      int dp = world / tp / pp;
-      if ((r->tp && tp != r->tp) || (r->pp && pp != r->pp)) continue;
-      int kv = g->kv_heads > 0 ? g->kv_heads : g->heads;
-      if (g->heads % tp || ffn % tp || (kv % tp && tp % kv)) {
-        GAAW_CHECK(reject(ctx, plan, dp, pp, tp,
-                          "divisibility: heads %d or ffn %d not divisible by tp %d, or kv_heads %d and tp %d not "
-                          "dividing one another", g->heads, ffn, tp, kv, tp));
-        continue;
-      }
-      if (g->layers % pp) {
-        GAAW_CHECK(reject(ctx, plan, dp, pp, tp, "divisibility: layers %d not divisible by pp %d", g->layers, pp));
-        continue;
-      }
-      if (r->global_batch % dp) {
-        GAAW_CHECK(reject(ctx, plan, dp, pp, tp, "batch: global batch %lld not divisible by dp %d",
-                          (long long)r->global_batch, dp));
-        continue;
-      }
-      gaaw_plan_layout_t base, small;
-      memset(&base, 0, sizeof base);
-      memset(&small, 0, sizeof small);
-      base.dp = dp;
-      base.pp = pp;
-      base.tp = tp;
-      base.virtual_stages = 1;
-      size_t before = list->count;
-      double smallest = INFINITY;
-      GAAW_CHECK(enumerate_family(ctx, r, c, sh, base, list, &small, &smallest));
-      if (list->count == before && isfinite(smallest))
-        GAAW_CHECK(reject(ctx, plan, dp, pp, tp,
-                          "memory: %.1f GB at least (ZeRO %d, %s recompute, microbatch %d) on a %.1f GB device",
-                          smallest / PLAN_GB, small.zero_stage, recompute_name(small.recompute), small.microbatch,
-                          c->device.memory_bytes / PLAN_GB));
-    }
+  int world = c->nodes * c->devices_per_node;
+  family_walk w = {ctx, r, c, sh, list, {1, 0, 0}, 1.25 * c->device.memory_bytes, {0}, 0};
+  for (int off = 1; off <= 2; off++) {
+    w.offload_ok[off] = plan_job_check(ctx, r, c, off) == GAAW_SUCCESS;
+    gaaw_clear_error(ctx); /* a cluster without offload rates plans without offload */
   }
+  for (int tp = 1; tp <= world; tp++)
+    for (int cp = 1; cp <= world / tp; cp++)
+      for (int pp = 1; pp <= world / tp / cp; pp++) {
+        if (world % (tp * cp * pp)) continue;
+        if ((r->tp && tp != r->tp) || (r->pp && pp != r->pp) || (r->cp && cp != r->cp)) continue;
+        gaaw_plan_layout_t base;
+        memset(&base, 0, sizeof base);
+        base.dp = world / tp / cp / pp;
+        base.pp = pp;
+        base.tp = tp;
+        base.cp = cp;
+        base.virtual_stages = 1;
+        char why[160];
+        if (family_misfit(r, &base, why, sizeof why)) {
+          GAAW_CHECK(reject(ctx, plan, &base, "%s", why));
+          continue;
+        }
+        size_t before = list->count;
+        w.smallest = INFINITY;
+        GAAW_CHECK(enumerate_family(&w, base));
+        const gaaw_plan_layout_t *small = &w.smallest_at;
+        if (list->count == before && isfinite(w.smallest))
+          GAAW_CHECK(reject(ctx, plan, &base,
+                            "memory: %.1f GB at least (ZeRO %d, %s recompute, microbatch %d) on a %.1f GB device",
+                            w.smallest / PLAN_GB, small->zero_stage, recompute_name(small->recompute),
+                            small->microbatch, c->device.memory_bytes / PLAN_GB));
+      }
   return GAAW_SUCCESS;
 }
 
@@ -293,8 +343,10 @@ gaaw_status_t gaaw_plan_create(gaaw_context_t ctx, const gaaw_plan_request_t *re
   GAAW_ARG_NOT_NULL(ctx, plan);
   *plan = NULL;
   GAAW_CHECK(plan_job_check(ctx, request, cluster, 0));
-  GAAW_ARG_CHECK(ctx, request->tp >= 0 && request->pp >= 0, "request tp %d and pp %d must be >= 0 (0: searched)",
-                 request->tp, request->pp);
+  GAAW_ARG_CHECK(ctx, request->tp >= 0 && request->pp >= 0 && request->cp >= 0,
+                 "request tp %d, pp %d and cp %d must be >= 0 (0: searched)", request->tp, request->pp, request->cp);
+  GAAW_ARG_CHECK(ctx, request->cp_kinds < 4u, "request cp_kinds 0x%x out of range (bits 0 ring, 1 a2a)",
+                 request->cp_kinds);
   GAAW_ARG_CHECK(ctx, request->max_layouts >= 0, "max_layouts must be >= 0 (0: 10), got %d", request->max_layouts);
   GAAW_ARG_CHECK(ctx, request->zero_stages < 16u && request->recompute < 8u && request->offload < 8u &&
                         request->schedules < (1u << GAAW_SCHED_KIND_COUNT),

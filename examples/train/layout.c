@@ -8,7 +8,9 @@
 #include "examples/train/trainer.h"
 
 /* The planner's request for the job of o: its GPT and global batch; every ZeRO
- * stage, schedule and recompute; the offload the options name (none if unset). */
+ * stage, schedule and recompute; the offload the options name (none if unset);
+ * cp 1 (gaaw-train's --layout auto plans without context parallelism: a cp run
+ * names its layout). */
 static void job_request(const train_options *o, int64_t global_batch, gaaw_plan_request_t *req)
 {
   memset(req, 0, sizeof *req);
@@ -18,6 +20,7 @@ static void job_request(const train_options *o, int64_t global_batch, gaaw_plan_
   else if (!strcmp(o->offload_optimizer, "nvme")) req->offload = 1u << 2;
   else req->offload = 1u << 0;
   req->max_layouts = 1;
+  req->cp = 1;
 }
 
 /* Whether v is the same on every rank (an MPMD launch may give ranks other options). */

@@ -2,7 +2,8 @@
  *
  * A cost model predicts one training step (gaaw_model_forward_backward of the
  * step's microbatches, then gaaw_optimizer_step) of a GPT on a layout (dp x pp x
- * tp, virtual stages, microbatch rows, schedule, ZeRO stage, recompute, offload)
+ * cp x tp, virtual stages, microbatch rows, schedule, ZeRO stage, recompute,
+ * offload, cp_kind)
  * on a cluster, and a planner searches the layouts of a job for the fastest ones
  * that fit the devices' memory:
  *
@@ -13,9 +14,12 @@
  *   memory bandwidth; recompute re-runs forward work in backward;
  * - communication: an alpha-beta model per collective (ring all-reduce,
  *   reduce-scatter, all-gather, point-to-point) on the group's links, intra-node
- *   or inter-node from the rank order (tp fastest, then dp, then pp);
+ *   or inter-node from the rank order (tp fastest, then cp, dp, pp); context
+ *   parallelism's ring sends the next K and V blocks while the current one
+ *   computes (a ring step takes the longer of the two), its all-to-all (cp_kind
+ *   a2a) is not hidden;
  * - the pipeline: the schedule simulator of gaaw/schedule.h fed with the per-chunk
- *   costs of F, B, W and of a send; data-parallel reductions hidden behind backward
+ *   costs of F, B, W and of a send; data-parallel reductions (over dp x cp) hidden behind backward
  *   except the last bucket's, ZeRO 3 gathers behind the previous layer's compute;
  *   offload adds the optimizer's host update and its PCIe or NVMe traffic;
  * - memory: gaaw_memory_estimate (gaaw/estimate.h), the same ledger the runtime is
@@ -102,6 +106,8 @@ typedef struct {
   int zero_stage;      /* 0..3 */
   int recompute;       /* 0 none, 1 selective, 2 full (option recompute) */
   int offload;         /* 0 none, 1 host, 2 nvme (option offload_optimizer) */
+  int cp;              /* context-parallel ranks per sequence (0 or 1: none); world = dp x pp x cp x tp */
+  int cp_kind;         /* 0 ring, 1 a2a (option cp_kind); read only when cp > 1 */
   /* predictions */
   double memory_bytes_per_rank; /* the largest rank's device peak (gaaw_memory_estimate) */
   double step_seconds;
@@ -123,11 +129,13 @@ typedef struct {
   unsigned offload;         /* bits 0..2 */
   int tp, pp;               /* 0: searched; > 0: only this value */
   int max_layouts;          /* how many of the best to keep; 0 = 10 */
+  int cp;                   /* 0: searched (every cp with seq divisible by 2 cp); > 0: only this value */
+  unsigned cp_kinds;        /* bits 0 ring, 1 a2a; 0: both */
 } gaaw_plan_request_t;
 
 /* A family of layouts the planner rejected, with the reason. */
 typedef struct {
-  int dp, pp, tp;
+  int dp, pp, tp, cp;
   char reason[160];
 } gaaw_plan_rejected_t;
 
@@ -145,12 +153,13 @@ gaaw_status_t gaaw_plan_device_named(gaaw_context_t ctx, const char *name, gaaw_
  * size devices. Collective over world; a few seconds. */
 gaaw_status_t gaaw_plan_calibrate(gaaw_context_t ctx, const gaaw_gpt_config_t *model, gaaw_plan_cluster_t *cluster);
 
-/* The prediction of one layout (its dp, pp, tp, virtual_stages, microbatch,
- * microbatches, schedule, zero_stage, recompute and offload are read; the rest is
- * filled; memory_bytes_per_rank from gaaw_memory_estimate). GAAW_ERR_INVALID_ARG when
- * the layout does not divide the model, the batch (dp x microbatch x microbatches =
- * global_batch) or the cluster (dp x pp x tp = nodes x devices_per_node). Not
- * collective. */
+/* The prediction of one layout (its dp, pp, tp, cp, cp_kind, virtual_stages,
+ * microbatch, microbatches, schedule, zero_stage, recompute and offload are read;
+ * the rest is filled; memory_bytes_per_rank from gaaw_memory_estimate).
+ * GAAW_ERR_INVALID_ARG when the layout does not divide the model (cp: seq by 2 cp;
+ * a2a: a tp rank's heads by cp), the batch (dp x microbatch x microbatches =
+ * global_batch: cp ranks share their sequences) or the cluster (dp x pp x cp x tp =
+ * nodes x devices_per_node). Not collective. */
 gaaw_status_t gaaw_plan_predict(gaaw_context_t ctx, const gaaw_plan_request_t *request,
                                 const gaaw_plan_cluster_t *cluster, gaaw_plan_layout_t *layout);
 
@@ -172,8 +181,8 @@ int gaaw_plan_rejected_count(gaaw_plan_t plan);
 gaaw_status_t gaaw_plan_rejected(gaaw_plan_t plan, int i, gaaw_plan_rejected_t *rejected);
 void gaaw_plan_destroy(gaaw_plan_t *plan);
 
-/* Sets layout's options on cfg (tp, pp, dp, virtual_stages, microbatches,
- * pp_schedule, recompute, offload_optimizer); the ZeRO stage and the rows per
+/* Sets layout's options on cfg (tp, pp, dp, cp, cp_kind, virtual_stages,
+ * microbatches, pp_schedule, recompute, offload_optimizer); the ZeRO stage and the rows per
  * microbatch are the caller's (gaaw_optimizer_config_t, gaaw_batch_t). */
 gaaw_status_t gaaw_plan_apply(const gaaw_plan_layout_t *layout, gaaw_config_t cfg);
 
@@ -186,9 +195,9 @@ gaaw_status_t gaaw_plan_shares(gaaw_context_t ctx, int n, const double *speeds, 
 /* The rows per microbatch of each of layout's dp replicas, rows[0..dp): what a job
  * passes as gaaw_batch_t.batch on the ranks of replica d. Without cluster->speeds
  * every replica has layout->microbatch; with them, the gaaw_plan_shares of dp x
- * microbatch rows by each replica's speed (its slowest rank's, world rank = (pp_rank
- * x dp + d) x tp + tp_rank), the split the cost model times. GAAW_ERR_INVALID_ARG
- * for a NULL argument, a layout whose dp x pp x tp is not the cluster's world, or a
+ * microbatch rows by each replica's speed (its slowest rank's, world rank = ((pp_rank
+ * x dp + d) x cp + cp_rank) x tp + tp_rank), the split the cost model times.
+ * GAAW_ERR_INVALID_ARG for a NULL argument, a layout whose dp x pp x cp x tp is not the cluster's world, or a
  * speed that is not > 0. Not collective. */
 gaaw_status_t gaaw_plan_replica_rows(gaaw_context_t ctx, const gaaw_plan_cluster_t *cluster,
                                      const gaaw_plan_layout_t *layout, int64_t *rows);

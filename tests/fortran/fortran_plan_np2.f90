@@ -1,7 +1,7 @@
 ! The planner from Fortran (gaaw/plan.h through module gaaw), on each of 2 ranks
 ! alone (nothing here is collective): the named device as C fills it, a layout's
 ! prediction read back through the bind(C) types (the FLOPs per token it implies
-! are 6 N + 12 L s h computed here), the search's best layouts fitting the device,
+! are 6 N + 12 L s h computed here; a cp layout's), the search's best layouts fitting the device,
 ! a rejected family's reason, a layout applied to a config, and a bad layout; then
 ! the collective calibration of this machine (its figures the same on both ranks)
 ! and the shares of rows by speed.
@@ -67,6 +67,15 @@ program fortran_plan_np2
   call check_true("mfu", abs(l%mfu - l%tflops_per_device / 989d0) < 1d-12)
   call check_true("schedule name", gaaw_plan_schedule_name(l%schedule) == "1f1b")
 
+  ! the same at cp 2 (a2a) x tp 2 x dp 2: half the tokens per rank, the same job
+  best = gaaw_plan_layout_t(dp=2, pp=1, tp=2, cp=2, cp_kind=1, microbatch=4, microbatches=8, &
+                            schedule=GAAW_PLAN_1F1B, zero_stage=1)
+  call check_status("predict cp", gaaw_plan_predict(ctx, req, cluster, best), GAAW_SUCCESS, ctx)
+  call check_true("cp: tokens/s", abs(best%tokens_per_s * best%step_seconds - 64d0 * 512) < 1d-6 * 64 * 512)
+  call check_true("cp: memory", best%memory_bytes_per_rank > 0 .and. best%memory_bytes_per_rank < 80d9)
+  best%cp = 3 ! 2 x 1 x 3 x 2 is not 8
+  call check_failure("bad cp", gaaw_plan_predict(ctx, req, cluster, best), GAAW_ERR_INVALID_ARG, ctx, "cp 3")
+
   l%microbatches = 7 ! 2 x 4 x 7 is not 64
   call check_failure("bad layout", gaaw_plan_predict(ctx, req, cluster, l), GAAW_ERR_INVALID_ARG, ctx, "global batch")
 
@@ -75,13 +84,13 @@ program fortran_plan_np2
   do i = 0, gaaw_plan_count(plan) - 1
     call check_status("layout", gaaw_plan_layout(plan, i, best), GAAW_SUCCESS, ctx)
     call check_true("fits", best%memory_bytes_per_rank <= cluster%device%memory_bytes)
-    call check_true("divides", best%dp * best%pp * best%tp == 8 .and. &
+    call check_true("divides", best%dp * best%pp * best%cp * best%tp == 8 .and. &
                     best%dp * best%microbatch * best%microbatches == 64)
   end do
   ! families rejected (by batch, divisibility or memory) carry a reason
   do i = 0, gaaw_plan_rejected_count(plan) - 1
     call check_status("rejected", gaaw_plan_rejected(plan, i, rej), GAAW_SUCCESS, ctx)
-    call check_true("reason", len(gaaw_plan_rejected_reason(rej)) > 0)
+    call check_true("reason", len(gaaw_plan_rejected_reason(rej)) > 0 .and. rej%dp * rej%pp * rej%cp * rej%tp == 8)
   end do
   call check_status("layout 0", gaaw_plan_layout(plan, 0, best), GAAW_SUCCESS, ctx)
   call check_status("layout config", gaaw_config_create(layout_cfg), GAAW_SUCCESS, ctx)

@@ -1,7 +1,7 @@
 #!/bin/sh
 # gaaw-plan runs without mpiexec. --json on a 175B GPT on 1024 A100-80G is an array
 # that python3's json reads, each object with the fields the issue names, each
-# layout dividing the job (dp x pp x tp = 1024, dp x microbatch x microbatches =
+# layout dividing the job (dp x pp x cp x tp = 1024, dp x microbatch x microbatches =
 # 1536) within the device's memory and fastest first; the tables name the rejected
 # families; --speeds prints each replica's rows; --help exits 0; bad flags exit 2
 # naming the flag. Skips (77) without /usr/bin/python3.
@@ -19,13 +19,14 @@ echo "$out" | $py -c '
 import json, sys
 rows = json.load(sys.stdin)
 assert isinstance(rows, list) and 1 <= len(rows) <= 5, "want 1..5 layouts, got %r" % (rows,)
-need = ["dp", "pp", "tp", "virtual_stages", "microbatch", "schedule", "zero_stage", "recompute", "offload",
+need = ["dp", "pp", "tp", "cp", "cp_kind", "virtual_stages", "microbatch", "schedule", "zero_stage", "recompute", "offload",
         "memory_bytes_per_rank", "step_seconds", "tokens_per_s", "tflops_per_device", "mfu"]
 prev = 0
 for i, r in enumerate(rows):
     missing = [k for k in need if k not in r]
     assert not missing, "layout %d lacks %s" % (i, missing)
-    assert r["dp"] * r["pp"] * r["tp"] == 1024, "layout %d: %r" % (i, r)
+    assert r["dp"] * r["pp"] * r["cp"] * r["tp"] == 1024, "layout %d: %r" % (i, r)
+    assert (r["cp"] == 1) == (r["cp_kind"] == "-") and r["cp_kind"] in ("-", "ring", "a2a"), "cp of %d" % i
     assert r["dp"] * r["microbatch"] * r["microbatches"] == 1536, "layout %d: %r" % (i, r)
     assert 0 < r["memory_bytes_per_rank"] <= 80e9, "layout %d needs %r bytes" % (i, r["memory_bytes_per_rank"])
     assert r["step_seconds"] >= prev, "layout %d is faster than the one before" % i

@@ -11,6 +11,9 @@
  *    NULL arguments, a cluster without links and request masks out of range;
  *  - devices of unequal speed: each replica's rows (gaaw_plan_replica_rows) and the
  *    step paced by the slowest replica for its rows;
+ *  - a long sequence where cp must be chosen to fit: on a roomy device the search
+ *    keeps cp 1 (dp 4 is faster), on one that no cp 1 or cp 2 layout fits (each
+ *    predicted by the ledger) every layout it returns is cp 4, and fits;
  *  - a 175B GPT on 1024 H100s: the search answers with layouts that fit, in
  *    seconds (the time is printed; the claim is < 10 s here, the check < 30 s). */
 #include <math.h>
@@ -300,6 +303,67 @@ static void check_speeds(gaaw_context_t ctx)
   gaaw_clear_error(ctx);
 }
 
+/* The least memory of a layout at cp of the job r on c (every ZeRO stage,
+ * recompute, microbatching and cp_kind the runtime takes; tp and pp 1), each by
+ * gaaw_plan_predict (the ledger). */
+static double least_memory_at(gaaw_context_t ctx, const gaaw_plan_request_t *r, const gaaw_plan_cluster_t *c, int cp)
+{
+  double least = INFINITY;
+  int dp = c->nodes * c->devices_per_node / cp;
+  for (int mb = 1; mb <= r->global_batch / dp; mb++)
+    for (int z = 0; z <= 3; z++)
+      for (int rc = 0; rc <= 2; rc++)
+        for (int kind = 0; kind <= (cp > 1); kind++) {
+          if ((r->global_batch / dp) % mb) continue;
+          gaaw_plan_layout_t l = layout_of(dp, 1, 1, 1, mb, (int)(r->global_batch / dp / mb), GAAW_PLAN_1F1B, z, rc);
+          l.cp = cp, l.cp_kind = kind;
+          require_ok(ctx, gaaw_plan_predict(ctx, r, c, &l));
+          least = fmin(least, l.memory_bytes_per_rank);
+        }
+  return least;
+}
+
+/* Four sequences of 8192 tokens on four devices (tp and pp 1): cp 1 x dp 4 on a
+ * roomy device; cp 4 on one between the least that cp 4 needs and the least of
+ * cp 2 (which is below cp 1's). */
+static void check_cp_fits(gaaw_context_t ctx)
+{
+  gaaw_plan_request_t r;
+  gaaw_plan_cluster_t c;
+  gpt_small(&r, 2, 64, 4, 8192);
+  r.model.vocab = 256;
+  r.model.dtype = GAAW_F32;
+  r.global_batch = 4;
+  r.tp = 1, r.pp = 1;
+  cluster_of(ctx, "h100-80g", 1, &c);
+  c.devices_per_node = 4;
+  gaaw_plan_t plan;
+  gaaw_plan_layout_t l;
+  require_ok(ctx, gaaw_plan_create(ctx, &r, &c, &plan));
+  require_ok(ctx, gaaw_plan_layout(plan, 0, &l));
+  expect_true(l.cp <= 1 && l.dp == 4, "on 80 GB the fastest is cp 1 x dp 4, not dp %d x cp %d", l.dp, l.cp);
+  gaaw_plan_destroy(&plan);
+  double cp1 = least_memory_at(ctx, &r, &c, 1), cp2 = least_memory_at(ctx, &r, &c, 2);
+  double cp4 = least_memory_at(ctx, &r, &c, 4);
+  printf("test_plan: seq 8192, the least memory per rank at cp 1, 2, 4: %.1f, %.1f, %.1f MB\n", cp1 / 1e6, cp2 / 1e6,
+         cp4 / 1e6);
+  expect_true(cp4 < cp2 && cp2 < cp1, "the least memory does not fall with cp: %.0f, %.0f, %.0f", cp1, cp2, cp4);
+  c.device.memory_bytes = (cp4 + cp2) / 2;
+  require_ok(ctx, gaaw_plan_create(ctx, &r, &c, &plan));
+  expect_true(gaaw_plan_count(plan) >= 1, "on %.1f MB nothing fits, though a cp 4 layout needs %.1f MB",
+              c.device.memory_bytes / 1e6, cp4 / 1e6);
+  for (int i = 0; i < gaaw_plan_count(plan); i++) {
+    require_ok(ctx, gaaw_plan_layout(plan, i, &l));
+    expect_true(l.cp == 4 && l.dp == 1 && l.memory_bytes_per_rank <= c.device.memory_bytes,
+                "layout %d on %.1f MB: dp %d x cp %d, %.1f MB", i, c.device.memory_bytes / 1e6, l.dp, l.cp,
+                l.memory_bytes_per_rank / 1e6);
+    if (i == 0)
+      printf("  fastest on %.1f MB: cp 4 %s, recompute %d, ZeRO %d, %.1f MB, %.3f s\n", c.device.memory_bytes / 1e6,
+             l.cp_kind ? "a2a" : "ring", l.recompute, l.zero_stage, l.memory_bytes_per_rank / 1e6, l.step_seconds);
+  }
+  gaaw_plan_destroy(&plan);
+}
+
 /* 175B on 1024 H100-80G: the search's time and the memory of what it returns. */
 static void check_search(gaaw_context_t ctx)
 {
@@ -320,14 +384,15 @@ static void check_search(gaaw_context_t ctx)
     gaaw_plan_layout_t l;
     require_ok(ctx, gaaw_plan_layout(plan, i, &l));
     if (i < 3)
-      printf("  dp %d pp %d tp %d v %d mb %d x %d %s ZeRO %d rc %d: %.2f s, %.1f GB, %.1f TFLOP/s, MFU %.3f\n", l.dp,
-             l.pp, l.tp, l.virtual_stages, l.microbatch, l.microbatches, gaaw_plan_schedule_name(l.schedule),
+      printf("  dp %d pp %d cp %d tp %d v %d mb %d x %d %s ZeRO %d rc %d: %.2f s, %.1f GB, %.1f TFLOP/s, MFU %.3f\n",
+             l.dp, l.pp, l.cp, l.tp, l.virtual_stages, l.microbatch, l.microbatches, gaaw_plan_schedule_name(l.schedule),
              l.zero_stage, l.recompute, l.step_seconds, l.memory_bytes_per_rank / 1e9, l.tflops_per_device, l.mfu);
     expect_true(l.memory_bytes_per_rank > 0 && l.memory_bytes_per_rank <= c.device.memory_bytes,
                 "layout %d needs %.3g bytes of %.3g", i, l.memory_bytes_per_rank, c.device.memory_bytes);
     expect_true(l.step_seconds >= prev, "layout %d (%.4g s) is faster than the one before (%.4g s)", i,
                 l.step_seconds, prev);
-    expect_true((int64_t)l.dp * l.microbatch * l.microbatches == r.global_batch && l.dp * l.pp * l.tp == 1024,
+    expect_true((int64_t)l.dp * l.microbatch * l.microbatches == r.global_batch &&
+                  l.dp * l.pp * (l.cp > 1 ? l.cp : 1) * l.tp == 1024,
                 "layout %d does not divide", i);
     prev = l.step_seconds;
     /* the plan's prediction is gaaw_plan_predict's */
@@ -347,9 +412,11 @@ static void check_search(gaaw_context_t ctx)
   require_ok(ctx, gaaw_config_create(&cfg));
   require_ok(ctx, gaaw_plan_layout(plan, 0, &l));
   require_ok(ctx, gaaw_plan_apply(&l, cfg));
-  int64_t tp = 0;
+  int64_t tp = 0, cp = 0;
   require_ok(ctx, gaaw_config_get_int(cfg, "tp", &tp));
-  expect_true(tp == l.tp, "apply: tp %lld, layout %d", (long long)tp, l.tp);
+  require_ok(ctx, gaaw_config_get_int(cfg, "cp", &cp));
+  expect_true(tp == l.tp && cp == (l.cp > 1 ? l.cp : 1), "apply: tp %lld and cp %lld, layout %d and %d",
+              (long long)tp, (long long)cp, l.tp, l.cp);
   gaaw_config_destroy(&cfg);
   gaaw_plan_destroy(&plan);
   expect_true(plan == NULL, "destroy leaves the handle set");
@@ -369,6 +436,7 @@ int main(int argc, char **argv)
   check_zero_memory(ctx);
   check_bad_layouts(ctx);
   check_speeds(ctx);
+  check_cp_fits(ctx);
   check_search(ctx);
   gaaw_finalize(&ctx);
   gaaw_config_destroy(&cfg);

@@ -14,6 +14,9 @@
  *  - tp 2 (with and without sequence parallelism; 4, 2 and 1 kv heads): the
  *    blocks' and the head's share, two all-reduces of N C forward and two (four
  *    with full recompute) backward;
+ *  - cp 2 and 4, ring and a2a: a rank's share of the tokens and of the attention
+ *    core, the ring's messages where its blocks do not hide them, a2a's
+ *    all-to-alls, the gradients over dp x cp; seq and a2a's heads refused;
  *  - offload host and nvme: the optimizer at host_update_gbps, the gradients and
  *    parameters over the host link, the state through the node's nvme_gbps;
  *  - GEMM points that all say 3 TFLOP/s: every GEMM at that rate;
@@ -91,19 +94,28 @@ static double kv_local(int tp, int kv)
   return kv >= tp ? kv * D / tp : D;
 }
 
-/* One block on a tp rank for `rows` sequences of SEQ tokens, f32, kv key and value
- * heads. */
-static work block(int tp, int sp, double rows, int recompute, int kv)
+/* The attention core of `rows` sequences on a rank of tp x cp: ring (a2a 0) c
+ * blocks of (s/c, s/c) per head, a2a the whole (s, s) of a c-th of the heads. */
+static double core_of(int tp, double rows, int cp, int a2a)
 {
-  double h = DIM, s = SEQ, D = (double)DIM / HEADS, N = rows * s, e = 4, ffn = 4 * h, heads = (double)HEADS / tp;
+  double s = SEQ, D = (double)DIM / HEADS, heads = (double)HEADS / tp;
+  if (cp > 1 && !a2a) return rows * heads * cp * (gemm(s / cp, s / cp, D) + gemm(s / cp, D, s / cp));
+  return rows * heads / cp * (gemm(s, s, D) + gemm(s, D, s));
+}
+
+/* One block on a rank of tp x cp for `rows` sequences of SEQ tokens (SEQ / cp of
+ * each here), f32, kv key and value heads; its exchanges over cp are not in it. */
+static work block_at(int tp, int sp, double rows, int recompute, int kv, int cp, int a2a)
+{
+  double h = DIM, s = SEQ, N = rows * s / cp, e = 4, ffn = 4 * h, heads = (double)HEADS / tp;
   double qkv = h / tp + 2 * kv_local(tp, kv);
   work x = {0, 0, 0};
   linear(&x, N, qkv, h);
   linear(&x, N, h, h / tp);
   linear(&x, N, ffn / tp, h);
   linear(&x, N, h, ffn / tp);
-  double core = rows * heads * (gemm(s, s, D) + gemm(s, D, s));
-  double softmax = 4 * rows * heads * s * s * e;
+  double core = core_of(tp, rows, cp, a2a);
+  double softmax = 4 * rows * heads * s * s / cp * e;
   double columns = 2 * N * (qkv + ffn / tp) * e + 2 * N * ffn / tp * e;
   double stream = (sp ? N / tp : N) * 10 * h * e + 4 * N * h / tp * e;
   double elem = (softmax + columns + stream) / (MEM_GBPS * GB);
@@ -114,16 +126,27 @@ static work block(int tp, int sp, double rows, int recompute, int kv)
   return x;
 }
 
-/* The LM head (tied, vocabulary split over tp), the loss and the lookup. */
-static work head(int tp, double rows)
+static work block(int tp, int sp, double rows, int recompute, int kv)
 {
-  double h = DIM, N = rows * SEQ, V = ceil((double)VOCAB / tp), e = 4;
+  return block_at(tp, sp, rows, recompute, kv, 1, 0);
+}
+
+/* The LM head (tied, vocabulary split over tp), the loss and the lookup, on SEQ /
+ * cp tokens of each row. */
+static work head_at(int tp, double rows, int cp)
+{
+  double h = DIM, N = rows * SEQ / cp, V = ceil((double)VOCAB / tp), e = 4;
   work x = {0, 0, 0};
   linear(&x, N, V, h);
   double elem = (2 * N * h * e + 4 * N * V * e + 3 * N * h * e) / (MEM_GBPS * GB);
   x.f += elem;
   x.b += elem;
   return x;
+}
+
+static work head(int tp, double rows)
+{
+  return head_at(tp, rows, 1);
 }
 
 /* A ring pass over n ranks on one node: (n-1) alpha + (n-1)/n bytes beta. */
@@ -221,6 +244,69 @@ static void check_dp(gaaw_context_t ctx)
     }
 }
 
+/* cp 2 and 4, ring and a2a, without and with full recompute, on a link slow
+ * enough that every ring message shows and one fast enough that only the latency
+ * and the gradients' last hop do: a rank's SEQ / cp tokens through the blocks and
+ * the head, and the exchanges of plan/cost_cp.c on S = rows (SEQ/cp) DIM 4 bytes:
+ * the ring's c - 1 steps forward of max(0, p2p(2 S) - core/c), backward c - 1 of
+ * max(0, p2p(4 S) - 2 core/c) and one p2p(2 S); a2a 4 all-to-alls of S forward
+ * and 8 backward (the forward's again under full recompute); the gradients'
+ * all-reduce over the dp x cp = cp ranks. */
+static void check_cp(gaaw_context_t ctx)
+{
+  gaaw_plan_request_t r;
+  gaaw_plan_cluster_t c;
+  const double links[2] = {0.01, 1e6};
+  const int cps[2] = {2, 4};
+  for (int k = 0; k < 2; k++)
+    for (int ci = 0; ci < 2; ci++)
+      for (int a2a = 0; a2a <= 1; a2a++)
+        for (int rc = 0; rc <= 2; rc += 2) {
+          int cp = cps[ci];
+          request_of(&r, 0, 2);
+          cluster_of(&c, cp, links[k], 5);
+          gaaw_plan_layout_t l = layout_of(1, 1, 2, 1, 0, rc, 0);
+          l.cp = cp, l.cp_kind = a2a;
+          require_ok(ctx, gaaw_plan_predict(ctx, &r, &c, &l));
+          work blk = block_at(1, 0, 2, rc, HEADS, cp, a2a), hd = head_at(1, 2, cp);
+          double S = 2.0 * SEQ / cp * DIM * 4, alpha = c.intra_node_latency_us * 1e-6, bw = c.intra_node_gbps * GB;
+          double xf, xb;
+          if (a2a) {
+            xf = 4 * ring(&c, cp, S);
+            xb = 8 * ring(&c, cp, S) + (rc == 2 ? xf : 0);
+          } else {
+            double step = core_of(1, 2, cp, 0) / cp;
+            xf = (cp - 1) * fmax(0, alpha + 2 * S / bw - step);
+            xb = (cp - 1) * fmax(0, alpha + 4 * S / bw - 2 * step) + alpha + 2 * S / bw + (rc == 2 ? xf : 0);
+          }
+          double spread = hd.f + hd.b + hd.w, b = LAYERS * (blk.b + xb) + spread / 2, w = LAYERS * blk.w;
+          double compute = LAYERS * (blk.f + xf) + spread + LAYERS * (blk.b + xb) + w;
+          double grads = rank_params(1, HEADS) * 4;
+          double comm = fmax(0, 2 * ring(&c, cp, grads) - (b + w)) + 2 * ring(&c, cp, fmin(grads, BUCKET));
+          double opt = rank_params(1, HEADS) * 32 / (MEM_GBPS * GB);
+          char what[96];
+          snprintf(what, sizeof what, "cp %d %s, recompute %d, on a %g GB/s link", cp, a2a ? "a2a" : "ring", rc,
+                   links[k]);
+          expect_layout(what, &l, compute, comm, opt);
+        }
+  /* a layout the runtime refuses: seq 32 is not divisible by 2 x 32, 4 heads not by cp 8 under a2a */
+  request_of(&r, 0, 2);
+  cluster_of(&c, 32, 1, 5);
+  gaaw_plan_layout_t bad = layout_of(1, 1, 2, 1, 0, 0, 0);
+  bad.cp = 32;
+  expect_status(gaaw_plan_predict(ctx, &r, &c, &bad), GAAW_ERR_INVALID_ARG);
+  expect_true(strstr(gaaw_last_error(ctx), "not divisible by 2 x cp = 64") != NULL, "seq at cp 32: %s",
+              gaaw_last_error(ctx));
+  gaaw_clear_error(ctx);
+  cluster_of(&c, 8, 1, 5);
+  bad.cp = 8, bad.cp_kind = 1;
+  r.model.max_seq = 64;
+  expect_status(gaaw_plan_predict(ctx, &r, &c, &bad), GAAW_ERR_INVALID_ARG);
+  expect_true(strstr(gaaw_last_error(ctx), "cp_kind a2a at cp 8: the 4 heads of a tp rank") != NULL, "a2a: %s",
+              gaaw_last_error(ctx));
+  gaaw_clear_error(ctx);
+}
+
 /* tp 2: each block's and the head's share, and their all-reduces of N C; with
  * grouped-query attention, 1 kv head (replicated) and 2 (split). */
 static void check_tp(gaaw_context_t ctx)
@@ -289,21 +375,25 @@ static void check_gemm_points(gaaw_context_t ctx)
 
 /* The search's memory guess (model states and activations in flight), seen in the
  * reason it gives for a family it drops: the masks leave one layout per family
- * (one row per dp rank: microbatch 1) and the device holds nothing. */
-static double guess(const gaaw_gpt_config_t *g, int dp, int pp, int tp, int sp, int microbatches, int v,
+ * (one row per dp rank: microbatch 1) and the device holds nothing. At cp > 1 a
+ * rank holds s / cp tokens of a row and ZeRO shards over dp x cp; the blocked core
+ * (cp > 1, or 512 tokens and more) keeps no scores. */
+static double guess(const gaaw_gpt_config_t *g, int dp, int pp, int tp, int cp, int sp, int microbatches, int v,
                     int schedule, int zero, int rc, int offload)
 {
   double h = g->dim, s = g->max_seq, e = 4, L = g->layers, heads = g->heads, V = g->vocab;
+  int blocked = cp > 1 || s >= 512;
+  dp *= cp;
   double block = 12 * h * h + 13 * h;
   double psi = L / pp * block / tp + V * h / tp + s * h, K = offload ? 0 : 8;
   double states = zero == 0 ? (2 * e + K) * psi
                   : zero == 1 ? 2 * e * psi + K * psi / dp
                   : zero == 2 ? e * psi + (e + K) * psi / dp
                               : (2 * e + K) * psi / dp;
-  double sbh = s * h * e / 2, split = sp ? tp : 1;
-  double per_block = rc == 2 ? 2 * sbh / split
-                     : rc == 1 ? sbh * (10 / split + 24.0 / tp)
-                               : sbh * (10 / split + 24.0 / tp + 5 * heads * s / (h * tp));
+  double sbh = s / cp * h * e / 2, split = sp ? tp : 1;
+  double per_block = rc == 2                 ? 2 * sbh / split
+                     : rc == 1 || blocked ? sbh * (10 / split + 24.0 / tp)
+                                            : sbh * (10 / split + 24.0 / tp + 5 * heads * s / (h * tp));
   double blocks = schedule == GAAW_PLAN_INTERLEAVED ? ((v - 1.0) * pp + 2 * (pp - 1) + 1) * L / (pp * v)
                   : schedule == GAAW_PLAN_GPIPE     ? microbatches * L / pp
                                                     : fmin(pp, microbatches) * L / pp;
@@ -314,30 +404,31 @@ static void check_memory_guess(gaaw_context_t ctx)
 {
   static const char *rc_names[] = {"none", "selective", "full"};
   struct {
-    int dp, pp, tp, sp, schedule, zero, rc, offload;
+    int dp, pp, tp, cp, seq, sp, schedule, zero, rc, offload;
   } cases[] = {
-    {2, 1, 1, 0, GAAW_PLAN_1F1B, 0, 0, 0},        {2, 1, 1, 0, GAAW_PLAN_1F1B, 1, 1, 0},
-    {2, 1, 1, 0, GAAW_PLAN_1F1B, 2, 2, 0},        {2, 1, 1, 0, GAAW_PLAN_1F1B, 3, 0, 0},
-    {2, 1, 1, 0, GAAW_PLAN_1F1B, 2, 0, 1},        {1, 2, 1, 0, GAAW_PLAN_GPIPE, 0, 0, 0},
-    {1, 2, 1, 0, GAAW_PLAN_1F1B, 1, 2, 0},        {1, 2, 1, 0, GAAW_PLAN_INTERLEAVED, 0, 1, 0},
-    {1, 1, 2, 0, GAAW_PLAN_1F1B, 0, 0, 0},        {1, 1, 2, 1, GAAW_PLAN_1F1B, 0, 1, 0},
-    {1, 1, 2, 1, GAAW_PLAN_1F1B, 0, 2, 0},
+    {2, 1, 1, 1, 2048, 0, GAAW_PLAN_1F1B, 0, 0, 0},  {2, 1, 1, 1, 2048, 0, GAAW_PLAN_1F1B, 1, 1, 0},
+    {2, 1, 1, 1, 2048, 0, GAAW_PLAN_1F1B, 2, 2, 0},  {2, 1, 1, 1, 2048, 0, GAAW_PLAN_1F1B, 3, 0, 0},
+    {2, 1, 1, 1, 2048, 0, GAAW_PLAN_1F1B, 2, 0, 1},  {1, 2, 1, 1, 2048, 0, GAAW_PLAN_GPIPE, 0, 0, 0},
+    {1, 2, 1, 1, 2048, 0, GAAW_PLAN_1F1B, 1, 2, 0},  {1, 2, 1, 1, 2048, 0, GAAW_PLAN_INTERLEAVED, 0, 1, 0},
+    {1, 1, 2, 1, 2048, 0, GAAW_PLAN_1F1B, 0, 0, 0},  {1, 1, 2, 1, 2048, 1, GAAW_PLAN_1F1B, 0, 1, 0},
+    {1, 1, 2, 1, 2048, 1, GAAW_PLAN_1F1B, 0, 2, 0},  {2, 1, 1, 1, 256, 0, GAAW_PLAN_1F1B, 0, 0, 0},
+    {1, 1, 1, 2, 2048, 0, GAAW_PLAN_1F1B, 1, 0, 0},  {2, 1, 2, 4, 2048, 1, GAAW_PLAN_1F1B, 3, 2, 0},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     gaaw_plan_request_t r;
     gaaw_plan_cluster_t c;
     memset(&r, 0, sizeof r);
     gaaw_gpt_config_default(&r.model);
-    r.model.layers = 8, r.model.dim = 4096, r.model.heads = 32, r.model.max_seq = 2048, r.model.vocab = 32000;
+    r.model.layers = 8, r.model.dim = 4096, r.model.heads = 32, r.model.max_seq = cases[k].seq, r.model.vocab = 32000;
     r.model.dtype = GAAW_F32;
     r.model.sequence_parallel = cases[k].sp;
     /* interleaved needs microbatches divisible by pp: two rows */
     int rows = cases[k].schedule == GAAW_PLAN_INTERLEAVED ? 2 : 1;
     r.global_batch = (int64_t)cases[k].dp * rows;
-    r.tp = cases[k].tp, r.pp = cases[k].pp;
+    r.tp = cases[k].tp, r.pp = cases[k].pp, r.cp = cases[k].cp, r.cp_kinds = 1u; /* ring */
     r.zero_stages = 1u << cases[k].zero, r.recompute = 1u << cases[k].rc, r.offload = 1u << cases[k].offload;
     r.schedules = 1u << cases[k].schedule;
-    cluster_of(&c, cases[k].dp * cases[k].pp * cases[k].tp, 100, 5);
+    cluster_of(&c, cases[k].dp * cases[k].pp * cases[k].cp * cases[k].tp, 100, 5);
     c.device.memory_bytes = 1;
     gaaw_plan_t plan;
     require_ok(ctx, gaaw_plan_create(ctx, &r, &c, &plan));
@@ -349,8 +440,8 @@ static void check_memory_guess(gaaw_context_t ctx)
       if (cases[k].schedule == GAAW_PLAN_INTERLEAVED && (rows / mb) % cases[k].pp) continue;
       for (int v = cases[k].schedule == GAAW_PLAN_INTERLEAVED ? 2 : 1; v <= r.model.layers / cases[k].pp; v++) {
         if (r.model.layers % (cases[k].pp * v) || (v > 1 && cases[k].schedule != GAAW_PLAN_INTERLEAVED)) continue;
-        double g = guess(&r.model, cases[k].dp, cases[k].pp, cases[k].tp, cases[k].sp, rows / mb, v, cases[k].schedule,
-                         cases[k].zero, cases[k].rc, cases[k].offload) * mb;
+        double g = guess(&r.model, cases[k].dp, cases[k].pp, cases[k].tp, cases[k].cp, cases[k].sp, rows / mb, v,
+                         cases[k].schedule, cases[k].zero, cases[k].rc, cases[k].offload) * mb;
         if (g < want) want = g, best_mb = mb;
       }
     }
@@ -456,6 +547,7 @@ int main(int argc, char **argv)
   check_tp(ctx);
   check_offload(ctx);
   check_gemm_points(ctx);
+  check_cp(ctx);
   check_memory_guess(ctx);
   check_search_finds_fastest(ctx);
   check_refusals(ctx);
