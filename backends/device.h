@@ -38,6 +38,18 @@ typedef gaaw_tensor_t *gaaw_ten;        /* an output (or in/out) tensor */
   X(rope, (gaaw_context_t ctx, gaaw_cten x, gaaw_cten table, int64_t heads, int inverse, gaaw_ten y)) \
   X(qkv_heads, (gaaw_context_t ctx, gaaw_ten qkv, int64_t kv_heads, int backward, gaaw_ten q, gaaw_ten k,  \
                 gaaw_ten v))                                                                        \
+  X(moe_router, (gaaw_context_t ctx, gaaw_cten logits, int sigmoid, gaaw_ten scores, gaaw_ten lse))  \
+  X(moe_router_backward, (gaaw_context_t ctx, gaaw_cten logits, gaaw_cten scores, gaaw_cten lse,      \
+                          gaaw_cten dscores, int sigmoid, float zscale, gaaw_ten dlogits))           \
+  X(moe_topk, (gaaw_context_t ctx, gaaw_cten scores, gaaw_cten bias, int renormalize, gaaw_ten idx,  \
+               gaaw_ten weights))                                                                   \
+  X(moe_topk_backward, (gaaw_context_t ctx, gaaw_cten scores, gaaw_cten idx, gaaw_cten weights,      \
+                        gaaw_cten dweights, int renormalize, gaaw_ten dscores))                     \
+  X(moe_permute, (gaaw_context_t ctx, gaaw_cten x, gaaw_cten src, gaaw_ten out))                    \
+  X(moe_permute_backward, (gaaw_context_t ctx, gaaw_cten dout, gaaw_cten pos, gaaw_ten dx))         \
+  X(moe_unpermute, (gaaw_context_t ctx, gaaw_cten y, gaaw_cten pos, gaaw_cten weights, gaaw_ten out)) \
+  X(moe_unpermute_backward, (gaaw_context_t ctx, gaaw_cten dout, gaaw_cten y, gaaw_cten pos,         \
+                             gaaw_cten weights, gaaw_ten dy, gaaw_ten dweights))                    \
   X(bias_add, (gaaw_context_t ctx, gaaw_ten y, gaaw_cten b))                                        \
   X(bias_backward, (gaaw_context_t ctx, gaaw_cten dy, gaaw_ten db))                                 \
   X(add, (gaaw_context_t ctx, gaaw_cten a, gaaw_cten b, gaaw_ten y))                                \

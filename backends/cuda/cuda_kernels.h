@@ -158,6 +158,32 @@ cudaError_t gaaw_cuda_attention_block_backward(cudaStream_t s, gaaw_cuda_dtype d
                                                const void *out, const float *lse, float *delta, void *dq, void *dk,
                                                void *dv);
 
+/* ---------------------------------------------------------------- mixture of experts (cuda_moe.cu) */
+
+/* logits, scores: (T, E) f32   lse: (T) f32 (gaaw_moe_router_forward / _backward) */
+cudaError_t gaaw_cuda_moe_router(cudaStream_t s, int64_t T, int64_t E, const float *logits, int sigmoid,
+                                 float *scores, float *lse);
+cudaError_t gaaw_cuda_moe_router_backward(cudaStream_t s, int64_t T, int64_t E, const float *logits,
+                                          const float *scores, const float *lse, const float *dscores, int sigmoid,
+                                          float zscale, float *dlogits);
+/* scores, dscores: (T, E) f32   bias: (E) f32 or NULL   idx: (T, k) i32   weights: (T, k) f32 */
+cudaError_t gaaw_cuda_moe_topk(cudaStream_t s, int64_t T, int64_t E, int64_t k, const float *scores,
+                               const float *bias, int renormalize, int32_t *idx, float *weights);
+cudaError_t gaaw_cuda_moe_topk_backward(cudaStream_t s, int64_t T, int64_t E, int64_t k, const float *scores,
+                                        const int32_t *idx, const float *weights, const float *dweights,
+                                        int renormalize, float *dscores);
+/* x, dx, out of unpermute: (Tn, C)   out of permute, y, dy: (P, C)   src: (P) i32
+ * pos: (Tn, k) i32   weights, dweights: (Tn, k) f32 */
+cudaError_t gaaw_cuda_moe_permute(cudaStream_t s, gaaw_cuda_dtype dt, int64_t Tn, int64_t P, int64_t C, const void *x,
+                                  const int32_t *src, void *out);
+/* out[t] = sum_j weights[t][j] (weights NULL: 1) y[pos[t][j]]: the combine, and the
+ * permutation's backward */
+cudaError_t gaaw_cuda_moe_combine(cudaStream_t s, gaaw_cuda_dtype dt, int64_t Tn, int64_t P, int64_t C, int64_t k,
+                                  const void *y, const int32_t *pos, const float *weights, void *out);
+cudaError_t gaaw_cuda_moe_unpermute_backward(cudaStream_t s, gaaw_cuda_dtype dt, int64_t Tn, int64_t P, int64_t C,
+                                             int64_t k, const void *dout, const void *y, const int32_t *pos,
+                                             const float *weights, void *dy, float *dweights);
+
 /* ---------------------------------------------------------------- embedding (cuda_embedding.cu) */
 
 /* tokens: (N)   table: (V, C)   y: (N, C); rows outside [vocab_start, +V) are zero. */

@@ -6,8 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "backends/cuda/cuda.h"
-#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cuda_ops.h"
 #include "backends/runtime/half.h"
 
 _Static_assert(GAAW_CUDA_F32 == (int)GAAW_F32 && GAAW_CUDA_BF16 == (int)GAAW_BF16 && GAAW_CUDA_F16 == (int)GAAW_F16 &&
@@ -17,23 +16,6 @@ _Static_assert(GAAW_CUDA_ACT_GELU == (int)GAAW_ACT_GELU && GAAW_CUDA_ACT_NONE ==
                    GAAW_CUDA_ACT_RELU == (int)GAAW_ACT_RELU && GAAW_CUDA_ACT_TANH == (int)GAAW_ACT_TANH &&
                    GAAW_CUDA_ACT_SILU == (int)GAAW_ACT_SILU,
                "gaaw_cuda_activation must have the values of gaaw_activation_t");
-
-/* Declarations for the table in cuda_device.c. */
-#define CUDA_DECLARE(name, params) gaaw_status_t gaaw_cuda_op_##name params;
-GAAW_DEVICE_KERNEL_LIST(CUDA_DECLARE)
-GAAW_DEVICE_OPTIONAL_KERNEL_LIST(CUDA_DECLARE)
-#undef CUDA_DECLARE
-
-/* Shorthands: the compute stream, a tensor's address and dtype, a launch. */
-#define STREAM (gaaw_cuda_state_of(ctx)->compute)
-#define P(t) gaaw_cuda_ptr(t)
-#define DT(t) ((gaaw_cuda_dtype)(t)->dtype)
-#define LAUNCH(call)                                                                     \
-  do {                                                                                   \
-    cudaError_t launch_err_ = (call);                                                    \
-    if (launch_err_ != cudaSuccess)                                                      \
-      return gaaw_cuda_error(ctx, launch_err_, __FILE__, __LINE__, __func__, #call);     \
-  } while (0)
 
 /* (rows, cols) of a tensor seen as a matrix: cols = last extent. */
 static int64_t cols_of(const gaaw_tensor_t *t)

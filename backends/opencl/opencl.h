@@ -29,7 +29,9 @@
   X(sum_squares_partial) X(sum_squares_final) X(check_finite) X(permute_0213)                   \
   X(embedding_forward) X(embedding_backward) X(bias_gelu_forward) X(bias_residual_add) X(add_layernorm_forward)      \
   X(gelu_backward_set) X(cross_entropy_forward) X(attention_block_forward) X(attention_block_backward_dq)                 \
-  X(attention_block_backward_dkv) X(attention_merge) X(rope) X(qkv_heads_forward) X(qkv_heads_backward)
+  X(attention_block_backward_dkv) X(attention_merge) X(rope) X(qkv_heads_forward) X(qkv_heads_backward) \
+  X(moe_router) X(moe_router_backward) X(moe_topk) X(moe_topk_backward) X(moe_permute) X(moe_combine)                  \
+  X(moe_unpermute_backward)
 #define OCL_KERNEL_ENUM(name) OCL_K_##name,
 typedef enum { OCL_KERNEL_LIST(OCL_KERNEL_ENUM) OCL_KERNEL_COUNT } ocl_kernel_id;
 #undef OCL_KERNEL_ENUM

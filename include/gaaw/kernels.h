@@ -258,6 +258,54 @@ gaaw_status_t gaaw_qkv_heads_forward(gaaw_context_t ctx, const gaaw_tensor_t *qk
                                      gaaw_tensor_t *k, gaaw_tensor_t *v);
 gaaw_status_t gaaw_qkv_heads_backward(gaaw_context_t ctx, const gaaw_tensor_t *dq, const gaaw_tensor_t *dk,
                                       const gaaw_tensor_t *dv, int64_t kv_heads, gaaw_tensor_t *dqkv);
+/* ---- Mixture of experts (doc/moe.md): a group of T tokens, each routed to k of E
+ * experts. Index tensors are i32; an index out of its range (a pos outside [0, P),
+ * a src outside [0, T)) is skipped (a zero row), never read through.
+ *
+ * The router's scores (T, E) f32 from its logits (T, E) f32: each row's softmax, or
+ * (sigmoid != 0) each logit's logistic sigmoid; lse (T) f32: each row's log-sum-exp
+ * of the logits, whichever the scores (the router z-loss is the mean of lse^2). */
+gaaw_status_t gaaw_moe_router_forward(gaaw_context_t ctx, const gaaw_tensor_t *logits, int sigmoid,
+                                      gaaw_tensor_t *scores, gaaw_tensor_t *lse);
+/* dlogits (T, E) f32, overwritten: the scores' backward of dscores (T, E) f32, plus
+ * zscale x lse[t] x softmax(logits[t]) (the gradient of zscale / 2 x sum_t lse[t]^2). */
+gaaw_status_t gaaw_moe_router_backward(gaaw_context_t ctx, const gaaw_tensor_t *logits, const gaaw_tensor_t *scores,
+                                       const gaaw_tensor_t *lse, const gaaw_tensor_t *dscores, int sigmoid,
+                                       float zscale, gaaw_tensor_t *dlogits);
+/* Each row's k experts (k = idx's second extent, 1..E) of the largest scores[t][e] +
+ * bias[e] (bias (E) f32, or NULL: none), ties to the lower index, in that order:
+ * idx (T, k) i32; weights (T, k) f32 the chosen scores without the bias, divided by
+ * their sum when renormalize.   scores: (T, E) f32 */
+gaaw_status_t gaaw_moe_topk_forward(gaaw_context_t ctx, const gaaw_tensor_t *scores, const gaaw_tensor_t *bias,
+                                    int renormalize, gaaw_tensor_t *idx, gaaw_tensor_t *weights);
+/* dscores (T, E) f32, overwritten: 0 but at each row's chosen experts, where it is
+ * dweights[t][j], or with renormalize (dweights[t][j] - sum_i dweights[t][i]
+ * weights[t][i]) / S[t], S[t] the sum of the chosen scores.   idx, weights,
+ * dweights: (T, k) */
+gaaw_status_t gaaw_moe_topk_backward(gaaw_context_t ctx, const gaaw_tensor_t *scores, const gaaw_tensor_t *idx,
+                                     const gaaw_tensor_t *weights, const gaaw_tensor_t *dweights, int renormalize,
+                                     gaaw_tensor_t *dscores);
+/* Tokens' rows gathered in the experts' order: out[p] = x[src[p]].
+ * x: (T, C)   src: (P) i32   out: (P, C), x's float dtype */
+gaaw_status_t gaaw_moe_permute(gaaw_context_t ctx, const gaaw_tensor_t *x, const gaaw_tensor_t *src,
+                               gaaw_tensor_t *out);
+/* Its backward through the inverse map: dx[t] = the sum over j of dout[pos[t][j]]
+ * (pos >= 0; in j order, in f32, rounded once), 0 where none.
+ * dout: (P, C)   pos: (T, k) i32 in [-1, P)   dx: (T, C) */
+gaaw_status_t gaaw_moe_permute_backward(gaaw_context_t ctx, const gaaw_tensor_t *dout, const gaaw_tensor_t *pos,
+                                        gaaw_tensor_t *dx);
+/* The experts' rows back to their tokens, weighted: out[t] = the sum over j of
+ * weights[t][j] y[pos[t][j]] (pos >= 0; in j order, in f32, rounded once).
+ * y: (P, C)   pos: (T, k) i32   weights: (T, k) f32   out: (T, C), y's dtype */
+gaaw_status_t gaaw_moe_unpermute(gaaw_context_t ctx, const gaaw_tensor_t *y, const gaaw_tensor_t *pos,
+                                 const gaaw_tensor_t *weights, gaaw_tensor_t *out);
+/* Its backward: dy[pos[t][j]] = weights[t][j] dout[t] for each pos >= 0 (a row of dy
+ * that no pos names is left as it is), dweights[t][j] = the dot product of dout[t]
+ * and y[pos[t][j]] (in f32, in column order; 0 where pos is -1).
+ * dout: (T, C)   dy: (P, C), y's dtype   dweights: (T, k) f32 */
+gaaw_status_t gaaw_moe_unpermute_backward(gaaw_context_t ctx, const gaaw_tensor_t *dout, const gaaw_tensor_t *y,
+                                          const gaaw_tensor_t *pos, const gaaw_tensor_t *weights, gaaw_tensor_t *dy,
+                                          gaaw_tensor_t *dweights);
 /* out[0] = sum of x^2, summed in a fixed order (bit-identical run to run).
  * x: any float dtype   out: (1) f32 */
 gaaw_status_t gaaw_sum_squares(gaaw_context_t ctx, const gaaw_tensor_t *x, gaaw_tensor_t *out);

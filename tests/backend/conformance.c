@@ -377,6 +377,69 @@ static gaaw_status_t case_embedding(run_t *r)
   return GAAW_SUCCESS;
 }
 
+/* The MoE router (softmax and sigmoid, with the z-loss's gradient) and top-k (a
+ * bias, renormalised; a row of equal scores) on 37 tokens x 8 experts, all f32; the
+ * scores then cast to the case's dtype. */
+static gaaw_status_t case_moe_router(run_t *r)
+{
+  enum { T = 37, E = 8, K = 2 };
+  gaaw_tensor_t logits = RAND(GAAW_F32, -3, 3, T, E), scores = RAND(GAAW_F32, 0, 1, T, E);
+  gaaw_tensor_t lse = RAND(GAAW_F32, 0, 1, T), ds = RAND(GAAW_F32, -1, 1, T, E), dl = RAND(GAAW_F32, 0, 1, T, E);
+  gaaw_tensor_t sig = RAND(GAAW_F32, 0, 1, T, E), dls = RAND(GAAW_F32, 0, 1, T, E);
+  CALL(gaaw_moe_router_forward(CTX, &logits, 0, &scores, &lse));
+  CALL(gaaw_moe_router_backward(CTX, &logits, &scores, &lse, &ds, 0, 0.1f, &dl));
+  CALL(gaaw_moe_router_forward(CTX, &logits, 1, &sig, &lse));
+  CALL(gaaw_moe_router_backward(CTX, &logits, &sig, &lse, &ds, 1, 0.1f, &dls));
+  keep(r, &scores, "softmax scores");
+  keep(r, &lse, "lse");
+  keep(r, &dl, "softmax dlogits");
+  keep(r, &sig, "sigmoid scores");
+  keep(r, &dls, "sigmoid dlogits");
+  float v[T * E];
+  for (int i = 0; i < T * E; i++) v[i] = i / E == 5 ? 0.125f : uniform(r, 0, 1); /* row 5: all equal */
+  gaaw_tensor_t bias = RAND(GAAW_F32, -0.2f, 0.2f, E), tk = FROM(GAAW_F32, v, T, E);
+  gaaw_tensor_t idx = RAND(GAAW_I32, 0, 1, T, K), w = RAND(GAAW_F32, 0, 1, T, K), dw = RAND(GAAW_F32, -1, 1, T, K);
+  gaaw_tensor_t dscores = RAND(GAAW_F32, 0, 1, T, E), cast = RAND(DT, 0, 1, T, E);
+  CALL(gaaw_moe_topk_forward(CTX, &tk, &bias, 1, &idx, &w));
+  CALL(gaaw_moe_topk_backward(CTX, &tk, &idx, &w, &dw, 1, &dscores));
+  keep(r, &idx, "topk idx");
+  keep(r, &w, "topk weights");
+  keep(r, &dscores, "topk dscores");
+  CALL(gaaw_cast(CTX, &scores, &cast));
+  keep(r, &cast, "scores cast");
+  return GAAW_SUCCESS;
+}
+
+/* The permutations of 23 tokens x 2 choices into 8 experts' order (a counting sort
+ * here, one assignment dropped, a src outside the tokens) and back, weighted. */
+static gaaw_status_t case_moe_permute(run_t *r)
+{
+  enum { T = 23, K = 2, E = 8, C = 40 };
+  float src[T * K + 1], pos[T * K];
+  int n = 0;
+  for (int e = 0; e < E; e++)
+    for (int i = 0; i < T * K; i++) {
+      if ((i / K * 5 + i % K * 3) % E != e) continue;
+      pos[i] = i == 9 ? -1.0f : (float)n;
+      if (i != 9) src[n++] = (float)(i / K);
+    }
+  src[n] = (float)T;
+  gaaw_tensor_t x = RAND(DT, -2, 2, T, C), st = FROM(GAAW_I32, src, n + 1), pt = FROM(GAAW_I32, pos, T, K);
+  gaaw_tensor_t w = RAND(GAAW_F32, 0, 1, T, K), y = RAND(DT, -2, 2, n + 1, C), dout = RAND(DT, -1, 1, T, C);
+  gaaw_tensor_t xp = RAND(DT, 0, 1, n + 1, C), dx = RAND(DT, 0, 1, T, C), out = RAND(DT, 0, 1, T, C);
+  gaaw_tensor_t dy = RAND(DT, -1, 1, n + 1, C), dw = RAND(GAAW_F32, 0, 1, T, K);
+  CALL(gaaw_moe_permute(CTX, &x, &st, &xp));
+  CALL(gaaw_moe_permute_backward(CTX, &y, &pt, &dx));
+  CALL(gaaw_moe_unpermute(CTX, &y, &pt, &w, &out));
+  CALL(gaaw_moe_unpermute_backward(CTX, &dout, &y, &pt, &w, &dy, &dw));
+  keep(r, &xp, "permuted");
+  keep(r, &dx, "permute dx");
+  keep(r, &out, "unpermuted");
+  keep(r, &dy, "unpermute dy");
+  keep(r, &dw, "unpermute dweights");
+  return GAAW_SUCCESS;
+}
+
 /* Cross-entropy on the slice [50, 350) of 13 rows; targets inside, outside and
  * ignored (-1); fused: the one-pass kernel (backends/fused.h), else the four. */
 static gaaw_status_t cross_entropy(run_t *r, int fused)
@@ -568,6 +631,7 @@ static const struct {
   {"flash_attention", case_flash_attention, 1e-5},
   {"attention_block (ring)", case_attention_block, 1e-5},
   {"embedding", case_embedding, 1e-5},  {"cross_entropy", case_cross_entropy, 1e-5},
+  {"moe router and top-k", case_moe_router, 1e-5}, {"moe permutations", case_moe_permute, 1e-5},
   {"adamw master", case_adamw_master, 1e-5}, {"adamw", case_adamw_plain, 1e-5},
   {"cast", case_cast, 0},               {"permute_0213", case_permute, 0},
   {"sum_squares", case_sum_squares, 1e-5}, {"check_finite", case_check_finite, 0},

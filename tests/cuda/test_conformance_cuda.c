@@ -1,7 +1,8 @@
 /* The CUDA backend == the host backend (the reference), kernel by kernel, for f32,
  * bf16 and f16: every kernel of include/gaaw/kernels.h runs on the same inputs in a
  * host context and a CUDA context and the outputs are compared (f32 within 1e-4
- * relative, 16-bit types within a few ulp of their rounding). The reductions (GEMM,
+ * relative, 16-bit types within a few ulp of their rounding; the MoE router and
+ * top-k are f32 in every pass). The reductions (GEMM,
  * norm and bias gradients, embedding scatter-add, sum of squares) must also be
  * bit-identical when run twice on the device.
  *
@@ -341,6 +342,52 @@ static void check_qkv_heads(gaaw_dtype_t dt)
     twin *all[] = {&qkv, &q, &k, &v, &dqkv};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
   }
+}
+
+/* Mixture of experts: the router (softmax and sigmoid, with the z-loss), top-k (a
+ * bias, renormalised) on 37 tokens x 8 experts in f32, then the permutations of 23
+ * tokens x 2 choices in dt (a counting sort here, one assignment dropped). */
+static void check_moe(gaaw_dtype_t dt)
+{
+  enum { TT = 37, E = 8, K = 2, TP = 23, C = 40 };
+  twin logits, scores, lse, ds, dl, idx, w, dw, dscores, bias;
+  MAKE(logits, GAAW_F32, TT, E), MAKE(scores, GAAW_F32, TT, E), MAKE(lse, GAAW_F32, TT), MAKE(ds, GAAW_F32, TT, E);
+  MAKE(dl, GAAW_F32, TT, E), MAKE(idx, GAAW_I32, TT, K), MAKE(w, GAAW_F32, TT, K), MAKE(dw, GAAW_F32, TT, K);
+  MAKE(dscores, GAAW_F32, TT, E), MAKE(bias, GAAW_F32, E);
+  randomize(&logits, -3, 3), randomize(&ds, -1, 1), randomize(&dw, -1, 1), randomize(&bias, -0.2f, 0.2f);
+  for (int sg = 0; sg <= 1; sg++) {
+    BOTH(gaaw_moe_router_forward(C, T(logits), sg, T(scores), T(lse)));
+    BOTH(gaaw_moe_router_backward(C, T(logits), T(scores), T(lse), T(ds), sg, 0.1f, T(dl)));
+    compare(&scores, 1e-5, sg ? "moe sigmoid scores" : "moe softmax scores");
+    compare(&lse, 1e-5, "moe lse");
+    compare(&dl, 1e-5, sg ? "moe sigmoid dlogits" : "moe softmax dlogits");
+  }
+  BOTH(gaaw_moe_topk_forward(C, T(scores), T(bias), 1, T(idx), T(w)));
+  BOTH(gaaw_moe_topk_backward(C, T(scores), T(idx), T(w), T(dw), 1, T(dscores)));
+  compare(&idx, 0, "moe topk idx"), compare(&w, 1e-5, "moe topk weights"), compare(&dscores, 1e-5, "moe dscores");
+  float src[TP * K + 1], pos[TP * K];
+  int n = 0;
+  for (int e = 0; e < E; e++)
+    for (int i = 0; i < TP * K; i++) {
+      if ((i / K * 5 + i % K * 3) % E != e) continue;
+      pos[i] = i == 9 ? -1.0f : (float)n;
+      if (i != 9) src[n++] = (float)(i / K);
+    }
+  twin x, st, pt, pw, y, dout, xp, dx, out, dy, pdw;
+  MAKE(x, dt, TP, C), MAKE(st, GAAW_I32, n), MAKE(pt, GAAW_I32, TP, K), MAKE(pw, GAAW_F32, TP, K);
+  MAKE(y, dt, n, C), MAKE(dout, dt, TP, C), MAKE(xp, dt, n, C), MAKE(dx, dt, TP, C), MAKE(out, dt, TP, C);
+  MAKE(dy, dt, n, C), MAKE(pdw, GAAW_F32, TP, K);
+  set_values(&st, src), set_values(&pt, pos);
+  randomize(&x, -2, 2), randomize(&pw, 0, 1), randomize(&y, -2, 2), randomize(&dout, -1, 1);
+  BOTH(gaaw_moe_permute(C, T(x), T(st), T(xp)));
+  BOTH(gaaw_moe_permute_backward(C, T(y), T(pt), T(dx)));
+  BOTH(gaaw_moe_unpermute(C, T(y), T(pt), T(pw), T(out)));
+  BOTH(gaaw_moe_unpermute_backward(C, T(dout), T(y), T(pt), T(pw), T(dy), T(pdw)));
+  compare(&xp, 0, "moe permuted"), compare(&dx, 1e-6, "moe permute dx"), compare(&out, 1e-5, "moe unpermuted");
+  compare(&dy, 1e-6, "moe unpermute dy"), compare(&pdw, 1e-5, "moe unpermute dweights");
+  twin *all[] = {&logits, &scores, &lse, &ds, &dl, &idx, &w, &dw, &dscores, &bias, &x, &st, &pt, &pw, &y, &dout,
+                 &xp, &dx, &out, &dy, &pdw};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
 }
 
 /* Every element of the device copy is finite. */
@@ -739,6 +786,7 @@ int main(int argc, char **argv)
     check_pointwise(dtypes[i]);
     check_rope(dtypes[i]);
     check_qkv_heads(dtypes[i]);
+    check_moe(dtypes[i]);
     check_attention(dtypes[i]);
     check_attention_large_scores(dtypes[i]);
     check_attention_block(dtypes[i]);
