@@ -405,6 +405,11 @@ gaaw_status_t gaaw_pass_backward(gaaw_model_t m, gaaw_frame *f, int mb, int chun
 gaaw_status_t gaaw_pass_weight(gaaw_model_t m, gaaw_frame *f, int mb, int chunk, int lo, int hi);
 /* Monotonic wall clock in seconds, for the layer and pipeline times. */
 double gaaw_pass_clock(void);
+/* The replica's loss on every rank: *loss from the last stage to every rank of the
+ * pp group, then summed over the cp group (each cp rank's loss is its tokens' share
+ * of the mean); a no-op at pp 1 and cp 1. Used by both drivers of a step. Collective
+ * over the pp and cp groups. */
+gaaw_status_t gaaw_model_share_loss(gaaw_model_t m, float *loss);
 
 /* ---- the pipeline executor (pipeline.c) */
 /* The step's microbatches through this rank's actions of the schedule
@@ -414,11 +419,6 @@ gaaw_status_t gaaw_pipeline_forward_backward(gaaw_model_t m, const gaaw_batch_t 
  * batch loaded); stop: forward ends before the last layer (MLP loss). Collective
  * over the pp group. */
 gaaw_status_t gaaw_pipeline_forward_only(gaaw_model_t m, gaaw_frame *f, int stop);
-/* (model_step.c) The replica's loss on every rank: *loss from the last stage to
- * every rank of the pp group, then summed over the cp group (each cp rank's loss is
- * its tokens' share of the mean); a no-op at pp 1 and cp 1. Collective over the pp
- * and cp groups. */
-gaaw_status_t gaaw_model_share_loss(gaaw_model_t m, float *loss);
 
 /* ---- layer kinds (defined by the model kinds' files) */
 extern const gaaw_layer_ops gaaw_gpt_embedding_ops, gaaw_gpt_block_ops, gaaw_gpt_head_ops;

@@ -225,3 +225,20 @@ gaaw_status_t gaaw_pass_weight(gaaw_model_t m, gaaw_frame *f, int mb, int chunk,
   GAAW_CHECK(gaaw_model_end_pass(m, GAAW_PHASE_WEIGHT, mb, chunk));
   return GAAW_SUCCESS;
 }
+
+gaaw_status_t gaaw_model_share_loss(gaaw_model_t m, float *loss)
+{
+  gaaw_context_t ctx = m->ctx;
+  if (m->pp_size == 1 && m->cp_size == 1) return GAAW_SUCCESS;
+  gaaw_tensor_t t;
+  int64_t one = 1;
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &one, GAAW_MEM_COMMUNICATION, &t));
+  gaaw_status_t st = gaaw_buffer_write(ctx, t.buf, 0, loss, sizeof *loss);
+  if (st == GAAW_SUCCESS && m->pp_size > 1)
+    st = gaaw_comm_broadcast(m->pp, &t, gaaw_model_layer_rank(m, m->nlayers - 1));
+  if (st == GAAW_SUCCESS && m->cp_size > 1) st = gaaw_comm_allreduce(m->cp, &t, &t, GAAW_SUM);
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, t.buf, 0, loss, sizeof *loss);
+  gaaw_buffer_free(ctx, &t.buf);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  return GAAW_SUCCESS;
+}
