@@ -1,0 +1,126 @@
+/* The mixture-of-experts MLP on one rank (parallel/moe.h) against PyTorch 1.13
+ * (tests/reference/moe_reference.py, written from doc/moe.md's rules) from the same
+ * weights: the output, both aux losses and every gradient (x, the router, w13,
+ * w2), with softmax and sigmoid scores, with and without renormalisation, top-2 of
+ * 8 experts over 32 tokens (every expert used). Tolerance per tensor of its largest
+ * |value|: both sides are f32 and differ in summation order only, 2e-5 (as the GPT
+ * tests). Skips (77) when PyTorch is missing. */
+#include <math.h>
+#include <mpi.h>
+
+#include "parallel/moe.h"
+#include "tests/harness/torch_cases.h"
+
+enum { T = 32, C = 16, E = 8, K = 2, F = 12, CASES = 4 };
+#define TOL 2e-5
+
+typedef struct {
+  float y[T * C], dx[T * C], dr[E * C], d13[E * 2 * F * C], d2[E * C * F];
+  gaaw_moe_losses losses;
+} moe_run;
+
+static gaaw_tensor_t upload(gaaw_context_t ctx, int ndim, const int64_t *shape, const float *v)
+{
+  gaaw_tensor_t t;
+  require_ok(ctx, gaaw_tensor_alloc(ctx, GAAW_F32, ndim, shape, GAAW_MEM_ACTIVATIONS, &t));
+  require_ok(ctx, gaaw_buffer_write(ctx, t.buf, t.offset, v, sizeof(float) * (size_t)gaaw_tensor_numel(&t)));
+  return t;
+}
+
+static void download(gaaw_context_t ctx, const gaaw_tensor_t *t, float *v)
+{
+  require_ok(ctx, gaaw_buffer_read(ctx, t->buf, t->offset, v, sizeof(float) * (size_t)gaaw_tensor_numel(t)));
+}
+
+/* got against the reference's record name: max |got - ref| <= TOL max |ref| */
+static void expect_record(const tf_tensor *ref, int nref, const char *name, const float *got, long n,
+                          const char *what)
+{
+  const tf_tensor *t = tf_find(ref, nref, name);
+  expect_true(t && t->count == n, "%s: the reference has no %s of %ld values", what, name, n);
+  if (!t || t->count != n) return;
+  const float *r = t->data;
+  double big = 0, worst = 0;
+  for (long i = 0; i < n; i++) big = fmax(big, fabs(r[i]));
+  for (long i = 0; i < n; i++) worst = fmax(worst, fabs(got[i] - r[i]));
+  expect_true(worst <= TOL * big, "%s %s: largest difference %.3g, %.3g of the largest |value| %.3g", what, name,
+              worst, big > 0 ? worst / big : 0, big);
+}
+
+static void run_case(gaaw_context_t ctx, int k, torch_cases *ref, moe_run *out)
+{
+  int sigmoid = k / 2, renormalize = k % 2;
+  uint64_t state = 900 + (uint64_t)k;
+  static float x[T * C], r[E * C], w13[E * 2 * F * C], w2[E * C * F], dy[T * C];
+  for (int i = 0; i < T * C; i++) x[i] = (float)model_normal(&state), dy[i] = (float)model_normal(&state);
+  for (int i = 0; i < E * C; i++) r[i] = (float)(0.5 * model_normal(&state));
+  for (int i = 0; i < E * 2 * F * C; i++) w13[i] = (float)(0.3 * model_normal(&state));
+  for (int i = 0; i < E * C * F; i++) w2[i] = (float)(0.3 * model_normal(&state));
+  gaaw_tensor_t tx = upload(ctx, 2, (int64_t[]){T, C}, x), tr = upload(ctx, 2, (int64_t[]){E, C}, r);
+  gaaw_tensor_t t13 = upload(ctx, 3, (int64_t[]){E, 2 * F, C}, w13), t2 = upload(ctx, 3, (int64_t[]){E, C, F}, w2);
+  gaaw_tensor_t tdy = upload(ctx, 2, (int64_t[]){T, C}, dy), ty = upload(ctx, 2, (int64_t[]){T, C}, dy);
+  gaaw_tensor_t tdx = upload(ctx, 2, (int64_t[]){T, C}, dy);
+  gaaw_tensor_t dr = upload(ctx, 2, (int64_t[]){E, C}, r), d13 = upload(ctx, 3, (int64_t[]){E, 2 * F, C}, w13);
+  gaaw_tensor_t d2 = upload(ctx, 3, (int64_t[]){E, C, F}, w2);
+  gaaw_tensor_t *grads[] = {&dr, &d13, &d2};
+  for (int i = 0; i < 3; i++) require_ok(ctx, gaaw_fill(ctx, grads[i], 0.0f));
+  gaaw_moe_spec spec = {E, K, sigmoid, renormalize, 0.01f, 0.001f};
+  gaaw_moe_weights w = {&tr, &t13, &t2, &dr, &d13, &d2};
+  gaaw_moe_saved saved;
+  const float aux_scale = 0.5f;
+  require_ok(ctx, gaaw_moe_forward(ctx, &spec, &w, &tx, &ty, &saved, &out->losses));
+  require_ok(ctx, gaaw_moe_backward(ctx, &spec, &w, &saved, &tx, &tdy, aux_scale, &tdx));
+  for (int e = 0; e < E; e++) expect_true(saved.counts[e] > 0, "case %d: expert %d got no token", k, e);
+  download(ctx, &ty, out->y), download(ctx, &tdx, out->dx), download(ctx, &dr, out->dr);
+  download(ctx, &d13, out->d13), download(ctx, &d2, out->d2);
+  gaaw_moe_release(ctx, &saved);
+  FILE *f = torch_case_begin(ref);
+  int32_t cfg[3] = {sigmoid, renormalize, K};
+  float coefs[3] = {spec.aux_coef, spec.z_coef, aux_scale};
+  tf_write(f, "config", 1, 1, (int64_t[]){3}, cfg);
+  tf_write(f, "coefs", 0, 1, (int64_t[]){3}, coefs);
+  tf_write(f, "x", 0, 2, (int64_t[]){T, C}, x);
+  tf_write(f, "router", 0, 2, (int64_t[]){E, C}, r);
+  tf_write(f, "w13", 0, 3, (int64_t[]){E, 2 * F, C}, w13);
+  tf_write(f, "w2", 0, 3, (int64_t[]){E, C, F}, w2);
+  tf_write(f, "dy", 0, 2, (int64_t[]){T, C}, dy);
+  fclose(f);
+  gaaw_tensor_t *all[] = {&tx, &tr, &t13, &t2, &tdy, &ty, &tdx, &dr, &d13, &d2};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gaaw_buffer_free(ctx, &all[i]->buf);
+}
+
+int main(int argc, char **argv)
+{
+  MPI_Init(&argc, &argv);
+  gaaw_context_t ctx = test_context(MPI_COMM_WORLD, "backend=host");
+  static moe_run runs[CASES];
+  torch_cases ref;
+  torch_cases_init_script(&ref, "moe", "moe_reference.py");
+  for (int k = 0; k < CASES; k++) run_case(ctx, k, &ref, &runs[k]);
+  int rc = torch_cases_run(&ref);
+  expect_true(rc != 1, "the PyTorch reference failed");
+  for (int k = 0; rc == 0 && k < CASES; k++) {
+    char what[64];
+    snprintf(what, sizeof what, "%s scores%s", k / 2 ? "sigmoid" : "softmax", k % 2 ? ", renormalised" : "");
+    int n;
+    const tf_tensor *t = torch_case_result(&ref, k, &n);
+    float aux = (float)runs[k].losses.aux, z = (float)runs[k].losses.z;
+    expect_record(t, n, "y", runs[k].y, T * C, what);
+    expect_record(t, n, "aux", &aux, 1, what);
+    expect_record(t, n, "z", &z, 1, what);
+    expect_record(t, n, "grad.x", runs[k].dx, T * C, what);
+    expect_record(t, n, "grad.router", runs[k].dr, E * C, what);
+    expect_record(t, n, "grad.w13", runs[k].d13, E * 2 * F * C, what);
+    expect_record(t, n, "grad.w2", runs[k].d2, E * C * F, what);
+    const tf_tensor *ta = tf_find(t, n, "aux");
+    if (ta) fprintf(stderr, "%s: aux gaaw %.8f torch %.8f\n", what, aux, ((const float *)ta->data)[0]);
+  }
+  torch_cases_free(&ref);
+  gaaw_finalize(&ctx);
+  MPI_Finalize();
+  if (rc == 77) {
+    fprintf(stderr, "test_moe_torch: PyTorch (python3-torch) is missing: skipped\n");
+    return 77;
+  }
+  return test_finish("test_moe_torch");
+}
