@@ -3,8 +3,9 @@
 # that python3's json reads, each object with the fields the issue names, each
 # layout dividing the job (dp x pp x cp x tp = 1024, dp x microbatch x microbatches =
 # 1536) within the device's memory and fastest first; the tables name the rejected
-# families; --speeds prints each replica's rows; --help exits 0; bad flags exit 2
-# naming the flag. Skips (77) without /usr/bin/python3.
+# families; --cp and --cp-kinds restrict the search; --speeds prints each replica's
+# rows; --help exits 0; bad flags exit 2 naming the flag. Skips (77) without
+# /usr/bin/python3.
 prog=./examples/gaaw-plan
 py=/usr/bin/python3
 test -x $py || { echo "SKIP: no $py"; exit 77; }
@@ -43,7 +44,17 @@ echo "$table" | grep '^rejected families' >/dev/null || err "no rejected familie
 echo "$table" | grep 'divisibility: heads 96 or ffn 49152 not divisible by tp 1024' >/dev/null ||
   err "tp 1024 is not rejected for divisibility"
 
-for bad in "--layers x" "--no-such-flag 1" "--device v100" "--zero-stages 0,5" "--schedules 1f1b,fast" \
+# --cp and --cp-kinds: only cp 2 layouts, each with the kind asked for
+small_cp="--layers 2 --heads 4 --dim 256 --seq 4096 --vocab 256 --global-batch 2 --devices-per-node 4 --device h100-80g"
+out=`$prog $small_cp --cp 2 --cp-kinds a2a --json --top 3`
+test $? -eq 0 || err "--cp 2 --cp-kinds a2a exited non-zero"
+echo "$out" | $py -c '
+import json, sys
+rows = json.load(sys.stdin)
+assert rows and all(r["cp"] == 2 and r["cp_kind"] == "a2a" and r["dp"] * r["pp"] * r["tp"] == 2 for r in rows), rows
+' || err "--cp 2 --cp-kinds a2a: not every layout is cp 2 a2a: $out"
+for bad in "--cp-kinds ring,all" "--cp 0" \
+           "--layers x" "--no-such-flag 1" "--device v100" "--zero-stages 0,5" "--schedules 1f1b,fast" \
            "--speeds 1023x1" "--speeds 1000x1,24x0" "--speeds 1024xa"; do
   msg=`$prog $job $bad 2>&1 >/dev/null`
   rc=$?

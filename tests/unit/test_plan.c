@@ -364,6 +364,45 @@ static void check_cp_fits(gaaw_context_t ctx)
   gaaw_plan_destroy(&plan);
 }
 
+/* Families the search rejects for cp by name: 2 cp not dividing the sequence (8188 =
+ * 4 x 2047: cp 2 fits, cp 4 does not); a2a alone where cp does not divide a tp
+ * rank's heads (2 heads: cp 2 fits, cp 4 does not). */
+static void check_cp_refused(gaaw_context_t ctx)
+{
+  gaaw_plan_request_t r;
+  gaaw_plan_cluster_t c;
+  gaaw_plan_t plan;
+  gaaw_plan_layout_t l;
+  gpt_small(&r, 2, 64, 4, 8192);
+  r.model.vocab = 256;
+  r.model.dtype = GAAW_F32;
+  r.global_batch = 4;
+  r.tp = 1, r.pp = 1;
+  cluster_of(ctx, "h100-80g", 1, &c);
+  c.devices_per_node = 4;
+  const int seqs[2] = {8188, 8192}, heads[2] = {4, 2};
+  const char *why[2] = {"seq 8188 not divisible by 2 x cp 4", "the 2 heads of a tp rank do not divide by cp 4"};
+  for (int k = 0; k < 2; k++) {
+    r.model.max_seq = seqs[k], r.model.heads = heads[k], r.cp_kinds = 2u; /* a2a only */
+    require_ok(ctx, gaaw_plan_create(ctx, &r, &c, &plan));
+    int refused = 0, other = 0;
+    for (int i = 0; i < gaaw_plan_rejected_count(plan); i++) {
+      gaaw_plan_rejected_t rej;
+      require_ok(ctx, gaaw_plan_rejected(plan, i, &rej));
+      refused += rej.cp == 4 && strstr(rej.reason, why[k]) != NULL;
+      other += rej.cp == 2 && strstr(rej.reason, "divisibility") != NULL;
+    }
+    expect_true(refused == 1 && other == 0, "seq %d, %d heads, a2a only: cp 4 refused for '%s' %d time(s), cp 2 "
+                "refused %d time(s)", seqs[k], heads[k], why[k], refused, other);
+    for (int i = 0; i < gaaw_plan_count(plan); i++) {
+      require_ok(ctx, gaaw_plan_layout(plan, i, &l));
+      expect_true(l.cp == 1 || (l.cp == 2 && l.cp_kind == 1), "a2a alone, seq %d: layout %d is cp %d kind %d",
+                  seqs[k], i, l.cp, l.cp_kind);
+    }
+    gaaw_plan_destroy(&plan);
+  }
+}
+
 /* 175B on 1024 H100-80G: the search's time and the memory of what it returns. */
 static void check_search(gaaw_context_t ctx)
 {
@@ -437,6 +476,7 @@ int main(int argc, char **argv)
   check_bad_layouts(ctx);
   check_speeds(ctx);
   check_cp_fits(ctx);
+  check_cp_refused(ctx);
   check_search(ctx);
   gaaw_finalize(&ctx);
   gaaw_config_destroy(&cfg);
