@@ -100,7 +100,7 @@ static gaaw_status_t parse_pair(const spec_word *w, const char *key, gaaw_mlp_co
     char *end;
     errno = 0;
     double d = strtod(v, &end);
-    if (errno || end == v || *end || !(d > 0) || !isfinite((float)d))
+    if (errno || end == v || *end || !((float)d > 0) || !isfinite((float)d)) /* > 0 as the float it is stored as */
       WORD_FAIL(w, "huber_delta '%s' is not a finite number > 0", v);
     c->huber_delta = (float)d;
     return GAAW_SUCCESS;

@@ -48,6 +48,7 @@ static void parse_cases(void)
   expect_bad("mlp sizes=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18", "at most 17 sizes");
   expect_bad("mlp sizes=3,2 huber_delta=-1", "huber_delta '-1' is not a finite number > 0");
   expect_bad("mlp sizes=3,2 huber_delta=1e40", "huber_delta '1e40'");
+  expect_bad("mlp sizes=3,2 huber_delta=1e-60", "huber_delta '1e-60'"); /* > 0 as a double, 0 as a float */
   expect_bad("mlp sizes=3,2 seed=-3", "seed '-3'");
   expect_bad("mlp sizes=3,2 sizes=4,2", "word 3 'sizes=4,2': sizes is given twice");
   expect_bad("mlp sizes=3,2 depth=4", "unknown key 'depth'");
