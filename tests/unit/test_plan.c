@@ -323,6 +323,19 @@ static double least_memory_at(gaaw_context_t ctx, const gaaw_plan_request_t *r, 
   return least;
 }
 
+/* The cp tests' job: four sequences of 8192 tokens of a small f32 GPT on one node
+ * of four H100-80G, tp and pp 1. */
+static void cp_job(gaaw_context_t ctx, gaaw_plan_request_t *r, gaaw_plan_cluster_t *c)
+{
+  gpt_small(r, 2, 64, 4, 8192);
+  r->model.vocab = 256;
+  r->model.dtype = GAAW_F32;
+  r->global_batch = 4;
+  r->tp = 1, r->pp = 1;
+  cluster_of(ctx, "h100-80g", 1, c);
+  c->devices_per_node = 4;
+}
+
 /* Four sequences of 8192 tokens on four devices (tp and pp 1): cp 1 x dp 4 on a
  * roomy device; cp 4 on one between the least that cp 4 needs and the least of
  * cp 2 (which is below cp 1's). */
@@ -330,13 +343,7 @@ static void check_cp_fits(gaaw_context_t ctx)
 {
   gaaw_plan_request_t r;
   gaaw_plan_cluster_t c;
-  gpt_small(&r, 2, 64, 4, 8192);
-  r.model.vocab = 256;
-  r.model.dtype = GAAW_F32;
-  r.global_batch = 4;
-  r.tp = 1, r.pp = 1;
-  cluster_of(ctx, "h100-80g", 1, &c);
-  c.devices_per_node = 4;
+  cp_job(ctx, &r, &c);
   gaaw_plan_t plan;
   gaaw_plan_layout_t l;
   require_ok(ctx, gaaw_plan_create(ctx, &r, &c, &plan));
@@ -373,13 +380,7 @@ static void check_cp_refused(gaaw_context_t ctx)
   gaaw_plan_cluster_t c;
   gaaw_plan_t plan;
   gaaw_plan_layout_t l;
-  gpt_small(&r, 2, 64, 4, 8192);
-  r.model.vocab = 256;
-  r.model.dtype = GAAW_F32;
-  r.global_batch = 4;
-  r.tp = 1, r.pp = 1;
-  cluster_of(ctx, "h100-80g", 1, &c);
-  c.devices_per_node = 4;
+  cp_job(ctx, &r, &c);
   const int seqs[2] = {8188, 8192}, heads[2] = {4, 2};
   const char *why[2] = {"seq 8188 not divisible by 2 x cp 4", "the 2 heads of a tp rank do not divide by cp 4"};
   for (int k = 0; k < 2; k++) {
