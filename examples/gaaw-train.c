@@ -158,7 +158,7 @@ static int train_loop(trainer *t, FILE *metrics, int64_t start, double peak)
     s.tokens = (double)o->accum * t->microbatches * o->batch * o->seq * t->dp;
     if (gaaw_optimizer_stats(t->opt, &stats) || gaaw_optimizer_memory(t->opt, &s.params_bytes, &s.grads_bytes, &s.optimizer_bytes) ||
         gaaw_memory_usage(t->ctx, GAAW_MEM_ACTIVATIONS, &current, &s.activation_peak) ||
-        gaaw_memory_total(t->ctx, &current, &s.device_peak)) {
+        gaaw_memory_total(t->ctx, &current, &s.device_peak) || gaaw_model_moe_metrics(t->model, &s.moe, NULL, 0)) {
       snprintf(t->err, sizeof t->err, "reading the step's statistics failed:\n%s", gaaw_last_error(t->ctx));
       abort_run(t);
     }

@@ -19,44 +19,6 @@
 #include "parallel/norm.h"
 #include "parallel/tp.h"
 
-void gaaw_gpt_config_default(gaaw_gpt_config_t *cfg)
-{
-  if (!cfg) return;
-  cfg->vocab = 256;
-  cfg->max_seq = 128;
-  cfg->layers = 4;
-  cfg->heads = 4;
-  cfg->dim = 256;
-  cfg->ffn = 0;
-  cfg->norm = GAAW_NORM_LAYERNORM;
-  cfg->activation = GAAW_ACT_GELU;
-  cfg->tied_embeddings = 1;
-  cfg->sequence_parallel = 0;
-  cfg->seed = 1337;
-  cfg->dtype = GAAW_F32;
-  cfg->kv_heads = 0;
-  cfg->head_dim = 0;
-  cfg->position = GAAW_POSITION_LEARNED;
-  cfg->rope_theta = 10000.0;
-  cfg->no_bias = 0;
-  cfg->norm_eps = GAAW_NORM_EPS;
-}
-
-void gaaw_gpt_config_llama(gaaw_gpt_config_t *cfg)
-{
-  if (!cfg) return;
-  cfg->position = GAAW_POSITION_ROPE;
-  if (cfg->rope_theta == 0) cfg->rope_theta = 10000.0;
-  cfg->norm = GAAW_NORM_RMSNORM;
-  cfg->activation = GAAW_ACT_SWIGLU;
-  cfg->no_bias = 1;
-  cfg->tied_embeddings = 0;
-  if (cfg->ffn == 0 && cfg->dim > 0) {
-    int64_t multiple = cfg->dim >= 1024 ? 256 : 32, hidden = 8 * (int64_t)cfg->dim / 3;
-    hidden = (hidden + multiple - 1) / multiple * multiple;
-    cfg->ffn = hidden <= INT_MAX ? (int)hidden : 0; /* too large: gaaw_model_create_gpt says so */
-  }
-}
 
 static int sequence_parallel(gaaw_model_t m)
 {
@@ -300,103 +262,6 @@ const gaaw_layer_ops gaaw_gpt_head_ops = {"lm head and cross-entropy", head_forw
 
 /* ---------------------------------------------------------------- builder */
 
-static const char *position_name(gaaw_position_t p)
-{
-  return p == GAAW_POSITION_LEARNED ? "learned" : p == GAAW_POSITION_ROPE ? "rope" : "?";
-}
-
-/* The attention's sizes with a zeroed field's default: kv heads and head width. */
-static int kv_heads_of(const gaaw_gpt_config_t *g)
-{
-  return g->kv_heads ? g->kv_heads : g->heads;
-}
-
-static int head_dim_of(const gaaw_gpt_config_t *g)
-{
-  return g->head_dim ? g->head_dim : g->heads ? g->dim / g->heads : 0;
-}
-
-static gaaw_status_t check_attention(gaaw_context_t ctx, const gaaw_gpt_config_t *g, int tp)
-{
-  int kv = kv_heads_of(g), hd = head_dim_of(g);
-  GAAW_ARG_CHECK(ctx, g->kv_heads >= 0, "kv_heads must be >= 0 (0 = heads), got %d", g->kv_heads);
-  GAAW_ARG_CHECK(ctx, g->head_dim >= 0, "head_dim must be >= 0 (0 = dim / heads), got %d", g->head_dim);
-  GAAW_ARG_CHECK(ctx, g->head_dim || g->dim % g->heads == 0,
-                 "dim (%d) must be divisible by heads (%d), or head_dim given", g->dim, g->heads);
-  GAAW_ARG_CHECK(ctx, hd >= 1, "head_dim is %d: dim / heads must be >= 1", hd);
-  GAAW_ARG_CHECK(ctx, g->heads % kv == 0, "heads (%d) must be divisible by kv_heads (%d)", g->heads, kv);
-  GAAW_ARG_CHECK(ctx, g->heads % tp == 0, "heads (%d) must be divisible by tp (%d)", g->heads, tp);
-  GAAW_ARG_CHECK(ctx, kv % tp == 0 || tp % kv == 0,
-                 "kv_heads (%d) and tp (%d): one must divide the other (kv heads split over tp, or each replicated on "
-                 "tp / kv_heads ranks)", kv, tp);
-  GAAW_ARG_CHECK(ctx, g->position == GAAW_POSITION_LEARNED || g->position == GAAW_POSITION_ROPE,
-                 "position %d is not a gaaw_position_t", (int)g->position);
-  GAAW_ARG_CHECK(ctx, g->position != GAAW_POSITION_ROPE || hd % 2 == 0, "RoPE needs an even head_dim, got %d", hd);
-  GAAW_ARG_CHECK(ctx, isfinite(g->rope_theta) && g->rope_theta >= 0 && (g->rope_theta == 0 || g->rope_theta > 1),
-                 "rope_theta must be > 1 (0 = 10000), got %g", g->rope_theta);
-  GAAW_ARG_CHECK(ctx, isfinite(g->norm_eps) && g->norm_eps >= 0, "norm_eps must be finite and >= 0 (0 = 1e-5), got %g",
-                 (double)g->norm_eps);
-  return GAAW_SUCCESS;
-}
-
-static gaaw_status_t check_gpt_config(gaaw_context_t ctx, const gaaw_gpt_config_t *g, int tp)
-{
-  GAAW_ARG_CHECK(ctx, g->vocab >= 1, "vocab must be >= 1, got %d", g->vocab);
-  GAAW_ARG_CHECK(ctx, g->max_seq >= 1, "max_seq must be >= 1, got %d", g->max_seq);
-  GAAW_ARG_CHECK(ctx, g->layers >= 1, "layers must be >= 1, got %d", g->layers);
-  GAAW_ARG_CHECK(ctx, g->heads >= 1, "heads must be >= 1, got %d", g->heads);
-  GAAW_ARG_CHECK(ctx, g->dim >= 1, "dim must be >= 1, got %d", g->dim);
-  GAAW_ARG_CHECK(ctx, g->ffn >= 0, "ffn must be >= 0 (0 = 4 x dim), got %d", g->ffn);
-  GAAW_CHECK(check_attention(ctx, g, tp));
-  /* widths in 64 bits: each must fit the int of the config and of the kernels */
-  int64_t ffn = g->ffn ? g->ffn : 4 * (int64_t)g->dim;
-  int64_t fc = g->activation == GAAW_ACT_SWIGLU ? 2 * ffn : ffn;
-  GAAW_ARG_CHECK(ctx, ffn <= INT_MAX, "dim %d is too large: the MLP width 4 x dim = %lld exceeds %d", g->dim,
-                 (long long)ffn, INT_MAX);
-  GAAW_ARG_CHECK(ctx, fc <= INT_MAX, "ffn %lld is too large for SwiGLU: its input width 2 x ffn = %lld exceeds %d",
-                 (long long)ffn, (long long)fc, INT_MAX);
-  int64_t qkv = ((int64_t)g->heads + 2 * (int64_t)kv_heads_of(g)) * head_dim_of(g);
-  GAAW_ARG_CHECK(ctx, qkv <= INT_MAX, "the attention width (heads + 2 kv_heads) x head_dim = %lld exceeds %d",
-                 (long long)qkv, INT_MAX);
-  GAAW_ARG_CHECK(ctx, ffn % tp == 0, "ffn (%lld) must be divisible by tp (%d)", (long long)ffn, tp);
-  GAAW_ARG_CHECK(ctx, g->norm == GAAW_NORM_LAYERNORM || g->norm == GAAW_NORM_RMSNORM, "norm %d is not a gaaw_norm_t",
-                 (int)g->norm);
-  GAAW_ARG_CHECK(ctx, g->activation == GAAW_ACT_GELU || g->activation == GAAW_ACT_SWIGLU,
-                 "activation %d must be GAAW_ACT_GELU or GAAW_ACT_SWIGLU", (int)g->activation);
-  int64_t vl = ((int64_t)g->vocab + tp - 1) / tp;
-  GAAW_ARG_CHECK(ctx, g->vocab > (int64_t)(tp - 1) * vl,
-                 "vocab %d is too small for tp %d: padded to %lld rows per rank, the last rank would hold none",
-                 g->vocab, tp, (long long)vl);
-  return GAAW_SUCCESS;
-}
-
-/* What every rank must share: the tp group splits one model, and the dp
- * replicas must be the same model. */
-static int gpt_fields(const void *cfg, gaaw_field *f)
-{
-  const gaaw_gpt_config_t *g = cfg;
-  int n = 0;
-  f[n++] = GAAW_FIELD_INT("vocab", g->vocab);
-  f[n++] = GAAW_FIELD_INT("max_seq", g->max_seq);
-  f[n++] = GAAW_FIELD_INT("layers", g->layers);
-  f[n++] = GAAW_FIELD_INT("heads", g->heads);
-  f[n++] = GAAW_FIELD_INT("dim", g->dim);
-  f[n++] = GAAW_FIELD_INT("ffn", g->ffn);
-  f[n++] = GAAW_FIELD_NAMED("norm", g->norm, gaaw_norm_name(g->norm));
-  f[n++] = GAAW_FIELD_NAMED("activation", g->activation, gaaw_activation_name(g->activation));
-  f[n++] = GAAW_FIELD_INT("tied_embeddings", g->tied_embeddings != 0);
-  f[n++] = GAAW_FIELD_INT("sequence_parallel", g->sequence_parallel != 0);
-  f[n++] = GAAW_FIELD_INT("seed", (int64_t)g->seed);
-  f[n++] = GAAW_FIELD_NAMED("dtype", g->dtype, gaaw_dtype_name(g->dtype));
-  f[n++] = GAAW_FIELD_INT("kv_heads", g->kv_heads);
-  f[n++] = GAAW_FIELD_INT("head_dim", g->head_dim);
-  f[n++] = GAAW_FIELD_NAMED("position", g->position, position_name(g->position));
-  f[n++] = GAAW_FIELD_REAL("rope_theta", g->rope_theta);
-  f[n++] = GAAW_FIELD_INT("no_bias", g->no_bias != 0);
-  f[n++] = GAAW_FIELD_FLOAT("norm_eps", g->norm_eps);
-  return n;
-}
-
 /* Marks slot k's parameter as having a partial gradient (when this stage holds it). */
 static void mark_partial(gaaw_model_t m, gaaw_layer *l, int k, int partial)
 {
@@ -455,6 +320,10 @@ static gaaw_status_t add_block(gaaw_model_t m, gaaw_layer *l, int i)
   mark_partial(m, l, 5, sequence_parallel(m));
   snprintf(name, sizeof name, "%s.ln_2", p);
   GAAW_CHECK(add_norm(m, l, 6, 7, name));
+  if (l->moe_layer) {
+    GAAW_CHECK(gaaw_gpt_add_moe(m, l, i));
+    return GAAW_SUCCESS;
+  }
   GAAW_CHECK(gaaw_model_add_param(m, l, 8, NAME("mlp.c_fc.weight"), 2, Fu, C, 0, fu_blocks, GAAW_INIT_NORMAL, std));
   if (bias)
     GAAW_CHECK(gaaw_model_add_param(m, l, 9, NAME("mlp.c_fc.bias"), 1, Fu, 0, 0, fu_blocks, GAAW_INIT_CONSTANT, 0));
@@ -479,7 +348,10 @@ static gaaw_status_t plan_gpt_stages(gaaw_model_t m)
   double *cost = malloc(sizeof(double) * (size_t)n);
   if (!cost) GAAW_FAIL(m->ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d layer costs", n);
   cost[0] = 2 * C;
-  for (int i = 1; i <= g->layers; i++) cost[i] = 2 * C * (HD + 2 * KD) + 2 * HD * C + 4 * C * F + 4 * T * HD;
+  /* an MoE MLP: its router and the top_k experts a token visits */
+  double moe = 2 * C * g->experts + 4 * C * (double)g->moe_ffn * g->top_k;
+  for (int i = 1; i <= g->layers; i++)
+    cost[i] = 2 * C * (HD + 2 * KD) + 2 * HD * C + (gaaw_gpt_block_is_moe(g, i - 1) ? moe : 4 * C * F) + 4 * T * HD;
   cost[n - 1] = 2 * C * V;
   gaaw_status_t st = gaaw_model_plan_stages(m, n, 1, 1, cost);
   free(cost);
@@ -525,6 +397,7 @@ static gaaw_status_t build_gpt(gaaw_model_t m)
   for (int i = 0; i < g->layers; i++) {
     GAAW_CHECK(gaaw_model_add_layer(m, &gaaw_gpt_block_ops, &l));
     l->in_features = g->dim;
+    if (gaaw_gpt_block_is_moe(g, i)) l->moe_layer = ++m->moe_layers;
     GAAW_CHECK(add_block(m, l, i));
   }
   GAAW_CHECK(gaaw_model_add_layer(m, &gaaw_gpt_head_ops, &l));
@@ -541,6 +414,8 @@ static gaaw_status_t build_gpt(gaaw_model_t m)
     GAAW_CHECK(gaaw_model_add_param(m, l, H_LM, "lm_head.weight", 2, g->vocab, g->dim, 0, 1, GAAW_INIT_NORMAL, 0.02f));
   if (wte >= 0 && g->tied_embeddings && !gaaw_model_owns_layer(m, m->nlayers - 1))
     m->params.items[wte].tied_peer = gaaw_model_layer_rank(m, m->nlayers - 1);
+  if (m->moe_layers && !(m->moe_step = gaaw_moe_records_new(m)))
+    GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot hold the records of %d MoE layers", m->moe_layers);
   GAAW_CHECK(gaaw_model_finish(m, g->seed));
   GAAW_CHECK(upload_rope_table(m));
   return GAAW_SUCCESS;
@@ -555,14 +430,20 @@ static gaaw_status_t gpt_adopt(gaaw_model_t m, const void *cfg)
 {
   const gaaw_gpt_config_t *g = cfg;
   m->gpt = *g;
-  GAAW_CHECK_CTX(m->ctx, check_gpt_config(m->ctx, g, m->tp_size));
+  GAAW_CHECK_CTX(m->ctx, gaaw_gpt_check_config(m->ctx, g, m->tp_size));
   /* the defaults of zeroed fields, resolved once (checked to fit) */
   if (!m->gpt.ffn) m->gpt.ffn = 4 * g->dim;
-  m->gpt.kv_heads = kv_heads_of(g);
-  m->gpt.head_dim = head_dim_of(g);
+  m->gpt.kv_heads = gaaw_gpt_kv_heads(g);
+  m->gpt.head_dim = gaaw_gpt_head_dim(g);
   if (m->gpt.rope_theta == 0) m->gpt.rope_theta = 10000.0;
   if (m->gpt.norm_eps == 0) m->gpt.norm_eps = GAAW_NORM_EPS;
   m->gpt.no_bias = g->no_bias != 0;
+  GAAW_CHECK_CTX(m->ctx, gaaw_gpt_check_moe(m->ctx, g, m->tp_size, m->cp_size));
+  if (g->experts) {
+    if (!m->gpt.top_k) m->gpt.top_k = g->experts > 1 ? 2 : 1;
+    if (!m->gpt.moe_every) m->gpt.moe_every = 1;
+    if (!m->gpt.moe_ffn) m->gpt.moe_ffn = m->gpt.ffn;
+  }
   if (m->cp_size > 1 && strcmp(gaaw_ctx_string(m->ctx, "attention"), "matrix") == 0)
     GAAW_FAIL(m->ctx, GAAW_ERR_UNSUPPORTED, "attention=matrix at cp = %d: context parallelism computes with the "
               "blocked kernels; use attention=auto or blocked", m->cp_size);
@@ -622,6 +503,9 @@ static void gpt_flops(gaaw_model_t m, double *lookup_params, double *extra_flops
   const gaaw_gpt_config_t *g = &m->gpt;
   double C = g->dim, T = g->max_seq, HD = (double)g->heads * g->head_dim;
   *lookup_params = (learned_positions(m) ? T * C : 0) + (g->tied_embeddings ? 0 : (double)g->vocab * C);
+  /* a token passes through top_k of an MoE layer's experts: the others' weights do
+   * no work for it (MFU counts the active parameters) */
+  *lookup_params += (double)m->moe_layers * (g->experts - g->top_k) * 3 * C * g->moe_ffn;
   *extra_flops = 12 * (double)g->layers * T * HD;
 }
 
@@ -643,7 +527,7 @@ static const gaaw_model_kind_ops gpt_kind = {
   .flops = gpt_flops,
 };
 
-static const gaaw_model_builder gpt_builder = {&gpt_kind, "GPT", gpt_dtype, gpt_adopt, gpt_fields, build_gpt};
+static const gaaw_model_builder gpt_builder = {&gpt_kind, "GPT", gpt_dtype, gpt_adopt, gaaw_gpt_config_fields, build_gpt};
 
 gaaw_status_t gaaw_model_create_gpt(gaaw_context_t ctx, const gaaw_gpt_config_t *cfg, gaaw_model_t *model)
 {

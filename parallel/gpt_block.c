@@ -14,8 +14,8 @@
 
 #include "backends/fused.h"
 #include "parallel/a2a_attention.h"
+#include "parallel/gpt.h"
 #include "parallel/linear.h"
-#include "parallel/model_impl.h"
 #include "parallel/norm.h"
 #include "parallel/ring_attention.h"
 #include "parallel/tp.h"
@@ -25,6 +25,8 @@ enum { P_LN1_W, P_LN1_B, P_ATTN_W, P_ATTN_B, P_PROJ_W, P_PROJ_B, P_LN2_W, P_LN2_
 /* saved-for-backward slots (S_PROBS with the matrix attention, S_LSE with the blocked;
  * S_QKVP: q, k, v as (3, B Hl, T, D), or the projection's (N, 3 Ql) with qkv_core) */
 enum { S_H1, S_MEAN1, S_RSTD1, S_H1G, S_QKVP, S_PROBS, S_ATT, S_X2, S_H2, S_MEAN2, S_RSTD2, S_H2G, S_U, S_A, S_LSE };
+/* an MoE MLP (gpt_moe.c) keeps its tensors after these, in place of S_U and S_A */
+_Static_assert((int)S_LSE < (int)GAAW_GPT_MOE_SAVED && (int)P_FC_W == (int)GAAW_GPT_MOE_ROUTER, "gpt_moe.c's slots");
 
 typedef struct {
   gaaw_frame *f; /* the microbatch */
@@ -338,6 +340,12 @@ static gaaw_status_t mlp_forward(gaaw_model_t m, gaaw_layer *l, const block_dims
   GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_RSTD2, d->Nl, &rstd2));
   GAAW_CHECK(gaaw_add_norm_forward(ctx, m->gpt.norm, m->gpt.norm_eps, x, ya, BIAS(P_PROJ_B), PARAM(P_LN2_W),
                                    NORM_BIAS(P_LN2_B), x2, h2, mean2, rstd2));
+  if (l->moe_layer) { /* tp 1: h2 is whole */
+    GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &z));
+    GAAW_CHECK(gaaw_gpt_moe_forward(m, l, d->f, h2, z));
+    GAAW_CHECK(gaaw_add(ctx, x2, z, out));
+    return GAAW_SUCCESS;
+  }
   GAAW_CHECK(enter_tp(m, l, S_H2G, d, h2, &h2g));
   GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_U, 0, GAAW_SHAPE(d->N, d->Fu), &u));
   GAAW_CHECK(gaaw_linear_forward(ctx, h2g, PARAM(P_FC_W), swiglu ? BIAS(P_FC_B) : NULL, u));
@@ -380,6 +388,17 @@ static gaaw_status_t block_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f,
 
 /* ---------------------------------------------------------------- backward */
 
+/* dx2 += d(norm_2)/dx2, given dh2. */
+static gaaw_status_t norm_2_backward(gaaw_model_t m, gaaw_layer *l, const block_dims *d, const gaaw_tensor_t *dh2,
+                                     gaaw_tensor_t *dx2)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_tensor_t *sv = gaaw_layer_saved(d->f, l);
+  GAAW_CHECK(gaaw_norm_backward(ctx, m->gpt.norm, dh2, &sv[S_X2], PARAM(P_LN2_W), &sv[S_MEAN2], &sv[S_RSTD2], dx2,
+                                GRAD(P_LN2_W), NORM_BIAS_GRAD(P_LN2_B)));
+  return GAAW_SUCCESS;
+}
+
 /* dx2 += d(mlp branch)/dx2, given dout = d(out). */
 static gaaw_status_t mlp_backward(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
                                   const gaaw_tensor_t *dout, gaaw_tensor_t *dx2)
@@ -387,6 +406,11 @@ static gaaw_status_t mlp_backward(gaaw_model_t m, gaaw_layer *l, const block_dim
   gaaw_context_t ctx = m->ctx;
   gaaw_tensor_t *sv = gaaw_layer_saved(d->f, l), *da, *du, *dh2g, *dh2;
   const gaaw_tensor_t *dz, *h2g = d->sp ? &sv[S_H2G] : &sv[S_H2];
+  if (l->moe_layer) {
+    GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &dh2));
+    GAAW_CHECK(gaaw_gpt_moe_backward(m, l, d->f, &sv[S_H2], dout, dh2));
+    return norm_2_backward(m, l, d, dh2, dx2);
+  }
   if (!m->gpt.no_bias) GAAW_CHECK(gaaw_bias_backward(ctx, dout, GRAD(P_FC2_B)));
   GAAW_CHECK(enter_tp_backward(m, d, s, dout, &dz));
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->Fl), &da));
@@ -397,9 +421,7 @@ static gaaw_status_t mlp_backward(gaaw_model_t m, gaaw_layer *l, const block_dim
   GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &dh2g));
   GAAW_CHECK(gaaw_layer_linear_backward(m, l, d->f, du, h2g, PARAM(P_FC_W), dh2g, P_FC_W, -1, BIAS_SLOT(P_FC_B)));
   GAAW_CHECK(leave_tp_backward(m, d, s, dh2g, &dh2));
-  GAAW_CHECK(gaaw_norm_backward(ctx, m->gpt.norm, dh2, &sv[S_X2], PARAM(P_LN2_W), &sv[S_MEAN2], &sv[S_RSTD2], dx2,
-                                GRAD(P_LN2_W), NORM_BIAS_GRAD(P_LN2_B)));
-  return GAAW_SUCCESS;
+  return norm_2_backward(m, l, d, dh2, dx2);
 }
 
 /* Selective recomputation with the matrix core: the softmax of the scores again, by
@@ -545,6 +567,38 @@ static int64_t cp_core_bytes(gaaw_model_t m, const block_dims *d, int backward)
   return backward ? 4 * kv : 2 * kv + gaaw_mem_act(m, heads / pieces) + piece_lse;
 }
 
+/* What mlp_forward (after the attention branch) or mlp_backward allocates. */
+static void mlp_memory(gaaw_model_t m, const gaaw_layer *l, const block_dims *d, gaaw_mem_walk *w, int backward)
+{
+  int ln = m->gpt.norm == GAAW_NORM_LAYERNORM;
+  int64_t nlc = gaaw_mem_act(m, d->Nl * d->C), nc = gaaw_mem_act(m, d->N * d->C), stat = gaaw_mem_stat(d->Nl);
+  int64_t u = gaaw_mem_act(m, d->N * d->Fu), a = gaaw_mem_act(m, d->N * d->Fl);
+  if (!backward) { /* x2, then norm_2's output */
+    gaaw_mem_save(w, nlc);
+    gaaw_mem_save(w, nlc);
+    if (ln) gaaw_mem_save(w, stat);
+    gaaw_mem_save(w, stat);
+  }
+  if (l->moe_layer) { /* tp 1 */
+    gaaw_mem_scratch(w, nc);
+    gaaw_gpt_moe_memory(m, w, backward, d->N);
+  } else if (!backward) {
+    if (d->sp) gaaw_mem_save(w, nc);
+    gaaw_mem_save(w, u);
+    gaaw_mem_save(w, a);
+    gaaw_mem_scratch(w, nc);
+    if (d->sp) gaaw_mem_scratch(w, nlc);
+  } else {
+    if (d->sp) gaaw_mem_scratch(w, nc);
+    gaaw_mem_scratch(w, a);
+    gaaw_mem_linear_backward(w, nc, a);
+    gaaw_mem_scratch(w, u);
+    gaaw_mem_scratch(w, nc);
+    gaaw_mem_linear_backward(w, u, nc);
+    if (d->sp) gaaw_mem_scratch(w, nlc);
+  }
+}
+
 /* What block_forward and block_backward allocate, in their order (model_memory.c).
  * dims_of reads only the frame's shape. */
 static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, int backward)
@@ -555,7 +609,6 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
   int64_t probs = gaaw_mem_act(m, d.B * d.Hl * d.T * d.T), stat = gaaw_mem_stat(d.Nl);
   int64_t lse = gaaw_mem_stat(d.B * d.Hl * d.T), selective = m->recompute == GAAW_RECOMPUTE_SELECTIVE && !blocked;
   int64_t qkv = gaaw_mem_act(m, d.N * d.QKVl), qkv4 = gaaw_mem_act(m, 3 * heads), att = gaaw_mem_act(m, d.N * d.Ql);
-  int64_t u = gaaw_mem_act(m, d.N * d.Fu), a = gaaw_mem_act(m, d.N * d.Fl);
   if (!backward) {
     gaaw_mem_output(w, nlc);
     /* attention_forward */
@@ -576,28 +629,12 @@ static void block_memory(gaaw_model_t m, const gaaw_layer *l, gaaw_mem_walk *w, 
     gaaw_mem_save(w, att);
     gaaw_mem_scratch(w, nc); /* project_attention */
     if (d.sp) gaaw_mem_scratch(w, nlc);
-    /* mlp_forward: x2, then norm_2's output */
-    gaaw_mem_save(w, nlc);
-    gaaw_mem_save(w, nlc);
-    if (ln) gaaw_mem_save(w, stat);
-    gaaw_mem_save(w, stat);
-    if (d.sp) gaaw_mem_save(w, nc);
-    gaaw_mem_save(w, u);
-    gaaw_mem_save(w, a);
-    gaaw_mem_scratch(w, nc);
-    if (d.sp) gaaw_mem_scratch(w, nlc);
+    mlp_memory(m, l, &d, w, 0);
     if (selective) gaaw_mem_unsave(w, probs);
     return;
   }
   gaaw_mem_scratch(w, nlc); /* dx2 */
-  /* mlp_backward */
-  if (d.sp) gaaw_mem_scratch(w, nc);
-  gaaw_mem_scratch(w, a);
-  gaaw_mem_linear_backward(w, nc, a);
-  gaaw_mem_scratch(w, u);
-  gaaw_mem_scratch(w, nc);
-  gaaw_mem_linear_backward(w, u, nc);
-  if (d.sp) gaaw_mem_scratch(w, nlc);
+  mlp_memory(m, l, &d, w, 1);
   gaaw_mem_output(w, nlc); /* dx */
   /* attention_backward */
   if (d.sp) gaaw_mem_scratch(w, nc);

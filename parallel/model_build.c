@@ -282,6 +282,7 @@ gaaw_status_t gaaw_model_destroy(gaaw_model_t *model)
   gaaw_stages_free(&m->stages);
   gaaw_sched_destroy(&m->sched);
   free(m->catalog);
+  free(m->moe_step);
   free(m->layers);
   free(m->specs);
   free(m->pp_layout);

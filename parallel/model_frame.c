@@ -6,6 +6,15 @@
 
 #include "parallel/model_impl.h"
 
+gaaw_moe_record *gaaw_moe_records_new(gaaw_model_t m)
+{
+  size_t n = (size_t)m->moe_layers, E = (size_t)m->gpt.experts;
+  gaaw_moe_record *r = calloc(1, n * sizeof *r + n * E * sizeof(int64_t)); /* the records, then their counts */
+  int64_t *counts = r ? (int64_t *)(r + n) : NULL;
+  for (size_t i = 0; r && i < n; i++) r[i].counts = counts + i * E;
+  return r;
+}
+
 gaaw_status_t gaaw_frame_init(gaaw_model_t m, gaaw_frame *f)
 {
   gaaw_context_t ctx = m->ctx;
@@ -13,7 +22,8 @@ gaaw_status_t gaaw_frame_init(gaaw_model_t m, gaaw_frame *f)
   f->acts = calloc((size_t)m->nlayers + 1, sizeof *f->acts);
   f->saved = calloc((size_t)m->nlayers, sizeof *f->saved);
   f->deferred = calloc((size_t)m->nlayers, sizeof *f->deferred);
-  if (!f->acts || !f->saved || !f->deferred) {
+  if (m->moe_layers) f->moe = gaaw_moe_records_new(m);
+  if (!f->acts || !f->saved || !f->deferred || (m->moe_layers && !f->moe)) {
     gaaw_frame_free(m, f);
     GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate the activation lists of a microbatch");
   }
@@ -43,5 +53,6 @@ void gaaw_frame_free(gaaw_model_t m, gaaw_frame *f)
   free(f->acts);
   free(f->saved);
   free(f->deferred);
+  free(f->moe);
   memset(f, 0, sizeof *f);
 }

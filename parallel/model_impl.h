@@ -86,7 +86,7 @@ typedef struct {
 } gaaw_layer_ops;
 
 #define GAAW_LAYER_MAX_PARAMS 16
-#define GAAW_LAYER_MAX_SAVED 24
+#define GAAW_LAYER_MAX_SAVED 32
 
 struct gaaw_layer {
   const gaaw_layer_ops *ops;
@@ -103,6 +103,8 @@ struct gaaw_layer {
   int residual_from;                    /* residual adds: the index of the group's first layer */
   int keeps_input;                      /* its input outlives its forward, inference too
                                            (a residual group's input, read at its end) */
+  int moe_layer;                        /* GPT blocks: 1 + the index of its mixture-of-experts
+                                           MLP among the model's; 0: a dense MLP */
   double forward_seconds, backward_seconds; /* wall time accumulated (gaaw_model_layer_times;
                                            a split backward's W counts in backward) */
   int64_t deferred_grads_run;           /* weight gradients its W actions computed (tests) */
@@ -130,6 +132,17 @@ typedef struct {
   int n;
 } gaaw_deferred;
 
+/* What a mixture-of-experts layer's forward measured over its token group
+ * (gpt_moe.c): its aux losses (coefficients applied), the group's tokens,
+ * assignments per expert and assignments dropped, and the smallest top-k margin of
+ * this rank's tokens. */
+typedef struct {
+  double aux, z, margin;
+  int64_t tokens, dropped;
+  int64_t *counts; /* experts */
+  int ran;         /* the layer's forward ran on this rank */
+} gaaw_moe_record;
+
 /* One microbatch in flight: its batch on the device, the input of every layer,
  * what every layer saved for backward, and its loss. Several can be alive at once
  * (a pipeline keeps up to p); nothing about a microbatch lives in the model. */
@@ -153,6 +166,8 @@ struct gaaw_frame {
   int outputs_only;            /* gaaw_model_forward_outputs: no loss, backward from the caller's gradient */
   int inference;               /* gaaw_model_predict: nothing is kept for backward */
   float loss;
+  gaaw_moe_record *moe;        /* per MoE layer of the model, what its forward measured
+                                  (zero for those of other stages); NULL without */
 };
 
 /* When a layer's parameters are used: forward, backward, or read/written through
@@ -223,6 +238,9 @@ struct gaaw_model_s {
   gaaw_recompute_mode recompute; /* option recompute */
   gaaw_model_hooks hooks;
   gaaw_gpt_config_t gpt;
+  int moe_layers;              /* the GPT's mixture-of-experts MLPs (gpt_moe.c) */
+  gaaw_moe_record *moe_step;   /* what the last step's microbatches measured, per MoE layer:
+                                  aux losses the mean, counts and tokens the sums, margin the least */
   gaaw_mlp_config_t mlp;
   const char *builder_name;    /* "GPT", "MLP", "sequential model" */
   gaaw_field config[GAAW_AGREE_MAX_FIELDS]; /* the builder's fields of the config (names and
@@ -341,6 +359,9 @@ void gaaw_model_boundary_shape(gaaw_model_t m, const gaaw_frame *f, int i, int64
  * forward left (activations, saved tensors, deferred weight gradients),
  * free_batch its batch arrays. Not collective. */
 gaaw_status_t gaaw_frame_init(gaaw_model_t m, gaaw_frame *f);
+/* Zeroed records of the model's MoE layers, with their counts, in one block (free
+ * frees it); NULL when out of memory. */
+gaaw_moe_record *gaaw_moe_records_new(gaaw_model_t m);
 void gaaw_frame_free(gaaw_model_t m, gaaw_frame *f);
 void gaaw_frame_drop_forward(gaaw_model_t m, gaaw_frame *f);
 void gaaw_frame_free_batch(gaaw_model_t m, gaaw_frame *f);
@@ -407,9 +428,14 @@ gaaw_status_t gaaw_pass_weight(gaaw_model_t m, gaaw_frame *f, int mb, int chunk,
 double gaaw_pass_clock(void);
 /* The replica's loss on every rank: *loss from the last stage to every rank of the
  * pp group, then summed over the cp group (each cp rank's loss is its tokens' share
- * of the mean); a no-op at pp 1 and cp 1. Used by both drivers of a step. Collective
+ * of the mean), plus the aux losses of the MoE layers (aux: this rank's, summed over
+ * the pp group); a no-op at pp 1 and cp 1 without MoE layers. Used by both drivers of a step. Collective
  * over the pp and cp groups. */
-gaaw_status_t gaaw_model_share_loss(gaaw_model_t m, float *loss);
+gaaw_status_t gaaw_model_share_loss(gaaw_model_t m, float *loss, double aux);
+/* The MoE layers' records of a step's n frames into m->moe_step; returns this
+ * rank's part of the step's aux losses (its layers' aux + z, mean over the
+ * frames): what gaaw_model_share_loss adds. 0 without MoE layers. (gpt_moe.c) */
+double gaaw_moe_step_record(gaaw_model_t m, const gaaw_frame *frames, int n);
 
 /* ---- the pipeline executor (pipeline.c) */
 /* The step's microbatches through this rank's actions of the schedule
@@ -439,6 +465,9 @@ void gaaw_act_free(gaaw_model_t m, gaaw_tensor_t *t);
  * gaaw_layer_release. */
 gaaw_status_t gaaw_layer_alloc(gaaw_model_t m, gaaw_frame *f, gaaw_layer *l, int slot, int zero, int ndim,
                                const int64_t *shape, gaaw_tensor_t **t);
+/* The same in another dtype (f32 scores, i32 indices). */
+gaaw_status_t gaaw_layer_alloc_as(gaaw_model_t m, gaaw_frame *f, gaaw_layer *l, int slot, gaaw_dtype_t dtype, int ndim,
+                                  const int64_t *shape, gaaw_tensor_t **t);
 /* The same for a per-row statistic (mean, rstd, row max...): (n) f32. */
 gaaw_status_t gaaw_layer_alloc_stat(gaaw_model_t m, gaaw_frame *f, gaaw_layer *l, int slot, int64_t n,
                                     gaaw_tensor_t **t);

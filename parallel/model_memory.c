@@ -324,9 +324,10 @@ gaaw_status_t gaaw_model_memory_step(gaaw_model_t m, int microbatches, int batch
     int arrays = 2 * gaaw_model_owns_layer(m, 0) + gaaw_model_owns_layer(m, m->nlayers - 1);
     for (size_t i = 0; i < frames; i++) act(&w, w.batch[i] = arrays * gaaw_ledger_bytes(GAAW_I32, w.shape.rows));
     for (int k = 0; k < mine->count; k++) run_action(&w, &mine->actions[k]);
-    if (m->pp_size > 1 || m->cp_size > 1) { /* the loss to every stage, summed over cp */
-      gaaw_ledger_add(g, GAAW_MEM_COMMUNICATION, 4);
-      gaaw_ledger_add(g, GAAW_MEM_COMMUNICATION, -4);
+    if (m->pp_size > 1 || m->cp_size > 1) { /* the loss to every stage, summed over cp (with the MoE aux losses) */
+      int64_t bytes = m->moe_layers ? 8 : 4;
+      gaaw_ledger_add(g, GAAW_MEM_COMMUNICATION, bytes);
+      gaaw_ledger_add(g, GAAW_MEM_COMMUNICATION, -bytes);
     }
   }
   free_walk(&w);

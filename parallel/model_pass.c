@@ -226,19 +226,28 @@ gaaw_status_t gaaw_pass_weight(gaaw_model_t m, gaaw_frame *f, int mb, int chunk,
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_model_share_loss(gaaw_model_t m, float *loss)
+gaaw_status_t gaaw_model_share_loss(gaaw_model_t m, float *loss, double aux)
 {
   gaaw_context_t ctx = m->ctx;
-  if (m->pp_size == 1 && m->cp_size == 1) return GAAW_SUCCESS;
-  gaaw_tensor_t t;
-  int64_t one = 1;
-  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &one, GAAW_MEM_COMMUNICATION, &t));
-  gaaw_status_t st = gaaw_buffer_write(ctx, t.buf, 0, loss, sizeof *loss);
+  if (m->pp_size == 1 && m->cp_size == 1) {
+    if (m->moe_layers) *loss = (float)(*loss + aux);
+    return GAAW_SUCCESS;
+  }
+  /* (the last stage's loss, this rank's aux losses): the aux losses are summed over
+   * the stages, each holding its own layers' */
+  float v[2] = {gaaw_model_owns_layer(m, m->nlayers - 1) ? *loss : 0.0f, (float)aux};
+  gaaw_tensor_t t, first;
+  int64_t n = m->moe_layers ? 2 : 1;
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &n, GAAW_MEM_COMMUNICATION, &t));
+  first = gaaw_rows_view(&t, 0, 1);
+  gaaw_status_t st = gaaw_buffer_write(ctx, t.buf, 0, v, sizeof(float) * (size_t)n);
   if (st == GAAW_SUCCESS && m->pp_size > 1)
-    st = gaaw_comm_broadcast(m->pp, &t, gaaw_model_layer_rank(m, m->nlayers - 1));
-  if (st == GAAW_SUCCESS && m->cp_size > 1) st = gaaw_comm_allreduce(m->cp, &t, &t, GAAW_SUM);
-  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, t.buf, 0, loss, sizeof *loss);
+    st = m->moe_layers ? gaaw_comm_allreduce(m->pp, &t, &t, GAAW_SUM)
+                       : gaaw_comm_broadcast(m->pp, &first, gaaw_model_layer_rank(m, m->nlayers - 1));
+  if (st == GAAW_SUCCESS && m->cp_size > 1) st = gaaw_comm_allreduce(m->cp, &first, &first, GAAW_SUM);
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, t.buf, 0, v, sizeof(float) * (size_t)n);
   gaaw_buffer_free(ctx, &t.buf);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
+  *loss = m->moe_layers ? v[0] + v[1] : v[0];
   return GAAW_SUCCESS;
 }

@@ -10,7 +10,7 @@ static gaaw_status_t pipeline_loss(gaaw_model_t m, gaaw_frame *f)
 {
   f->inference = 1;
   GAAW_CHECK_CTX(m->ctx, gaaw_pipeline_forward_only(m, f, m->nlayers));
-  GAAW_CHECK_CTX(m->ctx, gaaw_model_share_loss(m, &f->loss));
+  GAAW_CHECK_CTX(m->ctx, gaaw_model_share_loss(m, &f->loss, gaaw_moe_step_record(m, f, 1)));
   return GAAW_SUCCESS;
 }
 
@@ -31,7 +31,8 @@ static gaaw_status_t forward_agreed(gaaw_model_t m, const gaaw_batch_t *b)
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   }
   st = m->pp_size > 1 ? pipeline_loss(m, f) : gaaw_pass_forward(m, f, 0, 0, 0, m->nlayers);
-  if (st == GAAW_SUCCESS && m->pp_size == 1) st = gaaw_model_share_loss(m, &f->loss); /* over cp */
+  if (st == GAAW_SUCCESS && m->pp_size == 1) /* over cp */
+    st = gaaw_model_share_loss(m, &f->loss, gaaw_moe_step_record(m, f, 1));
   if (st != GAAW_SUCCESS || m->pp_size > 1) gaaw_frame_drop_forward(m, f);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, gaaw_model_fail_together(m, st), __FILE__, __LINE__, __func__);
   f->have_forward = m->pp_size == 1;

@@ -53,12 +53,20 @@ gaaw_status_t gaaw_layer_alloc(gaaw_model_t m, gaaw_frame *f, gaaw_layer *l, int
   return GAAW_SUCCESS;
 }
 
+gaaw_status_t gaaw_layer_alloc_as(gaaw_model_t m, gaaw_frame *f, gaaw_layer *l, int slot, gaaw_dtype_t dtype, int ndim,
+                                  const int64_t *shape, gaaw_tensor_t **t)
+{
+  gaaw_context_t ctx = m->ctx;
+  GAAW_CHECK(saved_slot(m, f, l, slot, t));
+  GAAW_CHECK(gaaw_tensor_alloc(ctx, dtype, ndim, shape, GAAW_MEM_ACTIVATIONS, *t));
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_layer_alloc_stat(gaaw_model_t m, gaaw_frame *f, gaaw_layer *l, int slot, int64_t n,
                                     gaaw_tensor_t **t)
 {
   gaaw_context_t ctx = m->ctx;
-  GAAW_CHECK(saved_slot(m, f, l, slot, t));
-  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, &n, GAAW_MEM_ACTIVATIONS, *t));
+  GAAW_CHECK(gaaw_layer_alloc_as(m, f, l, slot, GAAW_F32, 1, &n, t));
   return GAAW_SUCCESS;
 }
 

@@ -1,6 +1,8 @@
 /* The mixture-of-experts MLP on one rank (parallel/moe.h). The routing maps are
  * built on the host from the chosen experts (a counting sort: by expert, then
  * token, then choice), which the per-expert GEMMs need as row ranges anyway. */
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +17,15 @@ static gaaw_status_t alloc(gaaw_context_t ctx, gaaw_dtype_t dt, int ndim, const 
   return gaaw_tensor_alloc(ctx, dt, ndim, shape, GAAW_MEM_ACTIVATIONS, t);
 }
 
+/* Kept tensor `which`, allocated where s keeps them. */
+static gaaw_status_t keep(gaaw_context_t ctx, gaaw_moe_saved *s, int which, gaaw_dtype_t dt, int ndim,
+                          const int64_t *shape)
+{
+  if (!s->keep) return alloc(ctx, dt, ndim, shape, &s->kept[which]);
+  gaaw_tensor_t *t;
+  return s->keep(s->user, which, dt, ndim, shape, &t);
+}
+
 /* Rows [lo, lo + n) of the 2-D tensor t. */
 static gaaw_tensor_t rows(const gaaw_tensor_t *t, int64_t lo, int64_t n)
 {
@@ -24,91 +35,306 @@ static gaaw_tensor_t rows(const gaaw_tensor_t *t, int64_t lo, int64_t n)
   return v;
 }
 
-/* Matrix e of the 3-D tensor t: (shape[1], shape[2]). */
-static gaaw_tensor_t matrix(const gaaw_tensor_t *t, int64_t e)
+/* Expert e's matrix of t, (E, r, c) or (E r, c): (r, c). */
+static gaaw_tensor_t matrix(const gaaw_tensor_t *t, int64_t E, int64_t e)
 {
+  int64_t r = t->ndim == 3 ? t->shape[1] : t->shape[0] / E, c = t->shape[t->ndim - 1];
   gaaw_tensor_t v = *t;
-  v.offset += (size_t)(e * t->shape[1] * t->shape[2]) * gaaw_dtype_size(t->dtype);
+  v.offset += (size_t)(e * r * c) * gaaw_dtype_size(t->dtype);
   v.ndim = 2;
-  v.shape[0] = t->shape[1];
-  v.shape[1] = t->shape[2];
+  v.shape[0] = r;
+  v.shape[1] = c;
   return v;
 }
 
-/* idx (T, k) on the device -> counts, offsets, and the maps src (P) and pos (T, k)
- * uploaded into s. */
-static gaaw_status_t route(gaaw_context_t ctx, int E, gaaw_moe_saved *s)
+/* counts (the kept rows) and offsets per expert from the chosen experts idx (P)
+ * and, when not NULL, which assignments are kept (kept[i]); routed: every
+ * assignment. */
+static gaaw_status_t set_counts(gaaw_context_t ctx, int E, gaaw_moe_saved *s, const int32_t *idx,
+                                const uint8_t *kept)
 {
-  const int64_t P = s->assignments, k = s->idx.shape[1];
-  int32_t *idx = malloc(sizeof(int32_t) * (size_t)(2 * P + 1)), *map = idx + P;
-  s->counts = calloc((size_t)(2 * E), sizeof(int64_t));
-  if (!idx || !s->counts) {
-    free(idx);
-    GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot hold the routing of %lld assignments", (long long)P);
-  }
-  s->offsets = s->counts + E;
-  gaaw_status_t st = gaaw_buffer_read(ctx, s->idx.buf, s->idx.offset, idx, sizeof(int32_t) * (size_t)P);
-  for (int64_t i = 0; st == GAAW_SUCCESS && i < P; i++) {
+  free(s->counts);
+  s->counts = calloc((size_t)(3 * E), sizeof(int64_t));
+  if (!s->counts) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot hold the counts of %d experts", E);
+  s->offsets = s->counts + E, s->routed = s->counts + 2 * E;
+  for (int64_t i = 0; i < s->assignments; i++) {
     if (idx[i] < 0 || idx[i] >= E)
-      st = gaaw_error_raise(ctx, GAAW_ERR_INTERNAL, __FILE__, __LINE__, __func__,
-                            "top-k chose expert %d of %d for assignment %lld", idx[i], E, (long long)i);
-    else
-      s->counts[idx[i]]++;
+      GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "top-k chose expert %d of %d for assignment %lld", idx[i], E, (long long)i);
+    s->routed[idx[i]]++;
+    if (!kept || kept[i]) s->counts[idx[i]]++;
   }
   for (int e = 1; e < E; e++) s->offsets[e] = s->offsets[e - 1] + s->counts[e - 1];
-  int64_t *next = calloc((size_t)E, sizeof(int64_t));
-  if (st == GAAW_SUCCESS && !next) st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
-                                                          "cannot hold %d expert cursors", E);
-  int32_t *src = malloc(sizeof(int32_t) * (size_t)(P + 1));
-  if (st == GAAW_SUCCESS && !src)
-    st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__, "cannot hold %lld rows' tokens",
-                          (long long)P);
-  for (int64_t i = 0; st == GAAW_SUCCESS && i < P; i++) { /* in order of i: stable */
-    int64_t p = s->offsets[idx[i]] + next[idx[i]]++;
-    map[i] = (int32_t)p;
-    src[p] = (int32_t)(i / k);
-  }
-  if (st == GAAW_SUCCESS) st = gaaw_buffer_write(ctx, s->pos.buf, s->pos.offset, map, sizeof(int32_t) * (size_t)P);
-  if (st == GAAW_SUCCESS) st = gaaw_buffer_write(ctx, s->src.buf, s->src.offset, src, sizeof(int32_t) * (size_t)P);
-  free(src);
-  free(next);
+  return GAAW_SUCCESS;
+}
+
+/* Reads n i32 or f32 values of t into host. */
+static gaaw_status_t read_host(gaaw_context_t ctx, const gaaw_tensor_t *t, void *host, int64_t n)
+{
+  return gaaw_buffer_read(ctx, t->buf, t->offset, host, 4 * (size_t)n);
+}
+
+/* The counts again in backward, from the kept idx and pos (-1: dropped). */
+static gaaw_status_t recount(gaaw_context_t ctx, int E, gaaw_moe_saved *s)
+{
+  const gaaw_tensor_t *it = &s->kept[GAAW_MOE_IDX];
+  s->assignments = it->shape[0] * it->shape[1];
+  const int64_t P = s->assignments;
+  int32_t *idx = malloc(sizeof(int32_t) * (size_t)(2 * P + 1)), *pos = idx ? idx + P : NULL;
+  uint8_t *kept = malloc((size_t)P + 1);
+  gaaw_status_t st = idx && kept ? GAAW_SUCCESS
+                                 : gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                                    "cannot hold the routing of %lld assignments", (long long)P);
+  if (st == GAAW_SUCCESS) st = read_host(ctx, it, idx, P);
+  if (st == GAAW_SUCCESS) st = read_host(ctx, &s->kept[GAAW_MOE_POS], pos, P);
+  for (int64_t i = 0; st == GAAW_SUCCESS && i < P; i++) kept[i] = pos[i] >= 0;
+  if (st == GAAW_SUCCESS) st = set_counts(ctx, E, s, idx, kept);
+  free(kept);
   free(idx);
   return st;
 }
 
-/* The group's aux losses from the scores, lse and counts. */
+/* ---- capacity: which assignments each expert keeps, decided over the group */
+
+typedef struct {
+  float w;
+  int64_t t;
+} ranked;
+
+/* By weight, largest first (nan last), then by token. */
+static int by_weight(const void *pa, const void *pb)
+{
+  const ranked *a = pa, *b = pb;
+  int an = isnan(a->w), bn = isnan(b->w);
+  if (an != bn) return an - bn;
+  if (!an && a->w != b->w) return a->w > b->w ? -1 : 1;
+  return (a->t > b->t) - (a->t < b->t);
+}
+
+/* The group's chosen experts and weights (T_group, k), this rank's tokens from
+ * *first on, and T_group: gathered over the group (idx travels as f32, exact),
+ * every rank's tokens in its group rank's order. Fills *gidx and *gw (malloc'd). */
+static gaaw_status_t gather_choices(gaaw_context_t ctx, gaaw_comm_t group, const int32_t *idx, const float *w, int64_t T,
+                                    int64_t k, int32_t **gidx, float **gw, int64_t *first, int64_t *Tg)
+{
+  int n = 1, me = 0;
+  if (group) GAAW_CHECK(gaaw_comm_size(group, &n));
+  if (group) GAAW_CHECK(gaaw_comm_rank(group, &me));
+  float sizes[n], mine = (float)T;
+  gaaw_tensor_t one = {0}, all = {0}, send = {0}, recv = {0};
+  gaaw_status_t st = GAAW_SUCCESS;
+  if (group) {
+    st = gaaw_tensor_alloc(ctx, GAAW_F32, 1, (int64_t[]){1}, GAAW_MEM_COMMUNICATION, &one);
+    if (st == GAAW_SUCCESS) st = gaaw_tensor_alloc(ctx, GAAW_F32, 1, (int64_t[]){n}, GAAW_MEM_COMMUNICATION, &all);
+    if (st == GAAW_SUCCESS) st = gaaw_buffer_write(ctx, one.buf, one.offset, &mine, sizeof mine);
+    if (st == GAAW_SUCCESS) st = gaaw_comm_allgather(group, &one, &all);
+    if (st == GAAW_SUCCESS) st = read_host(ctx, &all, sizes, n);
+  } else
+    sizes[0] = mine;
+  int64_t most = 0, total = 0;
+  for (int r = 0; r < n; r++) most = (int64_t)sizes[r] > most ? (int64_t)sizes[r] : most;
+  for (int r = 0; r < n; r++) total += (int64_t)sizes[r];
+  *first = 0;
+  for (int r = 0; r < me; r++) *first += (int64_t)sizes[r];
+  *Tg = total;
+  const int64_t row = 2 * most * k; /* a rank's idx then weights, padded to the largest */
+  float *pack = malloc(sizeof(float) * (size_t)(row * (n + 1) + 1)), *got = pack ? pack + row : NULL;
+  *gidx = malloc(sizeof(int32_t) * (size_t)(total * k + 1));
+  *gw = malloc(sizeof(float) * (size_t)(total * k + 1));
+  if (st == GAAW_SUCCESS && (!pack || !*gidx || !*gw))
+    st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
+                          "cannot hold the choices of the group's %lld tokens", (long long)total);
+  for (int64_t i = 0; st == GAAW_SUCCESS && i < row; i++)
+    pack[i] = i < T * k ? (float)idx[i] : i >= most * k && i - most * k < T * k ? w[i - most * k] : 0.0f;
+  if (st == GAAW_SUCCESS && group) {
+    st = gaaw_tensor_alloc(ctx, GAAW_F32, 1, &row, GAAW_MEM_COMMUNICATION, &send);
+    if (st == GAAW_SUCCESS) st = gaaw_tensor_alloc(ctx, GAAW_F32, 1, (int64_t[]){row * n}, GAAW_MEM_COMMUNICATION, &recv);
+    if (st == GAAW_SUCCESS) st = gaaw_buffer_write(ctx, send.buf, send.offset, pack, sizeof(float) * (size_t)row);
+    if (st == GAAW_SUCCESS) st = gaaw_comm_allgather(group, &send, &recv);
+    if (st == GAAW_SUCCESS) st = read_host(ctx, &recv, got, row * n);
+  } else if (st == GAAW_SUCCESS)
+    memcpy(got, pack, sizeof(float) * (size_t)row);
+  for (int r = 0, at = 0; st == GAAW_SUCCESS && r < n; at += (int)sizes[r] * (int)k, r++)
+    for (int64_t i = 0; i < (int64_t)sizes[r] * k; i++) {
+      (*gidx)[at + i] = (int32_t)got[r * row + i];
+      (*gw)[at + i] = got[r * row + most * k + i];
+    }
+  gaaw_tensor_t *tmp[] = {&one, &all, &send, &recv};
+  for (int i = 0; i < 4; i++)
+    if (tmp[i]->buf) gaaw_buffer_free(ctx, &tmp[i]->buf);
+  free(pack);
+  return st;
+}
+
+/* kept[i] for this rank's assignments under the capacity, and the group's dropped
+ * count: every rank ranks the whole group's assignments alike. */
+static gaaw_status_t choose_kept(gaaw_context_t ctx, const gaaw_moe_spec *spec, gaaw_moe_saved *s, const int32_t *idx,
+                                 uint8_t *kept, int64_t *dropped)
+{
+  const int64_t T = s->kept[GAAW_MOE_IDX].shape[0], k = spec->top_k, E = spec->experts;
+  float *w = malloc(sizeof(float) * (size_t)(T * k + 1)), *gw = NULL;
+  int32_t *gidx = NULL;
+  int64_t first = 0, Tg = 0, *used = calloc((size_t)E, sizeof(int64_t));
+  gaaw_status_t st = w && used ? GAAW_SUCCESS
+                               : gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                                  "cannot hold the weights of %lld tokens", (long long)T);
+  if (st == GAAW_SUCCESS) st = read_host(ctx, &s->kept[GAAW_MOE_WEIGHTS], w, T * k);
+  if (st == GAAW_SUCCESS) st = gather_choices(ctx, s->group, idx, w, T, k, &gidx, &gw, &first, &Tg);
+  ranked *order = st == GAAW_SUCCESS ? malloc(sizeof(ranked) * (size_t)(Tg + 1)) : NULL;
+  if (st == GAAW_SUCCESS && !order)
+    st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__, "cannot rank %lld tokens",
+                          (long long)Tg);
+  const int64_t capacity = (int64_t)ceil((double)k * (double)Tg * spec->capacity_factor / (double)E);
+  *dropped = 0;
+  for (int64_t j = 0; st == GAAW_SUCCESS && j < k; j++) { /* first choices before second ones */
+    for (int64_t t = 0; t < Tg; t++) order[t] = (ranked){gw[t * k + j], t};
+    if (!spec->drop_position) qsort(order, (size_t)Tg, sizeof *order, by_weight);
+    for (int64_t i = 0; i < Tg; i++) {
+      int64_t t = order[i].t;
+      int32_t e = gidx[t * k + j];
+      int keep = e >= 0 && e < E && used[e] < capacity;
+      if (keep) used[e]++;
+      *dropped += !keep;
+      if (t >= first && t < first + T) kept[(t - first) * k + j] = (uint8_t)keep;
+    }
+  }
+  free(order);
+  free(gidx);
+  free(gw);
+  free(used);
+  free(w);
+  return st;
+}
+
+/* The maps src (P) and pos (T, k) from the chosen experts, uploaded into s: the
+ * kept rows sorted by expert, then token, then choice; src -1 past them, pos -1
+ * for a dropped assignment. *dropped: the group's dropped assignments. */
+static gaaw_status_t route(gaaw_context_t ctx, const gaaw_moe_spec *spec, gaaw_moe_saved *s, int64_t *dropped)
+{
+  const int E = spec->experts;
+  const gaaw_tensor_t *it = &s->kept[GAAW_MOE_IDX];
+  const int64_t P = it->shape[0] * it->shape[1], k = it->shape[1];
+  s->assignments = P;
+  *dropped = 0;
+  int32_t *idx = malloc(sizeof(int32_t) * (size_t)(3 * P + 1)), *map = idx ? idx + P : NULL, *src = idx ? map + P : NULL;
+  uint8_t *kept = malloc((size_t)P + 1);
+  int64_t *next = calloc((size_t)E, sizeof(int64_t));
+  gaaw_status_t st = idx && kept && next ? GAAW_SUCCESS
+                                         : gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                                            "cannot hold the maps of %lld rows", (long long)P);
+  if (st == GAAW_SUCCESS) st = read_host(ctx, it, idx, P);
+  if (st == GAAW_SUCCESS) memset(kept, 1, (size_t)P);
+  if (st == GAAW_SUCCESS && spec->capacity_factor > 0) st = choose_kept(ctx, spec, s, idx, kept, dropped);
+  if (st == GAAW_SUCCESS) st = set_counts(ctx, E, s, idx, kept);
+  int64_t rows = 0;
+  for (int64_t i = 0; st == GAAW_SUCCESS && i < P; i++) { /* in order of i: stable */
+    if (!kept[i]) {
+      map[i] = -1;
+      continue;
+    }
+    int64_t p = s->offsets[idx[i]] + next[idx[i]]++;
+    map[i] = (int32_t)p;
+    src[p] = (int32_t)(i / k);
+    rows++;
+  }
+  for (int64_t p = rows; st == GAAW_SUCCESS && p < P; p++) src[p] = -1;
+  const gaaw_tensor_t *pos = &s->kept[GAAW_MOE_POS], *sr = &s->kept[GAAW_MOE_SRC];
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_write(ctx, pos->buf, pos->offset, map, sizeof(int32_t) * (size_t)P);
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_write(ctx, sr->buf, sr->offset, src, sizeof(int32_t) * (size_t)P);
+  free(next);
+  free(kept);
+  free(idx);
+  return st;
+}
+
+/* The smallest gap between the k-th and (k+1)-th score of a row (+inf at k = E). */
+static gaaw_status_t smallest_margin(gaaw_context_t ctx, const gaaw_tensor_t *scores, int k, double *margin)
+{
+  const int64_t T = scores->shape[0], E = scores->shape[1];
+  *margin = INFINITY;
+  if (k >= E) return GAAW_SUCCESS;
+  float *s = malloc(sizeof(float) * (size_t)(T * E));
+  if (!s) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot read %lld router scores", (long long)(T * E));
+  gaaw_status_t st = gaaw_buffer_read(ctx, scores->buf, scores->offset, s, sizeof(float) * (size_t)(T * E));
+  for (int64_t t = 0; st == GAAW_SUCCESS && t < T; t++) {
+    float *row = s + t * E;
+    for (int j = 0; j <= k; j++) /* a partial selection sort: the k + 1 largest first */
+      for (int64_t e = j + 1; e < E; e++)
+        if (row[e] > row[j]) {
+          float tmp = row[j];
+          row[j] = row[e];
+          row[e] = tmp;
+        }
+    *margin = fmin(*margin, (double)row[k - 1] - (double)row[k]);
+  }
+  free(s);
+  return st;
+}
+
+/* The group's statistics: per expert its assignments and score sum, the sum of
+ * lse^2 and the tokens, summed over the group (in f32: counts are exact below
+ * 2^24 assignments). */
+enum { STAT_COUNTS, STAT_SCORES };
+static gaaw_status_t group_statistics(gaaw_context_t ctx, int E, gaaw_moe_saved *s, double *stats)
+{
+  gaaw_tensor_t colsum = {0}, sq = {0}, all = {0};
+  const int64_t n = 2 * E + 2;
+  float v[n];
+  gaaw_status_t st = alloc(ctx, GAAW_F32, 1, (int64_t[]){E}, &colsum);
+  if (st == GAAW_SUCCESS) st = alloc(ctx, GAAW_F32, 1, (int64_t[]){1}, &sq);
+  if (st == GAAW_SUCCESS) st = alloc(ctx, GAAW_F32, 1, &n, &all);
+  if (st == GAAW_SUCCESS) st = gaaw_fill(ctx, &colsum, 0.0f);
+  if (st == GAAW_SUCCESS) st = gaaw_bias_backward(ctx, &s->kept[GAAW_MOE_SCORES], &colsum);
+  if (st == GAAW_SUCCESS) st = gaaw_sum_squares(ctx, &s->kept[GAAW_MOE_LSE], &sq);
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, colsum.buf, colsum.offset, v + E, sizeof(float) * (size_t)E);
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, sq.buf, sq.offset, v + 2 * E, sizeof(float));
+  for (int e = 0; e < E; e++) v[e] = (float)s->routed[e];
+  v[2 * E + 1] = (float)s->kept[GAAW_MOE_SCORES].shape[0];
+  if (st == GAAW_SUCCESS && s->group) st = gaaw_buffer_write(ctx, all.buf, all.offset, v, sizeof(float) * (size_t)n);
+  if (st == GAAW_SUCCESS && s->group) st = gaaw_comm_allreduce(s->group, &all, &all, GAAW_SUM);
+  if (st == GAAW_SUCCESS && s->group) st = gaaw_buffer_read(ctx, all.buf, all.offset, v, sizeof(float) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) stats[i] = v[i];
+  gaaw_tensor_t *tmp[] = {&colsum, &sq, &all};
+  for (int i = 0; i < 3; i++)
+    if (tmp[i]->buf) gaaw_buffer_free(ctx, &tmp[i]->buf);
+  return st;
+}
+
+/* The group's aux losses, and the coefficients of their gradients into COEFS. */
 static gaaw_status_t aux_losses(gaaw_context_t ctx, const gaaw_moe_spec *spec, gaaw_moe_saved *s,
                                 gaaw_moe_losses *out)
 {
   const int E = spec->experts;
-  const double T = (double)s->scores.shape[0];
-  gaaw_tensor_t colsum, sq;
-  float sums[E + 1], zsum = 0;
-  GAAW_CHECK(alloc(ctx, GAAW_F32, 1, (int64_t[]){E}, &colsum));
-  gaaw_status_t st = alloc(ctx, GAAW_F32, 1, (int64_t[]){1}, &sq);
-  if (st == GAAW_SUCCESS) st = gaaw_fill(ctx, &colsum, 0.0f);
-  if (st == GAAW_SUCCESS) st = gaaw_bias_backward(ctx, &s->scores, &colsum);
-  if (st == GAAW_SUCCESS) st = gaaw_sum_squares(ctx, &s->lse, &sq);
-  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, colsum.buf, colsum.offset, sums, sizeof(float) * (size_t)E);
-  if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, sq.buf, sq.offset, &zsum, sizeof zsum);
+  double stats[2 * E + 2];
+  GAAW_CHECK(group_statistics(ctx, E, s, stats));
+  const double T = stats[2 * E + 1], P = T * spec->top_k;
   double aux = 0;
-  for (int e = 0; e < E; e++) aux += (double)s->counts[e] / (double)s->assignments * sums[e] / T;
+  float coefs[E + 1];
+  for (int e = 0; e < E; e++) {
+    double f = stats[STAT_COUNTS * E + e] / P;
+    aux += f * stats[STAT_SCORES * E + e] / T;
+    coefs[e] = (float)(spec->aux_coef * E * f / T);
+    if (out->counts) out->counts[e] = (int64_t)stats[e];
+  }
+  coefs[E] = (float)(2.0 * spec->z_coef / T);
   out->aux = spec->aux_coef * E * aux;
-  out->z = spec->z_coef * zsum / T;
-  gaaw_buffer_free(ctx, &colsum.buf);
-  gaaw_buffer_free(ctx, &sq.buf);
-  return st;
+  out->z = spec->z_coef * stats[2 * E] / T;
+  out->tokens = (int64_t)T;
+  const gaaw_tensor_t *c = &s->kept[GAAW_MOE_COEFS];
+  GAAW_CHECK(gaaw_buffer_write(ctx, c->buf, c->offset, coefs, sizeof(float) * (size_t)(E + 1)));
+  return GAAW_SUCCESS;
 }
 
 /* Per expert: u = xp w13^T, a = swiglu(u), yp = a w2^T over its rows. */
 static gaaw_status_t experts_forward(gaaw_context_t ctx, const gaaw_moe_spec *spec, const gaaw_moe_weights *w,
                                      gaaw_moe_saved *s)
 {
+  gaaw_tensor_t *k = s->kept;
   for (int e = 0; e < spec->experts; e++) {
     int64_t lo = s->offsets[e], n = s->counts[e];
     if (n == 0) continue;
-    gaaw_tensor_t xp = rows(&s->xp, lo, n), u = rows(&s->u, lo, n), yp = rows(&s->yp, lo, n), a = rows(&s->a, lo, n);
-    gaaw_tensor_t w13 = matrix(w->w13, e), w2 = matrix(w->w2, e);
+    gaaw_tensor_t xp = rows(&k[GAAW_MOE_XP], lo, n), u = rows(&k[GAAW_MOE_U], lo, n);
+    gaaw_tensor_t yp = rows(&k[GAAW_MOE_YP], lo, n), a = rows(&k[GAAW_MOE_A], lo, n);
+    gaaw_tensor_t w13 = matrix(w->w13, spec->experts, e), w2 = matrix(w->w2, spec->experts, e);
     GAAW_CHECK(gaaw_linear_forward(ctx, &xp, &w13, NULL, &u));
     GAAW_CHECK(gaaw_swiglu_forward(ctx, &u, &a));
     GAAW_CHECK(gaaw_linear_forward(ctx, &a, &w2, NULL, &yp));
@@ -116,42 +342,62 @@ static gaaw_status_t experts_forward(gaaw_context_t ctx, const gaaw_moe_spec *sp
   return GAAW_SUCCESS;
 }
 
-gaaw_status_t gaaw_moe_forward(gaaw_context_t ctx, const gaaw_moe_spec *spec, const gaaw_moe_weights *w,
-                               const gaaw_tensor_t *x, gaaw_tensor_t *y, gaaw_moe_saved *s, gaaw_moe_losses *losses)
+static gaaw_status_t check_shapes(gaaw_context_t ctx, const gaaw_moe_spec *spec, const gaaw_moe_weights *w,
+                                  const gaaw_tensor_t *x)
 {
-  memset(s, 0, sizeof *s);
-  const int64_t T = x->shape[0], C = x->shape[1], E = spec->experts, k = spec->top_k, F2 = w->w13->shape[1];
+  const int64_t C = x->shape[1], E = spec->experts, k = spec->top_k;
   GAAW_ARG_CHECK(ctx, x->dtype == GAAW_F32, "the MoE layer computes in f32 only for now, got %s",
                  gaaw_dtype_name(x->dtype));
   GAAW_ARG_CHECK(ctx, k >= 1 && k <= E, "top_k %lld must be in 1..experts (%lld)", (long long)k, (long long)E);
   const gaaw_tensor_t *r = w->router, *a = w->w13, *b = w->w2;
-  GAAW_ARG_CHECK(ctx, r->ndim == 2 && r->shape[0] == E && r->shape[1] == C && a->ndim == 3 && a->shape[0] == E &&
-                        a->shape[2] == C && F2 % 2 == 0 && b->ndim == 3 && b->shape[0] == E && b->shape[1] == C &&
-                        b->shape[2] == F2 / 2,
+  gaaw_tensor_t a0 = matrix(a, E, 0), b0 = matrix(b, E, 0);
+  int64_t F2 = a0.shape[0];
+  int three = a->ndim == 3 && a->shape[0] == E && b->ndim == 3 && b->shape[0] == E;
+  int two = a->ndim == 2 && a->shape[0] % E == 0 && b->ndim == 2 && b->shape[0] % E == 0;
+  GAAW_ARG_CHECK(ctx, r->ndim == 2 && r->shape[0] == E && r->shape[1] == C && (three || two) && a0.shape[1] == C &&
+                        F2 % 2 == 0 && b0.shape[0] == C && b0.shape[1] == F2 / 2,
                  "MoE weights of %lld experts on width %lld: router, w13 and w2 must be (E, C), (E, 2F, C) and "
                  "(E, C, F); got %lld-d, %lld-d and %lld-d tensors",
                  (long long)E, (long long)C, (long long)r->ndim, (long long)a->ndim, (long long)b->ndim);
-  s->assignments = T * k;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_moe_forward(gaaw_context_t ctx, const gaaw_moe_spec *spec, const gaaw_moe_weights *w,
+                               const gaaw_tensor_t *x, gaaw_tensor_t *y, gaaw_moe_saved *s, gaaw_moe_losses *losses)
+{
+  GAAW_CHECK(check_shapes(ctx, spec, w, x));
+  if (!s->keep) s->kept = s->own;
+  const int64_t T = x->shape[0], C = x->shape[1], E = spec->experts, k = spec->top_k;
+  const int64_t F2 = matrix(w->w13, E, 0).shape[0];
+  gaaw_dtype_t dt = x->dtype;
+  struct {
+    int which;
+    gaaw_dtype_t dt;
+    int64_t d0, d1;
+  } shapes[] = {{GAAW_MOE_LOGITS, GAAW_F32, T, E}, {GAAW_MOE_SCORES, GAAW_F32, T, E}, {GAAW_MOE_LSE, GAAW_F32, T, 0},
+                {GAAW_MOE_IDX, GAAW_I32, T, k},    {GAAW_MOE_WEIGHTS, GAAW_F32, T, k}, {GAAW_MOE_POS, GAAW_I32, T, k},
+                {GAAW_MOE_SRC, GAAW_I32, T * k, 0}, {GAAW_MOE_XP, dt, T * k, C},       {GAAW_MOE_U, dt, T * k, F2},
+                {GAAW_MOE_A, dt, T * k, F2 / 2},  {GAAW_MOE_YP, dt, T * k, C},        {GAAW_MOE_COEFS, GAAW_F32, E + 1, 0}};
   gaaw_status_t st = GAAW_SUCCESS;
-  gaaw_tensor_t *f32s[] = {&s->logits, &s->scores};
-  for (int i = 0; i < 2 && st == GAAW_SUCCESS; i++) st = alloc(ctx, GAAW_F32, SHAPE2(T, E), f32s[i]);
-  if (st == GAAW_SUCCESS) st = alloc(ctx, GAAW_F32, 1, (int64_t[]){T}, &s->lse);
-  if (st == GAAW_SUCCESS) st = alloc(ctx, GAAW_I32, SHAPE2(T, k), &s->idx);
-  if (st == GAAW_SUCCESS) st = alloc(ctx, GAAW_F32, SHAPE2(T, k), &s->weights);
-  if (st == GAAW_SUCCESS) st = alloc(ctx, GAAW_I32, SHAPE2(T, k), &s->pos);
-  if (st == GAAW_SUCCESS) st = alloc(ctx, GAAW_I32, 1, (int64_t[]){T * k}, &s->src);
-  if (st == GAAW_SUCCESS) st = alloc(ctx, x->dtype, SHAPE2(T * k, C), &s->xp);
-  if (st == GAAW_SUCCESS) st = alloc(ctx, x->dtype, SHAPE2(T * k, F2), &s->u);
-  if (st == GAAW_SUCCESS) st = alloc(ctx, x->dtype, SHAPE2(T * k, F2 / 2), &s->a);
-  if (st == GAAW_SUCCESS) st = alloc(ctx, x->dtype, SHAPE2(T * k, C), &s->yp);
-  if (st == GAAW_SUCCESS) st = gaaw_linear_forward(ctx, x, w->router, NULL, &s->logits);
-  if (st == GAAW_SUCCESS) st = gaaw_moe_router_forward(ctx, &s->logits, spec->sigmoid, &s->scores, &s->lse);
-  if (st == GAAW_SUCCESS) st = gaaw_moe_topk_forward(ctx, &s->scores, NULL, spec->renormalize, &s->idx, &s->weights);
-  if (st == GAAW_SUCCESS) st = route(ctx, (int)E, s);
-  if (st == GAAW_SUCCESS) st = gaaw_moe_permute(ctx, x, &s->src, &s->xp);
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && st == GAAW_SUCCESS; i++)
+    st = keep(ctx, s, shapes[i].which, shapes[i].dt, shapes[i].d1 ? 2 : 1, (int64_t[]){shapes[i].d0, shapes[i].d1});
+  gaaw_tensor_t *kt = s->kept;
+  if (st == GAAW_SUCCESS) st = gaaw_linear_forward(ctx, x, w->router, NULL, &kt[GAAW_MOE_LOGITS]);
+  if (st == GAAW_SUCCESS)
+    st = gaaw_moe_router_forward(ctx, &kt[GAAW_MOE_LOGITS], spec->sigmoid, &kt[GAAW_MOE_SCORES], &kt[GAAW_MOE_LSE]);
+  if (st == GAAW_SUCCESS)
+    st = gaaw_moe_topk_forward(ctx, &kt[GAAW_MOE_SCORES], NULL, spec->renormalize, &kt[GAAW_MOE_IDX],
+                               &kt[GAAW_MOE_WEIGHTS]);
+  int64_t dropped = 0;
+  if (st == GAAW_SUCCESS) st = route(ctx, spec, s, &dropped);
+  if (st == GAAW_SUCCESS) st = gaaw_moe_permute(ctx, x, &kt[GAAW_MOE_SRC], &kt[GAAW_MOE_XP]);
   if (st == GAAW_SUCCESS) st = experts_forward(ctx, spec, w, s);
-  if (st == GAAW_SUCCESS) st = gaaw_moe_unpermute(ctx, &s->yp, &s->pos, &s->weights, y);
+  if (st == GAAW_SUCCESS)
+    st = gaaw_moe_unpermute(ctx, &kt[GAAW_MOE_YP], &kt[GAAW_MOE_POS], &kt[GAAW_MOE_WEIGHTS], y);
   if (st == GAAW_SUCCESS) st = aux_losses(ctx, spec, s, losses);
+  losses->dropped = dropped;
+  losses->margin = INFINITY;
+  if (st == GAAW_SUCCESS && s->margins) st = smallest_margin(ctx, &kt[GAAW_MOE_SCORES], (int)k, &losses->margin);
   if (st != GAAW_SUCCESS) {
     gaaw_moe_release(ctx, s);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
@@ -165,14 +411,16 @@ static gaaw_status_t experts_backward(gaaw_context_t ctx, const gaaw_moe_spec *s
                                       gaaw_moe_saved *s, const gaaw_tensor_t *dyp, gaaw_tensor_t *da,
                                       gaaw_tensor_t *du, gaaw_tensor_t *dxp)
 {
+  const int64_t E = spec->experts;
+  gaaw_tensor_t *k = s->kept;
   GAAW_CHECK(gaaw_fill(ctx, du, 0.0f)); /* swiglu's backward adds */
-  for (int e = 0; e < spec->experts; e++) {
+  for (int e = 0; e < E; e++) {
     int64_t lo = s->offsets[e], n = s->counts[e];
     if (n == 0) continue;
     gaaw_tensor_t g = rows(dyp, lo, n), ge = rows(da, lo, n), gu = rows(du, lo, n), gx = rows(dxp, lo, n);
-    gaaw_tensor_t a = rows(&s->a, lo, n), u = rows(&s->u, lo, n), xp = rows(&s->xp, lo, n);
-    gaaw_tensor_t w2 = matrix(w->w2, e), w13 = matrix(w->w13, e), dw2 = matrix(w->d_w2, e);
-    gaaw_tensor_t dw13 = matrix(w->d_w13, e);
+    gaaw_tensor_t a = rows(&k[GAAW_MOE_A], lo, n), u = rows(&k[GAAW_MOE_U], lo, n), xp = rows(&k[GAAW_MOE_XP], lo, n);
+    gaaw_tensor_t w2 = matrix(w->w2, E, e), w13 = matrix(w->w13, E, e), dw2 = matrix(w->d_w2, E, e);
+    gaaw_tensor_t dw13 = matrix(w->d_w13, E, e);
     GAAW_CHECK(gaaw_linear_backward_input(ctx, &g, &w2, &ge));
     GAAW_CHECK(gaaw_linear_backward_weight(ctx, &g, &a, &dw2, NULL));
     GAAW_CHECK(gaaw_swiglu_backward(ctx, &ge, &u, &gu));
@@ -182,16 +430,17 @@ static gaaw_status_t experts_backward(gaaw_context_t ctx, const gaaw_moe_spec *s
   return GAAW_SUCCESS;
 }
 
-/* dscores += the load-balancing loss's gradient: aux_scale coef E f_i / T for every
- * token's score of expert i. */
+/* dscores += the load-balancing loss's gradient, aux_scale COEFS[i] on every
+ * token's score of expert i; *zscale = aux_scale COEFS[E], the z-loss's. */
 static gaaw_status_t aux_gradient(gaaw_context_t ctx, const gaaw_moe_spec *spec, gaaw_moe_saved *s, float aux_scale,
-                                  gaaw_tensor_t *dscores)
+                                  gaaw_tensor_t *dscores, float *zscale)
 {
   const int E = spec->experts;
-  const double T = (double)s->scores.shape[0];
+  const gaaw_tensor_t *c = &s->kept[GAAW_MOE_COEFS];
   float g[E + 1];
-  for (int e = 0; e < E; e++)
-    g[e] = (float)(aux_scale * spec->aux_coef * E * ((double)s->counts[e] / (double)s->assignments) / T);
+  GAAW_CHECK(gaaw_buffer_read(ctx, c->buf, c->offset, g, sizeof(float) * (size_t)(E + 1)));
+  for (int e = 0; e <= E; e++) g[e] *= aux_scale;
+  *zscale = g[E];
   gaaw_tensor_t gt;
   GAAW_CHECK(alloc(ctx, GAAW_F32, 1, (int64_t[]){E}, &gt));
   gaaw_status_t st = gaaw_buffer_write(ctx, gt.buf, gt.offset, g, sizeof(float) * (size_t)E);
@@ -204,9 +453,13 @@ gaaw_status_t gaaw_moe_backward(gaaw_context_t ctx, const gaaw_moe_spec *spec, c
                                 gaaw_moe_saved *s, const gaaw_tensor_t *x, const gaaw_tensor_t *dy, float aux_scale,
                                 gaaw_tensor_t *dx)
 {
+  if (!s->keep) s->kept = s->own;
+  if (!s->counts) GAAW_CHECK(recount(ctx, spec->experts, s)); /* a caller's kept tensors, from another call */
+  gaaw_tensor_t *kt = s->kept;
   const int64_t T = x->shape[0], C = x->shape[1], E = spec->experts, k = spec->top_k, P = s->assignments;
-  const int64_t F2 = w->w13->shape[1];
+  const int64_t F2 = matrix(w->w13, E, 0).shape[0];
   gaaw_tensor_t dyp = {0}, dwt = {0}, da = {0}, du = {0}, dxp = {0}, ds = {0}, dl = {0}, dxr = {0};
+  float zscale = 0;
   gaaw_status_t st = alloc(ctx, x->dtype, SHAPE2(P, C), &dyp);
   if (st == GAAW_SUCCESS) st = alloc(ctx, GAAW_F32, SHAPE2(T, k), &dwt);
   if (st == GAAW_SUCCESS) st = alloc(ctx, x->dtype, SHAPE2(P, F2 / 2), &da);
@@ -215,30 +468,31 @@ gaaw_status_t gaaw_moe_backward(gaaw_context_t ctx, const gaaw_moe_spec *spec, c
   if (st == GAAW_SUCCESS) st = alloc(ctx, GAAW_F32, SHAPE2(T, E), &ds);
   if (st == GAAW_SUCCESS) st = alloc(ctx, GAAW_F32, SHAPE2(T, E), &dl);
   if (st == GAAW_SUCCESS) st = alloc(ctx, x->dtype, SHAPE2(T, C), &dxr);
-  if (st == GAAW_SUCCESS) st = gaaw_moe_unpermute_backward(ctx, dy, &s->yp, &s->pos, &s->weights, &dyp, &dwt);
+  if (st == GAAW_SUCCESS)
+    st = gaaw_moe_unpermute_backward(ctx, dy, &kt[GAAW_MOE_YP], &kt[GAAW_MOE_POS], &kt[GAAW_MOE_WEIGHTS], &dyp, &dwt);
   if (st == GAAW_SUCCESS) st = experts_backward(ctx, spec, w, s, &dyp, &da, &du, &dxp);
-  if (st == GAAW_SUCCESS) st = gaaw_moe_permute_backward(ctx, &dxp, &s->pos, dx);
+  if (st == GAAW_SUCCESS) st = gaaw_moe_permute_backward(ctx, &dxp, &kt[GAAW_MOE_POS], dx);
   if (st == GAAW_SUCCESS)
-    st = gaaw_moe_topk_backward(ctx, &s->scores, &s->idx, &s->weights, &dwt, spec->renormalize, &ds);
-  if (st == GAAW_SUCCESS) st = aux_gradient(ctx, spec, s, aux_scale, &ds);
-  float zscale = (float)(aux_scale * 2.0 * spec->z_coef / (double)T);
+    st = gaaw_moe_topk_backward(ctx, &kt[GAAW_MOE_SCORES], &kt[GAAW_MOE_IDX], &kt[GAAW_MOE_WEIGHTS], &dwt,
+                                spec->renormalize, &ds);
+  if (st == GAAW_SUCCESS) st = aux_gradient(ctx, spec, s, aux_scale, &ds, &zscale);
   if (st == GAAW_SUCCESS)
-    st = gaaw_moe_router_backward(ctx, &s->logits, &s->scores, &s->lse, &ds, spec->sigmoid, zscale, &dl);
+    st = gaaw_moe_router_backward(ctx, &kt[GAAW_MOE_LOGITS], &kt[GAAW_MOE_SCORES], &kt[GAAW_MOE_LSE], &ds,
+                                  spec->sigmoid, zscale, &dl);
   if (st == GAAW_SUCCESS) st = gaaw_linear_backward_input(ctx, &dl, w->router, &dxr);
   if (st == GAAW_SUCCESS) st = gaaw_add(ctx, dx, &dxr, dx);
   if (st == GAAW_SUCCESS) st = gaaw_linear_backward_weight(ctx, &dl, x, w->d_router, NULL);
   gaaw_tensor_t *tmp[] = {&dyp, &dwt, &da, &du, &dxp, &ds, &dl, &dxr};
-  for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; i++) gaaw_buffer_free(ctx, &tmp[i]->buf);
+  for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; i++)
+    if (tmp[i]->buf) gaaw_buffer_free(ctx, &tmp[i]->buf);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
 
 void gaaw_moe_release(gaaw_context_t ctx, gaaw_moe_saved *s)
 {
-  gaaw_tensor_t *all[] = {&s->logits, &s->scores, &s->lse, &s->idx, &s->weights, &s->src,
-                          &s->pos,    &s->xp,     &s->u,   &s->a,   &s->yp};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-    if (all[i]->buf) gaaw_buffer_free(ctx, &all[i]->buf);
+  for (int i = 0; !s->keep && i < GAAW_MOE_KEPT; i++)
+    if (s->own[i].buf) gaaw_buffer_free(ctx, &s->own[i].buf);
   free(s->counts);
-  s->counts = s->offsets = NULL;
+  s->counts = s->offsets = s->routed = NULL;
 }

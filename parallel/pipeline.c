@@ -297,7 +297,7 @@ static gaaw_status_t step_loss(pipe_run *r, float *loss)
   double sum = 0;
   for (int i = 0; i < r->microbatches; i++) sum += r->frames[i].loss;
   float mean = (float)(sum / r->microbatches);
-  GAAW_CHECK_CTX(r->m->ctx, gaaw_model_share_loss(r->m, &mean));
+  GAAW_CHECK_CTX(r->m->ctx, gaaw_model_share_loss(r->m, &mean, gaaw_moe_step_record(r->m, r->frames, r->microbatches)));
   if (loss) *loss = mean;
   return GAAW_SUCCESS;
 }

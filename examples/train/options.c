@@ -519,6 +519,20 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
   CHECK(o->ffn >= 0 && o->ffn <= INT_MAX, "--ffn must be >= 0 (0 = the architecture's default), got %ld", o->ffn);
   CHECK(o->rope_theta > 1 && o->rope_theta < HUGE_VAL, "--rope-theta must be > 1, got %g", o->rope_theta);
   CHECK(o->norm_eps > 0 && o->norm_eps <= 1, "--norm-eps must be in (0, 1], got %g", o->norm_eps);
+  CHECK(o->experts >= 0 && o->experts <= INT_MAX, "--experts must be >= 0 (0 = dense), got %ld", o->experts);
+  CHECK(!o->experts || (o->top_k >= 1 && o->top_k <= o->experts), "--top-k (%ld) must be in 1..--experts (%ld)",
+        o->top_k, o->experts);
+  CHECK(o->moe_every >= 1 && o->moe_every <= INT_MAX, "--moe-every must be >= 1, got %ld", o->moe_every);
+  CHECK(o->moe_ffn >= 0 && o->moe_ffn <= INT_MAX / 2, "--moe-ffn must be in 0..%d (0 = --ffn's), got %ld", INT_MAX / 2,
+        o->moe_ffn);
+  static const char *const scores[] = {"softmax", "sigmoid", NULL};
+  CHECK(one_of(o->router_score, scores), "--router-score must be softmax or sigmoid, got '%s'", o->router_score);
+  CHECK(o->aux_loss >= 0 && o->aux_loss < HUGE_VAL && o->z_loss >= 0 && o->z_loss < HUGE_VAL,
+        "--aux-loss and --z-loss must be finite and >= 0, got %g and %g", o->aux_loss, o->z_loss);
+  CHECK(o->capacity_factor >= 0 && o->capacity_factor < HUGE_VAL,
+        "--capacity-factor must be finite and >= 0 (0 = dropless), got %g", o->capacity_factor);
+  static const char *const policies[] = {"probs", "position", NULL};
+  CHECK(one_of(o->drop_policy, policies), "--drop-policy must be probs or position, got '%s'", o->drop_policy);
   CHECK(o->seq >= 1, "--seq must be >= 1, got %ld", o->seq);
   CHECK(o->vocab >= 1, "--vocab must be >= 1, got %ld", o->vocab);
   CHECK(o->batch >= 1, "--batch must be >= 1, got %ld", o->batch);
@@ -710,6 +724,15 @@ void train_gpt_config(const train_options *o, gaaw_gpt_config_t *g)
   g->head_dim = (int)o->head_dim;
   g->rope_theta = o->rope_theta;
   g->norm_eps = (float)o->norm_eps;
+  g->experts = (int)o->experts;
+  g->top_k = (int)o->top_k;
+  g->moe_every = (int)o->moe_every;
+  g->moe_ffn = (int)o->moe_ffn;
+  g->router_score = !strcmp(o->router_score, "sigmoid") ? GAAW_ROUTER_SIGMOID : GAAW_ROUTER_SOFTMAX;
+  g->aux_loss_coef = (float)o->aux_loss;
+  g->z_loss_coef = (float)o->z_loss;
+  g->capacity_factor = (float)o->capacity_factor;
+  g->drop_policy = !strcmp(o->drop_policy, "position") ? GAAW_DROP_POSITION : GAAW_DROP_PROBS;
   g->seed = (uint64_t)o->seed;
   g->dtype = dtype_of(o->dtype);
 }

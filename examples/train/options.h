@@ -31,6 +31,15 @@
   X(head_dim, INT, "0", "N", "width of one attention head; 0 = --dim / --heads")                    \
   X(rope_theta, DOUBLE, "10000", "X", "RoPE's base with --arch llama")                              \
   X(norm_eps, DOUBLE, "1e-5", "X", "the norms' epsilon")                                           \
+  X(experts, INT, "0", "N", "mixture of experts: N SwiGLU experts in place of the MLP of blocks 0, --moe-every, 2 x --moe-every, ... (doc/moe.md); 0 = dense") \
+  X(top_k, INT, "2", "K", "with --experts: the experts each token visits, 1..N")                  \
+  X(moe_every, INT, "1", "N", "with --experts: every N-th block (from block 0) has an MoE MLP")   \
+  X(moe_ffn, INT, "0", "N", "with --experts: an expert's hidden width; 0 = --ffn's")               \
+  X(router_score, STRING, "softmax", "S", "with --experts: the router's scores, softmax or sigmoid (DeepSeek-V3)") \
+  X(aux_loss, DOUBLE, "0.01", "X", "with --experts: the load-balancing loss's coefficient (per MoE layer, summed)") \
+  X(z_loss, DOUBLE, "0", "X", "with --experts: the router z-loss's coefficient")                  \
+  X(capacity_factor, DOUBLE, "0", "X", "with --experts: an expert takes at most ceil(K x tokens x X / N) of a microbatch's assignments, the rest skip it; 0 = dropless") \
+  X(drop_policy, STRING, "probs", "P", "with --capacity-factor: which assignments go first, probs (the lowest weights) or position (the latest tokens)") \
   X(dtype, STRING, "f32", "T", "compute dtype: f32, bf16 or f16 (f16 with dynamic loss scaling)")   \
   X(layout, STRING, "", "auto", "auto = the planner (gaaw-plan) chooses tp, pp, dp, virtual stages, microbatches, schedule, --zero, recompute and --batch for the global batch --batch x --accum x microbatches x dp, after calibrating this machine, and prints its choice; empty = the layout options as given") \
   /* optimization */                                                                                 \

@@ -86,6 +86,12 @@ void report_metrics(train_report *r, const train_step_info *s, int have_val, flo
   if (r->peak_tflops > 0) fprintf(f, ",\"mfu\":%.9g", step_tflops(r, s) / r->peak_tflops);
   if (s->save_ms >= 0) fprintf(f, ",\"save_ms\":%.3f", s->save_ms);
   fprintf(f, ",\"skipped\":%d", s->stats->skipped ? 1 : 0);
+  if (s->moe.layers) {
+    json_float(f, "moe_aux_loss", (float)s->moe.aux_loss);
+    json_float(f, "moe_z_loss", (float)s->moe.z_loss);
+    json_float(f, "moe_min_margin", (float)s->moe.min_margin);
+    json_float(f, "moe_drop_fraction", (float)s->moe.drop_fraction);
+  }
   fprintf(f, ",\"params_bytes\":%zu,\"grads_bytes\":%zu,\"optimizer_bytes\":%zu,\"activation_peak_bytes\":%zu,\"device_peak_bytes\":%zu",
           s->params_bytes, s->grads_bytes, s->optimizer_bytes, s->activation_peak, s->device_peak);
   fprintf(f, ",\"dp_comm_bytes\":%llu}\n", (unsigned long long)s->stats->comm_bytes);

@@ -33,6 +33,7 @@ typedef struct {
   size_t params_bytes, grads_bytes, optimizer_bytes; /* model state on this rank, by category */
   size_t activation_peak;
   size_t device_peak;         /* the most device memory in use at one instant so far, the largest rank's */
+  gaaw_moe_metrics_t moe;     /* the MoE layers' (moe.layers 0: a dense model) */
   int ranks;                  /* pp > 1: rank_figures holds, per world rank, the fraction of */
   const double *rank_figures; /* its forward_backward time spent waiting for pipeline peers,
                                  then its activation peak in bytes; else 0 and NULL */

@@ -34,6 +34,14 @@ typedef enum { GAAW_NORM_LAYERNORM = 0, GAAW_NORM_RMSNORM = 1 } gaaw_norm_t;
  * frequencies theta^(-2i/head_dim); no parameters). */
 typedef enum { GAAW_POSITION_LEARNED = 0, GAAW_POSITION_ROPE = 1 } gaaw_position_t;
 
+/* How an MoE router scores experts from its logits: each row's softmax, or each
+ * logit's sigmoid (DeepSeek-V3). */
+typedef enum { GAAW_ROUTER_SOFTMAX = 0, GAAW_ROUTER_SIGMOID = 1 } gaaw_router_score_t;
+/* Which assignments an MoE layer at capacity drops (Megatron-Core's
+ * moe_token_drop_policy), first choices always placed before second ones: the
+ * lowest routing weights first, or the latest tokens first. */
+typedef enum { GAAW_DROP_PROBS = 0, GAAW_DROP_POSITION = 1 } gaaw_drop_policy_t;
+
 /* The GPT: GPT-2 by default (gaaw_gpt_config_default), a LLaMA-class decoder with
  * gaaw_gpt_config_llama. Sizes must satisfy: heads % kv_heads == 0; heads % tp == 0;
  * kv_heads % tp == 0 or tp % kv_heads == 0 (then each key/value head is replicated
@@ -61,11 +69,29 @@ typedef struct {
   double rope_theta;     /* RoPE's base; 0 = 10000 */
   int no_bias;           /* 1: linears without biases (LLaMA); 0: with (GPT-2, default) */
   float norm_eps;        /* the norms' epsilon; 0 = 1e-5 */
+  /* Mixture of experts (doc/moe.md): with experts > 0, the MLP of blocks 0,
+   * moe_every, 2 moe_every, ... is `experts` SwiGLU experts of width moe_ffn, of
+   * which a router (a linear to `experts` logits, f32) picks top_k per token. */
+  int experts;           /* 0: dense MLPs only (default) */
+  int top_k;             /* experts per token, 1..experts; 0 = 2 (or 1 with one expert) */
+  int moe_every;         /* 0 = 1: every block */
+  int moe_ffn;           /* an expert's hidden size; 0 = ffn */
+  gaaw_router_score_t router_score; /* softmax (default) or sigmoid (DeepSeek-V3) */
+  int moe_raw_weights;   /* 1: the chosen scores weigh the experts as they are; 0: divided by
+                            their sum (Mixtral; default) */
+  float aux_loss_coef;   /* load balancing, coef x experts x sum_i f_i P_i per MoE layer;
+                            gaaw_gpt_config_default: 0.01 */
+  float z_loss_coef;     /* router z-loss, coef x mean lse^2 per MoE layer; default 0 */
+  float capacity_factor; /* 0: dropless (default); > 0: an expert takes at most
+                            ceil(top_k x T x capacity_factor / experts) of a token group's T
+                            tokens' assignments, the rest pass through the residual */
+  gaaw_drop_policy_t drop_policy; /* which go over capacity: by weight (default) or position */
 } gaaw_gpt_config_t;
 
 /* GPT-2 small-ish defaults: vocab 256, max_seq 128, 4 layers, 4 heads, dim 256,
  * ffn 4*dim, layernorm, GELU, tied, no sequence parallelism, seed 1337, f32,
- * multi-head, learned positions, biases, eps 1e-5. */
+ * multi-head, learned positions, biases, eps 1e-5; dense (experts 0; with experts
+ * set: top-2, softmax, renormalised, aux_loss_coef 0.01, no z-loss). */
 void gaaw_gpt_config_default(gaaw_gpt_config_t *cfg);
 /* The LLaMA architecture on the sizes cfg already holds (call it after setting
  * them, or after gaaw_gpt_config_default for its sizes): RoPE (theta 10000 unless
@@ -331,6 +357,25 @@ gaaw_status_t gaaw_model_set_params(gaaw_model_t model, const float *values);
  * (GAAW_ERR_STATE otherwise). GAAW_ERR_UNSUPPORTED at cp > 1 (a rank holds pieces of
  * each sequence). Collective over the tp group. */
 gaaw_status_t gaaw_model_get_logits(gaaw_model_t model, float *logits);
+
+/* What the mixture-of-experts layers measured in the last gaaw_model_forward or
+ * gaaw_model_forward_backward (doc/moe.md), over each layer's token group. */
+typedef struct {
+  int layers;          /* MoE layers of the model (0: dense; the rest is 0) */
+  int experts, top_k;
+  double aux_loss;     /* load balancing: summed over the MoE layers, mean over the
+                          step's microbatches (coefficient applied; in the loss) */
+  double z_loss;       /* the router z-loss, the same way */
+  double min_margin;   /* the smallest gap between a token's k-th and (k+1)-th router
+                          score, over the step's tokens and layers; +inf at top_k = experts */
+  int64_t tokens;      /* one MoE layer's tokens, summed over the step's microbatches */
+  double drop_fraction; /* the share of the step's assignments dropped by capacity, all layers */
+} gaaw_moe_metrics_t;
+/* *out, and, when counts is not NULL, counts[layer x experts + e] (counts_len >=
+ * layers x experts): the step's assignments to expert e of each MoE layer, summed
+ * over its microbatches. Collective over world. */
+gaaw_status_t gaaw_model_moe_metrics(gaaw_model_t model, gaaw_moe_metrics_t *out, int64_t *counts,
+                                     int64_t counts_len);
 /* Number of parameters of the whole (unsplit) model, and of this rank's slices. */
 gaaw_status_t gaaw_model_num_params(gaaw_model_t model, int64_t *global_count, int64_t *local_count);
 /* The model's training FLOPs (forward and backward) per token of a GPT at its full

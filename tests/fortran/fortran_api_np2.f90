@@ -8,6 +8,7 @@
 !  - the GPT on Fortran token arrays (seq, batch) gives the loss of the same batch
 !    passed as C pointers, its predicted logits (vocab, seq, batch) equal the
 !    logits of the forward, and targets of the wrong shape on one rank fail on both;
+!    with mixture-of-experts MLPs, refused at tp 2, a step's metrics on one rank;
 !  - the parameter registry (get, set, round trip, all as one vector), gradients, layer timing, the
 !    optimizer's statistics and memory;
 !  - the build description, the tunables table, option sources, the context's
@@ -281,7 +282,47 @@ contains
                        "targets hold 2 samples of 7 features")
     call check_status("destroy gpt", gaaw_model_destroy(gpt), GAAW_SUCCESS)
     call check_llama()
+    call check_moe()
   end subroutine check_gpt
+
+  ! Mixture-of-experts MLPs by keyword: refused by name at tp 2; on one rank (a
+  ! context of its own), a step's metrics: one MoE layer of 4 experts, top-2, every
+  ! token counted twice, a load-balancing loss near its balanced value 0.01.
+  subroutine check_moe()
+    type(gaaw_model) :: m
+    type(gaaw_gpt_config_t) :: c
+    type(gaaw_config) :: one_cfg
+    type(gaaw_context) :: one
+    type(gaaw_moe_metrics_t) :: metrics
+    integer(c_int32_t) :: tokens(seq, nbatch), targets(seq, nbatch)
+    integer(c_int64_t) :: counts(4, 1)
+    real(c_float) :: loss
+    integer :: i
+    call gaaw_gpt_config_default(c)
+    call check_true("moe defaults: dense, top-2, softmax, aux 0.01", c%experts == 0 .and. c%top_k == 2 .and. &
+                    c%router_score == GAAW_ROUTER_SOFTMAX .and. abs(c%aux_loss_coef - 0.01) < 1e-7)
+    call check_failure("experts at tp 2", gaaw_model_create_gpt(ctx, m, vocab=vocab, max_seq=seq, layers=1, &
+                       heads=2, dim=16, llama=.true., experts=4), GAAW_ERR_UNSUPPORTED, ctx, "tp 1 and cp 1")
+    call check_status("config_create", gaaw_config_create(one_cfg), GAAW_SUCCESS)
+    call check_status("parse", gaaw_config_parse(one_cfg, "backend=host"), GAAW_SUCCESS)
+    call check_status("gaaw_init on one rank", gaaw_init(MPI_COMM_SELF, one_cfg, one), GAAW_SUCCESS)
+    call check_status("create moe", gaaw_model_create_gpt(one, m, vocab=vocab, max_seq=seq, layers=1, heads=2, &
+                                                          dim=16, seed=7, llama=.true., experts=4, top_k=2, &
+                                                          moe_ffn=8, router_score=GAAW_ROUTER_SOFTMAX, &
+                                                          aux_loss_coef=0.01, z_loss_coef=1e-3), GAAW_SUCCESS, one)
+    tokens = reshape([(int(mod(i * 3, vocab), c_int32_t), i = 1, seq * nbatch)], [seq, nbatch])
+    targets = cshift(tokens, 1, dim=1)
+    call check_status("moe forward_backward", gaaw_model_forward_backward(m, tokens, targets, loss), GAAW_SUCCESS, one)
+    call check_status("moe metrics", gaaw_model_moe_metrics(m, metrics, counts), GAAW_SUCCESS, one)
+    call check_true("moe metrics: 1 layer, 4 experts, top-2, every token", metrics%layers == 1 .and. &
+                    metrics%experts == 4 .and. metrics%top_k == 2 .and. metrics%tokens == seq * nbatch)
+    call check_true("moe counts: every token twice", sum(counts) == 2 * seq * nbatch .and. all(counts >= 0))
+    call check_true("moe: aux loss near 0.01, a z loss, a margin, dropless", abs(metrics%aux_loss - 0.01d0) < 5d-3 &
+                    .and. metrics%z_loss > 0 .and. metrics%min_margin > 0 .and. metrics%drop_fraction == 0)
+    call check_status("destroy moe", gaaw_model_destroy(m), GAAW_SUCCESS)
+    call check_status("finalize one", gaaw_finalize(one), GAAW_SUCCESS)
+    call check_status("config_destroy", gaaw_config_destroy(one_cfg), GAAW_SUCCESS)
+  end subroutine check_moe
 
   ! A LLaMA-class GPT at tp 2 with one kv head (replicated on both ranks), by the
   ! keywords and by a config that gaaw_gpt_config_llama filled: the same model.

@@ -20,6 +20,8 @@
  *    cp 2 x tp 2 (LLaMA, selective), cp 2 x pp 2 under 1F1B, and the LLaMA at cp 2 x
  *    dp 2, ZeRO 3; all-to-all at cp 2 x dp 2, cp 4 (LLaMA, ZeRO 3, full) and cp 2 x
  *    tp 2 (LLaMA, selective);
+ *  - mixture-of-experts MLPs (LLaMA, 8 experts, top-2) at dp 2, dp 4 with ZeRO 3
+ *    and full recomputation, pp 2 x dp 2 under 1F1B (4 experts, selective);
  *  - every category's peak but the workspace's (the host kernels' own scratch) to
  *    the byte, and with sequence parallelism the communication's (the tp ring's
  *    scratch is not estimated); the workspace's above by at most the host kernels'
@@ -58,6 +60,7 @@ typedef struct {
   int llama; /* model_tiny_llama with 2 kv heads instead of model_tiny_gpt */
   int sequence_parallel;
   int kv_heads; /* model_tiny_gpt's (biases and all) kv heads; 0: one per head */
+  int experts;  /* > 0: the LLaMA's MLPs mixtures of this many experts, top-2 */
 } run_case;
 
 /* STEPS steps of MICRO microbatches of (B, T) each. */
@@ -87,6 +90,10 @@ static void check_case(MPI_Comm comm, const run_case *c)
     g.dim = 64;
   }
   g.sequence_parallel = c->sequence_parallel;
+  if (c->experts) {
+    g.experts = c->experts;
+    g.moe_ffn = 16;
+  }
   gaaw_optimizer_config_t oc;
   gaaw_optimizer_config_default(&oc);
   oc.zero_stage = c->stage;
@@ -398,6 +405,13 @@ int main(int argc, char **argv)
     {1, 2, 2, "cp=2 tp=2 cp_kind=a2a recompute=selective", 1},
   };
   for (size_t k = 0; k < sizeof cps / sizeof cps[0]; k++) run_on_groups(&cps[k]);
+  /* mixtures of experts: the router's scores and maps, the permuted rows (dropless:
+   * exactly k per token), the experts' activations; backward's temporaries */
+  const run_case moes[] = {
+    {2, 1, 2, "recompute=none", 1, 0, 0, 8}, {4, 3, 2, "recompute=full", 1, 0, 0, 8},
+    {2, 2, 4, "pp=2 pp_schedule=1f1b recompute=selective", 1, 0, 0, 4},
+  };
+  for (size_t k = 0; k < sizeof moes / sizeof moes[0]; k++) run_on_groups(&moes[k]);
   ckpt_test_dir_remove(nvme_dir);
   bad_input();
   if (world_rank == 0) printf("%d layouts: the largest difference between estimate and measured peak %.3f%%\n",

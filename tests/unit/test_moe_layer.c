@@ -99,8 +99,8 @@ static void check_layer(gaaw_context_t ctx, int sigmoid, int renormalize)
   for (int i = 0; i < 3; i++) require_ok(ctx, gaaw_fill(ctx, grads[i], 0.0f));
   gaaw_moe_spec spec = {E, K, sigmoid, renormalize, 0.01f, 0.001f};
   gaaw_moe_weights w = {&router, &w13, &w2, &dr, &d13, &d2};
-  gaaw_moe_saved saved;
-  gaaw_moe_losses losses;
+  gaaw_moe_saved saved = {0};
+  gaaw_moe_losses losses = {0};
   expect_status_ctx(ctx, gaaw_moe_forward(ctx, &spec, &w, &x, &y, &saved, &losses), GAAW_SUCCESS);
   double *in[4] = {kt_dup(xv, NX), kt_dup(rv, NR), kt_dup(w13v, N13), kt_dup(w2v, N2)};
   double *dyd = kt_dup(dyv, NX), out[1 + NX + 2];
@@ -128,7 +128,7 @@ static void check_layer(gaaw_context_t ctx, int sigmoid, int renormalize)
   }
   /* a second forward from the same inputs is bit-identical */
   gaaw_tensor_t y2 = KT_NEW(ctx, GAAW_F32, T, C);
-  gaaw_moe_saved again;
+  gaaw_moe_saved again = {0};
   expect_status_ctx(ctx, gaaw_moe_forward(ctx, &spec, &w, &x, &y2, &again, &losses), GAAW_SUCCESS);
   void *b1 = kt_bytes(ctx, &y), *b2 = kt_bytes(ctx, &y2);
   expect_true(memcmp(b1, b2, sizeof(float) * NX) == 0, "two forwards differ");
@@ -148,8 +148,8 @@ static void check_refusals(gaaw_context_t ctx)
   gaaw_tensor_t w2 = KT_NEW(ctx, GAAW_F32, E, C, F);
   gaaw_moe_weights w = {&router, &w13, &w2, NULL, NULL, NULL};
   gaaw_moe_spec spec = {E, K, 0, 1, 0, 0};
-  gaaw_moe_saved s;
-  gaaw_moe_losses l;
+  gaaw_moe_saved s = {0};
+  gaaw_moe_losses l = {0};
   expect_status_ctx(ctx, gaaw_moe_forward(ctx, &spec, &w, &x, &y, &s, &l), GAAW_ERR_INVALID_ARG);
   expect_true(strstr(gaaw_last_error(ctx), "f32 only") != NULL, "%s", gaaw_last_error(ctx));
   gaaw_clear_error(ctx);

@@ -2,7 +2,9 @@
  * (tests/reference/moe_reference.py, written from doc/moe.md's rules) from the same
  * weights: the output, both aux losses and every gradient (x, the router, w13,
  * w2), with softmax and sigmoid scores, with and without renormalisation, top-2 of
- * 8 experts over 32 tokens (every expert used). Tolerance per tensor of its largest
+ * 8 experts over 32 tokens (every expert used), dropless and at capacity factor
+ * 1.0 under each drop policy (probs, position: the same assignments dropped, some
+ * dropped). Tolerance per tensor of its largest
  * |value|: both sides are f32 and differ in summation order only, 2e-5 (as the GPT
  * tests). Skips (77) when PyTorch is missing. */
 #include <math.h>
@@ -11,11 +13,12 @@
 #include "parallel/moe.h"
 #include "tests/harness/torch_cases.h"
 
-enum { T = 32, C = 16, E = 8, K = 2, F = 12, CASES = 4 };
+enum { T = 32, C = 16, E = 8, K = 2, F = 12, CASES = 6 };
 #define TOL 2e-5
 
 typedef struct {
   float y[T * C], dx[T * C], dr[E * C], d13[E * 2 * F * C], d2[E * C * F];
+  int32_t pos[T * K]; /* -1: dropped */
   gaaw_moe_losses losses;
 } moe_run;
 
@@ -49,7 +52,9 @@ static void expect_record(const tf_tensor *ref, int nref, const char *name, cons
 
 static void run_case(gaaw_context_t ctx, int k, torch_cases *ref, moe_run *out)
 {
-  int sigmoid = k / 2, renormalize = k % 2;
+  /* cases 0-3: softmax or sigmoid, renormalised or not; 4, 5: softmax, renormalised,
+   * capacity 1.0, dropping by weight, then by position */
+  int sigmoid = k < 4 && k / 2, renormalize = k >= 4 || k % 2, capacity = k >= 4, position = k == 5;
   uint64_t state = 900 + (uint64_t)k;
   static float x[T * C], r[E * C], w13[E * 2 * F * C], w2[E * C * F], dy[T * C];
   for (int i = 0; i < T * C; i++) x[i] = (float)model_normal(&state), dy[i] = (float)model_normal(&state);
@@ -64,21 +69,24 @@ static void run_case(gaaw_context_t ctx, int k, torch_cases *ref, moe_run *out)
   gaaw_tensor_t d2 = upload(ctx, 3, (int64_t[]){E, C, F}, w2);
   gaaw_tensor_t *grads[] = {&dr, &d13, &d2};
   for (int i = 0; i < 3; i++) require_ok(ctx, gaaw_fill(ctx, grads[i], 0.0f));
-  gaaw_moe_spec spec = {E, K, sigmoid, renormalize, 0.01f, 0.001f};
+  gaaw_moe_spec spec = {E, K, sigmoid, renormalize, 0.01f, 0.001f, capacity ? 1.0f : 0.0f, position};
   gaaw_moe_weights w = {&tr, &t13, &t2, &dr, &d13, &d2};
-  gaaw_moe_saved saved;
+  gaaw_moe_saved saved = {0};
   const float aux_scale = 0.5f;
   require_ok(ctx, gaaw_moe_forward(ctx, &spec, &w, &tx, &ty, &saved, &out->losses));
   require_ok(ctx, gaaw_moe_backward(ctx, &spec, &w, &saved, &tx, &tdy, aux_scale, &tdx));
   for (int e = 0; e < E; e++) expect_true(saved.counts[e] > 0, "case %d: expert %d got no token", k, e);
+  expect_true((out->losses.dropped > 0) == capacity, "case %d: %lld assignments dropped", k,
+              (long long)out->losses.dropped);
+  require_ok(ctx, gaaw_buffer_read(ctx, saved.own[GAAW_MOE_POS].buf, 0, out->pos, sizeof out->pos));
   download(ctx, &ty, out->y), download(ctx, &tdx, out->dx), download(ctx, &dr, out->dr);
   download(ctx, &d13, out->d13), download(ctx, &d2, out->d2);
   gaaw_moe_release(ctx, &saved);
   FILE *f = torch_case_begin(ref);
-  int32_t cfg[3] = {sigmoid, renormalize, K};
-  float coefs[3] = {spec.aux_coef, spec.z_coef, aux_scale};
-  tf_write(f, "config", 1, 1, (int64_t[]){3}, cfg);
-  tf_write(f, "coefs", 0, 1, (int64_t[]){3}, coefs);
+  int32_t cfg[4] = {sigmoid, renormalize, K, position};
+  float coefs[4] = {spec.aux_coef, spec.z_coef, aux_scale, spec.capacity_factor};
+  tf_write(f, "config", 1, 1, (int64_t[]){4}, cfg);
+  tf_write(f, "coefs", 0, 1, (int64_t[]){4}, coefs);
   tf_write(f, "x", 0, 2, (int64_t[]){T, C}, x);
   tf_write(f, "router", 0, 2, (int64_t[]){E, C}, r);
   tf_write(f, "w13", 0, 3, (int64_t[]){E, 2 * F, C}, w13);
@@ -101,10 +109,17 @@ int main(int argc, char **argv)
   expect_true(rc != 1, "the PyTorch reference failed");
   for (int k = 0; rc == 0 && k < CASES; k++) {
     char what[64];
-    snprintf(what, sizeof what, "%s scores%s", k / 2 ? "sigmoid" : "softmax", k % 2 ? ", renormalised" : "");
+    if (k < 4)
+      snprintf(what, sizeof what, "%s scores%s", k / 2 ? "sigmoid" : "softmax", k % 2 ? ", renormalised" : "");
+    else
+      snprintf(what, sizeof what, "capacity 1.0, dropping by %s", k == 5 ? "position" : "weight");
     int n;
     const tf_tensor *t = torch_case_result(&ref, k, &n);
     float aux = (float)runs[k].losses.aux, z = (float)runs[k].losses.z;
+    const tf_tensor *kept = tf_find(t, n, "kept");
+    int same = kept && kept->count == T * K;
+    for (int i = 0; same && i < T * K; i++) same = ((const float *)kept->data)[i] == (runs[k].pos[i] >= 0);
+    expect_true(same, "%s: the assignments kept differ from PyTorch's", what);
     expect_record(t, n, "y", runs[k].y, T * C, what);
     expect_record(t, n, "aux", &aux, 1, what);
     expect_record(t, n, "z", &z, 1, what);
