@@ -15,8 +15,10 @@ gaaw_hf_kind gaaw_hf_layout(gaaw_model_t m)
 {
   const gaaw_gpt_config_t *g = &m->gpt;
   if (m->kind_ops->kind != GAAW_MODEL_GPT) return GAAW_HF_NONE;
+  int mixtral = g->moe_every == 1 && g->router_score == GAAW_ROUTER_SOFTMAX && !g->moe_raw_weights &&
+                g->experts <= GAAW_HF_MAX_EXPERTS;
   if (g->position == GAAW_POSITION_ROPE && g->norm == GAAW_NORM_RMSNORM && g->activation == GAAW_ACT_SWIGLU)
-    return GAAW_HF_LLAMA;
+    return !g->experts || mixtral ? GAAW_HF_LLAMA : GAAW_HF_NONE;
   return strcmp(gaaw_ctx_string(m->ctx, "gpt2_names"), "hf") == 0 ? GAAW_HF_GPT2 : GAAW_HF_NONE;
 }
 
@@ -42,6 +44,34 @@ static void part(gaaw_hf_parts *p, const char *name, int64_t row0, int64_t rows)
   p->row0[p->n] = row0;
   p->rows[p->n] = rows;
   p->n++;
+}
+
+int64_t gaaw_hf_tensor_bound(gaaw_model_t m, int nparams)
+{
+  return (int64_t)(nparams > 0 ? nparams : 1) * 3 + (int64_t)m->moe_layers * 3 * m->gpt.experts;
+}
+
+/* An MoE block's suffix -> Mixtral's pieces under model.layers.I.block_sparse_moe:
+ * the router gate.weight (E, C); experts.e.w1 and .w3 (F, C) from w13's rows 2Fe and
+ * 2Fe + F; experts.e.w2 (C, F) from w2's rows Ce. */
+static int moe_parts(gaaw_model_t m, int i, const char *suffix, gaaw_hf_parts *out)
+{
+  const int64_t E = m->gpt.experts, F = m->gpt.moe_ffn, C = m->gpt.dim;
+  char name[GAAW_HF_NAME_MAX];
+  if (!strcmp(suffix, "mlp.gate.weight")) {
+    snprintf(name, sizeof name, "model.layers.%d.block_sparse_moe.gate.weight", i);
+    part(out, name, 0, E);
+    return 1;
+  }
+  int w13 = !strcmp(suffix, "mlp.experts.w13.weight");
+  if (!w13 && strcmp(suffix, "mlp.experts.w2.weight")) return 0;
+  for (int64_t e = 0; e < E; e++)
+    for (int half = 0; half < (w13 ? 2 : 1); half++) {
+      snprintf(name, sizeof name, "model.layers.%d.block_sparse_moe.experts.%lld.%s.weight", i, (long long)e,
+               w13 ? (half ? "w3" : "w1") : "w2");
+      part(out, name, w13 ? 2 * F * e + half * F : C * e, w13 ? F : C);
+    }
+  return 1;
 }
 
 /* block i's suffix (after "h.I.") -> its pieces under model.layers.I. */
@@ -80,7 +110,7 @@ static int block_parts(gaaw_model_t m, int i, const char *suffix, int64_t rows, 
     part(out, name, f, f);
     return 1;
   }
-  return 0;
+  return moe_parts(m, i, suffix, out);
 }
 
 /* Whether `name` ends in suffix. */
@@ -162,6 +192,20 @@ static json_t *gpt2_config_of(const gaaw_gpt_config_t *g, const char *dtype_name
   return j;
 }
 
+/* Mixtral's fields: its intermediate_size is an expert's; its router_aux_loss_coef
+ * scales a loss k / L times ours (doc/moe.md): ours times L / k. */
+static void mixtral_fields(const gaaw_gpt_config_t *g, json_t *j)
+{
+  json_object_set_new(j, "architectures", json_pack("[s]", "MixtralForCausalLM"));
+  json_object_set_new(j, "model_type", json_string("mixtral"));
+  json_object_set_new(j, "intermediate_size", json_integer(g->moe_ffn));
+  json_object_set_new(j, "num_local_experts", json_integer(g->experts));
+  json_object_set_new(j, "num_experts_per_tok", json_integer(g->top_k));
+  json_object_set_new(j, "router_aux_loss_coef", float_json(g->aux_loss_coef * (float)g->layers / (float)g->top_k));
+  json_object_set_new(j, "output_router_logits", json_false());
+  json_object_set_new(j, "sliding_window", json_null());
+}
+
 static json_t *config_of(const gaaw_gpt_config_t *g, gaaw_hf_kind kind, const char *dtype_name)
 {
   if (kind == GAAW_HF_GPT2) return gpt2_config_of(g, dtype_name);
@@ -170,6 +214,7 @@ static json_t *config_of(const gaaw_gpt_config_t *g, gaaw_hf_kind kind, const ch
   json_object_set_new(j, "model_type", json_string("llama"));
   json_object_set_new(j, "hidden_size", json_integer(g->dim));
   json_object_set_new(j, "intermediate_size", json_integer(g->ffn));
+  if (g->experts) mixtral_fields(g, j);
   json_object_set_new(j, "num_hidden_layers", json_integer(g->layers));
   json_object_set_new(j, "num_attention_heads", json_integer(g->heads));
   json_object_set_new(j, "num_key_value_heads", json_integer(g->kv_heads));
@@ -255,7 +300,9 @@ static gaaw_status_t check_llama(gaaw_context_t ctx, const gaaw_gpt_config_t *g,
               "the plain one of rope_theta)", file, json_is_string(kind) ? json_string_value(kind) : "(unnamed)");
   }
   GAAW_CHECK(check_number(ctx, file, j, "hidden_size", g->dim, 0));
-  GAAW_CHECK(check_number(ctx, file, j, "intermediate_size", g->ffn, 0));
+  GAAW_CHECK(check_number(ctx, file, j, "intermediate_size", g->experts ? g->moe_ffn : g->ffn, 0));
+  GAAW_CHECK(check_number(ctx, file, j, "num_local_experts", g->experts, 0));
+  GAAW_CHECK(check_number(ctx, file, j, "num_experts_per_tok", g->top_k, 0));
   GAAW_CHECK(check_number(ctx, file, j, "num_hidden_layers", g->layers, 0));
   GAAW_CHECK(check_number(ctx, file, j, "num_attention_heads", g->heads, 0));
   GAAW_CHECK(check_number(ctx, file, j, "num_key_value_heads", g->kv_heads, 0));
@@ -295,7 +342,7 @@ gaaw_status_t gaaw_hf_config_check_text(gaaw_context_t ctx, const gaaw_gpt_confi
   json_error_t e;
   json_t *j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &e);
   if (!j) GAAW_FAIL(ctx, GAAW_ERR_CORRUPT, "%s is not JSON: %s (line %d)", file, e.text, e.line);
-  const char *want = kind == GAAW_HF_GPT2 ? "gpt2" : "llama";
+  const char *want = kind == GAAW_HF_GPT2 ? "gpt2" : g->experts ? "mixtral" : "llama";
   json_t *type = json_object_get(j, "model_type");
   gaaw_status_t st = GAAW_SUCCESS;
   if (!json_is_object(j))

@@ -10,7 +10,9 @@
 
 #include "parallel/model_impl.h"
 
-#define GAAW_HF_MAX_PARTS 3
+/* Mixtral's experts are tensors of their own: an MoE layer's w13 is 2 E of them */
+#define GAAW_HF_MAX_EXPERTS 256
+#define GAAW_HF_MAX_PARTS (2 * GAAW_HF_MAX_EXPERTS)
 #define GAAW_HF_NAME_MAX 96
 
 /* One parameter's pieces in the file: rows [row0[k], row0[k] + rows[k]) of it
@@ -25,9 +27,12 @@ typedef struct {
 typedef enum { GAAW_HF_NONE = 0, GAAW_HF_LLAMA, GAAW_HF_GPT2 } gaaw_hf_kind;
 
 /* The layout model m exports and imports under: LLAMA for a GPT with RoPE, RMSNorm
- * and SwiGLU; GPT2 for any other GPT when the option gpt2_names is hf; else NONE
- * (gaaw's own names: nanoGPT's for a GPT). */
+ * and SwiGLU (with MoE MLPs: Mixtral's, when every block has one, scored by softmax,
+ * renormalised, at most GAAW_HF_MAX_EXPERTS experts); GPT2 for any other GPT when
+ * the option gpt2_names is hf; else NONE (gaaw's own names: nanoGPT's for a GPT). */
 gaaw_hf_kind gaaw_hf_layout(gaaw_model_t m);
+/* The most file tensors m's nparams parameters take in any layout. */
+int64_t gaaw_hf_tensor_bound(gaaw_model_t m, int nparams);
 /* A GPT2 layout's model must be what GPT2LMHeadModel computes: learned positions,
  * layernorm, GELU, biases, head_dim = dim / heads, kv_heads = heads; else
  * GAAW_ERR_UNSUPPORTED naming what differs. Not collective. */
@@ -41,7 +46,7 @@ int gaaw_hf_parts_of(gaaw_model_t m, gaaw_hf_kind kind, const char *name, int64_
  * tensors, dtype_name "float32", "bfloat16" or "float16"), checked by
  * gaaw_model_import when it exists: every field it gives must be the model's
  * (GAAW_ERR_INVALID_ARG naming the field and both values), "model_type" must be
- * "llama" or "gpt2", and what gaaw does not compute is GAAW_ERR_UNSUPPORTED
+ * "llama" ("mixtral" with MoE MLPs) or "gpt2", and what gaaw does not compute is GAAW_ERR_UNSUPPORTED
  * naming it (a "rope_scaling" other than null, GPT-2's attention scalings and
  * activations other than the tanh GELU). Not collective. */
 gaaw_status_t gaaw_hf_config_write(gaaw_model_t m, gaaw_hf_kind kind, const char *path, const char *dtype_name);

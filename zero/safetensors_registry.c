@@ -35,27 +35,27 @@ int gaaw_st_registry_find_file(const st_registry *r, const char *name)
   return -1;
 }
 
-/* Appends parameter p's file tensors (shape: its global shape). */
-static gaaw_status_t registry_add(gaaw_model_t m, st_registry *r, int p, const char *name, int ndim,
-                                  const int64_t *shape)
+/* Appends parameter p's file tensors (shape: its global shape); parts: room for
+ * its pieces. */
+static gaaw_status_t add_parts(gaaw_model_t m, st_registry *r, int p, const char *name, int ndim, const int64_t *shape,
+                               gaaw_hf_parts *parts)
 {
   gaaw_context_t ctx = m->ctx;
-  gaaw_hf_parts parts;
-  if (!r->hf || !gaaw_hf_parts_of(m, r->hf, name, shape[0], &parts)) {
+  if (!r->hf || !gaaw_hf_parts_of(m, r->hf, name, shape[0], parts)) {
     if (r->hf) GAAW_FAIL(ctx, GAAW_ERR_INTERNAL, "parameter %s has no Hugging Face name", name);
-    parts.n = 1, parts.transposed = 0, parts.row0[0] = 0, parts.rows[0] = shape[0];
+    parts->n = 1, parts->transposed = 0, parts->row0[0] = 0, parts->rows[0] = shape[0];
   }
-  for (int k = 0; k < parts.n; k++) {
+  for (int k = 0; k < parts->n; k++) {
     gaaw_st_tensor *t = &r->t[r->n];
     t->ndim = ndim;
-    t->shape[0] = parts.rows[k];
+    t->shape[0] = parts->rows[k];
     if (ndim == 2) t->shape[1] = shape[1];
-    r->transposed[r->n] = parts.transposed && ndim == 2;
+    r->transposed[r->n] = parts->transposed && ndim == 2;
     if (r->transposed[r->n]) t->shape[0] = shape[1], t->shape[1] = shape[0];
-    t->name = r->hf ? strdup(parts.name[k]) : (char *)name; /* never written through */
+    t->name = r->hf ? strdup(parts->name[k]) : (char *)name; /* never written through */
     if (!t->name) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot copy a tensor name");
     r->param[r->n] = p;
-    r->row0[r->n] = parts.row0[k];
+    r->row0[r->n] = parts->row0[k];
     r->n++;
     r->digest = r->digest * 1099511628211ull ^ gaaw_digest(t->name, strlen(t->name)) ^
                 gaaw_digest(t->shape, (size_t)t->ndim * sizeof t->shape[0]);
@@ -63,12 +63,22 @@ static gaaw_status_t registry_add(gaaw_model_t m, st_registry *r, int p, const c
   return GAAW_SUCCESS;
 }
 
+static gaaw_status_t registry_add(gaaw_model_t m, st_registry *r, int p, const char *name, int ndim,
+                                  const int64_t *shape)
+{
+  gaaw_hf_parts *parts = malloc(sizeof *parts); /* Mixtral's experts make it large */
+  if (!parts) GAAW_FAIL(m->ctx, GAAW_ERR_NO_MEMORY, "cannot hold the file tensors of %s", name);
+  gaaw_status_t st = add_parts(m, r, p, name, ndim, shape, parts);
+  free(parts);
+  return st;
+}
+
 gaaw_status_t gaaw_st_registry_read(gaaw_model_t m, st_registry *r)
 {
   gaaw_context_t ctx = m->ctx;
   memset(r, 0, sizeof *r);
   GAAW_CHECK(gaaw_model_param_count(m, &r->nparams));
-  size_t cap = (size_t)(r->nparams ? r->nparams : 1) * GAAW_HF_MAX_PARTS;
+  size_t cap = (size_t)gaaw_hf_tensor_bound(m, r->nparams);
   r->t = calloc(cap, sizeof *r->t);
   r->param = calloc(cap, sizeof *r->param);
   r->row0 = calloc(cap, sizeof *r->row0);

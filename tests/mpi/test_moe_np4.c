@@ -15,6 +15,9 @@
  *  - pp 2 x dp 2 run twice: the same losses and parameters bit for bit;
  *  - a checkpoint saved at ZeRO 3, dp 4 loads at pp 2 x dp 2, and the next 2
  *    steps give the serial run's steps 11 and 12 within 1e-5;
+ *  - every block an MoE one, exported at dp 4 in Mixtral's safetensors layout
+ *    (block_sparse_moe.gate, experts.E.w1/w3/w2 and config.json's mixtral fields),
+ *    imports at pp 2 x dp 2 bit for bit;
  *  - bad configurations fail every rank with the same named error before
  *    training: top_k > experts on one rank only, experts at tp 2, bf16.
  * The token group of an MoE layer is the global microbatch (every replica's
@@ -66,14 +69,18 @@ static gaaw_gpt_config_t moe_config(int capacity)
   return g;
 }
 
-static run open_run(const layout *l, MPI_Comm comm)
+/* mixtral: every block an MoE one (Mixtral's layout in safetensors); else blocks 0
+ * and 2; weights: a safetensors file imported before the optimizer, or NULL */
+static run open_model(const layout *l, MPI_Comm comm, int mixtral, const char *weights)
 {
   run r = {NULL, NULL, NULL, comm};
   char list[256];
   snprintf(list, sizeof list, "backend=host comm_timeout=60 microbatches=%d %s", MICRO, l->options);
   r.ctx = test_context(comm, list);
   gaaw_gpt_config_t g = moe_config(l->capacity);
+  if (mixtral) g.layers = 2, g.moe_every = 1;
   require_ok(r.ctx, gaaw_model_create_gpt(r.ctx, &g, &r.model));
+  if (weights) require_ok(r.ctx, gaaw_model_import(r.model, weights));
   gaaw_optimizer_config_t oc;
   gaaw_optimizer_config_default(&oc);
   oc.zero_stage = l->stage;
@@ -82,6 +89,11 @@ static run open_run(const layout *l, MPI_Comm comm)
   oc.clip_norm = 1.0f;
   require_ok(r.ctx, gaaw_optimizer_create(r.model, &oc, &r.opt));
   return r;
+}
+
+static run open_run(const layout *l, MPI_Comm comm)
+{
+  return open_model(l, comm, 0, NULL);
 }
 
 static void close_run(run *r)
@@ -168,6 +180,61 @@ static void expect_refused(const char *name, const char *options, void (*bad)(ga
   expect_true(st == want && !m, "%s: status %s, expected %s", name, gaaw_status_name(st), gaaw_status_name(want));
   if (world_rank == 0) printf("test_moe_np4: %s: %s\n", name, gaaw_last_error(ctx));
   gaaw_finalize(&ctx);
+}
+
+/* The text of a file (NUL-terminated; NULL when missing), or of its safetensors
+ * header when header is set. */
+static char *read_text(const char *path, int header)
+{
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  uint64_t n = 0;
+  if (header && fread(&n, sizeof n, 1, f) != 1) n = 0;
+  if (!header && fseek(f, 0, SEEK_END) == 0) n = (uint64_t)ftell(f), fseek(f, 0, SEEK_SET);
+  char *text = calloc(n + 1, 1);
+  if (text && fread(text, 1, n, f) != n) text[0] = 0;
+  fclose(f);
+  return text;
+}
+
+/* A Mixtral-layout model (every block MoE) exported at dp 4 after 3 steps: its
+ * file holds Mixtral's names and shapes, config.json says mixtral with 8 experts of
+ * 2; imported at pp 2 x dp 2 it holds the same parameters bit for bit. */
+static void check_mixtral_export(const char *dir)
+{
+  char path[400], config[400];
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  snprintf(config, sizeof config, "%s/config.json", dir);
+  const layout dp4 = {"dp 4", "", 1, 0}, pp2 = {"pp 2 x dp 2", "pp=2", 0, 0};
+  step_record rec[3];
+  run r = open_model(&dp4, MPI_COMM_WORLD, 1, NULL);
+  train(&r, 0, 3, rec);
+  require_ok(r.ctx, gaaw_model_export(r.model, path));
+  long n[2];
+  float *params[2];
+  params[0] = model_snapshot(r.model, 0, &n[0]);
+  close_run(&r);
+  if (world_rank == 0) {
+    char *head = read_text(path, 1), *cfg = read_text(config, 0);
+    const char *names[] = {"\"model.layers.0.block_sparse_moe.gate.weight\":{\"dtype\":\"F32\",\"shape\":[8,24]",
+                           "\"model.layers.1.block_sparse_moe.experts.7.w1.weight\":{\"dtype\":\"F32\",\"shape\":[16,24]",
+                           "\"model.layers.1.block_sparse_moe.experts.7.w3.weight\":{\"dtype\":\"F32\",\"shape\":[16,24]",
+                           "\"model.layers.0.block_sparse_moe.experts.0.w2.weight\":{\"dtype\":\"F32\",\"shape\":[24,16]"};
+    for (int k = 0; k < 4; k++)
+      expect_true(head && strstr(head, names[k]), "the Mixtral export's header lacks %s", names[k]);
+    expect_true(cfg && strstr(cfg, "\"model_type\": \"mixtral\"") && strstr(cfg, "\"num_local_experts\": 8") &&
+                  strstr(cfg, "\"num_experts_per_tok\": 2") && strstr(cfg, "\"intermediate_size\": 16"),
+                "config.json is not Mixtral's with 8 experts of width 16, top-2: %s", cfg ? cfg : "(missing)");
+    free(head);
+    free(cfg);
+  }
+  r = open_model(&pp2, MPI_COMM_WORLD, 1, path);
+  params[1] = model_snapshot(r.model, 0, &n[1]);
+  close_run(&r);
+  expect_true(n[0] == n[1] && !memcmp(params[0], params[1], sizeof(float) * (size_t)n[0]),
+              "the Mixtral export of dp 4 imported at pp 2 x dp 2 holds other parameters");
+  free(params[0]);
+  free(params[1]);
 }
 
 static void top_k_nine(gaaw_gpt_config_t *g)
@@ -266,6 +333,7 @@ int main(int argc, char **argv)
   train(&r, STEPS, MORE, got);
   compare("saved at ZeRO 3 dp 4, loaded at pp 2 x dp 2: steps 11 and 12", got, want + STEPS, MORE);
   close_run(&r);
+  check_mixtral_export(base);
   ckpt_test_dir_remove(base);
 
   expect_refused("top_k 9 of 8 experts on rank 1 only", "backend=host", top_k_nine, 1, GAAW_ERR_INVALID_ARG);
