@@ -349,7 +349,7 @@ static gaaw_status_t plan_gpt_stages(gaaw_model_t m)
   if (!cost) GAAW_FAIL(m->ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d layer costs", n);
   cost[0] = 2 * C;
   /* an MoE MLP: its router and the top_k experts a token visits */
-  double moe = 2 * C * g->experts + 4 * C * (double)g->moe_ffn * g->top_k;
+  double moe = 2 * C * g->experts + 4 * C * ((double)g->moe_ffn * g->top_k + g->shared_ffn);
   for (int i = 1; i <= g->layers; i++)
     cost[i] = 2 * C * (HD + 2 * KD) + 2 * HD * C + (gaaw_gpt_block_is_moe(g, i - 1) ? moe : 4 * C * F) + 4 * T * HD;
   cost[n - 1] = 2 * C * V;

@@ -31,13 +31,18 @@ int gaaw_gpt_config_fields(const void *cfg, gaaw_field *f);
 
 /* ---- the mixture-of-experts MLP of a block (gpt_moe.c, doc/moe.md) */
 /* Its parameters' slots in a block, where the dense MLP's c_fc and c_proj are
- * (router (E, C), w13 (E 2F, C), w2 (E C, F)), and its first saved slot, after
- * the block's own (gpt_block.c). */
-enum { GAAW_GPT_MOE_ROUTER = 8, GAAW_GPT_MOE_W13 = 9, GAAW_GPT_MOE_W2 = 10, GAAW_GPT_MOE_SAVED = 16 };
+ * (router (E, C), w13 (E 2F, C), w2 (E C, F); the shared expert's s13 (2S, C), s2
+ * (C, S) and gate (1, C)), and its first saved slot, after the block's own
+ * (gpt_block.c). */
+enum {
+  GAAW_GPT_MOE_ROUTER = 8, GAAW_GPT_MOE_W13 = 9, GAAW_GPT_MOE_W2 = 10, GAAW_GPT_MOE_S13 = 11, GAAW_GPT_MOE_S2 = 12,
+  GAAW_GPT_MOE_SGATE = 13, GAAW_GPT_MOE_SAVED = 16
+};
 /* Whether block i has an MoE MLP (experts > 0 and i a multiple of moe_every). */
 int gaaw_gpt_block_is_moe(const gaaw_gpt_config_t *g, int i);
 /* Declares block i's MoE parameters on l (names h.i.mlp.gate.weight,
- * h.i.mlp.experts.w13.weight, h.i.mlp.experts.w2.weight). */
+ * h.i.mlp.experts.w13.weight, h.i.mlp.experts.w2.weight; h.i.mlp.shared_expert.w13
+ * and .w2.weight, h.i.mlp.shared_expert_gate.weight). */
 gaaw_status_t gaaw_gpt_add_moe(gaaw_model_t m, gaaw_layer *l, int block);
 /* y (N, C) = the layer of h (N, C) for frame f's microbatch, recording what it
  * measured in f->moe; backward: dh (N, C) (overwritten) from dy. Collective over

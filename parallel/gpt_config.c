@@ -39,6 +39,8 @@ void gaaw_gpt_config_default(gaaw_gpt_config_t *cfg)
   cfg->z_loss_coef = 0;
   cfg->capacity_factor = 0;
   cfg->drop_policy = GAAW_DROP_PROBS;
+  cfg->shared_ffn = 0;
+  cfg->shared_gate = 0;
 }
 
 void gaaw_gpt_config_llama(gaaw_gpt_config_t *cfg)
@@ -120,6 +122,8 @@ gaaw_status_t gaaw_gpt_check_moe(gaaw_context_t ctx, const gaaw_gpt_config_t *g,
                  (double)g->z_loss_coef);
   GAAW_ARG_CHECK(ctx, isfinite(g->capacity_factor) && g->capacity_factor >= 0,
                  "capacity_factor must be finite and >= 0 (0: dropless), got %g", (double)g->capacity_factor);
+  GAAW_ARG_CHECK(ctx, g->shared_ffn >= 0 && g->shared_ffn <= INT_MAX / 2,
+                 "shared_ffn must be in 0..%d (0: no shared expert), got %d", INT_MAX / 2, g->shared_ffn);
   GAAW_ARG_CHECK(ctx, g->drop_policy == GAAW_DROP_PROBS || g->drop_policy == GAAW_DROP_POSITION,
                  "drop_policy %d is not a gaaw_drop_policy_t", (int)g->drop_policy);
   if (g->dtype != GAAW_F32)
@@ -195,6 +199,8 @@ int gaaw_gpt_config_fields(const void *cfg, gaaw_field *f)
   f[n++] = GAAW_FIELD_FLOAT("aux_loss_coef", g->aux_loss_coef);
   f[n++] = GAAW_FIELD_FLOAT("z_loss_coef", g->z_loss_coef);
   f[n++] = GAAW_FIELD_FLOAT("capacity_factor", g->capacity_factor);
+  f[n++] = GAAW_FIELD_INT("shared_ffn", g->shared_ffn);
+  f[n++] = GAAW_FIELD_INT("shared_gate", g->shared_gate != 0);
   f[n++] = GAAW_FIELD_NAMED("drop_policy", g->drop_policy, g->drop_policy == GAAW_DROP_PROBS ? "probs" :
                                                            g->drop_policy == GAAW_DROP_POSITION ? "position" : "?");
   return n;

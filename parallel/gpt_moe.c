@@ -34,6 +34,16 @@ gaaw_status_t gaaw_gpt_add_moe(gaaw_model_t m, gaaw_layer *l, int block)
                                               -1, 1, GAAW_INIT_NORMAL, std));
   GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param(m, l, GAAW_GPT_MOE_W2, NAME("experts.w2.weight"), 2, E * C, F, -1, 1,
                                               GAAW_INIT_NORMAL, residual_std));
+  const int64_t S = g->shared_ffn;
+  if (S) {
+    GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param(m, l, GAAW_GPT_MOE_S13, NAME("shared_expert.w13.weight"), 2, 2 * S, C,
+                                                -1, 1, GAAW_INIT_NORMAL, std));
+    GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param(m, l, GAAW_GPT_MOE_S2, NAME("shared_expert.w2.weight"), 2, C, S, -1,
+                                                1, GAAW_INIT_NORMAL, residual_std));
+  }
+  if (S && g->shared_gate)
+    GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param(m, l, GAAW_GPT_MOE_SGATE, NAME("shared_expert_gate.weight"), 2, 1, C,
+                                                -1, 1, GAAW_INIT_NORMAL, std));
 #undef NAME
   return GAAW_SUCCESS;
 }
@@ -48,9 +58,16 @@ static gaaw_moe_spec spec_of(gaaw_model_t m)
 
 static gaaw_moe_weights weights_of(gaaw_model_t m, gaaw_layer *l)
 {
-  return (gaaw_moe_weights){gaaw_layer_param(m, l, GAAW_GPT_MOE_ROUTER), gaaw_layer_param(m, l, GAAW_GPT_MOE_W13),
-                            gaaw_layer_param(m, l, GAAW_GPT_MOE_W2),     gaaw_layer_grad(m, l, GAAW_GPT_MOE_ROUTER),
-                            gaaw_layer_grad(m, l, GAAW_GPT_MOE_W13),      gaaw_layer_grad(m, l, GAAW_GPT_MOE_W2)};
+  gaaw_moe_weights w = {gaaw_layer_param(m, l, GAAW_GPT_MOE_ROUTER), gaaw_layer_param(m, l, GAAW_GPT_MOE_W13),
+                        gaaw_layer_param(m, l, GAAW_GPT_MOE_W2),     gaaw_layer_grad(m, l, GAAW_GPT_MOE_ROUTER),
+                        gaaw_layer_grad(m, l, GAAW_GPT_MOE_W13),      gaaw_layer_grad(m, l, GAAW_GPT_MOE_W2)};
+  if (m->gpt.shared_ffn) {
+    w.s13 = gaaw_layer_param(m, l, GAAW_GPT_MOE_S13), w.d_s13 = gaaw_layer_grad(m, l, GAAW_GPT_MOE_S13);
+    w.s2 = gaaw_layer_param(m, l, GAAW_GPT_MOE_S2), w.d_s2 = gaaw_layer_grad(m, l, GAAW_GPT_MOE_S2);
+  }
+  if (m->gpt.shared_ffn && m->gpt.shared_gate)
+    w.sgate = gaaw_layer_param(m, l, GAAW_GPT_MOE_SGATE), w.d_sgate = gaaw_layer_grad(m, l, GAAW_GPT_MOE_SGATE);
+  return w;
 }
 
 /* The token group beyond this rank: with the data-parallel hooks installed (the
@@ -129,20 +146,31 @@ gaaw_status_t gaaw_gpt_moe_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f
 void gaaw_gpt_moe_memory(gaaw_model_t m, gaaw_mem_walk *w, int backward, int64_t N)
 {
   const gaaw_gpt_config_t *g = &m->gpt;
-  int64_t C = g->dim, E = g->experts, k = g->top_k, F = g->moe_ffn, P = N * k;
+  int64_t C = g->dim, E = g->experts, k = g->top_k, F = g->moe_ffn, P = N * k, S = g->shared_ffn;
+  int gated = S && g->shared_gate;
   if (!backward) { /* dropless: exactly k rows per token */
     int64_t kept_stats[] = {N * E, N * E, N, N * k, N * k, N * k, P};
     for (size_t i = 0; i < sizeof kept_stats / sizeof kept_stats[0]; i++) gaaw_mem_save(w, gaaw_mem_stat(kept_stats[i]));
     int64_t kept_acts[] = {P * C, P * 2 * F, P * F, P * C};
     for (size_t i = 0; i < sizeof kept_acts / sizeof kept_acts[0]; i++) gaaw_mem_save(w, gaaw_mem_act(m, kept_acts[i]));
     gaaw_mem_save(w, gaaw_mem_stat(E + 1));
+    if (S) { /* the shared expert: su, sa, so; its gate's logit, sigmoid and lse; the scaling's temporaries */
+      gaaw_mem_save(w, gaaw_mem_act(m, N * 2 * S));
+      gaaw_mem_save(w, gaaw_mem_act(m, N * S));
+      gaaw_mem_save(w, gaaw_mem_act(m, N * C));
+      for (int i = 0; gated && i < 3; i++) gaaw_mem_save(w, gaaw_mem_stat(N));
+      if (gated) gaaw_mem_transient(w, gaaw_mem_stat(N) + gaaw_mem_act(m, N * C));
+    }
     gaaw_mem_transient(w, gaaw_mem_stat(E) + gaaw_mem_stat(1) + gaaw_mem_stat(2 * E + 2)); /* group statistics */
     return;
   }
-  /* gaaw_moe_backward's temporaries, all alive at once */
+  /* gaaw_moe_backward's temporaries, all alive at once, and the shared expert's among them */
+  int64_t shared = !S ? 0
+                      : gaaw_mem_act(m, N * C) + gaaw_mem_act(m, N * S) + gaaw_mem_act(m, N * 2 * S) +
+                          (gated ? gaaw_mem_stat(N) + gaaw_mem_act(m, N * C) + 2 * gaaw_mem_stat(N) : 0);
   gaaw_mem_transient(w, gaaw_mem_act(m, P * C) * 2 + gaaw_mem_stat(N * k) + gaaw_mem_act(m, P * F) +
                           gaaw_mem_act(m, P * 2 * F) + 2 * gaaw_mem_stat(N * E) + gaaw_mem_act(m, N * C) +
-                          gaaw_mem_stat(E));
+                          gaaw_mem_stat(E) + shared);
 }
 
 double gaaw_moe_step_record(gaaw_model_t m, const gaaw_frame *frames, int n)

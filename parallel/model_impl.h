@@ -86,7 +86,7 @@ typedef struct {
 } gaaw_layer_ops;
 
 #define GAAW_LAYER_MAX_PARAMS 16
-#define GAAW_LAYER_MAX_SAVED 32
+#define GAAW_LAYER_MAX_SAVED 40
 
 struct gaaw_layer {
   const gaaw_layer_ops *ops;

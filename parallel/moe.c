@@ -342,6 +342,85 @@ static gaaw_status_t experts_forward(gaaw_context_t ctx, const gaaw_moe_spec *sp
   return GAAW_SUCCESS;
 }
 
+/* pos (T, 1) i32 = t: the combine kernel as a per-token scaling. */
+static gaaw_status_t identity_rows(gaaw_context_t ctx, int64_t T, gaaw_tensor_t *pos)
+{
+  int32_t *v = malloc(sizeof(int32_t) * (size_t)(T + 1));
+  if (!v) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot hold %lld row indices", (long long)T);
+  for (int64_t t = 0; t < T; t++) v[t] = (int32_t)t;
+  gaaw_status_t st = alloc(ctx, GAAW_I32, SHAPE2(T, 1), pos);
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_write(ctx, pos->buf, pos->offset, v, sizeof(int32_t) * (size_t)T);
+  free(v);
+  return st;
+}
+
+/* y += the shared expert of x: so = swiglu(x s13^T) s2^T, scaled per token by
+ * sigmoid(x sgate^T) when gated. */
+static gaaw_status_t shared_forward(gaaw_context_t ctx, const gaaw_moe_weights *w, gaaw_moe_saved *s,
+                                    const gaaw_tensor_t *x, gaaw_tensor_t *y)
+{
+  const int64_t T = x->shape[0], C = x->shape[1], S2 = w->s13->shape[0];
+  const int gated = w->sgate != NULL;
+  gaaw_tensor_t *k = s->kept, pos = {0}, scaled = {0};
+  GAAW_CHECK(keep(ctx, s, GAAW_MOE_SU, x->dtype, SHAPE2(T, S2)));
+  GAAW_CHECK(keep(ctx, s, GAAW_MOE_SA, x->dtype, SHAPE2(T, S2 / 2)));
+  GAAW_CHECK(keep(ctx, s, GAAW_MOE_SO, x->dtype, SHAPE2(T, C)));
+  GAAW_CHECK(gaaw_linear_forward(ctx, x, w->s13, NULL, &k[GAAW_MOE_SU]));
+  GAAW_CHECK(gaaw_swiglu_forward(ctx, &k[GAAW_MOE_SU], &k[GAAW_MOE_SA]));
+  GAAW_CHECK(gaaw_linear_forward(ctx, &k[GAAW_MOE_SA], w->s2, NULL, &k[GAAW_MOE_SO]));
+  if (!gated) return gaaw_add(ctx, y, &k[GAAW_MOE_SO], y);
+  GAAW_CHECK(keep(ctx, s, GAAW_MOE_GL, GAAW_F32, SHAPE2(T, 1)));
+  GAAW_CHECK(keep(ctx, s, GAAW_MOE_GS, GAAW_F32, SHAPE2(T, 1)));
+  GAAW_CHECK(keep(ctx, s, GAAW_MOE_GLSE, GAAW_F32, 1, (int64_t[]){T}));
+  GAAW_CHECK(gaaw_linear_forward(ctx, x, w->sgate, NULL, &k[GAAW_MOE_GL]));
+  GAAW_CHECK(gaaw_moe_router_forward(ctx, &k[GAAW_MOE_GL], 1, &k[GAAW_MOE_GS], &k[GAAW_MOE_GLSE]));
+  gaaw_status_t st = identity_rows(ctx, T, &pos);
+  if (st == GAAW_SUCCESS) st = alloc(ctx, x->dtype, SHAPE2(T, C), &scaled);
+  if (st == GAAW_SUCCESS) st = gaaw_moe_unpermute(ctx, &k[GAAW_MOE_SO], &pos, &k[GAAW_MOE_GS], &scaled);
+  if (st == GAAW_SUCCESS) st = gaaw_add(ctx, y, &scaled, y);
+  gaaw_tensor_t *tmp[] = {&pos, &scaled};
+  for (int i = 0; i < 2; i++)
+    if (tmp[i]->buf) gaaw_buffer_free(ctx, &tmp[i]->buf);
+  return st;
+}
+
+/* dx += the shared expert's part of dx from dy, and its weights' gradients. */
+static gaaw_status_t shared_backward(gaaw_context_t ctx, const gaaw_moe_weights *w, gaaw_moe_saved *s,
+                                     const gaaw_tensor_t *x, const gaaw_tensor_t *dy, gaaw_tensor_t *dx)
+{
+  const int64_t T = x->shape[0], C = x->shape[1], S2 = w->s13->shape[0];
+  gaaw_tensor_t *k = s->kept, pos = {0}, dso = {0}, dgs = {0}, dgl = {0}, dsa = {0}, dsu = {0}, dxs = {0};
+  const gaaw_tensor_t *g = dy;
+  gaaw_status_t st = alloc(ctx, x->dtype, SHAPE2(T, C), &dxs);
+  if (st == GAAW_SUCCESS && w->sgate) { /* dso = gs dy, dgs = dy . so; dgl = sigmoid'(dgs); the gate's gradients */
+    st = identity_rows(ctx, T, &pos);
+    if (st == GAAW_SUCCESS) st = alloc(ctx, x->dtype, SHAPE2(T, C), &dso);
+    if (st == GAAW_SUCCESS) st = alloc(ctx, GAAW_F32, SHAPE2(T, 1), &dgs);
+    if (st == GAAW_SUCCESS) st = alloc(ctx, GAAW_F32, SHAPE2(T, 1), &dgl);
+    if (st == GAAW_SUCCESS)
+      st = gaaw_moe_unpermute_backward(ctx, dy, &k[GAAW_MOE_SO], &pos, &k[GAAW_MOE_GS], &dso, &dgs);
+    if (st == GAAW_SUCCESS)
+      st = gaaw_moe_router_backward(ctx, &k[GAAW_MOE_GL], &k[GAAW_MOE_GS], &k[GAAW_MOE_GLSE], &dgs, 1, 0.0f, &dgl);
+    if (st == GAAW_SUCCESS) st = gaaw_linear_backward_weight(ctx, &dgl, x, w->d_sgate, NULL);
+    if (st == GAAW_SUCCESS) st = gaaw_linear_backward_input(ctx, &dgl, w->sgate, &dxs);
+    if (st == GAAW_SUCCESS) st = gaaw_add(ctx, dx, &dxs, dx);
+    g = &dso;
+  }
+  if (st == GAAW_SUCCESS) st = alloc(ctx, x->dtype, SHAPE2(T, S2 / 2), &dsa);
+  if (st == GAAW_SUCCESS) st = alloc(ctx, x->dtype, SHAPE2(T, S2), &dsu);
+  if (st == GAAW_SUCCESS) st = gaaw_linear_backward_input(ctx, g, w->s2, &dsa);
+  if (st == GAAW_SUCCESS) st = gaaw_linear_backward_weight(ctx, g, &k[GAAW_MOE_SA], w->d_s2, NULL);
+  if (st == GAAW_SUCCESS) st = gaaw_fill(ctx, &dsu, 0.0f); /* swiglu's backward adds */
+  if (st == GAAW_SUCCESS) st = gaaw_swiglu_backward(ctx, &dsa, &k[GAAW_MOE_SU], &dsu);
+  if (st == GAAW_SUCCESS) st = gaaw_linear_backward_weight(ctx, &dsu, x, w->d_s13, NULL);
+  if (st == GAAW_SUCCESS) st = gaaw_linear_backward_input(ctx, &dsu, w->s13, &dxs);
+  if (st == GAAW_SUCCESS) st = gaaw_add(ctx, dx, &dxs, dx);
+  gaaw_tensor_t *tmp[] = {&pos, &dso, &dgs, &dgl, &dsa, &dsu, &dxs};
+  for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; i++)
+    if (tmp[i]->buf) gaaw_buffer_free(ctx, &tmp[i]->buf);
+  return st;
+}
+
 static gaaw_status_t check_shapes(gaaw_context_t ctx, const gaaw_moe_spec *spec, const gaaw_moe_weights *w,
                                   const gaaw_tensor_t *x)
 {
@@ -359,6 +438,11 @@ static gaaw_status_t check_shapes(gaaw_context_t ctx, const gaaw_moe_spec *spec,
                  "MoE weights of %lld experts on width %lld: router, w13 and w2 must be (E, C), (E, 2F, C) and "
                  "(E, C, F); got %lld-d, %lld-d and %lld-d tensors",
                  (long long)E, (long long)C, (long long)r->ndim, (long long)a->ndim, (long long)b->ndim);
+  const gaaw_tensor_t *s13 = w->s13, *s2 = w->s2, *sg = w->sgate;
+  GAAW_ARG_CHECK(ctx, !s13 || (s2 && s13->ndim == 2 && s13->shape[1] == C && s13->shape[0] % 2 == 0 && s2->ndim == 2 &&
+                               s2->shape[0] == C && s2->shape[1] == s13->shape[0] / 2 &&
+                               (!sg || (sg->ndim == 2 && sg->shape[0] == 1 && sg->shape[1] == C))),
+                 "the shared expert on width %lld: s13, s2 and sgate must be (2S, C), (C, S) and (1, C)", (long long)C);
   return GAAW_SUCCESS;
 }
 
@@ -394,6 +478,7 @@ gaaw_status_t gaaw_moe_forward(gaaw_context_t ctx, const gaaw_moe_spec *spec, co
   if (st == GAAW_SUCCESS) st = experts_forward(ctx, spec, w, s);
   if (st == GAAW_SUCCESS)
     st = gaaw_moe_unpermute(ctx, &kt[GAAW_MOE_YP], &kt[GAAW_MOE_POS], &kt[GAAW_MOE_WEIGHTS], y);
+  if (st == GAAW_SUCCESS && w->s13) st = shared_forward(ctx, w, s, x, y);
   if (st == GAAW_SUCCESS) st = aux_losses(ctx, spec, s, losses);
   losses->dropped = dropped;
   losses->margin = INFINITY;
@@ -482,6 +567,7 @@ gaaw_status_t gaaw_moe_backward(gaaw_context_t ctx, const gaaw_moe_spec *spec, c
   if (st == GAAW_SUCCESS) st = gaaw_linear_backward_input(ctx, &dl, w->router, &dxr);
   if (st == GAAW_SUCCESS) st = gaaw_add(ctx, dx, &dxr, dx);
   if (st == GAAW_SUCCESS) st = gaaw_linear_backward_weight(ctx, &dl, x, w->d_router, NULL);
+  if (st == GAAW_SUCCESS && w->s13) st = shared_backward(ctx, w, s, x, dy, dx);
   gaaw_tensor_t *tmp[] = {&dyp, &dwt, &da, &du, &dxp, &ds, &dl, &dxr};
   for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; i++)
     if (tmp[i]->buf) gaaw_buffer_free(ctx, &tmp[i]->buf);

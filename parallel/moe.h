@@ -35,19 +35,26 @@ typedef struct {
 
 /* The layer's parameters (linear convention: (out, in)) and their gradients, f32:
  * router (E, C), w13 (E, 2F, C) (the gate's F rows, then the up projection's), w2
- * (E, C, F); w13 and w2 may also be 2-D, (E 2F, C) and (E C, F). Gradients
- * accumulate (+=). */
+ * (E, C, F); w13 and w2 may also be 2-D, (E 2F, C) and (E C, F). Optionally a
+ * shared expert that every token passes through (NULL: none), s13 (2S, C) and s2
+ * (C, S), its output scaled per token by sigmoid(x sgate^T) (sgate (1, C); NULL:
+ * not scaled: Qwen2-MoE gates it, DeepSeek-V3 does not). Gradients accumulate (+=). */
 typedef struct {
   const gaaw_tensor_t *router, *w13, *w2;
   gaaw_tensor_t *d_router, *d_w13, *d_w2;
+  const gaaw_tensor_t *s13, *s2, *sgate;
+  gaaw_tensor_t *d_s13, *d_s2, *d_sgate;
 } gaaw_moe_weights;
 
 /* What forward keeps for backward. COEFS (E + 1) f32: the load-balancing loss's
  * gradient per expert score, coef E f_i / T_group, then the z-loss's 2 z_coef /
- * T_group (before aux_scale). */
+ * T_group (before aux_scale). The shared expert's: SU (T, 2S), SA (T, S), SO (T,
+ * C) its output; with its gate GL, GS (T, 1) f32 the gate's logit and sigmoid, GLSE
+ * (T) the router kernel's lse of it (unused but kept for its backward). */
 enum {
   GAAW_MOE_LOGITS, GAAW_MOE_SCORES, GAAW_MOE_LSE, GAAW_MOE_IDX, GAAW_MOE_WEIGHTS, GAAW_MOE_SRC,
-  GAAW_MOE_POS, GAAW_MOE_XP, GAAW_MOE_U, GAAW_MOE_A, GAAW_MOE_YP, GAAW_MOE_COEFS, GAAW_MOE_KEPT
+  GAAW_MOE_POS, GAAW_MOE_XP, GAAW_MOE_U, GAAW_MOE_A, GAAW_MOE_YP, GAAW_MOE_COEFS,
+  GAAW_MOE_SU, GAAW_MOE_SA, GAAW_MOE_SO, GAAW_MOE_GL, GAAW_MOE_GS, GAAW_MOE_GLSE, GAAW_MOE_KEPT
 };
 
 /* Allocates kept tensor `which` into *t (the caller owns it from then on). */

@@ -16,7 +16,7 @@ gaaw_hf_kind gaaw_hf_layout(gaaw_model_t m)
   const gaaw_gpt_config_t *g = &m->gpt;
   if (m->kind_ops->kind != GAAW_MODEL_GPT) return GAAW_HF_NONE;
   int mixtral = g->moe_every == 1 && g->router_score == GAAW_ROUTER_SOFTMAX && !g->moe_raw_weights &&
-                g->experts <= GAAW_HF_MAX_EXPERTS;
+                g->experts <= GAAW_HF_MAX_EXPERTS && !g->shared_ffn;
   if (g->position == GAAW_POSITION_ROPE && g->norm == GAAW_NORM_RMSNORM && g->activation == GAAW_ACT_SWIGLU)
     return !g->experts || mixtral ? GAAW_HF_LLAMA : GAAW_HF_NONE;
   return strcmp(gaaw_ctx_string(m->ctx, "gpt2_names"), "hf") == 0 ? GAAW_HF_GPT2 : GAAW_HF_NONE;

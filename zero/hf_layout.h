@@ -28,7 +28,7 @@ typedef enum { GAAW_HF_NONE = 0, GAAW_HF_LLAMA, GAAW_HF_GPT2 } gaaw_hf_kind;
 
 /* The layout model m exports and imports under: LLAMA for a GPT with RoPE, RMSNorm
  * and SwiGLU (with MoE MLPs: Mixtral's, when every block has one, scored by softmax,
- * renormalised, at most GAAW_HF_MAX_EXPERTS experts); GPT2 for any other GPT when
+ * renormalised, at most GAAW_HF_MAX_EXPERTS experts, no shared expert); GPT2 for any other GPT when
  * the option gpt2_names is hf; else NONE (gaaw's own names: nanoGPT's for a GPT). */
 gaaw_hf_kind gaaw_hf_layout(gaaw_model_t m);
 /* The most file tensors m's nparams parameters take in any layout. */

@@ -531,6 +531,9 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
         "--aux-loss and --z-loss must be finite and >= 0, got %g and %g", o->aux_loss, o->z_loss);
   CHECK(o->capacity_factor >= 0 && o->capacity_factor < HUGE_VAL,
         "--capacity-factor must be finite and >= 0 (0 = dropless), got %g", o->capacity_factor);
+  CHECK(o->shared_ffn >= 0 && o->shared_ffn <= INT_MAX / 2, "--shared-ffn must be in 0..%d (0 = none), got %ld",
+        INT_MAX / 2, o->shared_ffn);
+  CHECK(o->shared_gate == 0 || o->shared_gate == 1, "--shared-gate must be 0 or 1, got %ld", o->shared_gate);
   static const char *const policies[] = {"probs", "position", NULL};
   CHECK(one_of(o->drop_policy, policies), "--drop-policy must be probs or position, got '%s'", o->drop_policy);
   CHECK(o->seq >= 1, "--seq must be >= 1, got %ld", o->seq);
@@ -733,6 +736,8 @@ void train_gpt_config(const train_options *o, gaaw_gpt_config_t *g)
   g->z_loss_coef = (float)o->z_loss;
   g->capacity_factor = (float)o->capacity_factor;
   g->drop_policy = !strcmp(o->drop_policy, "position") ? GAAW_DROP_POSITION : GAAW_DROP_PROBS;
+  g->shared_ffn = (int)o->shared_ffn;
+  g->shared_gate = (int)o->shared_gate;
   g->seed = (uint64_t)o->seed;
   g->dtype = dtype_of(o->dtype);
 }

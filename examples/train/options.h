@@ -39,6 +39,8 @@
   X(aux_loss, DOUBLE, "0.01", "X", "with --experts: the load-balancing loss's coefficient (per MoE layer, summed)") \
   X(z_loss, DOUBLE, "0", "X", "with --experts: the router z-loss's coefficient")                  \
   X(capacity_factor, DOUBLE, "0", "X", "with --experts: an expert takes at most ceil(K x tokens x X / N) of a microbatch's assignments, the rest skip it; 0 = dropless") \
+  X(shared_ffn, INT, "0", "N", "with --experts: a shared expert of width N that every token passes through; 0 = none") \
+  X(shared_gate, INT, "0", "0|1", "with --shared-ffn: 1 = its output scaled per token by a learned sigmoid gate (Qwen2-MoE)") \
   X(drop_policy, STRING, "probs", "P", "with --capacity-factor: which assignments go first, probs (the lowest weights) or position (the latest tokens)") \
   X(dtype, STRING, "f32", "T", "compute dtype: f32, bf16 or f16 (f16 with dynamic loss scaling)")   \
   X(layout, STRING, "", "auto", "auto = the planner (gaaw-plan) chooses tp, pp, dp, virtual stages, microbatches, schedule, --zero, recompute and --batch for the global batch --batch x --accum x microbatches x dp, after calibrating this machine, and prints its choice; empty = the layout options as given") \

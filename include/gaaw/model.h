@@ -86,6 +86,10 @@ typedef struct {
                             ceil(top_k x T x capacity_factor / experts) of a token group's T
                             tokens' assignments, the rest pass through the residual */
   gaaw_drop_policy_t drop_policy; /* which go over capacity: by weight (default) or position */
+  int shared_ffn;        /* > 0: a shared SwiGLU expert of this width that every token passes
+                            through besides its top_k (DeepSeek-V3, Qwen2-MoE); 0: none */
+  int shared_gate;       /* 1: the shared expert's output times sigmoid(h . g) per token, g a
+                            learned (dim) vector (Qwen2-MoE); 0: not scaled (DeepSeek-V3) */
 } gaaw_gpt_config_t;
 
 /* GPT-2 small-ish defaults: vocab 256, max_seq 128, 4 layers, 4 heads, dim 256,

@@ -20,7 +20,7 @@
  *    cp 2 x tp 2 (LLaMA, selective), cp 2 x pp 2 under 1F1B, and the LLaMA at cp 2 x
  *    dp 2, ZeRO 3; all-to-all at cp 2 x dp 2, cp 4 (LLaMA, ZeRO 3, full) and cp 2 x
  *    tp 2 (LLaMA, selective);
- *  - mixture-of-experts MLPs (LLaMA, 8 experts, top-2) at dp 2, dp 4 with ZeRO 3
+ *  - mixture-of-experts MLPs (LLaMA, 8 experts, top-2, a gated shared expert) at dp 2, dp 4 with ZeRO 3
  *    and full recomputation, pp 2 x dp 2 under 1F1B (4 experts, selective);
  *  - every category's peak but the workspace's (the host kernels' own scratch) to
  *    the byte, and with sequence parallelism the communication's (the tp ring's
@@ -93,6 +93,8 @@ static void check_case(MPI_Comm comm, const run_case *c)
   if (c->experts) {
     g.experts = c->experts;
     g.moe_ffn = 16;
+    g.shared_ffn = c->experts == 8 ? 8 : 0; /* a gated shared expert with 8 */
+    g.shared_gate = 1;
   }
   gaaw_optimizer_config_t oc;
   gaaw_optimizer_config_default(&oc);

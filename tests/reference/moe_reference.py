@@ -6,9 +6,10 @@ Usage: moe_reference.py IN OUT [IN OUT ...]
 
 Each pair is one case (PyTorch starts once for them all). IN and OUT are tensor files
 (see gpt_reference.py). IN holds "config" (i32: sigmoid, renormalize, top_k,
-drop_position), "coefs" (f32: aux_coef, z_coef, aux_scale, capacity_factor), "x" (T, C), "router" (E, C), "w13"
-(E, 2F, C: the gate's F rows, then the up projection's), "w2" (E, C, F) and "dy"
-(T, C). The scores are the softmax of each row of x router^T, or the sigmoid of
+drop_position, shared, gated), "coefs" (f32: aux_coef, z_coef, aux_scale, capacity_factor), "x" (T, C), "router" (E, C), "w13"
+(E, 2F, C: the gate's F rows, then the up projection's), "w2" (E, C, F), "dy"
+(T, C), and "s13" (2S, C), "s2" (C, S), "sgate" (1, C): with shared, y also adds a
+shared expert swiglu(x s13^T) s2^T, times sigmoid(x sgate^T) per token when gated. The scores are the softmax of each row of x router^T, or the sigmoid of
 each logit; each token takes the top_k largest scores, ties to the lower index (a
 stable descending sort), weighted by them, renormalised or not; an expert is
 swiglu(x w13[e]^T) w2[e]^T. aux = aux_coef E sum_i f_i P_i (f_i: the share of the
@@ -20,7 +21,7 @@ before any second choice, and within a choice the largest weights first (ties to
 the earlier token) or, with drop_position, the earlier tokens first; a dropped
 assignment adds nothing to y (f and P still count it). OUT holds "y", "aux", "z",
 "kept" (T, top_k: 1 kept, 0 dropped) and "grad.x", "grad.router", "grad.w13",
-"grad.w2". Exits 77 when PyTorch is not installed, and only then."""
+"grad.w2", "grad.s13", "grad.s2", "grad.sgate" (zero where unused). Exits 77 when PyTorch is not installed, and only then."""
 import math
 import os
 import sys
@@ -34,9 +35,9 @@ F = torch.nn.functional
 
 def run_case(in_path, out_path):
     src = gpt_reference.read_tensors(in_path)
-    sigmoid, renormalize, k, drop_position = (int(v) for v in src["config"].tolist())
+    sigmoid, renormalize, k, drop_position, shared, gated = (int(v) for v in src["config"].tolist())
     aux_coef, z_coef, aux_scale, capacity = (float(v) for v in src["coefs"].tolist())
-    p = {n: src[n].clone().requires_grad_(True) for n in ("x", "router", "w13", "w2")}
+    p = {n: src[n].clone().requires_grad_(True) for n in ("x", "router", "w13", "w2", "s13", "s2", "sgate")}
     x, router, w13, w2 = p["x"], p["router"], p["w13"], p["w2"]
     T, E = x.shape[0], router.shape[0]
     logits = x @ router.T
@@ -62,6 +63,10 @@ def run_case(in_path, out_path):
         gate, up = (x[tokens] @ w13[e].T).chunk(2, dim=-1)
         out = (F.silu(gate) * up) @ w2[e].T
         y = y.index_add(0, tokens, weights[tokens, slots].unsqueeze(1) * out)
+    if shared:
+        gate, up = (x @ p["s13"].T).chunk(2, dim=-1)
+        out = (F.silu(gate) * up) @ p["s2"].T
+        y = y + (torch.sigmoid(x @ p["sgate"].T) * out if gated else out)
     f = torch.bincount(chosen.flatten(), minlength=E).to(x.dtype) / (T * k)
     aux = aux_coef * E * (f * scores.mean(dim=0)).sum()
     z = z_coef * (torch.logsumexp(logits, dim=-1) ** 2).mean()
@@ -70,7 +75,7 @@ def run_case(in_path, out_path):
     out = {"y": y.detach(), "aux": aux.detach().reshape(1), "z": z.detach().reshape(1),
            "kept": kept.to(torch.float32)}
     for n, v in p.items():
-        out["grad." + n] = v.grad.detach().clone()
+        out["grad." + n] = v.grad.detach().clone() if v.grad is not None else torch.zeros_like(v)
     gpt_reference.write_tensors(out_path, out)
 
 
