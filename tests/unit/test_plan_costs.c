@@ -22,6 +22,8 @@
  *  - GEMM points that all say 3 TFLOP/s: every GEMM at that rate;
  *  - the search's memory guess (states by ZeRO stage, activations by recompute,
  *    schedule and sequence parallelism), in the reason it drops a family for;
+ *  - the memory predicted at pp 2 x dp 2 is the last stage's, which a large
+ *    vocabulary makes the largest;
  *  - the search's first layout is the fastest that fits of all a 4-device job has;
  *  - offload without its rates, and replica rows without a place to go, refused;
  *    the search plans no nvme offload without an nvme rate, and host offload still. */
@@ -458,6 +460,41 @@ static void check_memory_guess(gaaw_context_t ctx)
   }
 }
 
+/* The memory a layout predicts is its largest rank's: at pp 2 x dp 2 with a large
+ * vocabulary the last stage (LM head, logits; world rank 2) holds more than rank 0,
+ * and the prediction is the estimate of rank 2. */
+static void check_memory_last_stage(gaaw_context_t ctx)
+{
+  gaaw_plan_request_t r;
+  gaaw_plan_cluster_t c;
+  request_of(&r, 0, 8);
+  r.model.vocab = 16384;
+  r.model.tied_embeddings = 0;
+  cluster_of(&c, 4, 100, 5);
+  gaaw_plan_layout_t l = layout_of(2, 1, 2, 2, 0, 0, 0);
+  l.pp = 2;
+  require_ok(ctx, gaaw_plan_predict(ctx, &r, &c, &l));
+  gaaw_config_t cfg;
+  require_ok(ctx, gaaw_config_create(&cfg));
+  require_ok(ctx, gaaw_config_parse(cfg, "tp=1 pp=2 dp=2 microbatches=2 pp_schedule=gpipe"));
+  gaaw_optimizer_config_t oc;
+  gaaw_optimizer_config_default(&oc);
+  oc.accumulation = 2;
+  gaaw_estimate_options_t eo;
+  gaaw_estimate_options_default(&eo);
+  eo.batch = 2, eo.seq = SEQ;
+  gaaw_memory_estimate_t first, last;
+  eo.rank = 0;
+  require_ok(ctx, gaaw_memory_estimate(ctx, &r.model, cfg, &oc, &eo, &first));
+  eo.rank = 2;
+  require_ok(ctx, gaaw_memory_estimate(ctx, &r.model, cfg, &oc, &eo, &last));
+  gaaw_config_destroy(&cfg);
+  double f = (double)first.total[GAAW_SPACE_DEVICE], b = (double)last.total[GAAW_SPACE_DEVICE];
+  expect_true(b > f && l.memory_bytes_per_rank == b,
+              "pp 2 x dp 2: the plan predicts %.0f bytes a rank; the estimate says %.0f on rank 0, %.0f on rank 2 "
+              "(the last stage's first rank)", l.memory_bytes_per_rank, f, b);
+}
+
 /* The search returns the fastest layout that fits: every layout of a 4-device job
  * predicted here, one by one, finds none faster than the plan's first. */
 static void check_search_finds_fastest(gaaw_context_t ctx)
@@ -549,6 +586,7 @@ int main(int argc, char **argv)
   check_gemm_points(ctx);
   check_cp(ctx);
   check_memory_guess(ctx);
+  check_memory_last_stage(ctx);
   check_search_finds_fastest(ctx);
   check_refusals(ctx);
   gaaw_finalize(&ctx);
