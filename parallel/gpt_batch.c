@@ -59,6 +59,9 @@ gaaw_status_t gaaw_gpt_load_batch(gaaw_model_t m, gaaw_frame *f, const gaaw_batc
   GAAW_ARG_CHECK(ctx, !g->sequence_parallel || n % m->tp_size == 0,
                  "with sequence parallelism batch x seq / cp = %lld tokens must divide by tp = %d", (long long)n,
                  m->tp_size);
+  GAAW_ARG_CHECK(ctx, !m->moe_layers || n % m->tp_size == 0,
+                 "with MoE MLPs batch x seq / cp = %lld tokens must divide by tp = %d (each tp rank routes its share)",
+                 (long long)n, m->tp_size);
   int64_t counted = 0;
   GAAW_CHECK(check_batch(m, b, first, last, &counted));
   int32_t *rows = malloc((size_t)n * sizeof *rows);

@@ -325,6 +325,33 @@ static gaaw_status_t attention_forward(gaaw_model_t m, gaaw_layer *l, const bloc
   return project_attention(m, d, s, l, att, y);
 }
 
+/* The rows an MoE MLP routes here: sequence parallelism's own, else (tp > 1) a
+ * tp-th of the whole t, rows [r N / P, (r + 1) N / P) on tp rank r. */
+static gaaw_tensor_t moe_rows(gaaw_model_t m, const block_dims *d, const gaaw_tensor_t *t)
+{
+  if (d->sp || m->tp_size == 1) return *t;
+  int64_t n = d->N / m->tp_size;
+  return gaaw_rows_view(t, m->tp_rank * n, n);
+}
+
+/* out = x2 + the MoE MLP of h2 (Nl, C): this rank's rows through it, gathered over
+ * tp when each rank held them all. */
+static gaaw_status_t moe_forward(gaaw_model_t m, gaaw_layer *l, const block_dims *d, gaaw_scratch *s,
+                                 const gaaw_tensor_t *h2, const gaaw_tensor_t *x2, gaaw_tensor_t *out)
+{
+  gaaw_context_t ctx = m->ctx;
+  gaaw_tensor_t hl = moe_rows(m, d, h2), *zl, *z;
+  GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(hl.shape[0], d->C), &zl));
+  GAAW_CHECK(gaaw_gpt_moe_forward(m, l, d->f, &hl, zl));
+  z = zl;
+  if (!d->sp && m->tp_size > 1) {
+    GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &z));
+    GAAW_CHECK(gaaw_tp_gather_rows(m->tp, zl, z));
+  }
+  GAAW_CHECK(gaaw_add(ctx, x2, z, out));
+  return GAAW_SUCCESS;
+}
+
 /* x2 = x + y + attention's output bias, fused with norm_2; then the MLP branch,
  * its bias fused with the GELU, c_proj's with the residual add. y (Nl, C) is
  * attention_forward's scratch. */
@@ -340,12 +367,7 @@ static gaaw_status_t mlp_forward(gaaw_model_t m, gaaw_layer *l, const block_dims
   GAAW_CHECK(gaaw_layer_alloc_stat(m, d->f, l, S_RSTD2, d->Nl, &rstd2));
   GAAW_CHECK(gaaw_add_norm_forward(ctx, m->gpt.norm, m->gpt.norm_eps, x, ya, BIAS(P_PROJ_B), PARAM(P_LN2_W),
                                    NORM_BIAS(P_LN2_B), x2, h2, mean2, rstd2));
-  if (l->moe_layer) { /* tp 1: h2 is whole */
-    GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &z));
-    GAAW_CHECK(gaaw_gpt_moe_forward(m, l, d->f, h2, z));
-    GAAW_CHECK(gaaw_add(ctx, x2, z, out));
-    return GAAW_SUCCESS;
-  }
+  if (l->moe_layer) return moe_forward(m, l, d, s, h2, x2, out);
   GAAW_CHECK(enter_tp(m, l, S_H2G, d, h2, &h2g));
   GAAW_CHECK(gaaw_layer_alloc(m, d->f, l, S_U, 0, GAAW_SHAPE(d->N, d->Fu), &u));
   GAAW_CHECK(gaaw_linear_forward(ctx, h2g, PARAM(P_FC_W), swiglu ? BIAS(P_FC_B) : NULL, u));
@@ -406,9 +428,15 @@ static gaaw_status_t mlp_backward(gaaw_model_t m, gaaw_layer *l, const block_dim
   gaaw_context_t ctx = m->ctx;
   gaaw_tensor_t *sv = gaaw_layer_saved(d->f, l), *da, *du, *dh2g, *dh2;
   const gaaw_tensor_t *dz, *h2g = d->sp ? &sv[S_H2G] : &sv[S_H2];
-  if (l->moe_layer) {
-    GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &dh2));
-    GAAW_CHECK(gaaw_gpt_moe_backward(m, l, d->f, &sv[S_H2], dout, dh2));
+  if (l->moe_layer) { /* this rank's rows, their dh2 gathered over tp when each rank holds them all */
+    gaaw_tensor_t hl = moe_rows(m, d, &sv[S_H2]), dyl = moe_rows(m, d, dout), *dhl;
+    GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(hl.shape[0], d->C), &dhl));
+    GAAW_CHECK(gaaw_gpt_moe_backward(m, l, d->f, &hl, &dyl, dhl));
+    dh2 = dhl;
+    if (!d->sp && m->tp_size > 1) {
+      GAAW_CHECK(gaaw_scratch_alloc(m, s, 0, GAAW_SHAPE(d->N, d->C), &dh2));
+      GAAW_CHECK(gaaw_tp_gather_rows(m->tp, dhl, dh2));
+    }
     return norm_2_backward(m, l, d, dh2, dx2);
   }
   if (!m->gpt.no_bias) GAAW_CHECK(gaaw_bias_backward(ctx, dout, GRAD(P_FC2_B)));
@@ -579,9 +607,12 @@ static void mlp_memory(gaaw_model_t m, const gaaw_layer *l, const block_dims *d,
     if (ln) gaaw_mem_save(w, stat);
     gaaw_mem_save(w, stat);
   }
-  if (l->moe_layer) { /* tp 1 */
-    gaaw_mem_scratch(w, nc);
-    gaaw_gpt_moe_memory(m, w, backward, d->N);
+  if (l->moe_layer) { /* moe_forward, mlp_backward's MoE branch: this rank's rows, gathered over tp */
+    int gather = !d->sp && m->tp_size > 1;
+    int64_t rows = gather ? d->N / m->tp_size : d->Nl;
+    gaaw_mem_scratch(w, gaaw_mem_act(m, rows * d->C));
+    gaaw_gpt_moe_memory(m, w, backward, rows);
+    if (gather) gaaw_mem_scratch(w, nc);
   } else if (!backward) {
     if (d->sp) gaaw_mem_save(w, nc);
     gaaw_mem_save(w, u);

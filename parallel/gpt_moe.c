@@ -45,6 +45,10 @@ gaaw_status_t gaaw_gpt_add_moe(gaaw_model_t m, gaaw_layer *l, int block)
     GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param(m, l, GAAW_GPT_MOE_SGATE, NAME("shared_expert_gate.weight"), 2, 1, C,
                                                 -1, 1, GAAW_INIT_NORMAL, std));
 #undef NAME
+  /* replicated over tp, each tp rank routing its own share of the tokens: their
+   * gradients are summed over tp (as sequence parallelism's norms') */
+  for (int k = GAAW_GPT_MOE_ROUTER; k <= GAAW_GPT_MOE_SGATE; k++)
+    if (l->params[k] >= 0) m->params.items[l->params[k]].grad_is_partial = m->tp_size > 1;
   return GAAW_SUCCESS;
 }
 
@@ -70,21 +74,23 @@ static gaaw_moe_weights weights_of(gaaw_model_t m, gaaw_layer *l)
   return w;
 }
 
-/* The token group beyond this rank: with the data-parallel hooks installed (the
+/* The token group beyond this rank's tokens: its tp group's (each tp rank routes its
+ * share of the block's tokens), then, with the data-parallel hooks installed (the
  * passes then run on every replica together), the dp x cp group, whose replicas
  * share the aux losses; *replicas: the dp replicas in it, over which the
  * optimizer averages the gradients. Without the hooks, replicas may run apart:
- * each cp group is its own token group. */
-static gaaw_status_t token_group(gaaw_model_t m, gaaw_comm_t *group, int *replicas)
+ * each tp x cp group is its own token group. The first non-NULL group comes first. */
+static gaaw_status_t token_group(gaaw_model_t m, gaaw_comm_t group[2], int *replicas)
 {
   gaaw_context_t ctx = m->ctx;
-  int rank, size;
-  *group = NULL;
+  int rank, size, n = 0;
+  group[0] = group[1] = NULL;
   *replicas = 1;
+  if (m->tp_size > 1) group[n++] = m->tp;
   if (!m->hooks.user && m->cp_size == 1) return GAAW_SUCCESS;
   gaaw_group_t which = m->hooks.user ? GAAW_GROUP_DP_CP : GAAW_GROUP_CP;
   GAAW_CHECK(gaaw_topology_group_rank(ctx, which, &rank, &size));
-  if (size > 1) GAAW_CHECK(gaaw_topology_comm(ctx, which, group));
+  if (size > 1) GAAW_CHECK(gaaw_topology_comm(ctx, which, &group[n]));
   if (m->hooks.user) GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, &rank, replicas));
   return GAAW_SUCCESS;
 }
@@ -113,7 +119,7 @@ gaaw_status_t gaaw_gpt_moe_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f,
   gaaw_moe_saved s = {.keep = keep_in_frame, .user = &fs, .kept = gaaw_layer_saved(f, l) + GAAW_GPT_MOE_SAVED};
   s.margins = 1;
   int replicas;
-  GAAW_CHECK(token_group(m, &s.group, &replicas));
+  GAAW_CHECK(token_group(m, s.group, &replicas));
   gaaw_moe_record *r = &f->moe[l->moe_layer - 1];
   gaaw_moe_losses losses = {.counts = r->counts};
   gaaw_status_t st = gaaw_moe_forward(ctx, &spec, &w, h, y, &s, &losses);
@@ -134,7 +140,7 @@ gaaw_status_t gaaw_gpt_moe_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f
   frame_slots fs = {m, f, l};
   gaaw_moe_saved s = {.keep = keep_in_frame, .user = &fs, .kept = gaaw_layer_saved(f, l) + GAAW_GPT_MOE_SAVED};
   int replicas;
-  GAAW_CHECK(token_group(m, &s.group, &replicas));
+  GAAW_CHECK(token_group(m, s.group, &replicas));
   /* the aux losses count once in the mean over the replicas that share them */
   float aux_scale = m->loss_scale * (float)replicas;
   gaaw_status_t st = gaaw_moe_backward(ctx, &spec, &w, &s, h, dy, aux_scale, dh);

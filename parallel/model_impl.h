@@ -558,11 +558,13 @@ int64_t gaaw_mem_stat(int64_t n);
 /* One training step's device bytes on a planned model's rank (gaaw_model_plan):
  * gaaw_model_forward_backward of `microbatches` microbatches of (batch, seq)
  * through the schedule, as pipeline.c and model_pass.c run it, onto g, with the
- * engine's hooks (NULL: none). GAAW_ERR_UNSUPPORTED for a model kind whose layers
+ * engine's hooks (NULL: none); ring_bytes: option allreduce_ring_bytes, and
+ * *tp_scratch the tp communicator's scratch so far (for the partial gradients'
+ * reduction; it persists from step to step: start from 0). GAAW_ERR_UNSUPPORTED for a model kind whose layers
  * have no memory function. Not collective. */
-gaaw_status_t gaaw_model_memory_step(gaaw_model_t m, int microbatches, int batch, int seq,
-                                     const gaaw_mem_hooks *hooks, gaaw_ledger *g);
-/* The elements of layer i's partial gradients (sequence parallelism), which its
+gaaw_status_t gaaw_model_memory_step(gaaw_model_t m, int microbatches, int batch, int seq, int64_t ring_bytes,
+                                     int64_t *tp_scratch, const gaaw_mem_hooks *hooks, gaaw_ledger *g);
+/* The elements of layer i's partial gradients (sequence parallelism, an MoE MLP at tp > 1), which its
  * backward packs and reduces over tp (model_pass.c). */
 int64_t gaaw_pass_partial_numel(gaaw_model_t m, int layer);
 

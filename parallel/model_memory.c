@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/comm.h"
 #include "parallel/cp_split.h"
 #include "parallel/model_impl.h"
 
@@ -53,6 +54,7 @@ struct gaaw_mem_walk {
   /* the layer call in progress */
   int mb, layer;
   int64_t output, scratch;
+  int64_t ring_bytes, *tp_scratch; /* option allreduce_ring_bytes; the tp communicator's scratch so far */
 };
 
 #define ACT(w, mb, i) (w)->acts[(size_t)(mb) * ((w)->nl + 1) + (i)]
@@ -205,8 +207,11 @@ static int64_t pass_backward(gaaw_mem_walk *w, int mb, int chunk, int lo, int hi
     act(w, -grad);
     drop(w, &SAVED(w, mb, i));
     drop(w, &ACT(w, mb, i + 1));
-    if (partial) { /* packed, reduced, copied back; then the held sums go */
+    if (partial) { /* packed, reduced (the tp communicator's scratch grows to the largest), copied back;
+                    * then the held sums go */
       gaaw_ledger_add(w->g, GAAW_MEM_COMMUNICATION, partial);
+      int64_t need = (int64_t)gaaw_mpi_scratch_bytes(GAAW_COMM_ALLREDUCE, n, m->dtype, m->tp_size, w->ring_bytes);
+      if (need > *w->tp_scratch) gaaw_ledger_add(w->g, GAAW_MEM_COMMUNICATION, need - *w->tp_scratch), *w->tp_scratch = need;
       gaaw_ledger_add(w->g, GAAW_MEM_COMMUNICATION, -2 * partial);
     }
     hook_layer(w, 1, i, phase);
@@ -282,8 +287,8 @@ static void free_walk(gaaw_mem_walk *w)
   free(w->batch);
 }
 
-gaaw_status_t gaaw_model_memory_step(gaaw_model_t m, int microbatches, int batch, int seq,
-                                     const gaaw_mem_hooks *hooks, gaaw_ledger *g)
+gaaw_status_t gaaw_model_memory_step(gaaw_model_t m, int microbatches, int batch, int seq, int64_t ring_bytes,
+                                     int64_t *tp_scratch, const gaaw_mem_hooks *hooks, gaaw_ledger *g)
 {
   gaaw_context_t ctx = m->ctx;
   for (int i = 0; i < m->nlayers; i++)
@@ -300,6 +305,7 @@ gaaw_status_t gaaw_model_memory_step(gaaw_model_t m, int microbatches, int batch
   w.g = g;
   w.hooks = hooks;
   w.microbatches = microbatches;
+  w.ring_bytes = ring_bytes, w.tp_scratch = tp_scratch;
   w.nl = m->nlayers;
   w.shape.batch = batch;
   w.shape.seq = seq / m->cp_size; /* as gaaw_gpt_load_batch cuts it (cp_split.h) */

@@ -178,7 +178,10 @@ static gaaw_status_t choose_kept(gaaw_context_t ctx, const gaaw_moe_spec *spec, 
                                : gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
                                                   "cannot hold the weights of %lld tokens", (long long)T);
   if (st == GAAW_SUCCESS) st = read_host(ctx, &s->kept[GAAW_MOE_WEIGHTS], w, T * k);
-  if (st == GAAW_SUCCESS) st = gather_choices(ctx, s->group, idx, w, T, k, &gidx, &gw, &first, &Tg);
+  if (st == GAAW_SUCCESS && s->group[1])
+    st = gaaw_error_raise(ctx, GAAW_ERR_UNSUPPORTED, __FILE__, __LINE__, __func__,
+                          "capacity over a token group of two levels (tp, then dp x cp) is not built yet");
+  if (st == GAAW_SUCCESS) st = gather_choices(ctx, s->group[0], idx, w, T, k, &gidx, &gw, &first, &Tg);
   ranked *order = st == GAAW_SUCCESS ? malloc(sizeof(ranked) * (size_t)(Tg + 1)) : NULL;
   if (st == GAAW_SUCCESS && !order)
     st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__, "cannot rank %lld tokens",
@@ -289,9 +292,10 @@ static gaaw_status_t group_statistics(gaaw_context_t ctx, int E, gaaw_moe_saved 
   if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, sq.buf, sq.offset, v + 2 * E, sizeof(float));
   for (int e = 0; e < E; e++) v[e] = (float)s->routed[e];
   v[2 * E + 1] = (float)s->kept[GAAW_MOE_SCORES].shape[0];
-  if (st == GAAW_SUCCESS && s->group) st = gaaw_buffer_write(ctx, all.buf, all.offset, v, sizeof(float) * (size_t)n);
-  if (st == GAAW_SUCCESS && s->group) st = gaaw_comm_allreduce(s->group, &all, &all, GAAW_SUM);
-  if (st == GAAW_SUCCESS && s->group) st = gaaw_buffer_read(ctx, all.buf, all.offset, v, sizeof(float) * (size_t)n);
+  if (st == GAAW_SUCCESS && s->group[0]) st = gaaw_buffer_write(ctx, all.buf, all.offset, v, sizeof(float) * (size_t)n);
+  for (int g = 0; g < 2 && st == GAAW_SUCCESS; g++)
+    if (s->group[g]) st = gaaw_comm_allreduce(s->group[g], &all, &all, GAAW_SUM);
+  if (st == GAAW_SUCCESS && s->group[0]) st = gaaw_buffer_read(ctx, all.buf, all.offset, v, sizeof(float) * (size_t)n);
   for (int64_t i = 0; i < n; i++) stats[i] = v[i];
   gaaw_tensor_t *tmp[] = {&colsum, &sq, &all};
   for (int i = 0; i < 3; i++)

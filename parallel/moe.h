@@ -63,14 +63,16 @@ typedef gaaw_status_t (*gaaw_moe_keep_fn)(void *user, int which, gaaw_dtype_t dt
 
 /* Zero it before forward. The kept tensors are in own[] unless keep is set: then
  * keep allocates them and kept points at the caller's GAAW_MOE_KEPT tensors (set
- * it before forward, and before backward when the struct is new). group (NULL:
- * none): the ranks whose tokens join these in the aux losses' token group;
- * margins: compute the smallest margin (reads the scores to the host). */
+ * it before forward, and before backward when the struct is new). group[0..1]
+ * (NULL: none): the ranks whose tokens join these in the aux losses' token group,
+ * their sums taken over group[0], then over group[1] (tp, then dp x cp); capacity
+ * decides over group[0] and needs group[1] NULL. margins: compute the smallest
+ * margin (reads the scores to the host). */
 typedef struct {
   gaaw_moe_keep_fn keep;
   void *user;
   gaaw_tensor_t *kept;
-  gaaw_comm_t group;
+  gaaw_comm_t group[2];
   int margins;
   gaaw_tensor_t own[GAAW_MOE_KEPT];
   int64_t *counts, *offsets; /* per expert: its rows of the sorted assignments (kept: not

@@ -255,9 +255,10 @@ gaaw_status_t gaaw_zero_memory_step(gaaw_optimizer_t opt, int microbatches, int 
     gaaw_mem_hooks hooks = {&z, mem_before_layer, mem_after_layer, mem_begin_pass, mem_end_pass};
     /* two steps: the second starts with what the first left (the communicator's
      * scratch), which may meet the activations' peak */
+    int64_t tp_scratch = 0;
     for (int s = 0; s < 2 && st == GAAW_SUCCESS; s++) {
       z.backward_passes = 0;
-      st = gaaw_model_memory_step(opt->model, microbatches, batch, seq, &hooks, g);
+      st = gaaw_model_memory_step(opt->model, microbatches, batch, seq, ring_bytes, &tp_scratch, &hooks, g);
       if (st == GAAW_SUCCESS) step(&z, store);
     }
   }

@@ -8,7 +8,7 @@
 !  - the GPT on Fortran token arrays (seq, batch) gives the loss of the same batch
 !    passed as C pointers, its predicted logits (vocab, seq, batch) equal the
 !    logits of the forward, and targets of the wrong shape on one rank fail on both;
-!    with mixture-of-experts MLPs, refused at tp 2, a step's metrics on one rank;
+!    with mixture-of-experts MLPs, capacity refused at tp 2, a step's metrics on one rank;
 !  - the parameter registry (get, set, round trip, all as one vector), gradients, layer timing, the
 !    optimizer's statistics and memory;
 !  - the build description, the tunables table, option sources, the context's
@@ -285,7 +285,7 @@ contains
     call check_moe()
   end subroutine check_gpt
 
-  ! Mixture-of-experts MLPs by keyword: refused by name at tp 2; on one rank (a
+  ! Mixture-of-experts MLPs by keyword: capacity refused by name at tp 2; on one rank (a
   ! context of its own), a step's metrics: one MoE layer of 4 experts, top-2, every
   ! token counted twice, a load-balancing loss near its balanced value 0.01.
   subroutine check_moe()
@@ -301,8 +301,9 @@ contains
     call gaaw_gpt_config_default(c)
     call check_true("moe defaults: dense, top-2, softmax, aux 0.01", c%experts == 0 .and. c%top_k == 2 .and. &
                     c%router_score == GAAW_ROUTER_SOFTMAX .and. abs(c%aux_loss_coef - 0.01) < 1e-7)
-    call check_failure("experts at tp 2", gaaw_model_create_gpt(ctx, m, vocab=vocab, max_seq=seq, layers=1, &
-                       heads=2, dim=16, llama=.true., experts=4), GAAW_ERR_UNSUPPORTED, ctx, "tp 1 and cp 1")
+    call check_failure("capacity at tp 2", gaaw_model_create_gpt(ctx, m, vocab=vocab, max_seq=seq, layers=1, &
+                       heads=2, dim=16, llama=.true., experts=4, capacity_factor=1.0), GAAW_ERR_UNSUPPORTED, ctx, &
+                       "capacity_factor 1 at tp = 2")
     call check_status("config_create", gaaw_config_create(one_cfg), GAAW_SUCCESS)
     call check_status("parse", gaaw_config_parse(one_cfg, "backend=host"), GAAW_SUCCESS)
     call check_status("gaaw_init on one rank", gaaw_init(MPI_COMM_SELF, one_cfg, one), GAAW_SUCCESS)

@@ -21,7 +21,9 @@
  *    dp 2, ZeRO 3; all-to-all at cp 2 x dp 2, cp 4 (LLaMA, ZeRO 3, full) and cp 2 x
  *    tp 2 (LLaMA, selective);
  *  - mixture-of-experts MLPs (LLaMA, 8 experts, top-2, a gated shared expert) at dp 2, dp 4 with ZeRO 3
- *    and full recomputation, pp 2 x dp 2 under 1F1B (4 experts, selective);
+ *    and full recomputation, pp 2 x dp 2 under 1F1B (4 experts, selective), tp 2 x
+ *    dp 2 (a tp-th of the tokens routed on each rank, gathered back) and with
+ *    sequence parallelism at ZeRO 3 and full recomputation;
  *  - every category's peak but the workspace's (the host kernels' own scratch) to
  *    the byte, and with sequence parallelism the communication's (the tp ring's
  *    scratch is not estimated); the workspace's above by at most the host kernels'
@@ -412,6 +414,7 @@ int main(int argc, char **argv)
   const run_case moes[] = {
     {2, 1, 2, "recompute=none", 1, 0, 0, 8}, {4, 3, 2, "recompute=full", 1, 0, 0, 8},
     {2, 2, 4, "pp=2 pp_schedule=1f1b recompute=selective", 1, 0, 0, 4},
+    {2, 1, 2, "tp=2 recompute=none", 1, 0, 0, 8}, {2, 3, 2, "tp=2 recompute=full", 1, 1, 0, 8},
   };
   for (size_t k = 0; k < sizeof moes / sizeof moes[0]; k++) run_on_groups(&moes[k]);
   ckpt_test_dir_remove(nvme_dir);

@@ -3,7 +3,9 @@
  * need yet, on 4 ranks, 10 AdamW steps of global batches of 8 rows in 2
  * microbatches, load-balancing and z losses on:
  *  - dp 4, pp 2 x dp 2 (the MoE layers on both stages), ZeRO 1 and 3, full
- *    recomputation, and pp 2 under ZB-H1 give the serial run's losses (aux losses
+ *    recomputation, pp 2 under ZB-H1, tp 2 x dp 2 (each tp rank routing half the
+ *    tokens), the same with sequence parallelism at ZeRO 3, and pp 2 x tp 2 with
+ *    full recomputation give the serial run's losses (aux losses
  *    included), aux and z losses within 1e-5 relative, and per-expert counts
  *    exactly; the steps' smallest top-2 margin is reported and must exceed 6e-8,
  *    8 f32 steps of the scores (about 1/8), far above what the layouts' rounding
@@ -19,7 +21,8 @@
  *    (block_sparse_moe.gate, experts.E.w1/w3/w2 and config.json's mixtral fields),
  *    imports at pp 2 x dp 2 bit for bit;
  *  - bad configurations fail every rank with the same named error before
- *    training: top_k > experts on one rank only, experts at tp 2, bf16.
+ *    training: top_k > experts on one rank only, experts at cp 2, capacity at tp
+ *    2, bf16.
  * The token group of an MoE layer is the global microbatch (every replica's
  * microbatch i), so each replica here trains on its share of each serial
  * microbatch (rows strided by microbatch, as a global-batch loader gives them). */
@@ -38,6 +41,7 @@ typedef struct {
   const char *name, *options;
   int stage;
   int capacity; /* capacity factor 1.0, dropping by weight (1) or position (2); 0: dropless */
+  int sp;       /* sequence parallelism */
 } layout;
 
 typedef struct {
@@ -81,6 +85,7 @@ static run open_model(const layout *l, MPI_Comm comm, int mixtral, const char *w
   r.ctx = test_context(comm, list);
   gaaw_gpt_config_t g = moe_config(l->capacity);
   if (mixtral) g.layers = 2, g.moe_every = 1, g.shared_ffn = 0;
+  g.sequence_parallel = l->sp;
   require_ok(r.ctx, gaaw_model_create_gpt(r.ctx, &g, &r.model));
   if (weights) require_ok(r.ctx, gaaw_model_import(r.model, weights));
   gaaw_optimizer_config_t oc;
@@ -252,6 +257,11 @@ static void nothing(gaaw_gpt_config_t *g)
   (void)g;
 }
 
+static void capacity_one(gaaw_gpt_config_t *g)
+{
+  g->capacity_factor = 1.0f;
+}
+
 static void bf16(gaaw_gpt_config_t *g)
 {
   g->dtype = GAAW_BF16;
@@ -276,6 +286,10 @@ int main(int argc, char **argv)
     {"ZeRO 3 (dp 4)", "", 3},
     {"full recompute (dp 4)", "recompute=full", 0},
     {"pp 2 x dp 2, zb-h1, ZeRO 2", "pp=2 pp_schedule=zb-h1", 2},
+    /* each tp rank routes a tp-th of the tokens (or its sequence-parallel rows) */
+    {"tp 2 x dp 2", "tp=2", 0},
+    {"tp 2 x dp 2, sequence parallel, ZeRO 3", "tp=2", 3, 0, 1},
+    {"pp 2 x tp 2, full recompute", "tp=2 pp=2 recompute=full", 1},
   };
   for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++) {
     r = open_run(&layouts[k], MPI_COMM_WORLD);
@@ -342,7 +356,8 @@ int main(int argc, char **argv)
   ckpt_test_dir_remove(base);
 
   expect_refused("top_k 9 of 8 experts on rank 1 only", "backend=host", top_k_nine, 1, GAAW_ERR_INVALID_ARG);
-  expect_refused("experts at tp 2", "backend=host tp=2", nothing, 0, GAAW_ERR_UNSUPPORTED);
+  expect_refused("experts at cp 2", "backend=host cp=2", nothing, 0, GAAW_ERR_UNSUPPORTED);
+  expect_refused("capacity at tp 2", "backend=host tp=2", capacity_one, 0, GAAW_ERR_UNSUPPORTED);
   expect_refused("experts in bf16", "backend=host", bf16, 0, GAAW_ERR_UNSUPPORTED);
 
   int failures = test_failures, total = 0;
