@@ -222,22 +222,23 @@ static int64_t joined(const double *half)
 static gaaw_status_t combine(gaaw_model_t m, double *sums, int64_t nsums, double *margin)
 {
   gaaw_context_t ctx = m->ctx;
-  float v[nsums + 1];
+  float *v = malloc(sizeof(float) * (size_t)(nsums + 1));
+  if (!v) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot hold %lld metrics", (long long)nsums);
   for (int64_t i = 0; i < nsums; i++) v[i] = (float)sums[i];
   v[nsums] = (float)-*margin;
-  gaaw_tensor_t t, one;
-  GAAW_CHECK(gaaw_tensor_alloc(ctx, GAAW_F32, 1, (int64_t[]){nsums + 1}, GAAW_MEM_COMMUNICATION, &t));
-  gaaw_status_t st = gaaw_buffer_write(ctx, t.buf, t.offset, v, sizeof(float) * (size_t)(nsums + 1));
-  one = gaaw_rows_view(&t, nsums, 1);
-  gaaw_tensor_t head = gaaw_rows_view(&t, 0, nsums);
+  gaaw_tensor_t t = {0};
+  gaaw_status_t st = gaaw_tensor_alloc(ctx, GAAW_F32, 1, (int64_t[]){nsums + 1}, GAAW_MEM_COMMUNICATION, &t);
+  gaaw_tensor_t head = gaaw_rows_view(&t, 0, nsums), one = gaaw_rows_view(&t, nsums, 1);
+  if (st == GAAW_SUCCESS) st = gaaw_buffer_write(ctx, t.buf, t.offset, v, sizeof(float) * (size_t)(nsums + 1));
   if (st == GAAW_SUCCESS && m->pp_size > 1) st = gaaw_comm_allreduce(m->pp, &head, &head, GAAW_SUM);
   if (st == GAAW_SUCCESS) st = gaaw_comm_allreduce(m->world, &one, &one, GAAW_MAX);
   if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, t.buf, t.offset, v, sizeof(float) * (size_t)(nsums + 1));
-  gaaw_buffer_free(ctx, &t.buf);
-  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
-  if (m->pp_size > 1)
+  if (t.buf) gaaw_buffer_free(ctx, &t.buf);
+  if (st == GAAW_SUCCESS && m->pp_size > 1)
     for (int64_t i = 0; i < nsums; i++) sums[i] = v[i];
-  *margin = -(double)v[nsums];
+  if (st == GAAW_SUCCESS) *margin = -(double)v[nsums];
+  free(v);
+  if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
 
