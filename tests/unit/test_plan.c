@@ -445,6 +445,13 @@ static void check_search(gaaw_context_t ctx)
   }
   expect_true(gaaw_plan_rejected_count(plan) >= 1, "no family rejected (tp 1024 cannot divide 96 heads)");
   gaaw_plan_rejected_t rej;
+  int whole = 0, count = gaaw_plan_rejected_count(plan); /* each rejected family names sizes that fill the job */
+  for (int i = 0; i < count; i++) {
+    require_ok(ctx, gaaw_plan_rejected(plan, i, &rej));
+    whole += (int64_t)rej.dp * rej.pp * rej.tp * (rej.cp > 1 ? rej.cp : 1) == (int64_t)c.nodes * c.devices_per_node;
+  }
+  expect_true(whole == count, "%d of %d rejected families name dp x pp x tp x cp = the %d devices", whole, count,
+              c.nodes * c.devices_per_node);
   expect_status(gaaw_plan_rejected(plan, -1, &rej), GAAW_ERR_INVALID_ARG);
   gaaw_plan_layout_t l;
   expect_status(gaaw_plan_layout(plan, gaaw_plan_count(plan), &l), GAAW_ERR_INVALID_ARG);

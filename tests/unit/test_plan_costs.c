@@ -26,7 +26,8 @@
  *    vocabulary makes the largest;
  *  - the search's first layout is the fastest that fits of all a 4-device job has;
  *  - offload without its rates, and replica rows without a place to go, refused;
- *    the search plans no nvme offload without an nvme rate, and host offload still. */
+ *    the search plans no nvme offload without an nvme rate, and host offload still;
+ *    with the rate it plans nvme offload. */
 #include <math.h>
 #include <mpi.h>
 
@@ -573,6 +574,19 @@ static void check_refusals(gaaw_context_t ctx)
                 off == 1 ? "host" : "nvme", gaaw_plan_count(plan));
     gaaw_plan_destroy(&plan);
   }
+  /* with its rate, nvme offload is planned */
+  cluster_of(&c, 1, 100, 5);
+  r.offload = 1u << 2;
+  gaaw_plan_t plan;
+  require_ok(ctx, gaaw_plan_create(ctx, &r, &c, &plan));
+  int nvme = 0;
+  for (int i = 0; i < gaaw_plan_count(plan); i++) {
+    require_ok(ctx, gaaw_plan_layout(plan, i, &l));
+    nvme += l.offload == 2;
+  }
+  expect_true(nvme > 0 && nvme == gaaw_plan_count(plan), "offload nvme with an nvme rate: %d of %d layouts", nvme,
+              gaaw_plan_count(plan));
+  gaaw_plan_destroy(&plan);
 }
 
 int main(int argc, char **argv)
