@@ -262,23 +262,17 @@ const gaaw_layer_ops gaaw_gpt_head_ops = {"lm head and cross-entropy", head_forw
 
 /* ---------------------------------------------------------------- builder */
 
-/* Marks slot k's parameter as having a partial gradient (when this stage holds it). */
-static void mark_partial(gaaw_model_t m, gaaw_layer *l, int k, int partial)
-{
-  if (l->params[k] >= 0) m->params.items[l->params[k]].grad_is_partial = partial;
-}
-
 static gaaw_status_t add_norm(gaaw_model_t m, gaaw_layer *l, int slot_w, int slot_b, const char *prefix)
 {
   char name[GAAW_PARAM_NAME_MAX];
   int partial = sequence_parallel(m);
   snprintf(name, sizeof name, "%s.weight", prefix);
   GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param(m, l, slot_w, name, 1, m->gpt.dim, 0, -1, 1, GAAW_INIT_CONSTANT, 1.0f));
-  mark_partial(m, l, slot_w, partial);
+  gaaw_layer_mark_partial(m, l, slot_w, partial);
   if (m->gpt.norm == GAAW_NORM_LAYERNORM) {
     snprintf(name, sizeof name, "%s.bias", prefix);
     GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param(m, l, slot_b, name, 1, m->gpt.dim, 0, -1, 1, GAAW_INIT_CONSTANT, 0.0f));
-    mark_partial(m, l, slot_b, partial);
+    gaaw_layer_mark_partial(m, l, slot_b, partial);
   }
   return GAAW_SUCCESS;
 }
@@ -317,7 +311,7 @@ static gaaw_status_t add_block(gaaw_model_t m, gaaw_layer *l, int i)
                                            0));
   GAAW_CHECK(gaaw_model_add_param(m, l, 4, NAME("attn.c_proj.weight"), 2, C, Q, 1, 1, GAAW_INIT_NORMAL, residual_std));
   if (bias) GAAW_CHECK(gaaw_model_add_param(m, l, 5, NAME("attn.c_proj.bias"), 1, C, 0, -1, 1, GAAW_INIT_CONSTANT, 0));
-  mark_partial(m, l, 5, sequence_parallel(m));
+  gaaw_layer_mark_partial(m, l, 5, sequence_parallel(m));
   snprintf(name, sizeof name, "%s.ln_2", p);
   GAAW_CHECK(add_norm(m, l, 6, 7, name));
   if (l->moe_layer) {
@@ -329,7 +323,7 @@ static gaaw_status_t add_block(gaaw_model_t m, gaaw_layer *l, int i)
     GAAW_CHECK(gaaw_model_add_param(m, l, 9, NAME("mlp.c_fc.bias"), 1, Fu, 0, 0, fu_blocks, GAAW_INIT_CONSTANT, 0));
   GAAW_CHECK(gaaw_model_add_param(m, l, 10, NAME("mlp.c_proj.weight"), 2, C, F, 1, 1, GAAW_INIT_NORMAL, residual_std));
   if (bias) GAAW_CHECK(gaaw_model_add_param(m, l, 11, NAME("mlp.c_proj.bias"), 1, C, 0, -1, 1, GAAW_INIT_CONSTANT, 0));
-  mark_partial(m, l, 11, sequence_parallel(m));
+  gaaw_layer_mark_partial(m, l, 11, sequence_parallel(m));
 #undef NAME
   return GAAW_SUCCESS;
 }
@@ -391,7 +385,7 @@ static gaaw_status_t build_gpt(gaaw_model_t m)
   GAAW_CHECK(gaaw_model_add_param(m, l, E_WTE, "wte.weight", 2, g->vocab, g->dim, 0, 1, GAAW_INIT_NORMAL, 0.02f));
   if (learned_positions(m)) {
     GAAW_CHECK(gaaw_model_add_param(m, l, E_WPE, "wpe.weight", 2, g->max_seq, g->dim, -1, 1, GAAW_INIT_NORMAL, 0.02f));
-    mark_partial(m, l, E_WPE, sequence_parallel(m));
+    gaaw_layer_mark_partial(m, l, E_WPE, sequence_parallel(m));
   }
   int wte = l->params[E_WTE];
   for (int i = 0; i < g->layers; i++) {

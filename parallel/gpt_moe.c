@@ -47,8 +47,7 @@ gaaw_status_t gaaw_gpt_add_moe(gaaw_model_t m, gaaw_layer *l, int block)
 #undef NAME
   /* replicated over tp, each tp rank routing its own share of the tokens: their
    * gradients are summed over tp (as sequence parallelism's norms') */
-  for (int k = GAAW_GPT_MOE_ROUTER; k <= GAAW_GPT_MOE_SGATE; k++)
-    if (l->params[k] >= 0) m->params.items[l->params[k]].grad_is_partial = m->tp_size > 1;
+  for (int k = GAAW_GPT_MOE_ROUTER; k <= GAAW_GPT_MOE_SGATE; k++) gaaw_layer_mark_partial(m, l, k, m->tp_size > 1);
   return GAAW_SUCCESS;
 }
 

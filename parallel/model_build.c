@@ -232,6 +232,11 @@ gaaw_status_t gaaw_model_add_param_blocks(gaaw_model_t m, gaaw_layer *l, int k, 
   return GAAW_SUCCESS;
 }
 
+void gaaw_layer_mark_partial(gaaw_model_t m, gaaw_layer *l, int k, int partial)
+{
+  if (l->params[k] >= 0) m->params.items[l->params[k]].grad_is_partial = partial;
+}
+
 gaaw_status_t gaaw_model_add_param(gaaw_model_t m, gaaw_layer *l, int k, const char *name, int ndim,
                                    int64_t d0, int64_t d1, int split_axis, int fused_blocks,
                                    gaaw_init_kind init, float init_value)

@@ -334,6 +334,10 @@ gaaw_status_t gaaw_model_add_param_blocks(gaaw_model_t m, gaaw_layer *l, int k, 
 gaaw_status_t gaaw_model_add_param(gaaw_model_t m, gaaw_layer *l, int k, const char *name, int ndim,
                                    int64_t d0, int64_t d1, int split_axis, int fused_blocks,
                                    gaaw_init_kind init, float init_value);
+/* Marks slot k's parameter of l as having a partial gradient over tp (replicated, but
+ * seeing only this rank's tokens: summed over tp after the layer's backward,
+ * model_pass.c), when this stage holds it. */
+void gaaw_layer_mark_partial(gaaw_model_t m, gaaw_layer *l, int k, int partial);
 /* Allocates and initialises the parameters (after all layers are added). */
 gaaw_status_t gaaw_model_finish(gaaw_model_t m, uint64_t seed);
 /* The catalog's entry of the parameter named name, or NULL. */
