@@ -464,6 +464,71 @@ gaaw_status_t gaaw_comm_alltoall(gaaw_comm_t comm, const gaaw_tensor_t *send, ga
   return run(comm, GAAW_COMM_ALLTOALL, tensor_bytes(send), t0, comm->ops->alltoall(comm, send, recv));
 }
 
+/* Counts >= 0 whose sum fits t (numel n): *sum set. */
+static gaaw_status_t check_counts(gaaw_comm_t comm, const int64_t *counts, const gaaw_tensor_t *t, const char *what,
+                                  int64_t *sum)
+{
+  gaaw_context_t ctx = comm->ctx;
+  GAAW_ARG_CHECK(ctx, counts != NULL, "%s_counts is NULL", what);
+  *sum = 0;
+  for (int j = 0; j < comm->size; j++) {
+    GAAW_ARG_CHECK(ctx, counts[j] >= 0, "%s_counts[%d] is %lld, below 0", what, j, (long long)counts[j]);
+    *sum += counts[j];
+  }
+  GAAW_ARG_CHECK(ctx, *sum <= gaaw_tensor_numel(t), "%s_counts add up to %lld elements, more than %s's %lld", what,
+                 (long long)*sum, what, (long long)gaaw_tensor_numel(t));
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_comm_alltoallv(gaaw_comm_t comm, const gaaw_tensor_t *send, const int64_t *send_counts,
+                                  gaaw_tensor_t *recv, const int64_t *recv_counts)
+{
+  GAAW_CHECK_CTX(NULL, check_comm(comm));
+  gaaw_context_t ctx = comm->ctx;
+  GAAW_CHECK(check_tensor(comm, send, "send"));
+  GAAW_CHECK(check_tensor(comm, recv, "recv"));
+  GAAW_ARG_CHECK(ctx, send->dtype == recv->dtype, "send is %s but recv is %s", gaaw_dtype_name(send->dtype),
+                 gaaw_dtype_name(recv->dtype));
+  int64_t sent, received;
+  GAAW_CHECK(check_counts(comm, send_counts, send, "send", &sent));
+  GAAW_CHECK(check_counts(comm, recv_counts, recv, "recv", &received));
+  size_t es = gaaw_dtype_size(send->dtype);
+  uint64_t so = send->offset, ro = recv->offset, sb = (uint64_t)sent * es, rb = (uint64_t)received * es;
+  GAAW_ARG_CHECK(ctx, send->buf != recv->buf || sb == 0 || rb == 0 || so + sb <= ro || ro + rb <= so,
+                 "send (%llu bytes at offset %llu) and recv (%llu bytes at offset %llu) of one buffer overlap: an "
+                 "alltoallv has no in-place form",
+                 (unsigned long long)sb, (unsigned long long)so, (unsigned long long)rb, (unsigned long long)ro);
+  GAAW_COMM_REQUIRE_OP(comm, alltoallv);
+  gaaw_tensor_t used_send = *send, used_recv = *recv; /* 1-D, the counted elements: recv's rest stays */
+  used_send.ndim = used_recv.ndim = 1;
+  used_send.shape[0] = sent, used_recv.shape[0] = received;
+  double t0 = gaaw_clock_seconds();
+  return run(comm, GAAW_COMM_ALLTOALLV, sb, t0,
+             comm->ops->alltoallv(comm, &used_send, send_counts, &used_recv, recv_counts));
+}
+
+gaaw_status_t gaaw_comm_alltoall_counts(gaaw_comm_t comm, int64_t n, const int64_t *send, int64_t *recv)
+{
+  GAAW_CHECK_CTX(NULL, check_comm(comm));
+  gaaw_context_t ctx = comm->ctx;
+  GAAW_ARG_CHECK(ctx, n >= 0 && n <= INT32_MAX / (comm->size > 0 ? comm->size : 1),
+                 "%lld counts per member of a group of %d are too many", (long long)n, comm->size);
+  GAAW_ARG_CHECK(ctx, n == 0 || (send && recv), "the counts' send or recv is NULL");
+  uintptr_t sa = (uintptr_t)send, ra = (uintptr_t)recv, span = sizeof(int64_t) * (uintptr_t)(n * comm->size);
+  GAAW_ARG_CHECK(ctx, n == 0 || sa + span <= ra || ra + span <= sa, "the counts' send and recv overlap");
+  double t0 = gaaw_clock_seconds();
+  gaaw_status_t st = GAAW_SUCCESS;
+  if (comm->size == 1 && n > 0)
+    memcpy(recv, send, sizeof(int64_t) * (size_t)n);
+  else if (n > 0) {
+    MPI_Request req;
+    int err = MPI_Ialltoall(send, (int)n, MPI_INT64_T, recv, (int)n, MPI_INT64_T, comm->control, &req);
+    st = err == MPI_SUCCESS ? gaaw_mpi_wait(ctx, &req, "the all-to-all of counts")
+                            : gaaw_mpi_status(ctx, err, __FILE__, __LINE__, __func__, "MPI_Ialltoall (counts)");
+  }
+  return run(comm, GAAW_COMM_ALLTOALL, 8 * (uint64_t)n * (uint64_t)comm->size, t0, st);
+}
+
 gaaw_status_t gaaw_comm_barrier(gaaw_comm_t comm)
 {
   GAAW_CHECK_CTX(NULL, check_comm(comm));

@@ -29,6 +29,9 @@ typedef struct gaaw_comm_ops {
   gaaw_status_t (*send)(gaaw_comm_t comm, const gaaw_tensor_t *t, int peer, int tag);
   gaaw_status_t (*recv)(gaaw_comm_t comm, gaaw_tensor_t *t, int peer, int tag);
   gaaw_status_t (*alltoall)(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv);
+  /* Counts in elements, checked by comm.c (include/gaaw/comm.h). */
+  gaaw_status_t (*alltoallv)(gaaw_comm_t comm, const gaaw_tensor_t *send, const int64_t *send_counts,
+                             gaaw_tensor_t *recv, const int64_t *recv_counts);
   gaaw_status_t (*barrier)(gaaw_comm_t comm);
   /* Optional, for backends with a communication stream. start queues req's
    * operation and returns; complete orders the context's later work after it

@@ -122,6 +122,27 @@ gaaw_status_t gaaw_mpi_host_alltoall(gaaw_comm_t comm, const void *s, void *r, i
   return GAAW_SUCCESS;
 }
 
+gaaw_status_t gaaw_mpi_host_alltoallv(gaaw_comm_t comm, const void *s, const int64_t *send_counts, void *r,
+                                      const int64_t *recv_counts, gaaw_dtype_t dtype)
+{
+  gaaw_context_t ctx = comm->ctx;
+  const int p = comm->size;
+  int sc[p], sd[p], rc[p], rd[p];
+  int64_t at_s = 0, at_r = 0;
+  for (int j = 0; j < p; j++) { /* counts and displacements in MPI's int */
+    GAAW_CHECK(gaaw_mpi_count(comm, send_counts[j], &sc[j]));
+    GAAW_CHECK(gaaw_mpi_count(comm, at_s, &sd[j]));
+    GAAW_CHECK(gaaw_mpi_count(comm, recv_counts[j], &rc[j]));
+    GAAW_CHECK(gaaw_mpi_count(comm, at_r, &rd[j]));
+    at_s += send_counts[j], at_r += recv_counts[j];
+  }
+  MPI_Datatype type = gaaw_mpi_type(dtype);
+  MPI_Request req;
+  GAAW_MPI_CHECK(ctx, MPI_Ialltoallv(s, sc, sd, type, r, rc, rd, type, gaaw_mpi_impl_of(comm)->comm, &req));
+  GAAW_CHECK(wait_coll(comm, &req, "all-to-all (variable)"));
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_mpi_barrier(gaaw_comm_t comm)
 {
   gaaw_context_t ctx = comm->ctx;

@@ -140,6 +140,7 @@ const gaaw_comm_ops gaaw_mpi_comm_ops = {
   .send = gaaw_mpi_send,
   .recv = gaaw_mpi_recv,
   .alltoall = gaaw_mpi_alltoall,
+  .alltoallv = gaaw_mpi_alltoallv,
   .barrier = gaaw_mpi_barrier,
   .p2p_start = gaaw_mpi_p2p_start,
   .p2p_complete = gaaw_mpi_p2p_complete,

@@ -111,6 +111,8 @@ gaaw_status_t gaaw_mpi_host_reduce_scatter(gaaw_comm_t comm, const void *s, void
 gaaw_status_t gaaw_mpi_host_allgather(gaaw_comm_t comm, const void *s, void *r, int64_t n, gaaw_dtype_t dtype);
 gaaw_status_t gaaw_mpi_host_broadcast(gaaw_comm_t comm, void *p, int64_t n, gaaw_dtype_t dtype, int root);
 gaaw_status_t gaaw_mpi_host_alltoall(gaaw_comm_t comm, const void *s, void *r, int64_t n, gaaw_dtype_t dtype);
+gaaw_status_t gaaw_mpi_host_alltoallv(gaaw_comm_t comm, const void *s, const int64_t *send_counts, void *r,
+                                      const int64_t *recv_counts, gaaw_dtype_t dtype);
 gaaw_status_t gaaw_mpi_host_send(gaaw_comm_t comm, const void *p, int64_t n, gaaw_dtype_t dtype, int peer, int tag);
 gaaw_status_t gaaw_mpi_host_recv(gaaw_comm_t comm, void *p, int64_t n, gaaw_dtype_t dtype, int peer, int tag);
 gaaw_status_t gaaw_mpi_barrier(gaaw_comm_t comm);
@@ -147,6 +149,8 @@ gaaw_status_t gaaw_mpi_reduce_scatter(gaaw_comm_t comm, const gaaw_tensor_t *sen
 gaaw_status_t gaaw_mpi_allgather(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv);
 gaaw_status_t gaaw_mpi_broadcast(gaaw_comm_t comm, gaaw_tensor_t *t, int root);
 gaaw_status_t gaaw_mpi_alltoall(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv);
+gaaw_status_t gaaw_mpi_alltoallv(gaaw_comm_t comm, const gaaw_tensor_t *send, const int64_t *send_counts,
+                                 gaaw_tensor_t *recv, const int64_t *recv_counts);
 gaaw_status_t gaaw_mpi_send(gaaw_comm_t comm, const gaaw_tensor_t *t, int peer, int tag);
 gaaw_status_t gaaw_mpi_recv(gaaw_comm_t comm, gaaw_tensor_t *t, int peer, int tag);
 

@@ -140,6 +140,17 @@ gaaw_status_t gaaw_mpi_alltoall(gaaw_comm_t comm, const gaaw_tensor_t *send, gaa
   return GAAW_SUCCESS;
 }
 
+gaaw_status_t gaaw_mpi_alltoallv(gaaw_comm_t comm, const gaaw_tensor_t *send, const int64_t *send_counts,
+                                 gaaw_tensor_t *recv, const int64_t *recv_counts)
+{
+  gaaw_context_t ctx = comm->ctx;
+  gaaw_mpi_staged st;
+  GAAW_CHECK(gaaw_mpi_stage(comm, send, recv, &st));
+  GAAW_CHECK(gaaw_mpi_host_alltoallv(comm, st.in, send_counts, st.out, recv_counts, send->dtype));
+  GAAW_CHECK(gaaw_mpi_unstage(comm, &st));
+  return GAAW_SUCCESS;
+}
+
 gaaw_status_t gaaw_mpi_send(gaaw_comm_t comm, const gaaw_tensor_t *t, int peer, int tag)
 {
   gaaw_context_t ctx = comm->ctx;

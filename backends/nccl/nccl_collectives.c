@@ -181,3 +181,32 @@ gaaw_status_t gaaw_nccl_barrier(gaaw_comm_t comm)
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
+
+/* Block j (send_counts[j] elements) of send to member j, recv_counts[i] from member i,
+ * as one NCCL group of sends and receives; empty blocks are skipped. comm.c refuses
+ * overlapping send and recv, so no staging is needed. */
+gaaw_status_t gaaw_nccl_alltoallv(gaaw_comm_t comm, const gaaw_tensor_t *send, const int64_t *send_counts,
+                                  gaaw_tensor_t *recv, const int64_t *recv_counts)
+{
+  gaaw_context_t ctx = comm->ctx;
+  size_t es = gaaw_dtype_size(send->dtype);
+  cudaStream_t s;
+  nccl_op *rec = NULL;
+  GAAW_CHECK(gaaw_nccl_begin(comm, &s, &rec));
+  gaaw_nccl_used_by_comm(send);
+  gaaw_nccl_used_by_comm(recv);
+  ncclDataType_t type = gaaw_nccl_type(send->dtype);
+  ncclComm_t c = gaaw_nccl_impl_of(comm)->comm;
+  const char *src = gaaw_cuda_ptr(send);
+  char *dst = gaaw_cuda_ptr(recv);
+  ncclResult_t r = ncclGroupStart();
+  for (int64_t p = 0, so = 0, ro = 0; p < comm->size && r == ncclSuccess; p++) {
+    if (send_counts[p] > 0) r = ncclSend(src + (size_t)so * es, (size_t)send_counts[p], type, (int)p, c, s);
+    if (r == ncclSuccess && recv_counts[p] > 0)
+      r = ncclRecv(dst + (size_t)ro * es, (size_t)recv_counts[p], type, (int)p, c, s);
+    so += send_counts[p], ro += recv_counts[p];
+  }
+  ncclResult_t end = ncclGroupEnd();
+  GAAW_CHECK(gaaw_nccl_finish(comm, rec, r != ncclSuccess ? r : end, "ncclSend/ncclRecv (alltoallv)", END_EVENT));
+  return GAAW_SUCCESS;
+}

@@ -188,6 +188,7 @@ const gaaw_comm_ops gaaw_nccl_comm_ops = {
   .send = gaaw_nccl_send,
   .recv = gaaw_nccl_recv,
   .alltoall = gaaw_nccl_alltoall,
+  .alltoallv = gaaw_nccl_alltoallv,
   .barrier = gaaw_nccl_barrier,
   .start = gaaw_nccl_start,
   .complete = gaaw_nccl_complete,

@@ -133,6 +133,8 @@ gaaw_status_t gaaw_nccl_reduce_scatter(gaaw_comm_t comm, const gaaw_tensor_t *se
 gaaw_status_t gaaw_nccl_allgather(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv);
 gaaw_status_t gaaw_nccl_broadcast(gaaw_comm_t comm, gaaw_tensor_t *t, int root);
 gaaw_status_t gaaw_nccl_alltoall(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv);
+gaaw_status_t gaaw_nccl_alltoallv(gaaw_comm_t comm, const gaaw_tensor_t *send, const int64_t *send_counts,
+                                  gaaw_tensor_t *recv, const int64_t *recv_counts);
 gaaw_status_t gaaw_nccl_barrier(gaaw_comm_t comm);
 gaaw_status_t gaaw_nccl_start(gaaw_comm_t comm, gaaw_comm_request_t req);
 gaaw_status_t gaaw_nccl_complete(gaaw_comm_t comm, gaaw_comm_request_t req);

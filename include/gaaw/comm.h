@@ -35,11 +35,12 @@ typedef enum { GAAW_SUM = 0, GAAW_MAX = 1 } gaaw_reduce_op_t;
   X(GAAW_COMM_SEND, 4, "send")                    \
   X(GAAW_COMM_RECV, 5, "recv")                    \
   X(GAAW_COMM_ALLTOALL, 6, "alltoall")            \
-  X(GAAW_COMM_BARRIER, 7, "barrier")
+  X(GAAW_COMM_BARRIER, 7, "barrier")              \
+  X(GAAW_COMM_ALLTOALLV, 8, "alltoallv")
 #define GAAW_COMM_OP_ENTRY(name, value, text) name = value,
 typedef enum { GAAW_COMM_OP_LIST(GAAW_COMM_OP_ENTRY) } gaaw_comm_op_t;
 #undef GAAW_COMM_OP_ENTRY
-#define GAAW_COMM_OP_COUNT 8
+#define GAAW_COMM_OP_COUNT 9
 
 /* The alias rule, on every backend: send and recv of a collective are disjoint, or
  * in place as each collective below defines it; any other overlap of views of one
@@ -66,6 +67,19 @@ gaaw_status_t gaaw_comm_recv(gaaw_comm_t comm, gaaw_tensor_t *t, int peer, int t
 /* send and recv: n * size elements; block j of send goes to member j, block i of recv
  * comes from member i. In place: send == recv (NCCL stages send through scratch). */
 gaaw_status_t gaaw_comm_alltoall(gaaw_comm_t comm, const gaaw_tensor_t *send, gaaw_tensor_t *recv);
+/* The all-to-all of variable blocks. send holds one block per member, one after the
+ * other from its start in member order: send_counts[j] elements for member j; recv
+ * receives them likewise, recv_counts[i] elements from member i. The counts must
+ * agree pairwise (what member i sends member j is what j expects from i): exchange
+ * them first with gaaw_comm_alltoall_counts. Counts >= 0, their sums within send and
+ * recv; send and recv must not overlap (no in-place form). */
+gaaw_status_t gaaw_comm_alltoallv(gaaw_comm_t comm, const gaaw_tensor_t *send, const int64_t *send_counts,
+                                  gaaw_tensor_t *recv, const int64_t *recv_counts);
+/* An all-to-all of host integers: send (n * size) holds n for each member (block j
+ * goes to member j), recv (n * size) gets block i from member i. Over MPI on the
+ * host whatever the communicator's backend (the counts that precede an alltoallv,
+ * under the same deadline); counted as an all-to-all of 8 n size bytes. */
+gaaw_status_t gaaw_comm_alltoall_counts(gaaw_comm_t comm, int64_t n, const int64_t *send, int64_t *recv);
 gaaw_status_t gaaw_comm_barrier(gaaw_comm_t comm);
 
 /* Non-blocking collectives: the same operations, started now and completed by
@@ -123,7 +137,8 @@ gaaw_status_t gaaw_comm_backend(gaaw_comm_t comm, const char **name);
  * the collective is about (DESIGN.md section 10): an all-reduce of n elements counts
  * as the reduce-scatter plus all-gather it equals (2 n), a reduce-scatter or
  * all-gather the full n * size tensor, a broadcast, send or recv its tensor, an
- * all-to-all its send tensor. Not collective. */
+ * all-to-all its send tensor, an alltoallv the elements it sends (its own block
+ * included). Not collective. */
 gaaw_status_t gaaw_comm_stats(gaaw_comm_t comm, gaaw_comm_op_t op, uint64_t *calls, uint64_t *bytes);
 gaaw_status_t gaaw_comm_stats_reset(gaaw_comm_t comm);
 const char *gaaw_comm_op_name(gaaw_comm_op_t op);

@@ -171,6 +171,21 @@ static void check_collectives(gaaw_context_t ctx, gaaw_comm_t nc, gaaw_dtype_t d
   expect_status_ctx(ctx, gaaw_comm_alltoall(nc, &s.t, &s.t), GAAW_SUCCESS);
   expect_placed(ctx, &s, want, "all-to-all in place", dtn);
 
+  /* alltoallv: rank q sends rank j N / 2 or N elements of 10 q + j, the counts
+   * exchanged first; the sentinels past the received elements stay */
+  int64_t sc[size], rc[size], sent = 0, received = 0;
+  for (int j = 0; j < size; j++) sc[j] = N / 2 * (1 + (rank + j) % 2);
+  expect_status_ctx(ctx, gaaw_comm_alltoall_counts(nc, 1, sc, rc), GAAW_SUCCESS);
+  for (int j = 0; j < size; j++)
+    for (int64_t i = 0; i < sc[j]; i++) big[sent++] = (float)(10 * rank + j);
+  for (int q = 0; q < size; q++)
+    for (int64_t i = 0; i < rc[q]; i++) want[received++] = (float)(10 * q + rank);
+  s = place(ctx, dt, sent, 1, big);
+  r = place(ctx, dt, received, 3, NULL);
+  expect_status_ctx(ctx, gaaw_comm_alltoallv(nc, &s.t, sc, &r.t, rc), GAAW_SUCCESS);
+  expect_placed(ctx, &r, want, "alltoallv", dtn);
+  gaaw_buffer_free(ctx, &s.t.buf);
+
   expect_status_ctx(ctx, gaaw_comm_barrier(nc), GAAW_SUCCESS);
 
   /* started: reduce-scatter and all-gather back to back, waited in reverse, each

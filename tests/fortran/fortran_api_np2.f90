@@ -166,7 +166,7 @@ contains
     real(c_float), pointer :: host(:)
     type(c_ptr) :: p
     integer(c_size_t) :: bytes, current, peak
-    integer(c_int64_t) :: calls, traffic
+    integer(c_int64_t) :: calls, traffic, sc(2), rc(2)
     integer :: me, members, peer
     call check_status("topology_comm", gaaw_topology_comm(ctx, GAAW_GROUP_WORLD, comm), GAAW_SUCCESS, ctx)
     call check_status("comm_rank", gaaw_comm_rank(comm, me), GAAW_SUCCESS, ctx)
@@ -211,6 +211,19 @@ contains
     call check_status("buffer_read", gaaw_buffer_read(ctx, raw, 0_c_size_t, c_loc(got), 32_c_size_t), &
                       GAAW_SUCCESS, ctx)
     call check_same("all-gather blocks", got, [1, 2, 3, 4, 2, 4, 6, 8] * 1.0_c_float)
+
+    ! alltoallv of t (rank r holds (r + 1) [1, 2, 3, 4]): rank 0 keeps 1 element and
+    ! sends 3, rank 1 sends 2 and keeps 2; the counts exchanged first
+    sc = [1_c_int64_t, 3_c_int64_t]
+    if (me == 1) sc = [2_c_int64_t, 2_c_int64_t]
+    call check_status("alltoall_counts", gaaw_comm_alltoall_counts(comm, 1_c_int64_t, sc, rc), GAAW_SUCCESS, ctx)
+    if (me == 0) call check_true("counts to rank 0", rc(1) == 1 .and. rc(2) == 2)
+    if (me == 1) call check_true("counts to rank 1", rc(1) == 3 .and. rc(2) == 2)
+    call check_status("alltoallv", gaaw_comm_alltoallv(comm, t, sc, all, rc), GAAW_SUCCESS, ctx)
+    call check_status("buffer_read", gaaw_buffer_read(ctx, raw, 0_c_size_t, c_loc(got), 32_c_size_t), &
+                      GAAW_SUCCESS, ctx)
+    if (me == 0) call check_same("alltoallv blocks on rank 0", got(1:3), [1, 2, 4] * 1.0_c_float)
+    if (me == 1) call check_same("alltoallv blocks on rank 1", got(1:5), [2, 3, 4, 6, 8] * 1.0_c_float)
 
     ! broadcast from rank 1, then a non-blocking pair: each sends its rank to the other
     call check_status("broadcast", gaaw_comm_broadcast(comm, t, 1), GAAW_SUCCESS, ctx)

@@ -225,6 +225,87 @@ static void test_alltoall(group *g)
       }
 }
 
+/* Member q sends member j alltoallv_count(q, j) * m elements (some blocks empty),
+ * values val(q * 31 + j, k); the counts travel first through
+ * gaaw_comm_alltoall_counts (two per member, to check its block order); recv has
+ * 3 elements more, which must keep their 99. The counters: the elements sent, and
+ * the counts' 8 n size bytes as an all-to-all. */
+static int64_t alltoallv_count(int q, int j)
+{
+  return (q * 3 + j * 5 + 1) % 4;
+}
+
+static void test_alltoallv(group *g)
+{
+  gaaw_context_t ctx = g->ctx;
+  const int p = g->size;
+  int64_t sc[p], rc[p], pairs[2 * p], got[2 * p];
+  for (int d = 0; d < 4; d++)
+    for (int m = 1; m <= 7; m += 6) {
+      int64_t sent = 0, received = 0;
+      for (int j = 0; j < p; j++) {
+        sc[j] = alltoallv_count(g->rank, j) * m, sent += sc[j];
+        pairs[2 * j] = sc[j], pairs[2 * j + 1] = 1000 * g->rank + j;
+      }
+      require_ok(ctx, gaaw_comm_stats_reset(g->comm));
+      require_ok(ctx, gaaw_comm_alltoall_counts(g->comm, 2, pairs, got));
+      for (int i = 0; i < p; i++) {
+        rc[i] = got[2 * i], received += rc[i];
+        expect_true(rc[i] == alltoallv_count(i, g->rank) * m && got[2 * i + 1] == 1000 * i + g->rank,
+                    "counts from %d on %s: %lld, %lld", i, g->name, (long long)rc[i], (long long)got[2 * i + 1]);
+      }
+      float *out = malloc(sizeof(float) * (size_t)(sent + 1)), *want = malloc(sizeof(float) * (size_t)(received + 4));
+      for (int j = 0, at = 0; j < p; j++)
+        for (int64_t k = 0; k < sc[j]; k++) out[at++] = (float)val(g->rank * 31 + j, k);
+      for (int i = 0, at = 0; i < p; i++)
+        for (int64_t k = 0; k < rc[i]; k++) want[at++] = (float)val(i * 31 + g->rank, k);
+      for (int k = 0; k < 3; k++) want[received + k] = 99.0f;
+      gaaw_tensor_t send = make(ctx, dtypes[d], sent + 1), recv = make(ctx, dtypes[d], received + 3);
+      fill(ctx, &send, sent + 1, i < sent ? out[i] : -1.0f);
+      fill(ctx, &recv, received + 3, 99.0f);
+      expect_status_ctx(ctx, gaaw_comm_alltoallv(g->comm, &send, sc, &recv, rc), GAAW_SUCCESS);
+      expect_elements(ctx, &recv, received + 3, want[i], "alltoallv %s m=%d on %s", gaaw_dtype_name(dtypes[d]), m,
+                      g->name);
+      uint64_t calls, bytes, want_bytes = (uint64_t)sent * gaaw_dtype_size(dtypes[d]);
+      require_ok(ctx, gaaw_comm_stats(g->comm, GAAW_COMM_ALLTOALLV, &calls, &bytes));
+      expect_true(calls == 1 && bytes == want_bytes, "alltoallv on %s: %llu calls, %llu bytes; expected 1, %llu",
+                  g->name, (unsigned long long)calls, (unsigned long long)bytes, (unsigned long long)want_bytes);
+      require_ok(ctx, gaaw_comm_stats(g->comm, GAAW_COMM_ALLTOALL, &calls, &bytes));
+      expect_true(calls == 1 && bytes == (uint64_t)(16 * p), "counts on %s: %llu calls, %llu bytes; expected 1, %d",
+                  g->name, (unsigned long long)calls, (unsigned long long)bytes, 16 * p);
+      drop(ctx, &send);
+      drop(ctx, &recv);
+      free(out);
+      free(want);
+    }
+}
+
+/* Bad alltoallv arguments, the same on every rank: refused before any traffic. */
+static void test_alltoallv_bad_input(group *g)
+{
+  gaaw_context_t ctx = g->ctx;
+  const int p = g->size, E = GAAW_ERR_INVALID_ARG;
+  int64_t ones[p], neg[p], many[p];
+  for (int j = 0; j < p; j++) ones[j] = 1, neg[j] = j == p - 1 ? -1 : 1, many[j] = 3;
+  gaaw_tensor_t a = make(ctx, GAAW_F32, 2 * p), b = make(ctx, GAAW_F32, 2 * p), h = make(ctx, GAAW_BF16, 2 * p);
+  expect_status(gaaw_comm_alltoallv(NULL, &a, ones, &b, ones), E);
+  expect_status_ctx(ctx, gaaw_comm_alltoallv(g->comm, &a, NULL, &b, ones), E);
+  expect_status_ctx(ctx, gaaw_comm_alltoallv(g->comm, &a, ones, &b, NULL), E);
+  expect_status_ctx(ctx, gaaw_comm_alltoallv(g->comm, &a, neg, &b, ones), E);
+  expect_status_ctx(ctx, gaaw_comm_alltoallv(g->comm, &a, many, &b, ones), E); /* 3 p > 2 p elements */
+  expect_status_ctx(ctx, gaaw_comm_alltoallv(g->comm, &a, ones, &b, many), E);
+  expect_status_ctx(ctx, gaaw_comm_alltoallv(g->comm, &a, ones, &h, ones), E); /* dtypes differ */
+  expect_status_ctx(ctx, gaaw_comm_alltoallv(g->comm, &a, ones, &a, ones), E); /* in place */
+  int64_t c[2 * p];
+  expect_status_ctx(ctx, gaaw_comm_alltoall_counts(g->comm, -1, ones, c), E);
+  expect_status_ctx(ctx, gaaw_comm_alltoall_counts(g->comm, 1, NULL, c), E);
+  expect_status_ctx(ctx, gaaw_comm_alltoall_counts(g->comm, 2, c, c + 1), E); /* overlap */
+  expect_status_ctx(ctx, gaaw_comm_alltoallv(g->comm, &a, ones, &b, ones), GAAW_SUCCESS); /* still usable */
+  drop(ctx, &a);
+  drop(ctx, &b);
+  drop(ctx, &h);
+}
+
 /* One call of each operation after a reset; bytes as documented in gaaw/comm.h. */
 static void test_stats(group *g)
 {
@@ -427,7 +508,7 @@ static void test_bad_input(group *g)
   expect_status_ctx(ctx, gaaw_comm_alltoall(c, &a, &shortt), E);
   if (g->size > 1) expect_status_ctx(ctx, gaaw_comm_alltoall(c, &shortt, &shortt), E); /* not divisible */
   expect_status(gaaw_comm_barrier(NULL), E);
-  expect_status_ctx(ctx, gaaw_comm_stats(c, (gaaw_comm_op_t)8, NULL, NULL), E);
+  expect_status_ctx(ctx, gaaw_comm_stats(c, (gaaw_comm_op_t)GAAW_COMM_OP_COUNT, NULL, NULL), E);
   expect_status(gaaw_comm_stats(NULL, GAAW_COMM_BARRIER, NULL, NULL), E);
   expect_status(gaaw_comm_stats_reset(NULL), E);
   expect_status_ctx(ctx, gaaw_comm_rank(c, NULL), E);
@@ -516,6 +597,8 @@ int main(int argc, char **argv)
   test_broadcast(&world);
   test_send_recv(&world);
   test_alltoall(&world);
+  test_alltoallv(&world);
+  test_alltoallv_bad_input(&world);
   test_stats(&world);
   test_nonblocking(&world);
   test_deterministic(&world);
@@ -527,6 +610,7 @@ int main(int argc, char **argv)
     test_allgather(&parts[k]);
     test_broadcast(&parts[k]);
     test_send_recv(&parts[k]);
+    test_alltoallv(&parts[k]);
     test_stats(&parts[k]);
     test_nonblocking(&parts[k]);
     test_deterministic(&parts[k]);
