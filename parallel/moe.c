@@ -9,6 +9,7 @@
 #include "backends/runtime/error.h"
 #include "parallel/linear.h"
 #include "parallel/moe.h"
+#include "parallel/moe_dispatch.h"
 
 #define SHAPE2(a, b) 2, (int64_t[]){(a), (b)}
 
@@ -328,22 +329,67 @@ static gaaw_status_t aux_losses(gaaw_context_t ctx, const gaaw_moe_spec *spec, g
   return GAAW_SUCCESS;
 }
 
-/* Per expert: u = xp w13^T, a = swiglu(u), yp = a w2^T over its rows. */
-static gaaw_status_t experts_forward(gaaw_context_t ctx, const gaaw_moe_spec *spec, const gaaw_moe_weights *w,
-                                     gaaw_moe_saved *s)
+/* Which rows of the experts' tensors belong to which of the n experts here. */
+typedef struct {
+  int n;
+  const int64_t *counts, *offsets;
+} expert_rows;
+
+/* Per expert: u = xe w13^T, a = swiglu(u), ye = a w2^T over its rows. */
+static gaaw_status_t experts_forward(gaaw_context_t ctx, const gaaw_moe_weights *w, expert_rows r,
+                                     const gaaw_tensor_t *xe, gaaw_tensor_t *u, gaaw_tensor_t *a, gaaw_tensor_t *ye)
 {
-  gaaw_tensor_t *k = s->kept;
-  for (int e = 0; e < spec->experts; e++) {
-    int64_t lo = s->offsets[e], n = s->counts[e];
+  for (int e = 0; e < r.n; e++) {
+    int64_t lo = r.offsets[e], n = r.counts[e];
     if (n == 0) continue;
-    gaaw_tensor_t xp = rows(&k[GAAW_MOE_XP], lo, n), u = rows(&k[GAAW_MOE_U], lo, n);
-    gaaw_tensor_t yp = rows(&k[GAAW_MOE_YP], lo, n), a = rows(&k[GAAW_MOE_A], lo, n);
-    gaaw_tensor_t w13 = matrix(w->w13, spec->experts, e), w2 = matrix(w->w2, spec->experts, e);
-    GAAW_CHECK(gaaw_linear_forward(ctx, &xp, &w13, NULL, &u));
-    GAAW_CHECK(gaaw_swiglu_forward(ctx, &u, &a));
-    GAAW_CHECK(gaaw_linear_forward(ctx, &a, &w2, NULL, &yp));
+    gaaw_tensor_t xv = rows(xe, lo, n), uv = rows(u, lo, n), yv = rows(ye, lo, n), av = rows(a, lo, n);
+    gaaw_tensor_t w13 = matrix(w->w13, r.n, e), w2 = matrix(w->w2, r.n, e);
+    GAAW_CHECK(gaaw_linear_forward(ctx, &xv, &w13, NULL, &uv));
+    GAAW_CHECK(gaaw_swiglu_forward(ctx, &uv, &av));
+    GAAW_CHECK(gaaw_linear_forward(ctx, &av, &w2, NULL, &yv));
   }
   return GAAW_SUCCESS;
+}
+
+/* Kept tensor `which`, (rows, cols) (rows may be 0: one row is allocated). */
+static gaaw_status_t keep_rows(gaaw_context_t ctx, gaaw_moe_saved *s, int which, gaaw_dtype_t dt, int64_t n,
+                               int64_t cols)
+{
+  GAAW_CHECK(keep(ctx, s, which, dt, SHAPE2(n > 0 ? n : 1, cols)));
+  s->kept[which].shape[0] = n;
+  return GAAW_SUCCESS;
+}
+
+/* The experts over the kept rows: here (XP, U, A (P, .)), or with expert
+ * parallelism on their ep ranks (XP, U, A the rows this rank's experts receive),
+ * their output into YP (P, C) either way. */
+static gaaw_status_t experts_apply(gaaw_context_t ctx, const gaaw_moe_spec *spec, const gaaw_moe_weights *w,
+                                   gaaw_moe_saved *s, const gaaw_tensor_t *x)
+{
+  gaaw_tensor_t *k = s->kept, xp = {0}, ye = {0};
+  const int64_t P = s->assignments, C = x->shape[1];
+  expert_rows r = {spec->experts, s->counts, s->offsets};
+  gaaw_status_t st = GAAW_SUCCESS;
+  if (s->ep) { /* xp: the source side's permuted rows, sent to the experts' ranks */
+    st = alloc(ctx, x->dtype, SHAPE2(P, C), &xp);
+    if (st == GAAW_SUCCESS) st = gaaw_moe_permute(ctx, x, &k[GAAW_MOE_SRC], &xp);
+    if (st == GAAW_SUCCESS) st = gaaw_moe_dispatch_plan(ctx, s->ep, spec->experts, s->counts, &s->dispatch);
+    if (st == GAAW_SUCCESS) r = (expert_rows){s->dispatch.local, s->dispatch.counts, s->dispatch.offsets};
+  }
+  const int64_t n = s->ep ? s->dispatch.rows : P, f2 = matrix(w->w13, r.n, 0).shape[0]; /* rows, 2F */
+  if (st == GAAW_SUCCESS) st = keep_rows(ctx, s, GAAW_MOE_XP, x->dtype, n, C);
+  if (st == GAAW_SUCCESS) st = keep_rows(ctx, s, GAAW_MOE_U, x->dtype, n, f2);
+  if (st == GAAW_SUCCESS) st = keep_rows(ctx, s, GAAW_MOE_A, x->dtype, n, f2 / 2);
+  if (st == GAAW_SUCCESS && !s->ep) st = gaaw_moe_permute(ctx, x, &k[GAAW_MOE_SRC], &k[GAAW_MOE_XP]);
+  if (st == GAAW_SUCCESS && s->ep) st = gaaw_moe_dispatch_send(ctx, &s->dispatch, &xp, &k[GAAW_MOE_XP]);
+  if (st == GAAW_SUCCESS && s->ep) st = alloc(ctx, x->dtype, SHAPE2(n > 0 ? n : 1, C), &ye);
+  ye.shape[0] = n;
+  if (st == GAAW_SUCCESS)
+    st = experts_forward(ctx, w, r, &k[GAAW_MOE_XP], &k[GAAW_MOE_U], &k[GAAW_MOE_A], s->ep ? &ye : &k[GAAW_MOE_YP]);
+  if (st == GAAW_SUCCESS && s->ep) st = gaaw_moe_dispatch_return(ctx, &s->dispatch, &ye, &k[GAAW_MOE_YP]);
+  if (xp.buf) gaaw_buffer_free(ctx, &xp.buf);
+  if (ye.buf) gaaw_buffer_free(ctx, &ye.buf);
+  return st;
 }
 
 /* pos (T, 1) i32 = t: the combine kernel as a per-token scaling. */
@@ -425,23 +471,26 @@ static gaaw_status_t shared_backward(gaaw_context_t ctx, const gaaw_moe_weights 
   return st;
 }
 
+/* ep: the ep group's size (1 without one): w13 and w2 hold E / ep experts. */
 static gaaw_status_t check_shapes(gaaw_context_t ctx, const gaaw_moe_spec *spec, const gaaw_moe_weights *w,
-                                  const gaaw_tensor_t *x)
+                                  const gaaw_tensor_t *x, int ep)
 {
-  const int64_t C = x->shape[1], E = spec->experts, k = spec->top_k;
+  const int64_t C = x->shape[1], E = spec->experts, k = spec->top_k, El = E / ep;
   GAAW_ARG_CHECK(ctx, x->dtype == GAAW_F32, "the MoE layer computes in f32 only for now, got %s",
                  gaaw_dtype_name(x->dtype));
   GAAW_ARG_CHECK(ctx, k >= 1 && k <= E, "top_k %lld must be in 1..experts (%lld)", (long long)k, (long long)E);
+  GAAW_ARG_CHECK(ctx, E % ep == 0, "%lld experts do not divide over an ep group of %d", (long long)E, ep);
   const gaaw_tensor_t *r = w->router, *a = w->w13, *b = w->w2;
-  gaaw_tensor_t a0 = matrix(a, E, 0), b0 = matrix(b, E, 0);
+  gaaw_tensor_t a0 = matrix(a, El, 0), b0 = matrix(b, El, 0);
   int64_t F2 = a0.shape[0];
-  int three = a->ndim == 3 && a->shape[0] == E && b->ndim == 3 && b->shape[0] == E;
-  int two = a->ndim == 2 && a->shape[0] % E == 0 && b->ndim == 2 && b->shape[0] % E == 0;
+  int three = a->ndim == 3 && a->shape[0] == El && b->ndim == 3 && b->shape[0] == El;
+  int two = a->ndim == 2 && a->shape[0] % El == 0 && b->ndim == 2 && b->shape[0] % El == 0;
   GAAW_ARG_CHECK(ctx, r->ndim == 2 && r->shape[0] == E && r->shape[1] == C && (three || two) && a0.shape[1] == C &&
                         F2 % 2 == 0 && b0.shape[0] == C && b0.shape[1] == F2 / 2,
-                 "MoE weights of %lld experts on width %lld: router, w13 and w2 must be (E, C), (E, 2F, C) and "
-                 "(E, C, F); got %lld-d, %lld-d and %lld-d tensors",
-                 (long long)E, (long long)C, (long long)r->ndim, (long long)a->ndim, (long long)b->ndim);
+                 "MoE weights of %lld experts (%lld here) on width %lld: router, w13 and w2 must be (E, C), "
+                 "(El, 2F, C) and (El, C, F); got %lld-d, %lld-d and %lld-d tensors",
+                 (long long)E, (long long)El, (long long)C, (long long)r->ndim, (long long)a->ndim,
+                 (long long)b->ndim);
   const gaaw_tensor_t *s13 = w->s13, *s2 = w->s2, *sg = w->sgate;
   GAAW_ARG_CHECK(ctx, !s13 || (s2 && s13->ndim == 2 && s13->shape[1] == C && s13->shape[0] % 2 == 0 && s2->ndim == 2 &&
                                s2->shape[0] == C && s2->shape[1] == s13->shape[0] / 2 &&
@@ -453,10 +502,11 @@ static gaaw_status_t check_shapes(gaaw_context_t ctx, const gaaw_moe_spec *spec,
 gaaw_status_t gaaw_moe_forward(gaaw_context_t ctx, const gaaw_moe_spec *spec, const gaaw_moe_weights *w,
                                const gaaw_tensor_t *x, gaaw_tensor_t *y, gaaw_moe_saved *s, gaaw_moe_losses *losses)
 {
-  GAAW_CHECK(check_shapes(ctx, spec, w, x));
+  int ep = 1;
+  if (s->ep) GAAW_CHECK(gaaw_comm_size(s->ep, &ep));
+  GAAW_CHECK(check_shapes(ctx, spec, w, x, ep));
   if (!s->keep) s->kept = s->own;
   const int64_t T = x->shape[0], C = x->shape[1], E = spec->experts, k = spec->top_k;
-  const int64_t F2 = matrix(w->w13, E, 0).shape[0];
   gaaw_dtype_t dt = x->dtype;
   struct {
     int which;
@@ -464,8 +514,7 @@ gaaw_status_t gaaw_moe_forward(gaaw_context_t ctx, const gaaw_moe_spec *spec, co
     int64_t d0, d1;
   } shapes[] = {{GAAW_MOE_LOGITS, GAAW_F32, T, E}, {GAAW_MOE_SCORES, GAAW_F32, T, E}, {GAAW_MOE_LSE, GAAW_F32, T, 0},
                 {GAAW_MOE_IDX, GAAW_I32, T, k},    {GAAW_MOE_WEIGHTS, GAAW_F32, T, k}, {GAAW_MOE_POS, GAAW_I32, T, k},
-                {GAAW_MOE_SRC, GAAW_I32, T * k, 0}, {GAAW_MOE_XP, dt, T * k, C},       {GAAW_MOE_U, dt, T * k, F2},
-                {GAAW_MOE_A, dt, T * k, F2 / 2},  {GAAW_MOE_YP, dt, T * k, C},        {GAAW_MOE_COEFS, GAAW_F32, E + 1, 0}};
+                {GAAW_MOE_SRC, GAAW_I32, T * k, 0}, {GAAW_MOE_YP, dt, T * k, C}, {GAAW_MOE_COEFS, GAAW_F32, E + 1, 0}};
   gaaw_status_t st = GAAW_SUCCESS;
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && st == GAAW_SUCCESS; i++)
     st = keep(ctx, s, shapes[i].which, shapes[i].dt, shapes[i].d1 ? 2 : 1, (int64_t[]){shapes[i].d0, shapes[i].d1});
@@ -478,8 +527,7 @@ gaaw_status_t gaaw_moe_forward(gaaw_context_t ctx, const gaaw_moe_spec *spec, co
                                &kt[GAAW_MOE_WEIGHTS]);
   int64_t dropped = 0;
   if (st == GAAW_SUCCESS) st = route(ctx, spec, s, &dropped);
-  if (st == GAAW_SUCCESS) st = gaaw_moe_permute(ctx, x, &kt[GAAW_MOE_SRC], &kt[GAAW_MOE_XP]);
-  if (st == GAAW_SUCCESS) st = experts_forward(ctx, spec, w, s);
+  if (st == GAAW_SUCCESS) st = experts_apply(ctx, spec, w, s, x);
   if (st == GAAW_SUCCESS)
     st = gaaw_moe_unpermute(ctx, &kt[GAAW_MOE_YP], &kt[GAAW_MOE_POS], &kt[GAAW_MOE_WEIGHTS], y);
   if (st == GAAW_SUCCESS && w->s13) st = shared_forward(ctx, w, s, x, y);
@@ -494,29 +542,55 @@ gaaw_status_t gaaw_moe_forward(gaaw_context_t ctx, const gaaw_moe_spec *spec, co
   return GAAW_SUCCESS;
 }
 
-/* Per expert, over its rows: da = dyp w2, dw2 += dyp^T a; du = swiglu'(da); dxp =
- * du w13, dw13 += du^T xp (da, du, dxp: (P, .) scratch). */
-static gaaw_status_t experts_backward(gaaw_context_t ctx, const gaaw_moe_spec *spec, const gaaw_moe_weights *w,
-                                      gaaw_moe_saved *s, const gaaw_tensor_t *dyp, gaaw_tensor_t *da,
-                                      gaaw_tensor_t *du, gaaw_tensor_t *dxp)
+/* Per expert, over its rows: da = dye w2, dw2 += dye^T a; du = swiglu'(da); dxe =
+ * du w13, dw13 += du^T xe (da, du, dxe: scratch with the rows of dye). */
+static gaaw_status_t experts_backward(gaaw_context_t ctx, const gaaw_moe_weights *w, expert_rows r,
+                                      const gaaw_moe_saved *s, const gaaw_tensor_t *dye, gaaw_tensor_t *da,
+                                      gaaw_tensor_t *du, gaaw_tensor_t *dxe)
 {
-  const int64_t E = spec->experts;
-  gaaw_tensor_t *k = s->kept;
+  const gaaw_tensor_t *k = s->kept;
   GAAW_CHECK(gaaw_fill(ctx, du, 0.0f)); /* swiglu's backward adds */
-  for (int e = 0; e < E; e++) {
-    int64_t lo = s->offsets[e], n = s->counts[e];
+  for (int e = 0; e < r.n; e++) {
+    int64_t lo = r.offsets[e], n = r.counts[e];
     if (n == 0) continue;
-    gaaw_tensor_t g = rows(dyp, lo, n), ge = rows(da, lo, n), gu = rows(du, lo, n), gx = rows(dxp, lo, n);
-    gaaw_tensor_t a = rows(&k[GAAW_MOE_A], lo, n), u = rows(&k[GAAW_MOE_U], lo, n), xp = rows(&k[GAAW_MOE_XP], lo, n);
-    gaaw_tensor_t w2 = matrix(w->w2, E, e), w13 = matrix(w->w13, E, e), dw2 = matrix(w->d_w2, E, e);
-    gaaw_tensor_t dw13 = matrix(w->d_w13, E, e);
+    gaaw_tensor_t g = rows(dye, lo, n), ge = rows(da, lo, n), gu = rows(du, lo, n), gx = rows(dxe, lo, n);
+    gaaw_tensor_t a = rows(&k[GAAW_MOE_A], lo, n), u = rows(&k[GAAW_MOE_U], lo, n), xe = rows(&k[GAAW_MOE_XP], lo, n);
+    gaaw_tensor_t w2 = matrix(w->w2, r.n, e), w13 = matrix(w->w13, r.n, e), dw2 = matrix(w->d_w2, r.n, e);
+    gaaw_tensor_t dw13 = matrix(w->d_w13, r.n, e);
     GAAW_CHECK(gaaw_linear_backward_input(ctx, &g, &w2, &ge));
     GAAW_CHECK(gaaw_linear_backward_weight(ctx, &g, &a, &dw2, NULL));
     GAAW_CHECK(gaaw_swiglu_backward(ctx, &ge, &u, &gu));
     GAAW_CHECK(gaaw_linear_backward_input(ctx, &gu, &w13, &gx));
-    GAAW_CHECK(gaaw_linear_backward_weight(ctx, &gu, &xp, &dw13, NULL));
+    GAAW_CHECK(gaaw_linear_backward_weight(ctx, &gu, &xe, &dw13, NULL));
   }
   return GAAW_SUCCESS;
+}
+
+/* dxp (P, C) from dyp (P, C) through the experts, here or (expert parallelism) on
+ * their ep ranks: dyp's rows go where the forward's went and dxp's come back. */
+static gaaw_status_t experts_unapply(gaaw_context_t ctx, const gaaw_moe_spec *spec, const gaaw_moe_weights *w,
+                                     gaaw_moe_saved *s, const gaaw_tensor_t *dyp, gaaw_tensor_t *dxp)
+{
+  const int64_t C = dyp->shape[1];
+  expert_rows r = {spec->experts, s->counts, s->offsets};
+  gaaw_status_t st = GAAW_SUCCESS;
+  if (s->ep && !s->dispatch.send_rows) /* a caller's kept tensors: plan the exchange again */
+    st = gaaw_moe_dispatch_plan(ctx, s->ep, spec->experts, s->counts, &s->dispatch);
+  if (s->ep) r = (expert_rows){s->dispatch.local, s->dispatch.counts, s->dispatch.offsets};
+  const int64_t n = s->kept[GAAW_MOE_XP].shape[0], f2 = s->kept[GAAW_MOE_U].shape[1], m = n > 0 ? n : 1;
+  gaaw_tensor_t dye = {0}, da = {0}, du = {0}, dxe = {0};
+  if (st == GAAW_SUCCESS) st = alloc(ctx, dyp->dtype, SHAPE2(m, f2 / 2), &da);
+  if (st == GAAW_SUCCESS) st = alloc(ctx, dyp->dtype, SHAPE2(m, f2), &du);
+  if (st == GAAW_SUCCESS && s->ep) st = alloc(ctx, dyp->dtype, SHAPE2(m, C), &dye);
+  if (st == GAAW_SUCCESS && s->ep) st = alloc(ctx, dyp->dtype, SHAPE2(m, C), &dxe);
+  gaaw_tensor_t *tmp[] = {&dye, &da, &du, &dxe};
+  for (int i = 0; i < 4; i++) tmp[i]->shape[0] = n;
+  if (st == GAAW_SUCCESS && s->ep) st = gaaw_moe_dispatch_send(ctx, &s->dispatch, dyp, &dye);
+  if (st == GAAW_SUCCESS) st = experts_backward(ctx, w, r, s, s->ep ? &dye : dyp, &da, &du, s->ep ? &dxe : dxp);
+  if (st == GAAW_SUCCESS && s->ep) st = gaaw_moe_dispatch_return(ctx, &s->dispatch, &dxe, dxp);
+  for (int i = 0; i < 4; i++)
+    if (tmp[i]->buf) gaaw_buffer_free(ctx, &tmp[i]->buf);
+  return st;
 }
 
 /* dscores += the load-balancing loss's gradient, aux_scale COEFS[i] on every
@@ -546,20 +620,17 @@ gaaw_status_t gaaw_moe_backward(gaaw_context_t ctx, const gaaw_moe_spec *spec, c
   if (!s->counts) GAAW_CHECK(recount(ctx, spec->experts, s)); /* a caller's kept tensors, from another call */
   gaaw_tensor_t *kt = s->kept;
   const int64_t T = x->shape[0], C = x->shape[1], E = spec->experts, k = spec->top_k, P = s->assignments;
-  const int64_t F2 = matrix(w->w13, E, 0).shape[0];
-  gaaw_tensor_t dyp = {0}, dwt = {0}, da = {0}, du = {0}, dxp = {0}, ds = {0}, dl = {0}, dxr = {0};
+  gaaw_tensor_t dyp = {0}, dwt = {0}, dxp = {0}, ds = {0}, dl = {0}, dxr = {0};
   float zscale = 0;
   gaaw_status_t st = alloc(ctx, x->dtype, SHAPE2(P, C), &dyp);
   if (st == GAAW_SUCCESS) st = alloc(ctx, GAAW_F32, SHAPE2(T, k), &dwt);
-  if (st == GAAW_SUCCESS) st = alloc(ctx, x->dtype, SHAPE2(P, F2 / 2), &da);
-  if (st == GAAW_SUCCESS) st = alloc(ctx, x->dtype, SHAPE2(P, F2), &du);
   if (st == GAAW_SUCCESS) st = alloc(ctx, x->dtype, SHAPE2(P, C), &dxp);
   if (st == GAAW_SUCCESS) st = alloc(ctx, GAAW_F32, SHAPE2(T, E), &ds);
   if (st == GAAW_SUCCESS) st = alloc(ctx, GAAW_F32, SHAPE2(T, E), &dl);
   if (st == GAAW_SUCCESS) st = alloc(ctx, x->dtype, SHAPE2(T, C), &dxr);
   if (st == GAAW_SUCCESS)
     st = gaaw_moe_unpermute_backward(ctx, dy, &kt[GAAW_MOE_YP], &kt[GAAW_MOE_POS], &kt[GAAW_MOE_WEIGHTS], &dyp, &dwt);
-  if (st == GAAW_SUCCESS) st = experts_backward(ctx, spec, w, s, &dyp, &da, &du, &dxp);
+  if (st == GAAW_SUCCESS) st = experts_unapply(ctx, spec, w, s, &dyp, &dxp);
   if (st == GAAW_SUCCESS) st = gaaw_moe_permute_backward(ctx, &dxp, &kt[GAAW_MOE_POS], dx);
   if (st == GAAW_SUCCESS)
     st = gaaw_moe_topk_backward(ctx, &kt[GAAW_MOE_SCORES], &kt[GAAW_MOE_IDX], &kt[GAAW_MOE_WEIGHTS], &dwt,
@@ -572,7 +643,7 @@ gaaw_status_t gaaw_moe_backward(gaaw_context_t ctx, const gaaw_moe_spec *spec, c
   if (st == GAAW_SUCCESS) st = gaaw_add(ctx, dx, &dxr, dx);
   if (st == GAAW_SUCCESS) st = gaaw_linear_backward_weight(ctx, &dl, x, w->d_router, NULL);
   if (st == GAAW_SUCCESS && w->s13) st = shared_backward(ctx, w, s, x, dy, dx);
-  gaaw_tensor_t *tmp[] = {&dyp, &dwt, &da, &du, &dxp, &ds, &dl, &dxr};
+  gaaw_tensor_t *tmp[] = {&dyp, &dwt, &dxp, &ds, &dl, &dxr};
   for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; i++)
     if (tmp[i]->buf) gaaw_buffer_free(ctx, &tmp[i]->buf);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
@@ -585,4 +656,5 @@ void gaaw_moe_release(gaaw_context_t ctx, gaaw_moe_saved *s)
     if (s->own[i].buf) gaaw_buffer_free(ctx, &s->own[i].buf);
   free(s->counts);
   s->counts = s->offsets = s->routed = NULL;
+  gaaw_moe_dispatch_free(ctx, &s->dispatch);
 }

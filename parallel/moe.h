@@ -1,7 +1,8 @@
-/* The mixture-of-experts MLP on one rank (every expert here; no expert parallelism
- * yet): a router, top-k, the tokens permuted into the experts' order, one pair of
- * GEMMs per expert over its rows (SwiGLU experts), and the rows combined back,
- * weighted (doc/moe.md). f32 only for now.
+/* The mixture-of-experts MLP: a router, top-k, the tokens permuted into the
+ * experts' order, one pair of GEMMs per expert over its rows (SwiGLU experts), and
+ * the rows combined back, weighted (doc/moe.md). Every expert here, or with an ep
+ * group (expert parallelism) E / ep of them, the rows exchanged with their ranks
+ * (parallel/moe_dispatch.h). f32 only for now.
  *
  *   x (T, C) -> logits = x router^T (T, E) -> scores, lse -> idx, weights (T, k)
  *   xp (P = T k, C) = x in the experts' order; per expert e, rows [off_e, off_e + n_e):
@@ -19,6 +20,7 @@
 
 #include "gaaw/comm.h"
 #include "gaaw/kernels.h"
+#include "parallel/moe_dispatch.h"
 
 typedef struct {
   int experts, top_k;
@@ -34,8 +36,9 @@ typedef struct {
 } gaaw_moe_spec;
 
 /* The layer's parameters (linear convention: (out, in)) and their gradients, f32:
- * router (E, C), w13 (E, 2F, C) (the gate's F rows, then the up projection's), w2
- * (E, C, F); w13 and w2 may also be 2-D, (E 2F, C) and (E C, F). Optionally a
+ * router (E, C), w13 (El, 2F, C) (the gate's F rows, then the up projection's), w2
+ * (El, C, F) for the El experts here (E, or E / ep with an ep group: this ep rank's
+ * r El .. (r + 1) El - 1); w13 and w2 may also be 2-D, (El 2F, C) and (El C, F). Optionally a
  * shared expert that every token passes through (NULL: none), s13 (2S, C) and s2
  * (C, S), its output scaled per token by sigmoid(x sgate^T) (sgate (1, C); NULL:
  * not scaled: Qwen2-MoE gates it, DeepSeek-V3 does not). Gradients accumulate (+=). */
@@ -46,7 +49,9 @@ typedef struct {
   gaaw_tensor_t *d_s13, *d_s2, *d_sgate;
 } gaaw_moe_weights;
 
-/* What forward keeps for backward. COEFS (E + 1) f32: the load-balancing loss's
+/* What forward keeps for backward. XP, U, A: the experts' rows here, P = T k of
+ * them, or with ep the rows this rank's experts received; YP (P, C) their output
+ * back in this rank's order. COEFS (E + 1) f32: the load-balancing loss's
  * gradient per expert score, coef E f_i / T_group, then the z-loss's 2 z_coef /
  * T_group (before aux_scale). The shared expert's: SU (T, 2S), SA (T, S), SO (T,
  * C) its output; with its gate GL, GS (T, 1) f32 the gate's logit and sigmoid, GLSE
@@ -73,12 +78,15 @@ typedef struct {
   void *user;
   gaaw_tensor_t *kept;
   gaaw_comm_t group[2];
+  gaaw_comm_t ep; /* NULL: every expert here; else the ep group over which they are split
+                     (forward and backward are then collective over it) */
   int margins;
   gaaw_tensor_t own[GAAW_MOE_KEPT];
   int64_t *counts, *offsets; /* per expert: its rows of the sorted assignments (kept: not
                                 dropped), and where they start */
   int64_t *routed;           /* per expert: the assignments top-k gave it (before any drop) */
   int64_t assignments;       /* T k (the rows kept are at most these) */
+  gaaw_moe_dispatch dispatch; /* with ep: the exchange of the last forward (or backward) */
 } gaaw_moe_saved;
 
 typedef struct {
@@ -97,7 +105,7 @@ gaaw_status_t gaaw_moe_forward(gaaw_context_t ctx, const gaaw_moe_spec *spec, co
                                gaaw_moe_losses *losses);
 /* dx (T, C) (overwritten) and the weights' gradients (+=) from dy (T, C), with the
  * aux losses' gradients scaled by aux_scale (the aux losses' weight in the loss
- * whose gradient dy is). Not collective. */
+ * whose gradient dy is). Collective over saved->ep when set, else not. */
 gaaw_status_t gaaw_moe_backward(gaaw_context_t ctx, const gaaw_moe_spec *spec, const gaaw_moe_weights *w,
                                 gaaw_moe_saved *saved, const gaaw_tensor_t *x, const gaaw_tensor_t *dy,
                                 float aux_scale, gaaw_tensor_t *dx);
