@@ -7,8 +7,9 @@
  * tokens that chose them), within 1e-5 of their largest value. Dropless, at
  * capacity 1.0 (some rows dropped before the exchange), and with a router that never
  * chooses experts 6 and 7 (so one ep rank of four receives no row at all, and must
- * still take part). Repeats are bit-identical; experts that do not divide over the
- * ep group are refused by name. */
+ * still take part). Each pass's alltoallv bytes equal doc/moe.md's formula of the
+ * rows sent and computed. Repeats are bit-identical; experts that do not divide
+ * over the ep group are refused by name. */
 #include <mpi.h>
 #include <string.h>
 
@@ -20,8 +21,22 @@ enum { C = 8, E = 8, K = 2, F = 6 };
 
 typedef struct {
   gaaw_tensor_t y, dx, dr, d13, d2;
-  int64_t rows; /* rows this rank's experts computed */
+  int64_t rows;       /* rows this rank's experts computed */
+  int64_t sent;       /* rows this rank sent to the experts (its kept assignments) */
+  uint64_t bytes[2];  /* the ep group's alltoallv bytes in forward, then in backward */
+  uint64_t counts[2]; /* its all-to-all bytes (the counts) likewise */
 } layer_out;
+
+/* The ep communicator's alltoallv and all-to-all bytes since the last call. */
+static void traffic(gaaw_context_t ctx, gaaw_comm_t ep, uint64_t *payload, uint64_t *counts)
+{
+  uint64_t calls;
+  *payload = *counts = 0;
+  if (!ep) return;
+  require_ok(ctx, gaaw_comm_stats(ep, GAAW_COMM_ALLTOALLV, &calls, payload));
+  require_ok(ctx, gaaw_comm_stats(ep, GAAW_COMM_ALLTOALL, &calls, counts));
+  require_ok(ctx, gaaw_comm_stats_reset(ep));
+}
 
 static void moe_run(gaaw_context_t ctx, const gaaw_moe_spec *spec, gaaw_comm_t ep, const gaaw_tensor_t *x,
                     const gaaw_tensor_t *dy, const gaaw_tensor_t *router, const gaaw_tensor_t *w13,
@@ -37,9 +52,14 @@ static void moe_run(gaaw_context_t ctx, const gaaw_moe_spec *spec, gaaw_comm_t e
   gaaw_moe_saved saved = {0};
   saved.ep = ep;
   gaaw_moe_losses losses = {0};
+  if (ep) require_ok(ctx, gaaw_comm_stats_reset(ep));
   require_ok(ctx, gaaw_moe_forward(ctx, spec, &w, x, &o->y, &saved, &losses));
+  traffic(ctx, ep, &o->bytes[0], &o->counts[0]);
   o->rows = saved.kept[GAAW_MOE_XP].shape[0];
+  o->sent = 0;
+  for (int e = 0; e < E; e++) o->sent += saved.counts[e];
   require_ok(ctx, gaaw_moe_backward(ctx, spec, &w, &saved, x, dy, 0.5f, &o->dx));
+  traffic(ctx, ep, &o->bytes[1], &o->counts[1]);
   gaaw_moe_release(ctx, &saved);
 }
 
@@ -113,6 +133,14 @@ static void check_case(gaaw_context_t ctx, group *g, float capacity, int skewed,
     expect_true(memcmp(a, b, (size_t)n * sizeof(float)) == 0, "%s repeats bit for bit, %s", name[i], label);
     free(a), free(b), free(wv);
   }
+  /* doc/moe.md's formula: each pass sends the kept rows out and the rows computed
+   * here back, 4 C bytes a row; the plan's counts (E / ep per member) in forward only */
+  const uint64_t want_bytes = 4 * C * (uint64_t)(ep.sent + ep.rows), want_counts = 8 * (uint64_t)E;
+  for (int pass = 0; pass < 2; pass++)
+    expect_true(ep.bytes[pass] == want_bytes && ep.counts[pass] == (pass ? 0 : want_counts),
+                "%s: alltoallv %llu bytes (formula %llu), counts %llu bytes (formula %llu), %s",
+                pass ? "backward" : "forward", (unsigned long long)ep.bytes[pass], (unsigned long long)want_bytes,
+                (unsigned long long)ep.counts[pass], (unsigned long long)(pass ? 0 : want_counts), label);
   if (skewed && g->size == 4)
     expect_true((g->rank == 3) == (ep.rows == 0), "rank %d of ep 4 computed %lld rows, %s", g->rank,
                 (long long)ep.rows, label);
