@@ -32,6 +32,7 @@ static gaaw_status_t agree_on_options(gaaw_context_t ctx, gaaw_status_t local)
     GAAW_FIELD_INT("cp", gaaw_ctx_int(ctx, "cp")),
     GAAW_FIELD_TEXT("cp_kind", gaaw_ctx_string(ctx, "cp_kind")),
     GAAW_FIELD_INT("pp", gaaw_ctx_int(ctx, "pp")),
+    GAAW_FIELD_INT("ep", gaaw_ctx_int(ctx, "ep")),
     GAAW_FIELD_INT("dp", gaaw_ctx_int(ctx, "dp")),
     GAAW_FIELD_TEXT("rank_order", order),
     GAAW_FIELD_INT("zero_bucket_bytes", gaaw_ctx_int(ctx, "zero_bucket_bytes")),

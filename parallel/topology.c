@@ -13,7 +13,7 @@ static const int slow_to_fast[GAAW_AXIS_COUNT] = {GAAW_AXIS_PP, GAAW_AXIS_DP, GA
 
 const char *gaaw_group_name(gaaw_group_t group)
 {
-  static const char *const names[GAAW_GROUP_COUNT] = {"world", "tp", "dp", "pp", "mp", "cp", "dp-cp"};
+  static const char *const names[GAAW_GROUP_COUNT] = {"world", "tp", "dp", "pp", "mp", "cp", "dp-cp", "ep", "edp"};
   return (unsigned)group < GAAW_GROUP_COUNT ? names[group] : "invalid";
 }
 
@@ -46,8 +46,9 @@ gaaw_status_t gaaw_topology_plan(gaaw_context_t ctx, int world_size, int world_r
 gaaw_status_t gaaw_topology_plan_from(gaaw_context_t ctx, gaaw_config_t cfg, int world_size, int world_rank,
                                       gaaw_topology *t)
 {
-  int64_t tp = 0, cp = 0, pp = 0, dp = 0;
+  int64_t tp = 0, cp = 0, pp = 0, dp = 0, ep = 0;
   char order[64];
+  GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "ep", &ep));
   GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "tp", &tp));
   GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "cp", &cp));
   GAAW_CHECK_CTX(ctx, gaaw_config_get_int(cfg, "pp", &pp));
@@ -70,7 +71,11 @@ gaaw_status_t gaaw_topology_plan_from(gaaw_context_t ctx, gaaw_config_t cfg, int
   GAAW_ARG_CHECK(ctx, dp * model == world_size,
                  "dp x pp x cp x tp = %lld x %lld x %lld x %lld = %lld, but the world size is %d", (long long)dp,
                  (long long)pp, (long long)cp, (long long)tp, (long long)(dp * model), world_size);
+  GAAW_ARG_CHECK(ctx, ep >= 1 && (tp * cp * dp) % ep == 0,
+                 "ep %lld does not fold onto a stage's tp x cp x dp = %lld x %lld x %lld = %lld ranks (it must "
+                 "divide them)", (long long)ep, (long long)tp, (long long)cp, (long long)dp, (long long)(tp * cp * dp));
   memset(t, 0, sizeof *t);
+  t->ep = (int)ep;
   t->tp = (int)tp;
   t->cp = (int)cp;
   t->pp = (int)pp;
@@ -88,6 +93,7 @@ gaaw_status_t gaaw_topology_plan_from(gaaw_context_t ctx, gaaw_config_t cfg, int
   t->cp_rank = coords[GAAW_AXIS_CP];
   t->dp_rank = coords[GAAW_AXIS_DP];
   t->pp_rank = coords[GAAW_AXIS_PP];
+  t->ep_rank = ((t->dp_rank * t->cp + t->cp_rank) * t->tp + t->tp_rank) % t->ep;
   return GAAW_SUCCESS;
 }
 
@@ -123,6 +129,12 @@ gaaw_status_t gaaw_topology_build(gaaw_context_t ctx)
   for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
     GAAW_CHECK(gaaw_comm_split(world, split[i].color, split[i].key, gaaw_group_name(split[i].group),
                                &t->comms[split[i].group]));
+  /* ep and expert-dp fold onto a stage's tp x cp x dp ranks: index i (tp fastest) is
+   * ep rank i % ep of group i / ep */
+  int stage_index = index_on(t, TP | CP | DP), edp_rank = stage_index / t->ep;
+  GAAW_CHECK(gaaw_comm_split(world, t->pp_rank * (t->dp * t->cp * t->tp / t->ep) + edp_rank, t->ep_rank, "ep",
+                             &t->comms[GAAW_GROUP_EP]));
+  GAAW_CHECK(gaaw_comm_split(world, t->pp_rank * t->ep + t->ep_rank, edp_rank, "edp", &t->comms[GAAW_GROUP_EDP]));
   /* groups whose members are all CUDA ranks talk through NCCL (the world last: the
    * others were split from it) */
   for (int g = GAAW_GROUP_COUNT - 1; g >= 0; g--) GAAW_CHECK(gaaw_comm_prefer_nccl(&t->comms[g]));
@@ -159,6 +171,14 @@ gaaw_status_t gaaw_topology_cp(gaaw_context_t ctx, int *cp, int *cp_rank)
   GAAW_ARG_NOT_NULL(ctx, ctx);
   if (cp) *cp = ctx->topo.cp;
   if (cp_rank) *cp_rank = ctx->topo.cp_rank;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_topology_ep(gaaw_context_t ctx, int *ep, int *ep_rank)
+{
+  GAAW_ARG_NOT_NULL(ctx, ctx);
+  if (ep) *ep = ctx->topo.ep;
+  if (ep_rank) *ep_rank = ctx->topo.ep_rank;
   return GAAW_SUCCESS;
 }
 

@@ -387,6 +387,7 @@ static const number_range ranges[] = {
   {"tp", 1, INT_MAX},
   {"cp", 1, INT_MAX},
   {"pp", 1, INT_MAX},
+  {"ep", 1, INT_MAX},
   {"dp", 0, INT_MAX},
   {"zero_bucket_bytes", 0, HUGE_VAL},
   {"comm_timeout", 0, HUGE_VAL},

@@ -45,6 +45,10 @@
     "while the blocks compute) or a2a (all-to-all between sequence and head shards, DeepSpeed-"   \
     "Ulysses; a rank's heads, heads / tp, must divide by cp)")                                   \
   X(pp, INT, "1", "pipeline-parallel size")                                                       \
+  X(ep, INT, "1",                                                                                 \
+    "expert-parallel size (mixture-of-experts models): each MoE layer's experts are split over "  \
+    "this many ranks, folded onto the tp x cp x dp ranks of a pipeline stage (tp fastest); it "  \
+    "must divide them, and the rest (tp x cp x dp / ep) is expert-dp")                           \
   X(dp, INT, "0", "data-parallel size; 0 = world size / (tp * cp * pp)")                         \
   X(rank_order, STRING, "tp-cp-dp-pp",                                                            \
     "order of the rank grid, fastest-varying first (Megatron-LM's default tp-cp-dp-pp; cp may be " \

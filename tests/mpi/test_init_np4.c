@@ -150,6 +150,31 @@ int main(int argc, char **argv)
   gaaw_finalize(&ctx);
   gaaw_config_destroy(&cfg);
 
+  /* ep 2 folded onto tp 2 x dp 2: ep pairs are consecutive ranks (the tp pairs
+   * here), expert-dp the ranks at one ep coordinate; ep 3 does not fold */
+  cfg = host_config("tp=2 ep=2");
+  require_ok(NULL, gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
+  int ep = 0, ep_rank = -1;
+  expect_status_ctx(ctx, gaaw_topology_ep(ctx, &ep, &ep_rank), GAAW_SUCCESS);
+  expect_true(ep == 2 && ep_rank == world_rank % 2, "ep 2: rank %d has ep rank %d of %d", world_rank, ep_rank, ep);
+  expect_group(ctx, GAAW_GROUP_EP, world_rank % 2, 2);
+  expect_group(ctx, GAAW_GROUP_EDP, world_rank / 2, 2);
+  gaaw_comm_t epc, tpc;
+  gaaw_topology_comm(ctx, GAAW_GROUP_EP, &epc);
+  gaaw_topology_comm(ctx, GAAW_GROUP_TP, &tpc);
+  expect_true(epc != tpc, "the ep group is a communicator of its own");
+  gaaw_finalize(&ctx);
+  gaaw_config_destroy(&cfg);
+  cfg = host_config("ep=4");
+  require_ok(NULL, gaaw_init(MPI_COMM_WORLD, cfg, &ctx));
+  expect_group(ctx, GAAW_GROUP_EP, world_rank, 4);
+  expect_group(ctx, GAAW_GROUP_EDP, 0, 1);
+  gaaw_finalize(&ctx);
+  gaaw_config_destroy(&cfg);
+  cfg = host_config("ep=3");
+  expect_status(gaaw_init(MPI_COMM_WORLD, cfg, &ctx), GAAW_ERR_INVALID_ARG);
+  gaaw_config_destroy(&cfg);
+
   /* cp 2 x dp 2: the weights' group dp x cp is the world, dp slowest */
   cfg = host_config("cp=2");
   require_ok(NULL, gaaw_init(MPI_COMM_WORLD, cfg, &ctx));

@@ -102,6 +102,16 @@ int main(int argc, char **argv)
   expect_true(strstr(gaaw_last_error(ctx), "cp must be in 1..8 (the world size), got 9") != NULL, "%s",
               gaaw_last_error(ctx));
   gaaw_config_parse(c, "cp=1");
+  /* ep folds onto a stage's tp x cp x dp ranks, tp fastest: rank 13 of 16 (tp 2, cp
+   * 2, dp 2, pp 2) is stage index 5, ep rank 1 of 4; ep 3 does not fold */
+  gaaw_config_parse(c, "tp=2 pp=2 cp=2 dp=0 ep=4 rank_order=tp-cp-dp-pp");
+  expect_status_ctx(ctx, gaaw_topology_plan(ctx, 16, 13, &t), GAAW_SUCCESS);
+  expect_true(t.ep == 4 && t.ep_rank == 1, "rank 13: ep rank %d of %d", t.ep_rank, t.ep);
+  gaaw_config_parse(c, "ep=3");
+  expect_status_ctx(ctx, gaaw_topology_plan(ctx, 16, 13, &t), GAAW_ERR_INVALID_ARG);
+  expect_true(strstr(gaaw_last_error(ctx), "ep 3 does not fold onto a stage's tp x cp x dp = 2 x 2 x 2 = 8") != NULL,
+              "%s", gaaw_last_error(ctx));
+  gaaw_config_parse(c, "tp=1 pp=1 cp=1 ep=1");
 
   /* sizes that do not fit are errors naming the numbers */
   gaaw_config_parse(c, "tp=3 pp=1 dp=0");
@@ -142,7 +152,8 @@ int main(int argc, char **argv)
   }
   expect_true(strcmp(gaaw_group_name(GAAW_GROUP_MP), "mp") == 0, "name");
   expect_true(strcmp(gaaw_group_name(GAAW_GROUP_DP_CP), "dp-cp") == 0, "name");
-  expect_true(strcmp(gaaw_group_name((gaaw_group_t)9), "invalid") == 0, "bad name");
+  expect_true(strcmp(gaaw_group_name(GAAW_GROUP_EDP), "edp") == 0, "name");
+  expect_true(strcmp(gaaw_group_name((gaaw_group_t)GAAW_GROUP_COUNT), "invalid") == 0, "bad name");
 
   /* bad input of the topology API */
   gaaw_comm_t comm;
