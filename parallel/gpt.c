@@ -432,7 +432,7 @@ static gaaw_status_t gpt_adopt(gaaw_model_t m, const void *cfg)
   if (m->gpt.rope_theta == 0) m->gpt.rope_theta = 10000.0;
   if (m->gpt.norm_eps == 0) m->gpt.norm_eps = GAAW_NORM_EPS;
   m->gpt.no_bias = g->no_bias != 0;
-  GAAW_CHECK_CTX(m->ctx, gaaw_gpt_check_moe(m->ctx, g, m->tp_size, m->cp_size));
+  GAAW_CHECK_CTX(m->ctx, gaaw_gpt_check_moe(m->ctx, g, m->tp_size, m->cp_size, m->ep_size));
   if (g->experts) {
     if (!m->gpt.top_k) m->gpt.top_k = g->experts > 1 ? 2 : 1;
     if (!m->gpt.moe_every) m->gpt.moe_every = 1;

@@ -25,7 +25,7 @@ int gaaw_gpt_head_dim(const gaaw_gpt_config_t *g);
  * tp and cp too (GAAW_ERR_INVALID_ARG, or GAAW_ERR_UNSUPPORTED for what is not
  * built yet). */
 gaaw_status_t gaaw_gpt_check_config(gaaw_context_t ctx, const gaaw_gpt_config_t *g, int tp);
-gaaw_status_t gaaw_gpt_check_moe(gaaw_context_t ctx, const gaaw_gpt_config_t *g, int tp, int cp);
+gaaw_status_t gaaw_gpt_check_moe(gaaw_context_t ctx, const gaaw_gpt_config_t *g, int tp, int cp, int ep);
 /* What every rank must share of a gaaw_gpt_config_t (the builder's fields). */
 int gaaw_gpt_config_fields(const void *cfg, gaaw_field *f);
 

@@ -104,10 +104,12 @@ static const char *router_score_name(gaaw_router_score_t r)
 }
 
 /* The mixture of experts' fields, when experts > 0 (ignored otherwise). */
-gaaw_status_t gaaw_gpt_check_moe(gaaw_context_t ctx, const gaaw_gpt_config_t *g, int tp, int cp)
+gaaw_status_t gaaw_gpt_check_moe(gaaw_context_t ctx, const gaaw_gpt_config_t *g, int tp, int cp, int ep)
 {
   GAAW_ARG_CHECK(ctx, g->experts >= 0, "experts must be >= 0 (0: dense MLPs), got %d", g->experts);
+  GAAW_ARG_CHECK(ctx, ep == 1 || g->experts > 0, "ep = %d splits experts, but the model has none (experts = 0)", ep);
   if (g->experts == 0) return GAAW_SUCCESS;
+  GAAW_ARG_CHECK(ctx, g->experts % ep == 0, "experts (%d) must divide over ep = %d ranks", g->experts, ep);
   GAAW_ARG_CHECK(ctx, g->top_k >= 0 && g->top_k <= g->experts, "top_k (%d) must be in 1..experts (%d), or 0 = 2",
                  g->top_k, g->experts);
   GAAW_ARG_CHECK(ctx, g->moe_every >= 0, "moe_every must be >= 0 (0 = 1: every block), got %d", g->moe_every);
@@ -132,6 +134,9 @@ gaaw_status_t gaaw_gpt_check_moe(gaaw_context_t ctx, const gaaw_gpt_config_t *g,
   if (cp > 1)
     GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "experts = %d at cp = %d: the MoE layer runs at cp 1 only for now (its "
               "folding over cp is not built yet)", g->experts, cp);
+  if (ep > 1 && tp > 1)
+    GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "ep = %d with tp = %d: expert parallelism folded over tp ranks is not "
+              "built yet (use ep with tp 1)", ep, tp);
   if (tp > 1 && g->capacity_factor > 0)
     GAAW_FAIL(ctx, GAAW_ERR_UNSUPPORTED, "capacity_factor %g at tp = %d: the drop decision over a token group of "
               "tp ranks is not built yet (dropless works at any tp)", (double)g->capacity_factor, tp);

@@ -2,10 +2,11 @@
  * layer of parallel/moe.h over the block's N tokens, its kept tensors in the
  * block's saved slots from GAAW_GPT_MOE_SAVED on, what it measured recorded per
  * frame, the step's records, and gaaw_model_moe_metrics.
- * Shapes (N tokens, C = dim, E = experts, k = top_k, F = moe_ffn, P = N k):
- *   h, y: (N, C)   router: (E, C)   w13: (E 2F, C)   w2: (E C, F)
+ * Shapes (N tokens, C = dim, E = experts, El = E / ep here, k = top_k, F = moe_ffn,
+ * P = N k, R rows for this rank's experts: P, or at ep > 1 what the exchange brings):
+ *   h, y: (N, C)   router: (E, C)   w13: (El 2F, C)   w2: (El C, F)
  *   kept: logits, scores (N, E) f32; lse (N) f32; idx, pos (N, k) i32; weights (N, k)
- *         f32; src (P) i32; xp, yp (P, C); u (P, 2F); a (P, F); coefs (E + 1) f32 */
+ *         f32; src (P) i32; xp (R, C); yp (P, C); u (R, 2F); a (R, F); coefs (E + 1) f32 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,10 +31,6 @@ gaaw_status_t gaaw_gpt_add_moe(gaaw_model_t m, gaaw_layer *l, int block)
 #define NAME(suffix) (snprintf(name, sizeof name, "h.%d.mlp.%s", block, suffix), name)
   GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param(m, l, GAAW_GPT_MOE_ROUTER, NAME("gate.weight"), 2, E, C, -1, 1,
                                               GAAW_INIT_NORMAL, std));
-  GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param(m, l, GAAW_GPT_MOE_W13, NAME("experts.w13.weight"), 2, E * 2 * F, C,
-                                              -1, 1, GAAW_INIT_NORMAL, std));
-  GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param(m, l, GAAW_GPT_MOE_W2, NAME("experts.w2.weight"), 2, E * C, F, -1, 1,
-                                              GAAW_INIT_NORMAL, residual_std));
   const int64_t S = g->shared_ffn;
   if (S) {
     GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param(m, l, GAAW_GPT_MOE_S13, NAME("shared_expert.w13.weight"), 2, 2 * S, C,
@@ -44,6 +41,14 @@ gaaw_status_t gaaw_gpt_add_moe(gaaw_model_t m, gaaw_layer *l, int block)
   if (S && g->shared_gate)
     GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param(m, l, GAAW_GPT_MOE_SGATE, NAME("shared_expert_gate.weight"), 2, 1, C,
                                                 -1, 1, GAAW_INIT_NORMAL, std));
+  /* the experts last: at ep > 1 split by rows (E / ep experts each), a bucket of their own */
+  if (m->ep_size > 1) gaaw_layer_begin_experts(m, l);
+  GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param(m, l, GAAW_GPT_MOE_W13, NAME("experts.w13.weight"), 2, E * 2 * F, C,
+                                              -1, 1, GAAW_INIT_NORMAL, std));
+  GAAW_CHECK_CTX(m->ctx, gaaw_layer_split_experts(m, l, GAAW_GPT_MOE_W13));
+  GAAW_CHECK_CTX(m->ctx, gaaw_model_add_param(m, l, GAAW_GPT_MOE_W2, NAME("experts.w2.weight"), 2, E * C, F, -1, 1,
+                                              GAAW_INIT_NORMAL, residual_std));
+  GAAW_CHECK_CTX(m->ctx, gaaw_layer_split_experts(m, l, GAAW_GPT_MOE_W2));
 #undef NAME
   /* replicated over tp, each tp rank routing its own share of the tokens: their
    * gradients are summed over tp (as sequence parallelism's norms') */
@@ -108,6 +113,14 @@ static gaaw_status_t keep_in_frame(void *user, int which, gaaw_dtype_t dtype, in
   return gaaw_layer_alloc_as(fs->m, fs->f, fs->l, GAAW_GPT_MOE_SAVED + which, dtype, ndim, shape, t);
 }
 
+/* The layer's saved state over the frame's slots, its experts split over ep when ep > 1. */
+static gaaw_moe_saved saved_in_frame(gaaw_model_t m, frame_slots *fs)
+{
+  gaaw_moe_saved s = {.keep = keep_in_frame, .user = fs, .kept = gaaw_layer_saved(fs->f, fs->l) + GAAW_GPT_MOE_SAVED};
+  s.ep = m->ep_size > 1 ? m->ep : NULL;
+  return s;
+}
+
 gaaw_status_t gaaw_gpt_moe_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f, const gaaw_tensor_t *h,
                                    gaaw_tensor_t *y)
 {
@@ -115,7 +128,7 @@ gaaw_status_t gaaw_gpt_moe_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f,
   gaaw_moe_spec spec = spec_of(m);
   gaaw_moe_weights w = weights_of(m, l);
   frame_slots fs = {m, f, l};
-  gaaw_moe_saved s = {.keep = keep_in_frame, .user = &fs, .kept = gaaw_layer_saved(f, l) + GAAW_GPT_MOE_SAVED};
+  gaaw_moe_saved s = saved_in_frame(m, &fs);
   s.margins = 1;
   int replicas;
   GAAW_CHECK(token_group(m, s.group, &replicas));
@@ -137,7 +150,7 @@ gaaw_status_t gaaw_gpt_moe_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f
   gaaw_moe_spec spec = spec_of(m);
   gaaw_moe_weights w = weights_of(m, l);
   frame_slots fs = {m, f, l};
-  gaaw_moe_saved s = {.keep = keep_in_frame, .user = &fs, .kept = gaaw_layer_saved(f, l) + GAAW_GPT_MOE_SAVED};
+  gaaw_moe_saved s = saved_in_frame(m, &fs);
   int replicas;
   GAAW_CHECK(token_group(m, s.group, &replicas));
   /* the aux losses count once in the mean over the replicas that share them */

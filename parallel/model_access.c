@@ -116,23 +116,25 @@ static gaaw_status_t find_param(gaaw_model_t m, const char *name, gaaw_param **p
   return GAAW_SUCCESS;
 }
 
-/* Gathers slice t of parameter p from every tp rank into its global layout (f32). */
+/* Gathers slice t of parameter p from every tp rank (or, split by rows over ep,
+ * every ep rank) into its global layout (f32). */
 static gaaw_status_t gather_global(gaaw_model_t m, const gaaw_param *p, const gaaw_tensor_t *t, float *values)
 {
   gaaw_context_t ctx = m->ctx;
-  int64_t n = p->local_numel, all_n = n * m->tp_size;
+  const int by_rows = p->row_parts > 1, parts = by_rows ? p->row_parts : m->tp_size;
+  int64_t n = p->local_numel, all_n = n * parts;
   size_t es = gaaw_dtype_size(t->dtype);
   gaaw_tensor_t all, flat = gaaw_reshape(t, 1, &n);
   GAAW_CHECK(gaaw_tensor_alloc(ctx, t->dtype, 1, &all_n, GAAW_MEM_WORKSPACE, &all));
-  gaaw_status_t st = gaaw_tp_gather_rows(m->tp, &flat, &all);
+  gaaw_status_t st = by_rows ? gaaw_comm_allgather(m->ep, &flat, &all) : gaaw_tp_gather_rows(m->tp, &flat, &all);
   void *host = st == GAAW_SUCCESS ? malloc((size_t)all_n * es) : NULL;
   if (st == GAAW_SUCCESS && !host) st = gaaw_error_raise(ctx, GAAW_ERR_NO_MEMORY, __FILE__, __LINE__, __func__,
                                                          "cannot allocate %lld elements", (long long)all_n);
   if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, all.buf, 0, host, (size_t)all_n * es);
   if (st == GAAW_SUCCESS)
-    for (int r = 0; r < m->tp_size; r++)
-      for (int64_t i = 0; i < n; i++) {
-        int64_t g = gaaw_param_global_index(p, r, m->tp_size, i);
+    for (int r = 0; r < parts; r++)
+      for (int64_t i = 0; i < n; i++) { /* by rows: ep rank r's whole rows are elements r n .. */
+        int64_t g = by_rows ? (int64_t)r * n + i : gaaw_param_global_index(p, r, m->tp_size, i);
         if (g >= 0) values[g] = gaaw_load_f32(host, t->dtype, r * n + i);
       }
   free(host);

@@ -23,6 +23,7 @@ static gaaw_status_t context_layout(gaaw_context_t ctx, gaaw_model_layout *L)
   GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_PP, &L->pp_rank, &L->pp_size));
   GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, NULL, &L->dp_size));
   GAAW_CHECK(gaaw_topology_cp(ctx, &L->cp_size, &L->cp_rank));
+  GAAW_CHECK(gaaw_topology_ep(ctx, &L->ep_size, &L->ep_rank));
   L->cp_a2a = strcmp(gaaw_ctx_string(ctx, "cp_kind"), "a2a") == 0; /* checked at init */
   return GAAW_SUCCESS;
 }
@@ -56,6 +57,8 @@ static gaaw_status_t model_begin(gaaw_context_t ctx, const gaaw_model_kind_ops *
   m->cp_size = L->cp_size > 1 ? L->cp_size : 1;
   m->cp_rank = L->cp_size > 1 ? L->cp_rank : 0;
   m->cp_a2a = L->cp_size > 1 && L->cp_a2a;
+  m->ep_size = L->ep_size > 1 ? L->ep_size : 1;
+  m->ep_rank = L->ep_size > 1 ? L->ep_rank : 0;
   m->pp_layout = strdup(L->pp_layout ? L->pp_layout : "");
   if (!m->pp_layout) {
     free(m);
@@ -77,6 +80,7 @@ static gaaw_status_t model_begin_here(gaaw_context_t ctx, const gaaw_model_kind_
   if (st == GAAW_SUCCESS) st = gaaw_topology_comm(ctx, GAAW_GROUP_WORLD, &m->world);
   if (st == GAAW_SUCCESS) st = gaaw_topology_comm(ctx, GAAW_GROUP_PP, &m->pp);
   if (st == GAAW_SUCCESS) st = gaaw_topology_comm(ctx, GAAW_GROUP_CP, &m->cp);
+  if (st == GAAW_SUCCESS) st = gaaw_topology_comm(ctx, GAAW_GROUP_EP, &m->ep);
   if (st != GAAW_SUCCESS) {
     gaaw_model_destroy(model);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
@@ -138,7 +142,23 @@ gaaw_status_t gaaw_model_plan(gaaw_context_t ctx, const gaaw_model_builder *b, c
 static void close_bucket(gaaw_model_t m)
 {
   gaaw_params_align(&m->params, 16 * (int64_t)m->dp_size * m->cp_size);
-  if (m->nlayers) m->layers[m->nlayers - 1].param_hi = m->params.numel;
+  gaaw_layer *l = m->nlayers ? &m->layers[m->nlayers - 1] : NULL;
+  if (l) l->param_hi = m->params.numel;
+  if (l && l->expert_lo < 0) l->expert_lo = l->param_hi;
+}
+
+/* The experts' bucket starts aligned as a layer's (expert-dp divides dp x cp at tp 1). */
+void gaaw_layer_begin_experts(gaaw_model_t m, gaaw_layer *l)
+{
+  gaaw_params_align(&m->params, 16 * (int64_t)m->dp_size * m->cp_size);
+  l->expert_lo = m->params.numel;
+}
+
+gaaw_status_t gaaw_layer_split_experts(gaaw_model_t m, gaaw_layer *l, int k)
+{
+  if (l->params[k] < 0 || m->ep_size == 1) return GAAW_SUCCESS; /* another stage's, or every expert here */
+  GAAW_CHECK_CTX(m->ctx, gaaw_params_split_rows(m->ctx, &m->params, l->params[k], m->ep_size, m->ep_rank));
+  return GAAW_SUCCESS;
 }
 
 gaaw_status_t gaaw_model_add_layer(gaaw_model_t m, const gaaw_layer_ops *ops, gaaw_layer **layer)
@@ -154,6 +174,7 @@ gaaw_status_t gaaw_model_add_layer(gaaw_model_t m, const gaaw_layer_ops *ops, ga
   l->ops = ops;
   l->index = m->nlayers++;
   l->param_lo = l->param_hi = m->params.numel;
+  l->expert_lo = -1;
   *layer = l;
   return GAAW_SUCCESS;
 }

@@ -57,6 +57,7 @@ typedef struct {
   int tp_size, tp_rank, pp_size, pp_rank, dp_size;
   int cp_size, cp_rank;        /* context parallelism (0: 1, rank 0) */
   int cp_a2a;                  /* its attention: all-to-all (1) or the ring (0), option cp_kind */
+  int ep_size, ep_rank;        /* expert parallelism (0: 1, rank 0) */
   int chunks;                  /* virtual_stages */
   int pp_kind;                 /* gaaw_sched_kind_t of pp_schedule */
   int microbatches;            /* option microbatches */
@@ -93,6 +94,9 @@ struct gaaw_layer {
   int index;                            /* position in the model, for names and messages */
   int64_t param_lo, param_hi;           /* the flat-buffer range of the parameters it declared:
                                            its gradient bucket, a multiple of dp elements */
+  int64_t expert_lo;                    /* [expert_lo, param_hi): its parameters split over ep
+                                           (an MoE layer's experts at ep > 1), a bucket of their
+                                           own over expert-dp; param_hi when none (-1 while open) */
   int params[GAAW_LAYER_MAX_PARAMS];    /* indices into the model's parameter table */
   int64_t in_features, out_features;    /* widths of x and y on this rank */
   int column_parallel;                  /* linear layers: split outputs (1) or inputs (0) */
@@ -215,8 +219,9 @@ typedef struct {
 
 struct gaaw_model_s {
   gaaw_context_t ctx;
-  gaaw_comm_t tp, world, pp, cp;
+  gaaw_comm_t tp, world, pp, cp, ep;
   int tp_size, tp_rank;
+  int ep_size, ep_rank;        /* expert parallelism: MoE layers' experts split over ep ranks */
   int pp_size, pp_rank;
   int cp_size, cp_rank;        /* context parallelism: the ranks that share each sequence */
   int cp_a2a;                  /* its attention core: all-to-all (1) or the ring (0) */
@@ -334,6 +339,12 @@ gaaw_status_t gaaw_model_add_param_blocks(gaaw_model_t m, gaaw_layer *l, int k, 
 gaaw_status_t gaaw_model_add_param(gaaw_model_t m, gaaw_layer *l, int k, const char *name, int ndim,
                                    int64_t d0, int64_t d1, int split_axis, int fused_blocks,
                                    gaaw_init_kind init, float init_value);
+/* The parameters l declares from now on are its experts, split by rows over the
+ * ep group (they must be its last). */
+void gaaw_layer_begin_experts(gaaw_model_t m, gaaw_layer *l);
+/* Splits slot k's parameter of l by rows over the ep group (declared after
+ * gaaw_layer_begin_experts). */
+gaaw_status_t gaaw_layer_split_experts(gaaw_model_t m, gaaw_layer *l, int k);
 /* Marks slot k's parameter of l as having a partial gradient over tp (replicated, but
  * seeing only this rank's tokens: summed over tp after the layer's backward,
  * model_pass.c), when this stage holds it. */

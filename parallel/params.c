@@ -89,6 +89,7 @@ gaaw_status_t gaaw_params_add(gaaw_context_t ctx, gaaw_param_table *table, int t
   p->init = init;
   p->init_value = init_value;
   p->tied_peer = -1;
+  p->row_parts = 1;
   p->local_numel = 1;
   for (int d = 0; d < ndim; d++) {
     GAAW_ARG_CHECK(ctx, shape[d] > 0, "parameter %s: extent %lld on axis %d", name, (long long)shape[d], d);
@@ -103,6 +104,21 @@ gaaw_status_t gaaw_params_add(gaaw_context_t ctx, gaaw_param_table *table, int t
   /* keep every parameter 16-element aligned (64 bytes in f32) */
   table->numel += (p->local_numel + 15) / 16 * 16;
   *index = table->count++;
+  return GAAW_SUCCESS;
+}
+
+gaaw_status_t gaaw_params_split_rows(gaaw_context_t ctx, gaaw_param_table *table, int index, int parts, int part)
+{
+  gaaw_param *p = &table->items[index];
+  GAAW_ARG_CHECK(ctx, index == table->count - 1 && p->split_axis < 0 && parts >= 1 && part >= 0 && part < parts &&
+                        p->shape[0] % parts == 0,
+                 "parameter %s: %lld rows cannot be split into %d pieces (piece %d)", p->name, (long long)p->shape[0],
+                 parts, part);
+  p->row_parts = parts;
+  p->local_shape[0] = p->shape[0] / parts;
+  p->row0 = part * p->local_shape[0];
+  p->local_numel = p->local_shape[0] * (p->ndim == 2 ? p->local_shape[1] : 1);
+  table->numel = p->offset + (p->local_numel + 15) / 16 * 16;
   return GAAW_SUCCESS;
 }
 
@@ -135,6 +151,7 @@ int64_t gaaw_param_global_index(const gaaw_param *p, int tp_rank, int tp_size, i
     if (within >= p->blocks.extent[b]) return -1; /* vocabulary padding */
     coord[a] = start + within;
   }
+  coord[0] += p->row0; /* split by rows over ep (never with a split on axis 0) */
   return p->ndim == 2 ? coord[0] * p->shape[1] + coord[1] : coord[0];
 }
 

@@ -37,6 +37,10 @@ typedef struct {
   int64_t offset;          /* elements from the start of the flat buffers */
   gaaw_init_kind init;
   float init_value;        /* normal: the std; constant: the value */
+  int row_parts;           /* > 1: split by rows over the ep group (an MoE layer's experts,
+                              expert parallelism): this rank holds rows [row0, row0 +
+                              local_shape[0]) of the global axis 0; else 1 */
+  int64_t row0;
   int grad_is_partial;     /* replicated, but each tp rank sees only its tokens (sequence
                               parallelism): the gradient is all-reduced over tp */
   int owner;               /* the layer that declared it (the first to use it) */
@@ -80,6 +84,9 @@ typedef struct {
 gaaw_status_t gaaw_params_add(gaaw_context_t ctx, gaaw_param_table *table, int tp_size, const char *name,
                               int ndim, const int64_t *shape, int split_axis, const gaaw_param_blocks *blocks,
                               gaaw_init_kind init, float init_value, int *index);
+/* Splits parameter `index` (the last added, replicated over tp) by rows into
+ * `parts` equal pieces, this rank holding piece `part` (expert parallelism). */
+gaaw_status_t gaaw_params_split_rows(gaaw_context_t ctx, gaaw_param_table *table, int index, int parts, int part);
 /* n equal blocks of extent / n rows each, every one split over tp. */
 gaaw_param_blocks gaaw_param_equal_blocks(int64_t extent, int n, int tp_size);
 /* How many tp ranks hold each piece of block b (1 unless it is replicated). */

@@ -14,7 +14,7 @@ gaaw_status_t gaaw_ckpt_shard_ranges(gaaw_optimizer_t opt, ckpt_range **ranges, 
   if (!*ranges) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d ranges", opt->nbuckets);
   for (int b = 0; b < opt->nbuckets; b++) {
     const zero_bucket *k = &opt->buckets[b];
-    int64_t lo = k->lo + (opt->is.shard_state ? opt->dp_rank * k->piece : 0);
+    int64_t lo = k->lo + (opt->is.shard_state ? gaaw_zero_rank(opt, k) * k->piece : 0);
     (*ranges)[b] = (ckpt_range){lo, k->piece, k->shard_at};
   }
   *n = opt->nbuckets;

@@ -33,6 +33,7 @@ static void param_box(const gaaw_param *p, int tp_rank, int tp_size, int k, ckpt
   int64_t lrows = p->local_shape[0], lcols = p->ndim == 2 ? p->local_shape[1] : 1;
   memset(box, 0, sizeof *box);
   box->nr = lrows, box->nc = lcols;
+  box->r0 = p->row0; /* experts split over ep: this rank's rows */
   *local_at = 0;
   if (p->split_axis == 0) {
     int64_t start = 0, count;

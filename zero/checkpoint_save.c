@@ -180,11 +180,14 @@ static gaaw_status_t plan_file(gaaw_optimizer_t opt, gaaw_ckpt_pending *p)
   ckpt_run *runs = NULL;
   int nranges = 0, nruns = 0, nfields = gaaw_ckpt_nfields(opt);
   gaaw_status_t st = GAAW_SUCCESS;
-  /* at ZeRO 0 every dp replica holds everything: dp rank 0 writes it */
-  if (opt->is.shard_state || opt->dp_rank == 0) {
-    GAAW_CHECK_GOTO(st, gaaw_ckpt_shard_ranges(opt, &ranges, &nranges), out);
-    GAAW_CHECK_GOTO(st, gaaw_ckpt_owned_runs(m, ranges, nranges, 1, &runs, &nruns), out);
+  GAAW_CHECK_GOTO(st, gaaw_ckpt_shard_ranges(opt, &ranges, &nranges), out);
+  if (!opt->is.shard_state) { /* at ZeRO 0 a bucket's group holds it whole alike: its rank 0 writes it */
+    int kept = 0;
+    for (int b = 0; b < nranges; b++)
+      if (gaaw_zero_rank(opt, &opt->buckets[b]) == 0) ranges[kept++] = ranges[b];
+    nranges = kept;
   }
+  GAAW_CHECK_GOTO(st, gaaw_ckpt_owned_runs(m, ranges, nranges, 1, &runs, &nruns), out);
   gaaw_sampler_state first;
   if (opt->ckpt->nsamplers) gaaw_sampler_get_state(opt->ckpt->samplers[0], &first);
   p->nsampler_rows = opt->ckpt->nsamplers && first.writer ? opt->ckpt->nsamplers : 0;

@@ -21,7 +21,7 @@ static void bind_bucket(gaaw_optimizer_t opt, int b, int grads, gaaw_buffer_t bu
   const zero_bucket *k = &opt->buckets[b];
   for (int i = 0; i < m->params.count; i++) {
     gaaw_param *p = &m->params.items[i];
-    if (opt->bucket_of_layer[p->owner] == b) gaaw_param_bind(p, grads, buf, buf ? p->offset - k->lo : 0, opt->dtype);
+    if (gaaw_zero_bucket_of_param(opt, p) == b) gaaw_param_bind(p, grads, buf, buf ? p->offset - k->lo : 0, opt->dtype);
   }
 }
 
@@ -36,9 +36,9 @@ static gaaw_status_t start_gather(gaaw_optimizer_t opt, int b, int *started)
   if (k->whole_params) return GAAW_SUCCESS;
   GAAW_CHECK(gaaw_buffer_alloc(ctx, (size_t)k->len * gaaw_dtype_size(opt->dtype), GAAW_MEM_PARAMS, &k->whole_params));
   gaaw_tensor_t whole = gaaw_zero_view(k->whole_params, opt->dtype, 0, k->len);
-  gaaw_tensor_t mine = gaaw_zero_view(k->whole_params, opt->dtype, opt->dp_rank * k->piece, k->piece);
+  gaaw_tensor_t mine = gaaw_zero_view(k->whole_params, opt->dtype, gaaw_zero_rank(opt, k) * k->piece, k->piece);
   gaaw_status_t st = gaaw_zero_shard_to_device(opt, b, &mine);
-  if (st == GAAW_SUCCESS) st = gaaw_comm_allgather_start(opt->dp, &mine, &whole, &k->gather);
+  if (st == GAAW_SUCCESS) st = gaaw_comm_allgather_start(gaaw_zero_comm(opt, k), &mine, &whole, &k->gather);
   if (st != GAAW_SUCCESS) { /* not resident after all: the next use starts over */
     gaaw_buffer_free(ctx, &k->whole_params);
     return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
@@ -67,7 +67,7 @@ static gaaw_status_t release_bucket(gaaw_optimizer_t opt, int b, int keep)
   if (!k->whole_params) return GAAW_SUCCESS;
   GAAW_CHECK(gaaw_comm_wait(&k->gather)); /* never free memory a collective still fills */
   if (keep) {
-    gaaw_tensor_t mine = gaaw_zero_view(k->whole_params, opt->dtype, opt->dp_rank * k->piece, k->piece);
+    gaaw_tensor_t mine = gaaw_zero_view(k->whole_params, opt->dtype, gaaw_zero_rank(opt, k) * k->piece, k->piece);
     GAAW_CHECK(gaaw_zero_shard_from_device(opt, b, &mine));
   }
   bind_bucket(opt, b, 0, NULL);
@@ -125,12 +125,12 @@ static gaaw_status_t start_reduction(gaaw_optimizer_t opt, int b)
                                             : gaaw_params_span(&opt->model->params, 1, k->lo, k->len);
   if (!whole.buf) return GAAW_SUCCESS;
   gaaw_tensor_t mine = whole; /* (piece) this rank's */
-  mine.offset += (size_t)(opt->dp_rank * k->piece) * gaaw_dtype_size(opt->dtype);
+  mine.offset += (size_t)(gaaw_zero_rank(opt, k) * k->piece) * gaaw_dtype_size(opt->dtype);
   mine.shape[0] = k->piece;
-  if (opt->dp_size > 1 && !opt->is.shard_state)
-    GAAW_CHECK(gaaw_comm_allreduce_start(opt->dp, &whole, &whole, GAAW_SUM, &k->reduce));
-  if (opt->dp_size > 1 && opt->is.shard_state)
-    GAAW_CHECK(gaaw_comm_reduce_scatter_start(opt->dp, &whole, &mine, GAAW_SUM, &k->reduce));
+  if (gaaw_zero_size(opt, k) > 1 && !opt->is.shard_state)
+    GAAW_CHECK(gaaw_comm_allreduce_start(gaaw_zero_comm(opt, k), &whole, &whole, GAAW_SUM, &k->reduce));
+  if (gaaw_zero_size(opt, k) > 1 && opt->is.shard_state)
+    GAAW_CHECK(gaaw_comm_reduce_scatter_start(gaaw_zero_comm(opt, k), &whole, &mine, GAAW_SUM, &k->reduce));
   if (opt->is.shard_grads) bind_bucket(opt, b, 1, NULL);
   k->reduction = ZERO_REDUCING;
   return GAAW_SUCCESS;
@@ -146,7 +146,7 @@ static gaaw_status_t finish_reduction(gaaw_optimizer_t opt, int b)
   GAAW_CHECK(gaaw_comm_wait(&k->reduce));
   k->reduction = ZERO_REDUCED;
   if (!opt->is.shard_grads) return GAAW_SUCCESS;
-  gaaw_tensor_t mine = gaaw_zero_view(k->whole_grads, opt->dtype, opt->dp_rank * k->piece, k->piece);
+  gaaw_tensor_t mine = gaaw_zero_view(k->whole_grads, opt->dtype, gaaw_zero_rank(opt, k) * k->piece, k->piece);
   gaaw_tensor_t shard = gaaw_zero_grad_piece(opt, b);
   GAAW_CHECK(gaaw_axpy(ctx, 1.0f, &mine, &shard));
   GAAW_CHECK(gaaw_buffer_free(ctx, &k->whole_grads));
@@ -211,7 +211,7 @@ gaaw_status_t gaaw_zero_finish_reductions(gaaw_optimizer_t opt)
     /* stages 0, 1 after fewer backward passes than accumulation; tied buckets
      * (every stage) only now */
     zero_bucket *k = &opt->buckets[b];
-    if ((!opt->is.shard_grads && opt->dp_size > 1) || k->tied || k->held) GAAW_CHECK(start_reduction(opt, b));
+    if ((!opt->is.shard_grads && gaaw_zero_size(opt, k) > 1) || k->tied || k->held) GAAW_CHECK(start_reduction(opt, b));
     k->held = 0;
     GAAW_CHECK(finish_reduction(opt, b));
   }
@@ -243,11 +243,11 @@ static gaaw_status_t close_grad_bucket(gaaw_optimizer_t opt, int b)
   k->held = 0;
   if (opt->is.shard_grads) {
     GAAW_CHECK(finish_started_reductions(opt, b));
-  } else if (opt->dp_size == 1 || !last) {
+  } else if (gaaw_zero_size(opt, k) == 1 || !last) {
     return GAAW_SUCCESS;
   }
   GAAW_CHECK(start_reduction(opt, b));
-  if (opt->dp_size > 1) opt->reductions_in_backward++;
+  if (gaaw_zero_size(opt, k) > 1) opt->reductions_in_backward++;
   return GAAW_SUCCESS;
 }
 
@@ -278,7 +278,7 @@ int gaaw_zero_layer_buckets(gaaw_optimizer_t opt, int i, int *out)
   for (int j = 0; j < GAAW_LAYER_MAX_PARAMS; j++) {
     int p = m->layers[i].params[j];
     if (p < 0) continue;
-    int b = opt->bucket_of_layer[m->params.items[p].owner];
+    int b = gaaw_zero_bucket_of_param(opt, &m->params.items[p]);
     int seen = 0;
     for (int q = 0; q < n; q++) seen |= out[q] == b;
     if (!seen && b >= 0) out[n++] = b;
@@ -371,9 +371,10 @@ static gaaw_status_t before_layer(gaaw_model_t m, int i, gaaw_phase phase, void 
   gaaw_optimizer_t opt = user;
   gaaw_context_t ctx = opt->ctx;
   int used[GAAW_LAYER_MAX_PARAMS], n;
-  if (phase == GAAW_PHASE_ACCESS) { /* one parameter of layer i is read or written */
-    used[0] = opt->bucket_of_layer[i];
-    n = used[0] >= 0;
+  if (phase == GAAW_PHASE_ACCESS) { /* one parameter of layer i is read or written: its buckets */
+    n = 0;
+    if (opt->bucket_of_layer[i] >= 0) used[n++] = opt->bucket_of_layer[i];
+    if (opt->expert_bucket_of_layer[i] >= 0) used[n++] = opt->expert_bucket_of_layer[i];
   } else {
     n = gaaw_zero_layer_buckets(opt, i, used);
   }
@@ -396,7 +397,7 @@ static gaaw_status_t after_layer(gaaw_model_t m, int i, gaaw_phase phase, void *
     zero_bucket *k = &opt->buckets[b];
     int done = phase == GAAW_PHASE_FORWARD ? k->last_forward == i
                : is_backward(phase)        ? k->last_backward == i
-                                           : opt->bucket_of_layer[i] == b;
+                                           : gaaw_zero_layer_owns(opt, i, b);
     if (!done) continue;
     if (completes_grads(phase)) GAAW_CHECK(close_grad_bucket(opt, b));
     int access = phase == GAAW_PHASE_ACCESS, kept = opt->keep_gathered && !access;
@@ -408,6 +409,7 @@ static gaaw_status_t after_layer(gaaw_model_t m, int i, gaaw_phase phase, void *
    * rather than all at the step. Every dp rank closes the same buckets after the
    * same layer, so the ranks run them in the same order. */
   if (opt->reductions_in_backward > started) GAAW_CHECK(gaaw_comm_run_deferred(opt->dp, NULL));
+  if (opt->reductions_in_backward > started && opt->edp != opt->dp) GAAW_CHECK(gaaw_comm_run_deferred(opt->edp, NULL));
   return GAAW_SUCCESS;
 }
 
@@ -427,7 +429,7 @@ gaaw_status_t gaaw_zero_attach(gaaw_optimizer_t opt)
     GAAW_CHECK(gaaw_zero_shard_create(opt));
     for (int b = 0; b < opt->nbuckets; b++) {
       const zero_bucket *k = &opt->buckets[b];
-      gaaw_tensor_t from = gaaw_params_span(&m->params, 0, k->lo + opt->dp_rank * k->piece, k->piece);
+      gaaw_tensor_t from = gaaw_params_span(&m->params, 0, k->lo + gaaw_zero_rank(opt, k) * k->piece, k->piece);
       GAAW_CHECK(gaaw_zero_shard_from_device(opt, b, &from));
     }
     gaaw_params_release(ctx, &m->params, 0);

@@ -99,6 +99,8 @@ static gaaw_status_t estimate_rank(gaaw_context_t ctx, const gaaw_gpt_config_t *
   ml.dp_size = t->dp;
   ml.cp_size = t->cp;
   ml.cp_rank = t->cp_rank;
+  ml.ep_size = t->ep;
+  ml.ep_rank = t->ep_rank;
   gaaw_model_t m = NULL;
   GAAW_CHECK(gaaw_model_plan_gpt(ctx, model, &ml, &m));
   struct gaaw_optimizer_s opt;
@@ -112,6 +114,8 @@ static gaaw_status_t estimate_rank(gaaw_context_t ctx, const gaaw_gpt_config_t *
   opt.dp_rank = t->dp_rank * t->cp + t->cp_rank;
   opt.replicas = t->dp;
   opt.replica_rank = t->dp_rank;
+  opt.edp_size = t->tp * t->cp * t->dp / t->ep; /* expert-dp: a stage's ranks at one ep coordinate */
+  opt.edp_rank = ((t->dp_rank * t->cp + t->cp_rank) * t->tp + t->tp_rank) / t->ep;
   opt.bucket_bytes = L->bucket_bytes;
   opt.keep_gathered = opt.is.shard_params && L->keep_gathered;
   opt.store = L->store;

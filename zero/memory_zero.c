@@ -13,7 +13,8 @@
 typedef struct {
   gaaw_optimizer_t opt;
   gaaw_ledger *g;
-  int64_t ring_bytes, scratch; /* option allreduce_ring_bytes; the dp communicator's scratch so far */
+  int64_t ring_bytes, scratch[2]; /* option allreduce_ring_bytes; the dp (and expert-dp) communicator's
+                                     scratch so far */
   int scratch_on_device;
   int backward_passes;
   char *resident, *open, *reducing, *held; /* per bucket: whole_params, whole_grads, reduction, held */
@@ -24,15 +25,16 @@ static int64_t bucket_bytes(const zero_mem *z, int b)
   return gaaw_ledger_bytes(z->opt->dtype, z->opt->buckets[b].len);
 }
 
-/* The dp communicator's scratch grows to the largest asked for (gaaw_mpi_scratch). */
-static void comm_scratch(zero_mem *z, gaaw_comm_op_t op, int64_t n)
+/* Bucket k's communicator's scratch grows to the largest asked for (gaaw_mpi_scratch). */
+static void comm_scratch(zero_mem *z, const zero_bucket *k, gaaw_comm_op_t op, int64_t n)
 {
   if (!z->scratch_on_device) return;
-  int64_t need = (int64_t)gaaw_mpi_scratch_bytes(op, n, z->opt->dtype, z->opt->dp_size, z->ring_bytes);
-  if (need <= z->scratch) return;
-  gaaw_ledger_add(z->g, GAAW_MEM_COMMUNICATION, -z->scratch);
+  int64_t need = (int64_t)gaaw_mpi_scratch_bytes(op, n, z->opt->dtype, gaaw_zero_size(z->opt, k), z->ring_bytes);
+  int64_t *have = &z->scratch[k->expert];
+  if (need <= *have) return;
+  gaaw_ledger_add(z->g, GAAW_MEM_COMMUNICATION, -*have);
   gaaw_ledger_add(z->g, GAAW_MEM_COMMUNICATION, need);
-  z->scratch = need;
+  *have = need;
 }
 
 /* start_gather */
@@ -65,8 +67,9 @@ static void start_reduction(zero_mem *z, int b)
   gaaw_optimizer_t opt = z->opt;
   const zero_bucket *k = &opt->buckets[b];
   if (z->reducing[b] || (opt->is.shard_grads && !z->open[b])) return;
-  if (opt->dp_size > 1) comm_scratch(z, opt->is.shard_state ? GAAW_COMM_REDUCE_SCATTER : GAAW_COMM_ALLREDUCE,
-                                     opt->is.shard_state ? k->piece : k->len);
+  if (gaaw_zero_size(opt, k) > 1)
+    comm_scratch(z, k, opt->is.shard_state ? GAAW_COMM_REDUCE_SCATTER : GAAW_COMM_ALLREDUCE,
+                 opt->is.shard_state ? k->piece : k->len);
   z->reducing[b] = 1;
 }
 
@@ -99,7 +102,7 @@ static void close_grads(zero_mem *z, int b)
   z->held[b] = 0;
   if (opt->is.shard_grads)
     finish_started(z, b);
-  else if (opt->dp_size == 1 || !last)
+  else if (gaaw_zero_size(opt, &opt->buckets[b]) == 1 || !last)
     return;
   start_reduction(z, b);
 }
@@ -145,7 +148,7 @@ static void mem_after_layer(gaaw_model_t m, int i, gaaw_phase phase, gaaw_ledger
     const zero_bucket *k = &opt->buckets[b];
     int done = phase == GAAW_PHASE_FORWARD ? k->last_forward == i
                : is_backward(phase)        ? k->last_backward == i
-                                           : opt->bucket_of_layer[i] == b;
+                                           : gaaw_zero_layer_owns(opt, i, b);
     if (!done) continue;
     if (completes_grads(phase)) close_grads(z, b);
     if (opt->is.shard_params && phase != GAAW_PHASE_WEIGHT && !opt->keep_gathered) release(z, b);
@@ -217,7 +220,8 @@ static void step(zero_mem *z, const zero_store_bytes *store)
       gaaw_ledger_add(z->g, GAAW_MEM_COMMUNICATION, -bytes);
     }
   for (int b = 0; b < opt->nbuckets; b++) {
-    if ((!opt->is.shard_grads && opt->dp_size > 1) || opt->buckets[b].tied || z->held[b]) start_reduction(z, b);
+    if ((!opt->is.shard_grads && gaaw_zero_size(opt, &opt->buckets[b]) > 1) || opt->buckets[b].tied || z->held[b])
+      start_reduction(z, b);
     z->held[b] = 0;
     finish_reduction(z, b);
   }

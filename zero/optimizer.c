@@ -130,6 +130,8 @@ static gaaw_status_t setup(gaaw_optimizer_t opt)
   GAAW_CHECK(gaaw_topology_comm(ctx, GAAW_GROUP_WORLD, &opt->world));
   GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_DP_CP, &opt->dp_rank, &opt->dp_size));
   GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_DP, &opt->replica_rank, &opt->replicas));
+  GAAW_CHECK(gaaw_topology_comm(ctx, GAAW_GROUP_EDP, &opt->edp));
+  GAAW_CHECK(gaaw_topology_group_rank(ctx, GAAW_GROUP_EDP, &opt->edp_rank, &opt->edp_size));
   opt->bucket_bytes = gaaw_ctx_int(ctx, "zero_bucket_bytes");
   if (opt->is.shard_params) /* checked by check_store */
     opt->params_place = (zero_params_place)gaaw_zero_params_place_parse(gaaw_ctx_string(ctx, "offload_params"));
@@ -143,12 +145,19 @@ static gaaw_status_t setup(gaaw_optimizer_t opt)
   return GAAW_SUCCESS;
 }
 
+uint64_t gaaw_zero_comm_bytes(gaaw_optimizer_t opt)
+{
+  uint64_t total = 0, bytes;
+  gaaw_comm_t groups[2] = {opt->dp, opt->edp != opt->dp ? opt->edp : NULL};
+  for (int g = 0; g < 2; g++)
+    for (int op = 0; groups[g] && op < GAAW_COMM_OP_COUNT; op++)
+      if (gaaw_comm_stats(groups[g], (gaaw_comm_op_t)op, NULL, &bytes) == GAAW_SUCCESS) total += bytes;
+  return total;
+}
+
 void gaaw_zero_mark_comm(gaaw_optimizer_t opt)
 {
-  uint64_t bytes;
-  opt->comm_mark = 0;
-  for (int op = 0; op < GAAW_COMM_OP_COUNT; op++)
-    if (gaaw_comm_stats(opt->dp, (gaaw_comm_op_t)op, NULL, &bytes) == GAAW_SUCCESS) opt->comm_mark += bytes;
+  opt->comm_mark = gaaw_zero_comm_bytes(opt);
 }
 
 gaaw_status_t gaaw_optimizer_create(gaaw_model_t model, const gaaw_optimizer_config_t *cfg, gaaw_optimizer_t *out)
@@ -203,7 +212,7 @@ gaaw_status_t gaaw_optimizer_destroy(gaaw_optimizer_t *opt)
   gaaw_zero_shard_destroy(o);
   gaaw_buffer_free(ctx, &o->shard_grads);
   free(o->buckets);
-  free(o->bucket_of_layer);
+  free(o->bucket_of_layer); /* and expert_bucket_of_layer, in the same block */
   free(o->segments);
   free(o);
   *opt = NULL;

@@ -9,18 +9,20 @@
 gaaw_status_t gaaw_zero_gather_params(gaaw_optimizer_t opt)
 {
   gaaw_context_t ctx = opt->ctx;
-  if (opt->dp_size == 1 || !opt->is.shard_state || opt->is.shard_params) return GAAW_SUCCESS;
+  if (!opt->is.shard_state || opt->is.shard_params) return GAAW_SUCCESS;
   for (int b = 0; b < opt->nbuckets; b++) {
     const zero_bucket *k = &opt->buckets[b];
+    if (gaaw_zero_size(opt, k) == 1) continue;
     gaaw_tensor_t whole = gaaw_params_span(&opt->model->params, 0, k->lo, k->len);
     gaaw_tensor_t mine = gaaw_zero_param_piece(opt, b);
-    GAAW_CHECK(gaaw_comm_allgather(opt->dp, &mine, &whole));
+    GAAW_CHECK(gaaw_comm_allgather(gaaw_zero_comm(opt, k), &mine, &whole));
   }
   return GAAW_SUCCESS;
 }
 
 /* Sum of squares of the gradients this rank counts (see zero_norm_segment), in
- * units of the raw (summed, loss-scaled) gradients. */
+ * units of the raw (summed, loss-scaled) gradients. Stage 0's whole buckets are
+ * held alike by every rank of their group, so each counts a 1 / size share. */
 static gaaw_status_t local_sum_squares(gaaw_optimizer_t opt, double *total)
 {
   gaaw_context_t ctx = opt->ctx;
@@ -37,15 +39,14 @@ static gaaw_status_t local_sum_squares(gaaw_optimizer_t opt, double *total)
     float v = 0;
     st = gaaw_sum_squares(ctx, &part, &out);
     if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, out.buf, out.offset, &v, sizeof v);
-    *total += v;
+    *total += opt->is.shard_state ? (double)v : (double)v / gaaw_zero_size(opt, &opt->buckets[seg->bucket]);
   }
   gaaw_buffer_free(ctx, &out.buf);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
   return GAAW_SUCCESS;
 }
 
-/* The global sum over the world (every rank the same number). Stage 0's dp ranks
- * hold identical whole gradients, so there each is counted once by dividing. */
+/* The global sum over the world (every rank the same number). */
 static gaaw_status_t global_sum_squares(gaaw_optimizer_t opt, double *total)
 {
   gaaw_context_t ctx = opt->ctx;
@@ -60,7 +61,7 @@ static gaaw_status_t global_sum_squares(gaaw_optimizer_t opt, double *total)
   if (st == GAAW_SUCCESS) st = gaaw_buffer_read(ctx, t.buf, 0, &v, sizeof v);
   gaaw_buffer_free(ctx, &t.buf);
   if (st != GAAW_SUCCESS) return gaaw_error_trace(ctx, st, __FILE__, __LINE__, __func__);
-  *total = opt->is.shard_state ? (double)v : (double)v / opt->dp_size;
+  *total = (double)v;
   return GAAW_SUCCESS;
 }
 
@@ -115,14 +116,6 @@ static gaaw_status_t update_shard(gaaw_optimizer_t opt, float grad_scale)
   return GAAW_SUCCESS;
 }
 
-static uint64_t dp_bytes(gaaw_optimizer_t opt)
-{
-  uint64_t total = 0, bytes;
-  for (int op = 0; op < GAAW_COMM_OP_COUNT; op++)
-    if (gaaw_comm_stats(opt->dp, (gaaw_comm_op_t)op, NULL, &bytes) == GAAW_SUCCESS) total += bytes;
-  return total;
-}
-
 gaaw_status_t gaaw_optimizer_step(gaaw_optimizer_t opt)
 {
   GAAW_ARG_NOT_NULL(NULL, opt);
@@ -160,7 +153,7 @@ gaaw_status_t gaaw_optimizer_step(gaaw_optimizer_t opt)
   update_loss_scale(opt, overflow);
   opt->model->loss_scale = opt->loss_scale;
   GAAW_CHECK(gaaw_model_zero_grad(opt->model)); /* the shard's too (zero/hooks.c) */
-  uint64_t now = dp_bytes(opt);
+  uint64_t now = gaaw_zero_comm_bytes(opt);
   opt->last_comm = now - opt->comm_mark;
   opt->comm_mark = now;
   if (gaaw_trace_on(ctx))

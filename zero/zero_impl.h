@@ -25,6 +25,8 @@ typedef struct {
   gaaw_comm_request_t reduce; /* the reduction of the gradients over dp, until waited for */
   zero_reduction reduction;
   int tied;              /* holds a tied weight's copy (pp > 1): reduced at the step only */
+  int expert;            /* an MoE layer's experts split over ep (ep > 1): reduced and
+                            sharded over expert-dp instead of dp x cp */
   int held;              /* stage 2, pp > 1: its whole gradient accumulates over the step's
                             microbatches, reduce-scattered after the last */
 } zero_bucket;
@@ -65,13 +67,16 @@ struct gaaw_optimizer_s {
    * gradients reduce, and shards are cut, over it */
   int dp_size, dp_rank;
   int replicas, replica_rank;    /* the data-parallel replicas (dp) and this rank's */
+  gaaw_comm_t edp;               /* expert-dp (ep > 1): the ranks holding the same experts */
+  int edp_size, edp_rank;
   gaaw_dtype_t dtype;            /* the model's compute dtype */
   int64_t bucket_bytes;          /* option zero_bucket_bytes */
   int keep_gathered;             /* stage 3, option zero_keep_gathered: buckets stay gathered
                                     from their first use in a step to the optimizer step */
   zero_bucket *buckets;
   int nbuckets;
-  int *bucket_of_layer;          /* -1 for a layer without parameters */
+  int *bucket_of_layer;          /* -1 for a layer without parameters (other than experts) */
+  int *expert_bucket_of_layer;   /* the bucket of its experts at ep > 1; -1: none */
   int64_t shard_numel;           /* sum of the pieces (the whole buffer at stage 0) */
   zero_norm_segment *segments;
   int nsegments;
@@ -105,12 +110,33 @@ const char *gaaw_zero_kind_name(gaaw_optimizer_kind_t kind);
 /* The dp traffic counted so far: the mark the next step's comm_bytes counts from
  * (zero/optimizer.c). */
 void gaaw_zero_mark_comm(gaaw_optimizer_t opt);
+/* The bytes counted on the dp x cp and expert-dp communicators so far. */
+uint64_t gaaw_zero_comm_bytes(gaaw_optimizer_t opt);
 
 /* cfg's fields are in range (GAAW_ERR_INVALID_ARG naming the first that is not). */
 gaaw_status_t gaaw_zero_check_config(gaaw_context_t ctx, const gaaw_optimizer_config_t *cfg);
 /* The buckets whose parameters layer i reads (its own, and a tied weight's); returns
  * how many (zero/hooks.c). */
 int gaaw_zero_layer_buckets(gaaw_optimizer_t opt, int i, int *out);
+
+/* The group bucket k's gradients reduce over and its shards are cut over: dp x cp,
+ * or expert-dp for an expert bucket; this rank's index in it, and its size. */
+static inline gaaw_comm_t gaaw_zero_comm(const struct gaaw_optimizer_s *opt, const zero_bucket *k)
+{
+  return k->expert ? opt->edp : opt->dp;
+}
+static inline int gaaw_zero_rank(const struct gaaw_optimizer_s *opt, const zero_bucket *k)
+{
+  return k->expert ? opt->edp_rank : opt->dp_rank;
+}
+static inline int gaaw_zero_size(const struct gaaw_optimizer_s *opt, const zero_bucket *k)
+{
+  return k->expert ? opt->edp_size : opt->dp_size;
+}
+/* The bucket holding parameter p (-1: none). */
+int gaaw_zero_bucket_of_param(gaaw_optimizer_t opt, const gaaw_param *p);
+/* Whether bucket b holds parameters of layer i (its own or its experts'). */
+int gaaw_zero_layer_owns(gaaw_optimizer_t opt, int i, int b);
 
 /* Bucket layout and shard offsets from the model's layers (opt->bucket_bytes). */
 gaaw_status_t gaaw_zero_plan(gaaw_optimizer_t opt);

@@ -53,7 +53,7 @@ typedef struct {
 
 /* what one step measured */
 typedef struct {
-  float loss;
+  float loss, grad_norm;
   double aux, z, margin, dropped;
   int64_t counts[LAYERS * E];
 } step_record;
@@ -145,6 +145,9 @@ static void train(run *r, int first, int n, step_record *rec)
                 "metrics: %d layers of %d experts, top %d, %lld tokens", mm.layers, mm.experts, mm.top_k,
                 (long long)mm.tokens);
     out->aux = mm.aux_loss, out->z = mm.z_loss, out->margin = mm.min_margin, out->dropped = mm.drop_fraction;
+    gaaw_step_stats_t stats;
+    require_ok(r->ctx, gaaw_optimizer_stats(r->opt, &stats));
+    out->grad_norm = stats.grad_norm;
   }
 }
 
@@ -153,10 +156,11 @@ static void compare(const char *name, const step_record *got, const step_record 
 {
   char what[200];
   float gl[STEPS + MORE], wl[STEPS + MORE], ga[STEPS + MORE], wa[STEPS + MORE], gz[STEPS + MORE], wz[STEPS + MORE];
+  float gn[STEPS + MORE], wn[STEPS + MORE];
   double least = INFINITY;
   for (int s = 0; s < n; s++) {
     gl[s] = got[s].loss, wl[s] = want[s].loss, ga[s] = (float)got[s].aux, wa[s] = (float)want[s].aux;
-    gz[s] = (float)got[s].z, wz[s] = (float)want[s].z;
+    gz[s] = (float)got[s].z, wz[s] = (float)want[s].z, gn[s] = got[s].grad_norm, wn[s] = want[s].grad_norm;
     least = fmin(least, got[s].margin);
     expect_true(!memcmp(got[s].counts, want[s].counts, sizeof got[s].counts), "%s: step %d's per-expert counts differ",
                 name, s + 1);
@@ -169,6 +173,8 @@ static void compare(const char *name, const step_record *got, const step_record 
   expect_close_scaled(ga, wa, n, 1e-5, what);
   snprintf(what, sizeof what, "%s: z losses", name);
   expect_close_scaled(gz, wz, n, 1e-5, what);
+  snprintf(what, sizeof what, "%s: gradient norms (before clipping)", name);
+  expect_close_scaled(gn, wn, n, 1e-5, what);
   /* the scores are near 1/8, 7.5e-9 apart in f32: 6e-8 is 8 of their steps; the
    * layouts' weights differ by the rounding of the gradients' reductions (a few 1e-7
    * relative after 10 steps), which moves a logit of about 0.1 and its score by well
@@ -194,6 +200,25 @@ static void expect_refused(const char *name, const char *options, void (*bad)(ga
 
 /* The text of a file (NUL-terminated; NULL when missing), or of its safetensors
  * header when header is set. */
+/* At ep > 1 each rank holds E / ep experts (rows of w13 and w2) and the rows
+ * travelled over the ep communicator; at ep 1, every expert and no exchange. */
+static void check_experts_split(run *r, const char *name)
+{
+  int ep = 1, ep_rank = 0;
+  uint64_t calls = 0, bytes = 0;
+  gaaw_comm_t epc;
+  require_ok(r->ctx, gaaw_topology_ep(r->ctx, &ep, &ep_rank));
+  require_ok(r->ctx, gaaw_topology_comm(r->ctx, GAAW_GROUP_EP, &epc));
+  require_ok(r->ctx, gaaw_comm_stats(epc, GAAW_COMM_ALLTOALLV, &calls, &bytes));
+  int k = gaaw_params_find(&r->model->params, "h.0.mlp.experts.w13.weight");
+  if (k < 0) return; /* block 0 is on another stage */
+  const gaaw_param *p = &r->model->params.items[k];
+  expect_true(p->local_shape[0] * ep == p->shape[0] && p->row0 == ep_rank * p->local_shape[0],
+              "%s: w13 holds rows %lld.. (%lld of %lld) on ep rank %d of %d", name, (long long)p->row0,
+              (long long)p->local_shape[0], (long long)p->shape[0], ep_rank, ep);
+  expect_true((ep > 1) == (bytes > 0), "%s: %llu alltoallv bytes at ep %d", name, (unsigned long long)bytes, ep);
+}
+
 static char *read_text(const char *path, int header)
 {
   FILE *f = fopen(path, "rb");
@@ -290,11 +315,17 @@ int main(int argc, char **argv)
     {"tp 2 x dp 2", "tp=2", 0},
     {"tp 2 x dp 2, sequence parallel, ZeRO 3", "tp=2", 3, 0, 1},
     {"pp 2 x tp 2, full recompute", "tp=2 pp=2 recompute=full", 1},
+    /* expert parallelism: the experts split over ep ranks, expert-dp the rest */
+    {"ep 2 (dp 4: expert-dp 2)", "ep=2", 0},
+    {"ep 4 (dp 4), ZeRO 1", "ep=4", 1},
+    {"ep 2, ZeRO 3", "ep=2", 3},
+    {"ep 2 x pp 2 (dp 2), full recompute, ZeRO 2", "ep=2 pp=2 recompute=full", 2},
   };
   for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++) {
     r = open_run(&layouts[k], MPI_COMM_WORLD);
     train(&r, 0, STEPS, got);
     compare(layouts[k].name, got, want, STEPS);
+    check_experts_split(&r, layouts[k].name);
     close_run(&r);
   }
 
