@@ -161,34 +161,45 @@ gaaw_status_t gaaw_gpt_moe_backward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f
   return GAAW_SUCCESS;
 }
 
+/* Dropless, a rank's experts compute R = P rows; at ep > 1 what the exchange brings,
+ * at most every row of the ep group (ep P): the estimate's bound. */
 void gaaw_gpt_moe_memory(gaaw_model_t m, gaaw_mem_walk *w, int backward, int64_t N)
 {
   const gaaw_gpt_config_t *g = &m->gpt;
   int64_t C = g->dim, E = g->experts, k = g->top_k, F = g->moe_ffn, P = N * k, S = g->shared_ffn;
+  const int ep = m->ep_size > 1;
+  const int64_t R = ep ? m->ep_size * P : P;
+  /* the exchange's two row maps (i32); its (R, C) message buffer is communication memory */
+  const int64_t exchange = ep ? 2 * gaaw_mem_stat(R) : 0;
+  if (ep) gaaw_mem_comm_transient(w, gaaw_mem_act(m, R * C));
   int gated = S && g->shared_gate;
-  if (!backward) { /* dropless: exactly k rows per token */
+  if (!backward) {
     int64_t kept_stats[] = {N * E, N * E, N, N * k, N * k, N * k, P};
     for (size_t i = 0; i < sizeof kept_stats / sizeof kept_stats[0]; i++) gaaw_mem_save(w, gaaw_mem_stat(kept_stats[i]));
-    int64_t kept_acts[] = {P * C, P * 2 * F, P * F, P * C};
+    int64_t kept_acts[] = {R * C, R * 2 * F, R * F, P * C};
     for (size_t i = 0; i < sizeof kept_acts / sizeof kept_acts[0]; i++) gaaw_mem_save(w, gaaw_mem_act(m, kept_acts[i]));
     gaaw_mem_save(w, gaaw_mem_stat(E + 1));
+    /* ep: this rank's permuted rows, and the experts' output before it returns */
+    if (ep) gaaw_mem_transient(w, gaaw_mem_act(m, P * C) + gaaw_mem_act(m, R * C) + exchange);
     if (S) { /* the shared expert: su, sa, so; its gate's logit, sigmoid and lse; the scaling's temporaries */
       gaaw_mem_save(w, gaaw_mem_act(m, N * 2 * S));
       gaaw_mem_save(w, gaaw_mem_act(m, N * S));
       gaaw_mem_save(w, gaaw_mem_act(m, N * C));
       for (int i = 0; gated && i < 3; i++) gaaw_mem_save(w, gaaw_mem_stat(N));
-      if (gated) gaaw_mem_transient(w, gaaw_mem_stat(N) + gaaw_mem_act(m, N * C));
+      if (gated) gaaw_mem_transient(w, gaaw_mem_stat(N) + gaaw_mem_act(m, N * C) + (ep ? 2 * gaaw_mem_stat(R) : 0));
     }
-    gaaw_mem_transient(w, gaaw_mem_stat(E) + gaaw_mem_stat(1) + gaaw_mem_stat(2 * E + 2)); /* group statistics */
+    gaaw_mem_transient(w, gaaw_mem_stat(E) + gaaw_mem_stat(1) + gaaw_mem_stat(2 * E + 2) +
+                              (ep ? 2 * gaaw_mem_stat(R) : 0)); /* group statistics */
     return;
   }
-  /* gaaw_moe_backward's temporaries, all alive at once, and the shared expert's among them */
+  /* gaaw_moe_backward's temporaries, all alive at once, and the shared expert's among them;
+   * ep: the rows' gradients on the experts' side (dye, dxe) and the exchange */
   int64_t shared = !S ? 0
                       : gaaw_mem_act(m, N * C) + gaaw_mem_act(m, N * S) + gaaw_mem_act(m, N * 2 * S) +
                           (gated ? gaaw_mem_stat(N) + gaaw_mem_act(m, N * C) + 2 * gaaw_mem_stat(N) : 0);
-  gaaw_mem_transient(w, gaaw_mem_act(m, P * C) * 2 + gaaw_mem_stat(N * k) + gaaw_mem_act(m, P * F) +
-                          gaaw_mem_act(m, P * 2 * F) + 2 * gaaw_mem_stat(N * E) + gaaw_mem_act(m, N * C) +
-                          gaaw_mem_stat(E) + shared);
+  gaaw_mem_transient(w, gaaw_mem_act(m, P * C) * 2 + gaaw_mem_stat(N * k) + gaaw_mem_act(m, R * F) +
+                          gaaw_mem_act(m, R * 2 * F) + 2 * gaaw_mem_stat(N * E) + gaaw_mem_act(m, N * C) +
+                          gaaw_mem_stat(E) + shared + (ep ? 2 * gaaw_mem_act(m, R * C) + exchange : 0));
 }
 
 double gaaw_moe_step_record(gaaw_model_t m, const gaaw_frame *frames, int n)

@@ -562,6 +562,8 @@ void gaaw_mem_unsave(gaaw_mem_walk *w, int64_t bytes);
 void gaaw_mem_scratch(gaaw_mem_walk *w, int64_t bytes);
 /* bytes allocated and freed again inside the call (a helper's own temporaries) */
 void gaaw_mem_transient(gaaw_mem_walk *w, int64_t bytes);
+/* the same of a message buffer (GAAW_MEM_COMMUNICATION) */
+void gaaw_mem_comm_transient(gaaw_mem_walk *w, int64_t bytes);
 void gaaw_mem_linear_backward(gaaw_mem_walk *w, int64_t dy_bytes, int64_t x_bytes);
 /* After a linear's backward whose weight (slot w_slot) or bias (b_slot, -1: none)
  * has blocks replicated over tp (grouped-query attention with tp > kv_heads):

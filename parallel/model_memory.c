@@ -109,6 +109,12 @@ void gaaw_mem_transient(gaaw_mem_walk *w, int64_t bytes)
   act(w, -bytes);
 }
 
+void gaaw_mem_comm_transient(gaaw_mem_walk *w, int64_t bytes)
+{
+  gaaw_ledger_add(w->g, GAAW_MEM_COMMUNICATION, bytes);
+  gaaw_ledger_add(w->g, GAAW_MEM_COMMUNICATION, -bytes);
+}
+
 void gaaw_mem_linear_backward(gaaw_mem_walk *w, int64_t dy_bytes, int64_t x_bytes)
 {
   if (!w->shape.defer_weights) return;

@@ -586,6 +586,13 @@ static int validate(const train_options *o, gaaw_config_t cfg, const train_machi
   CHECK(dp == 0 || dp * pp * cp * tp == world, "--dp %lld x --pp %lld x --cp %lld x --tp %lld is not the world size %d",
         (long long)dp, (long long)pp, (long long)cp, (long long)tp, world);
   if (dp == 0) dp = world / (tp * cp * pp);
+  int64_t ep = 1;
+  gaaw_config_get_int(cfg, "ep", &ep);
+  CHECK((tp * cp * dp) % ep == 0, "--ep %lld must divide a pipeline stage's --tp x --cp x dp = %lld ranks",
+        (long long)ep, (long long)(tp * cp * dp));
+  CHECK(ep == 1 || (o->experts > 0 && o->experts % ep == 0),
+        "--ep %lld splits the experts over its ranks: --experts (%ld) must be a positive multiple of it", (long long)ep,
+        o->experts);
   CHECK(cp == 1 || o->seq % (2 * cp) == 0, "--seq %ld must divide by 2 x --cp = %lld (each cp rank holds 2 pieces of a "
         "sequence)", o->seq, (long long)(2 * cp));
   CHECK(cp == 1 || o->sample == 0, "--sample needs --cp 1: gaaw_model_predict does not gather split sequences yet");

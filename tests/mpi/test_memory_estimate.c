@@ -23,7 +23,11 @@
  *  - mixture-of-experts MLPs (LLaMA, 8 experts, top-2, a gated shared expert) at dp 2, dp 4 with ZeRO 3
  *    and full recomputation, pp 2 x dp 2 under 1F1B (4 experts, selective), tp 2 x
  *    dp 2 (a tp-th of the tokens routed on each rank, gathered back) and with
- *    sequence parallelism at ZeRO 3 and full recomputation;
+ *    sequence parallelism at ZeRO 3 and full recomputation; at ep 2 (dp 2) and ep 4
+ *    (dp 4, ZeRO 3, full recomputation) the estimate is a bound: the parameters,
+ *    gradients and optimizer state to the byte, the activations, communication and
+ *    total at or above the measured peaks (the rows a rank's experts receive depend
+ *    on the routing);
  *  - every category's peak but the workspace's (the host kernels' own scratch) to
  *    the byte, and with sequence parallelism the communication's (the tp ring's
  *    scratch is not estimated); the workspace's above by at most the host kernels'
@@ -139,7 +143,25 @@ static void check_case(MPI_Comm comm, const run_case *c)
       at += (size_t)snprintf(cats + at, sizeof cats - at, " %s %zu/%llu", gaaw_mem_category_name((gaaw_mem_category_t)k),
                              cat_peak[k], (unsigned long long)est.bytes[GAAW_SPACE_DEVICE][k]);
   cats[at] = 0;
-  expect_true(rel <= 0.02, "rank %d, dp %d stage %d %s: estimated device peak %.0f, measured %.0f (%.2f%%); "
+  /* expert parallelism: the rows a rank's experts receive depend on the routing;
+   * the estimate bounds them by every row of the ep group (doc/moe.md) */
+  const int bound = strstr(c->options, "ep=") != NULL;
+  if (bound) {
+    for (int k = 0; k < GAAW_MEM_CATEGORY_COUNT; k++) {
+      int routed = k == GAAW_MEM_ACTIVATIONS || k == GAAW_MEM_COMMUNICATION;
+      if (k == GAAW_MEM_WORKSPACE) continue; /* the host kernels' own scratch: checked below */
+      expect_true(routed ? cat_peak[k] <= est.bytes[GAAW_SPACE_DEVICE][k] : cat_peak[k] == est.bytes[GAAW_SPACE_DEVICE][k],
+                  "rank %d, %s: the %s peak is %zu bytes, the estimate %s %llu", world_rank, c->options,
+                  gaaw_mem_category_name((gaaw_mem_category_t)k), cat_peak[k], routed ? "bounds it by" : "says",
+                  (unsigned long long)est.bytes[GAAW_SPACE_DEVICE][k]);
+    }
+    expect_true(measured <= want, "rank %d, %s: the device peak %.0f is above the estimate's bound %.0f", world_rank,
+                c->options, measured, want);
+    if (world_rank == 0)
+      printf("dp %d stage %d %-60s bound %8.0f measured %8.0f (%.1f%% above)\n", c->dp, c->stage, c->options, want,
+             measured, 100 * (want - measured) / measured);
+  }
+  expect_true(bound || rel <= 0.02, "rank %d, dp %d stage %d %s: estimated device peak %.0f, measured %.0f (%.2f%%); "
               "category peaks measured/estimated:%s", world_rank, c->dp, c->stage, c->options, want, measured,
               100 * rel, cats);
   /* each category but the workspace to the byte (the activations with pipeline
@@ -150,7 +172,7 @@ static void check_case(MPI_Comm comm, const run_case *c)
    * only sequence parallelism's reduce-scatters take at this size */
   int late_sends = strstr(c->options, "pp=2") && !UNDER_MPICH;
   for (int k = 0; k < GAAW_MEM_CATEGORY_COUNT; k++)
-    expect_true(k == GAAW_MEM_WORKSPACE || (k == GAAW_MEM_COMMUNICATION && c->sequence_parallel) ||
+    expect_true(bound || k == GAAW_MEM_WORKSPACE || (k == GAAW_MEM_COMMUNICATION && c->sequence_parallel) ||
                   (k == GAAW_MEM_ACTIVATIONS && late_sends) || cat_peak[k] == est.bytes[GAAW_SPACE_DEVICE][k],
                 "rank %d, dp %d stage %d %s%s: the %s peak is %zu bytes, the estimate says %llu", world_rank, c->dp,
                 c->stage, c->options, c->sequence_parallel ? " sequence_parallel" : "",
@@ -170,11 +192,11 @@ static void check_case(MPI_Comm comm, const run_case *c)
               (unsigned long long)slack);
   /* the total likewise, where every other category is exact at every moment, not only
    * at its peak (so that a bucket freed late or early shows) */
-  if (!late_sends && !c->sequence_parallel)
+  if (!late_sends && !c->sequence_parallel && !bound)
     expect_true(measured >= want && measured <= want + (double)slack,
                 "rank %d, dp %d stage %d %s: the device peak is %.0f bytes, the estimate's %.0f plus at most %llu",
                 world_rank, c->dp, c->stage, c->options, measured, want, (unsigned long long)slack);
-  if (world_rank == 0 && (rel > 0 || getenv("GAAW_TEST_VERBOSE")))
+  if (world_rank == 0 && !bound && (rel > 0 || getenv("GAAW_TEST_VERBOSE")))
     printf("dp %d stage %d %-60s estimate %8.0f measured %8.0f (%.3f%%)%s\n", c->dp, c->stage, c->options, want,
            measured, 100 * rel, cats);
   expect_true(largest.total[GAAW_SPACE_DEVICE] >= est.total[GAAW_SPACE_DEVICE],
@@ -415,6 +437,8 @@ int main(int argc, char **argv)
     {2, 1, 2, "recompute=none", 1, 0, 0, 8}, {4, 3, 2, "recompute=full", 1, 0, 0, 8},
     {2, 2, 4, "pp=2 pp_schedule=1f1b recompute=selective", 1, 0, 0, 4},
     {2, 1, 2, "tp=2 recompute=none", 1, 0, 0, 8}, {2, 3, 2, "tp=2 recompute=full", 1, 1, 0, 8},
+    /* expert parallelism: a bound (every row of the ep group may come to one rank) */
+    {2, 1, 2, "ep=2 recompute=none", 1, 0, 0, 8}, {4, 3, 2, "ep=4 recompute=full", 1, 0, 0, 8},
   };
   for (size_t k = 0; k < sizeof moes / sizeof moes[0]; k++) run_on_groups(&moes[k]);
   ckpt_test_dir_remove(nvme_dir);

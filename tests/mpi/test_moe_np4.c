@@ -198,8 +198,6 @@ static void expect_refused(const char *name, const char *options, void (*bad)(ga
   gaaw_finalize(&ctx);
 }
 
-/* The text of a file (NUL-terminated; NULL when missing), or of its safetensors
- * header when header is set. */
 /* At ep > 1 each rank holds E / ep experts (rows of w13 and w2) and the rows
  * travelled over the ep communicator; at ep 1, every expert and no exchange. */
 static void check_experts_split(run *r, const char *name)
@@ -219,6 +217,8 @@ static void check_experts_split(run *r, const char *name)
   expect_true((ep > 1) == (bytes > 0), "%s: %llu alltoallv bytes at ep %d", name, (unsigned long long)bytes, ep);
 }
 
+/* The text of a file (NUL-terminated; NULL when missing), or of its safetensors
+ * header when header is set. */
 static char *read_text(const char *path, int header)
 {
   FILE *f = fopen(path, "rb");
@@ -232,17 +232,18 @@ static char *read_text(const char *path, int header)
   return text;
 }
 
-/* A Mixtral-layout model (every block MoE) exported at dp 4 after 3 steps: its
- * file holds Mixtral's names and shapes, config.json says mixtral with 8 experts of
- * 2; imported at pp 2 x dp 2 it holds the same parameters bit for bit. */
+/* A Mixtral-layout model (every block MoE) exported at ep 2 (dp 4) after 3 steps:
+ * its file holds Mixtral's names and shapes, config.json says mixtral with 8
+ * experts of 2; imported at pp 2 x dp 2 (every expert on each rank) and at ep 4 it
+ * holds the same parameters bit for bit. */
 static void check_mixtral_export(const char *dir)
 {
   char path[400], config[400];
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
   snprintf(config, sizeof config, "%s/config.json", dir);
-  const layout dp4 = {"dp 4", "", 1, 0}, pp2 = {"pp 2 x dp 2", "pp=2", 0, 0};
+  const layout ep2 = {"ep 2", "ep=2", 1, 0}, others[2] = {{"pp 2 x dp 2", "pp=2", 0, 0}, {"ep 4", "ep=4", 3, 0}};
   step_record rec[3];
-  run r = open_model(&dp4, MPI_COMM_WORLD, 1, NULL);
+  run r = open_model(&ep2, MPI_COMM_WORLD, 1, NULL);
   train(&r, 0, 3, rec);
   require_ok(r.ctx, gaaw_model_export(r.model, path));
   long n[2];
@@ -263,13 +264,15 @@ static void check_mixtral_export(const char *dir)
     free(head);
     free(cfg);
   }
-  r = open_model(&pp2, MPI_COMM_WORLD, 1, path);
-  params[1] = model_snapshot(r.model, 0, &n[1]);
-  close_run(&r);
-  expect_true(n[0] == n[1] && !memcmp(params[0], params[1], sizeof(float) * (size_t)n[0]),
-              "the Mixtral export of dp 4 imported at pp 2 x dp 2 holds other parameters");
+  for (int k = 0; k < 2; k++) {
+    r = open_model(&others[k], MPI_COMM_WORLD, 1, path);
+    params[1] = model_snapshot(r.model, 0, &n[1]);
+    close_run(&r);
+    expect_true(n[0] == n[1] && !memcmp(params[0], params[1], sizeof(float) * (size_t)n[0]),
+                "the Mixtral export of ep 2 imported at %s holds other parameters", others[k].name);
+    free(params[1]);
+  }
   free(params[0]);
-  free(params[1]);
 }
 
 static void top_k_nine(gaaw_gpt_config_t *g)
@@ -280,6 +283,16 @@ static void top_k_nine(gaaw_gpt_config_t *g)
 static void nothing(gaaw_gpt_config_t *g)
 {
   (void)g;
+}
+
+static void six_experts(gaaw_gpt_config_t *g)
+{
+  g->experts = 6;
+}
+
+static void no_experts(gaaw_gpt_config_t *g)
+{
+  g->experts = 0;
 }
 
 static void capacity_one(gaaw_gpt_config_t *g)
@@ -383,6 +396,18 @@ int main(int argc, char **argv)
   train(&r, STEPS, MORE, got);
   compare("saved at ZeRO 3 dp 4, loaded at pp 2 x dp 2: steps 11 and 12", got, want + STEPS, MORE);
   close_run(&r);
+  /* saved at ep 2 x expert-dp 2 (ZeRO 0: each expert bucket written by its group's
+   * first rank); loaded at ep 4, ZeRO 1 */
+  snprintf(dir, sizeof dir, "%s/ep2", base);
+  r = open_run(&layouts[9], MPI_COMM_WORLD);
+  train(&r, 0, STEPS, got);
+  require_ok(r.ctx, gaaw_checkpoint_save(r.opt, dir));
+  close_run(&r);
+  r = open_run(&layouts[10], MPI_COMM_WORLD);
+  require_ok(r.ctx, gaaw_checkpoint_load(r.opt, dir));
+  train(&r, STEPS, MORE, got);
+  compare("saved at ep 2, loaded at ep 4: steps 11 and 12", got, want + STEPS, MORE);
+  close_run(&r);
   check_mixtral_export(base);
   ckpt_test_dir_remove(base);
 
@@ -390,6 +415,9 @@ int main(int argc, char **argv)
   expect_refused("experts at cp 2", "backend=host cp=2", nothing, 0, GAAW_ERR_UNSUPPORTED);
   expect_refused("capacity at tp 2", "backend=host tp=2", capacity_one, 0, GAAW_ERR_UNSUPPORTED);
   expect_refused("experts in bf16", "backend=host", bf16, 0, GAAW_ERR_UNSUPPORTED);
+  expect_refused("6 experts over ep 4", "backend=host ep=4", six_experts, 0, GAAW_ERR_INVALID_ARG);
+  expect_refused("ep 2 without experts", "backend=host ep=2", no_experts, 0, GAAW_ERR_INVALID_ARG);
+  expect_refused("ep 2 with tp 2", "backend=host ep=2 tp=2", nothing, 0, GAAW_ERR_UNSUPPORTED);
 
   int failures = test_failures, total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

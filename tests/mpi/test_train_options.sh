@@ -24,7 +24,10 @@
 #    line is JSON (checked with python3's json module when /usr/bin/python3 exists);
 #  - data by global row: dp 2 x batch 4, 1 rank x batch 8 and 1 rank x batch 4 x
 #    accum 2 (the same global batch of 8 rows) give the same training and validation
-#    losses at every step within 1e-5 relative.
+#    losses at every step within 1e-5 relative;
+#  - --experts 4 --top-k 2 with every expert on each rank and with --ep 2: the same
+#    losses within 1e-5 relative, moe_aux_loss in the metrics; --experts 3 --ep 2:
+#    exit 2 naming --ep.
 # GAAW_TRAIN overrides the program (default ./examples/gaaw-train in the build tree).
 prog=${GAAW_TRAIN:-./examples/gaaw-train}
 if test -z "$MPIEXEC"; then
@@ -186,14 +189,30 @@ losses() {
   sed 's/^{"step":\([0-9]*\),"loss":\([^,]*\),\("val_loss":\([^,]*\),\)\{0,1\}.*/\1 \2 \4/' "$tmp/$1.jsonl" |
     awk '{ print $1, $2, (NF > 2 ? $3 : "-") }'
 }
-losses dp2 >"$tmp/dp2.loss"
-for run in rank1 accum2; do
-  losses $run | paste -d ' ' "$tmp/dp2.loss" - | awk -v run=$run '
+# same_losses REF RUN WHAT: RUN's losses and val_losses are REF's within 1e-5 relative
+same_losses() {
+  losses $1 >"$tmp/$1.loss"
+  losses $2 | paste -d ' ' "$tmp/$1.loss" - | awk -v run=$2 -v ref=$1 '
     function far(a, b) { d = a - b; if (d < 0) d = -d; return d > 1e-5 * (b < 0 ? -b : b) }
     NF != 6 || $1 != $4 || $3 == "-" && $6 != "-" || $3 != "-" && $6 == "-" { print "  step lines differ: " $0; bad = 1; next }
-    far($5, $2) { print "  step " $1 ": loss " $5 " (" run ") vs " $2 " (dp 2)"; bad = 1 }
-    $3 != "-" && far($6, $3) { print "  step " $1 ": val_loss " $6 " (" run ") vs " $3 " (dp 2)"; bad = 1 }
+    far($5, $2) { print "  step " $1 ": loss " $5 " (" run ") vs " $2 " (" ref ")"; bad = 1 }
+    $3 != "-" && far($6, $3) { print "  step " $1 ": val_loss " $6 " (" run ") vs " $3 " (" ref ")"; bad = 1 }
     END { if (NR != 5) { print "  " NR " steps, expected 5"; bad = 1 }; exit bad }' ||
-    err "data by global row: $run's losses above are not dp 2 x batch 4's within 1e-5 relative"
+    err "$3: $2's losses above are not $1's within 1e-5 relative"
+}
+for run in rank1 accum2; do
+  same_losses dp2 $run "data by global row"
 done
+
+# mixture of experts: 4 experts, top-2, every expert on each rank and split over
+# ep 2 give the same losses; the metrics carry the aux loss; an --ep that does not
+# divide --experts is a usage error (exit 2)
+layout moe 2 --batch 4 --experts 4 --top-k 2
+layout moe_ep2 2 --batch 4 --experts 4 --top-k 2 --ep 2
+same_losses moe moe_ep2 "experts split over ep 2"
+grep '"moe_aux_loss":[0-9]' "$tmp/moe_ep2.jsonl" >/dev/null || err "moe_ep2: no moe_aux_loss in the metrics"
+timeout -k 5 60 $MPIEXEC -n 2 $prog $tiny --experts 3 --top-k 2 --ep 2 >"$tmp/ep3.out" 2>&1
+rc=$?
+test $rc -eq 2 && grep -e '--ep 2 splits the experts' "$tmp/ep3.out" >/dev/null ||
+  { err "--experts 3 --ep 2: exit $rc, expected 2 naming --ep"; cat "$tmp/ep3.out"; }
 exit $fail
