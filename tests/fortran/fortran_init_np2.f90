@@ -157,6 +157,18 @@ program fortran_init_np2
   call check_int("rank_of_cp(0, 0, 1, 0)", r, 1)
   call check_status("rank_of_cp(0, 0, 2, 0)", gaaw_topology_rank_of_cp(ctx3, 0, 0, 2, 0, r), GAAW_ERR_INVALID_ARG)
   call check_status("gaaw_finalize cp=2", gaaw_finalize(ctx3), GAAW_SUCCESS)
+
+  ! ---- ep=2: the experts' axis folds onto dp (the world here); expert-dp is each rank
+  call check_status("set cp=1", gaaw_config_set(cfg3, "cp", "1"), GAAW_SUCCESS)
+  call check_status("set ep=2", gaaw_config_set(cfg3, "ep", "2"), GAAW_SUCCESS)
+  call check_status("gaaw_init with ep=2", gaaw_init(MPI_COMM_WORLD, cfg3, ctx3), GAAW_SUCCESS)
+  call check_status("topology_ep", gaaw_topology_ep(ctx3, n, r), GAAW_SUCCESS)
+  call check_int("ep", n, 2)
+  call check_int("ep_rank", r, mpi_rank)
+  call check_status("group_rank edp", gaaw_topology_group_rank(ctx3, GAAW_GROUP_EDP, grank, gsize), GAAW_SUCCESS)
+  call check_true("each rank is its own expert-dp group", grank == 0 .and. gsize == 1)
+  call check_true("group name ep", gaaw_group_name(GAAW_GROUP_EP) == "ep")
+  call check_status("gaaw_finalize ep=2", gaaw_finalize(ctx3), GAAW_SUCCESS)
   call check_status("config_destroy", gaaw_config_destroy(cfg3), GAAW_SUCCESS)
 
   ! ---- teardown: handles become null, a second finalize is a no-op
