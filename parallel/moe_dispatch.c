@@ -78,11 +78,14 @@ static void elements(const gaaw_moe_dispatch *d, const int64_t *rows, int64_t C,
   for (int r = 0; r < d->size; r++) counts[r] = rows[r] * C;
 }
 
-/* A (rows, C) tensor (one row at least, so that empty exchanges still have a buffer). */
-static gaaw_status_t rows_tensor(gaaw_context_t ctx, const gaaw_moe_dispatch *d, const gaaw_tensor_t *like,
-                                 gaaw_tensor_t *t)
+/* One exchange's counts, to the experts or back, and its (rows, C) message buffer
+ * (one row at least, so that an empty exchange still has one). */
+static gaaw_status_t message(gaaw_context_t ctx, const gaaw_moe_dispatch *d, int to_experts, const gaaw_tensor_t *like,
+                             int64_t *send_counts, int64_t *recv_counts, gaaw_tensor_t *t)
 {
-  const int64_t shape[2] = {d->rows > 0 ? d->rows : 1, like->shape[1]};
+  const int64_t C = like->shape[1], shape[2] = {d->rows > 0 ? d->rows : 1, C};
+  elements(d, to_experts ? d->send_rows : d->recv_rows, C, send_counts);
+  elements(d, to_experts ? d->recv_rows : d->send_rows, C, recv_counts);
   GAAW_CHECK(gaaw_tensor_alloc(ctx, like->dtype, 2, shape, GAAW_MEM_COMMUNICATION, t));
   t->shape[0] = d->rows;
   return GAAW_SUCCESS;
@@ -91,12 +94,9 @@ static gaaw_status_t rows_tensor(gaaw_context_t ctx, const gaaw_moe_dispatch *d,
 gaaw_status_t gaaw_moe_dispatch_send(gaaw_context_t ctx, const gaaw_moe_dispatch *d, const gaaw_tensor_t *xp,
                                      gaaw_tensor_t *xe)
 {
-  const int64_t C = xp->shape[1];
   int64_t sc[d->size], rc[d->size];
-  elements(d, d->send_rows, C, sc);
-  elements(d, d->recv_rows, C, rc);
   gaaw_tensor_t recv = {0};
-  gaaw_status_t st = rows_tensor(ctx, d, xp, &recv);
+  gaaw_status_t st = message(ctx, d, 1, xp, sc, rc, &recv);
   if (st == GAAW_SUCCESS) st = gaaw_comm_alltoallv(d->ep, xp, sc, &recv, rc);
   if (st == GAAW_SUCCESS && d->rows > 0) st = gaaw_moe_permute(ctx, &recv, &d->by_expert, xe);
   if (recv.buf) gaaw_buffer_free(ctx, &recv.buf);
@@ -106,12 +106,9 @@ gaaw_status_t gaaw_moe_dispatch_send(gaaw_context_t ctx, const gaaw_moe_dispatch
 gaaw_status_t gaaw_moe_dispatch_return(gaaw_context_t ctx, const gaaw_moe_dispatch *d, const gaaw_tensor_t *ye,
                                        gaaw_tensor_t *yp)
 {
-  const int64_t C = yp->shape[1];
   int64_t sc[d->size], rc[d->size];
-  elements(d, d->recv_rows, C, sc);
-  elements(d, d->send_rows, C, rc);
   gaaw_tensor_t back = {0};
-  gaaw_status_t st = rows_tensor(ctx, d, yp, &back);
+  gaaw_status_t st = message(ctx, d, 0, yp, sc, rc, &back);
   if (st == GAAW_SUCCESS && d->rows > 0) st = gaaw_moe_permute(ctx, ye, &d->by_source, &back);
   if (st == GAAW_SUCCESS) st = gaaw_comm_alltoallv(d->ep, &back, sc, yp, rc);
   if (back.buf) gaaw_buffer_free(ctx, &back.buf);

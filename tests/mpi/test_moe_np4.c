@@ -1,12 +1,14 @@
 /* A LLaMA-class GPT with mixture-of-experts MLPs (8 experts, top-2, and a gated
- * shared expert, in blocks 0 and 2 of 3: block 1 stays dense) in the layouts that expert parallelism does not
- * need yet, on 4 ranks, 10 AdamW steps of global batches of 8 rows in 2
- * microbatches, load-balancing and z losses on:
+ * shared expert, in blocks 0 and 2 of 3: block 1 stays dense) on 4 ranks, 10 AdamW
+ * steps of global batches of 8 rows in 2 microbatches, load-balancing and z losses
+ * on:
  *  - dp 4, pp 2 x dp 2 (the MoE layers on both stages), ZeRO 1 and 3, full
  *    recomputation, pp 2 under ZB-H1, tp 2 x dp 2 (each tp rank routing half the
- *    tokens), the same with sequence parallelism at ZeRO 3, and pp 2 x tp 2 with
- *    full recomputation give the serial run's losses (aux losses
- *    included), aux and z losses within 1e-5 relative, and per-expert counts
+ *    tokens), the same with sequence parallelism at ZeRO 3, pp 2 x tp 2 with full
+ *    recomputation, and expert parallelism: ep 2 (expert-dp 2), ep 4 at ZeRO 1, ep
+ *    2 at ZeRO 3, ep 2 x pp 2 with full recomputation at ZeRO 2 (E / ep experts
+ *    held, rows exchanged) give the serial run's losses (aux losses included), aux
+ *    and z losses and gradient norms within 1e-5 relative, and per-expert counts
  *    exactly; the steps' smallest top-2 margin is reported and must exceed 6e-8,
  *    8 f32 steps of the scores (about 1/8), far above what the layouts' rounding
  *    moves them: no near-tie;
@@ -15,14 +17,15 @@
  *    the share of assignments dropped included (exactly: the drop is decided over
  *    the global microbatch);
  *  - pp 2 x dp 2 run twice: the same losses and parameters bit for bit;
- *  - a checkpoint saved at ZeRO 3, dp 4 loads at pp 2 x dp 2, and the next 2
- *    steps give the serial run's steps 11 and 12 within 1e-5;
- *  - every block an MoE one (no shared expert), exported at dp 4 in Mixtral's safetensors layout
- *    (block_sparse_moe.gate, experts.E.w1/w3/w2 and config.json's mixtral fields),
- *    imports at pp 2 x dp 2 bit for bit;
+ *  - a checkpoint saved at ZeRO 3, dp 4 loads at pp 2 x dp 2, and one saved at ep 2
+ *    (ZeRO 0) loads at ep 4 (ZeRO 1): the next 2 steps give the serial run's steps
+ *    11 and 12 within 1e-5;
+ *  - every block an MoE one (no shared expert), exported at ep 2 in Mixtral's
+ *    safetensors layout (block_sparse_moe.gate, experts.E.w1/w3/w2 and config.json's
+ *    mixtral fields), imports at pp 2 x dp 2 and at ep 4 bit for bit;
  *  - bad configurations fail every rank with the same named error before
  *    training: top_k > experts on one rank only, experts at cp 2, capacity at tp
- *    2, bf16.
+ *    2, bf16, 6 experts over ep 4, ep 2 without experts, ep 2 with tp 2.
  * The token group of an MoE layer is the global microbatch (every replica's
  * microbatch i), so each replica here trains on its share of each serial
  * microbatch (rows strided by microbatch, as a global-batch loader gives them). */
@@ -217,6 +220,25 @@ static void check_experts_split(run *r, const char *name)
   expect_true((ep > 1) == (bytes > 0), "%s: %llu alltoallv bytes at ep %d", name, (unsigned long long)bytes, ep);
 }
 
+/* Trains STEPS steps at layout from, saves a checkpoint in base/name, loads it at
+ * layout to, and holds the next steps to the serial run's (want). */
+static void resume_elsewhere(const char *base, const char *name, const layout *from, const layout *to,
+                             const step_record *want, step_record *got)
+{
+  char dir[300], what[200];
+  snprintf(dir, sizeof dir, "%s/%s", base, name);
+  run r = open_run(from, MPI_COMM_WORLD);
+  train(&r, 0, STEPS, got);
+  require_ok(r.ctx, gaaw_checkpoint_save(r.opt, dir));
+  close_run(&r);
+  r = open_run(to, MPI_COMM_WORLD);
+  require_ok(r.ctx, gaaw_checkpoint_load(r.opt, dir));
+  train(&r, STEPS, MORE, got);
+  snprintf(what, sizeof what, "saved at %s, loaded at %s: steps 11 and 12", from->name, to->name);
+  compare(what, got, want + STEPS, MORE);
+  close_run(&r);
+}
+
 /* The text of a file (NUL-terminated; NULL when missing), or of its safetensors
  * header when header is set. */
 static char *read_text(const char *path, int header)
@@ -383,31 +405,12 @@ int main(int argc, char **argv)
   free(params[0]);
   free(params[1]);
 
-  /* saved at ZeRO 3, dp 4; loaded at pp 2 x dp 2 */
-  char base[256], dir[300];
+  /* saved at ZeRO 3, dp 4; loaded at pp 2 x dp 2. Saved at ep 2 x expert-dp 2 (ZeRO
+   * 0: each expert bucket written by its group's first rank); loaded at ep 4, ZeRO 1 */
+  char base[256];
   ckpt_test_dir(base, sizeof base, "moe-ckpt-");
-  snprintf(dir, sizeof dir, "%s/dp4", base);
-  r = open_run(&layouts[3], MPI_COMM_WORLD);
-  train(&r, 0, STEPS, got);
-  require_ok(r.ctx, gaaw_checkpoint_save(r.opt, dir));
-  close_run(&r);
-  r = open_run(&layouts[1], MPI_COMM_WORLD);
-  require_ok(r.ctx, gaaw_checkpoint_load(r.opt, dir));
-  train(&r, STEPS, MORE, got);
-  compare("saved at ZeRO 3 dp 4, loaded at pp 2 x dp 2: steps 11 and 12", got, want + STEPS, MORE);
-  close_run(&r);
-  /* saved at ep 2 x expert-dp 2 (ZeRO 0: each expert bucket written by its group's
-   * first rank); loaded at ep 4, ZeRO 1 */
-  snprintf(dir, sizeof dir, "%s/ep2", base);
-  r = open_run(&layouts[9], MPI_COMM_WORLD);
-  train(&r, 0, STEPS, got);
-  require_ok(r.ctx, gaaw_checkpoint_save(r.opt, dir));
-  close_run(&r);
-  r = open_run(&layouts[10], MPI_COMM_WORLD);
-  require_ok(r.ctx, gaaw_checkpoint_load(r.opt, dir));
-  train(&r, STEPS, MORE, got);
-  compare("saved at ep 2, loaded at ep 4: steps 11 and 12", got, want + STEPS, MORE);
-  close_run(&r);
+  resume_elsewhere(base, "dp4", &layouts[3], &layouts[1], want, got);
+  resume_elsewhere(base, "ep2", &layouts[9], &layouts[10], want, got);
   check_mixtral_export(base);
   ckpt_test_dir_remove(base);
 
