@@ -129,7 +129,7 @@ gaaw_status_t gaaw_gpt_moe_forward(gaaw_model_t m, gaaw_layer *l, gaaw_frame *f,
   gaaw_moe_weights w = weights_of(m, l);
   frame_slots fs = {m, f, l};
   gaaw_moe_saved s = saved_in_frame(m, &fs);
-  s.margins = 1;
+  s.margins = gaaw_ctx_bool(ctx, "moe_margins");
   int replicas;
   GAAW_CHECK(token_group(m, s.group, &replicas));
   gaaw_moe_record *r = &f->moe[l->moe_layer - 1];

@@ -112,6 +112,10 @@
     "the dtype gaaw_model_export writes: f32, bf16 (as Hugging Face's LLaMA checkpoints hold "    \
     "their weights) or f16, rounded to nearest even; import reads all three whatever this says")  \
   /* models */                                                                                    \
+  X(moe_margins, BOOL, "yes",                                                                     \
+    "mixture-of-experts layers measure the smallest gap between a token's k-th and (k+1)-th "    \
+    "router score (gaaw_model_moe_metrics' min_margin), reading the scores back to the host in " \
+    "every MoE forward; no = not measured (+inf) and no host read")                              \
   X(recompute, STRING, "none",                                                                    \
     "activation recomputation: none; selective (the attention scores and softmax are dropped "  \
     "after forward and recomputed in backward; only the matrix attention core keeps them, see "  \

@@ -371,7 +371,8 @@ typedef struct {
                           step's microbatches (coefficient applied; in the loss) */
   double z_loss;       /* the router z-loss, the same way */
   double min_margin;   /* the smallest gap between a token's k-th and (k+1)-th router
-                          score, over the step's tokens and layers; +inf at top_k = experts */
+                          score, over the step's tokens and layers; +inf at top_k = experts
+                          or with option moe_margins=no */
   int64_t tokens;      /* one MoE layer's tokens, summed over the step's microbatches */
   double drop_fraction; /* the share of the step's assignments dropped by capacity, all layers */
 } gaaw_moe_metrics_t;
