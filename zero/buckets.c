@@ -28,7 +28,7 @@ gaaw_tensor_t gaaw_zero_grad_piece(gaaw_optimizer_t opt, int b)
   const zero_bucket *k = &opt->buckets[b];
   gaaw_model_t m = opt->model;
   if (opt->is.shard_grads) return gaaw_zero_view(opt->shard_grads, opt->dtype, k->shard_at, k->piece);
-  return gaaw_params_span(&m->params, 1, k->lo + (sharded(opt) ? gaaw_zero_rank(opt, k) * k->piece : 0), k->piece);
+  return gaaw_params_span(&m->params, 1, gaaw_zero_piece_lo(opt, k), k->piece);
 }
 
 gaaw_tensor_t gaaw_zero_param_piece(gaaw_optimizer_t opt, int b)
@@ -36,7 +36,7 @@ gaaw_tensor_t gaaw_zero_param_piece(gaaw_optimizer_t opt, int b)
   const zero_bucket *k = &opt->buckets[b];
   gaaw_model_t m = opt->model;
   if (opt->is.shard_params) return gaaw_zero_view(opt->shard_params, opt->dtype, k->shard_at, k->piece);
-  return gaaw_params_span(&m->params, 0, k->lo + (sharded(opt) ? gaaw_zero_rank(opt, k) * k->piece : 0), k->piece);
+  return gaaw_params_span(&m->params, 0, gaaw_zero_piece_lo(opt, k), k->piece);
 }
 
 static gaaw_status_t add_norm_segment(gaaw_optimizer_t opt, int b, int64_t piece_lo, int64_t piece_hi, int64_t lo,
@@ -60,7 +60,7 @@ static gaaw_status_t plan_norm_segments(gaaw_optimizer_t opt, int b)
   gaaw_model_t m = opt->model;
   gaaw_context_t ctx = opt->ctx;
   const zero_bucket *k = &opt->buckets[b];
-  int64_t piece_lo = k->lo + (sharded(opt) ? gaaw_zero_rank(opt, k) * k->piece : 0), piece_hi = piece_lo + k->piece;
+  int64_t piece_lo = gaaw_zero_piece_lo(opt, k), piece_hi = piece_lo + k->piece;
   for (int i = 0; i < m->params.count; i++) {
     const gaaw_param *p = &m->params.items[i];
     if (gaaw_zero_bucket_of_param(opt, p) != b || (p->split_axis < 0 && m->tp_rank != 0)) continue;

@@ -14,8 +14,7 @@ gaaw_status_t gaaw_ckpt_shard_ranges(gaaw_optimizer_t opt, ckpt_range **ranges, 
   if (!*ranges) GAAW_FAIL(ctx, GAAW_ERR_NO_MEMORY, "cannot allocate %d ranges", opt->nbuckets);
   for (int b = 0; b < opt->nbuckets; b++) {
     const zero_bucket *k = &opt->buckets[b];
-    int64_t lo = k->lo + (opt->is.shard_state ? gaaw_zero_rank(opt, k) * k->piece : 0);
-    (*ranges)[b] = (ckpt_range){lo, k->piece, k->shard_at};
+    (*ranges)[b] = (ckpt_range){gaaw_zero_piece_lo(opt, k), k->piece, k->shard_at};
   }
   *n = opt->nbuckets;
   return GAAW_SUCCESS;

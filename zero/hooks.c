@@ -36,7 +36,7 @@ static gaaw_status_t start_gather(gaaw_optimizer_t opt, int b, int *started)
   if (k->whole_params) return GAAW_SUCCESS;
   GAAW_CHECK(gaaw_buffer_alloc(ctx, (size_t)k->len * gaaw_dtype_size(opt->dtype), GAAW_MEM_PARAMS, &k->whole_params));
   gaaw_tensor_t whole = gaaw_zero_view(k->whole_params, opt->dtype, 0, k->len);
-  gaaw_tensor_t mine = gaaw_zero_view(k->whole_params, opt->dtype, gaaw_zero_rank(opt, k) * k->piece, k->piece);
+  gaaw_tensor_t mine = gaaw_zero_view(k->whole_params, opt->dtype, gaaw_zero_piece_at(opt, k), k->piece);
   gaaw_status_t st = gaaw_zero_shard_to_device(opt, b, &mine);
   if (st == GAAW_SUCCESS) st = gaaw_comm_allgather_start(gaaw_zero_comm(opt, k), &mine, &whole, &k->gather);
   if (st != GAAW_SUCCESS) { /* not resident after all: the next use starts over */
@@ -67,7 +67,7 @@ static gaaw_status_t release_bucket(gaaw_optimizer_t opt, int b, int keep)
   if (!k->whole_params) return GAAW_SUCCESS;
   GAAW_CHECK(gaaw_comm_wait(&k->gather)); /* never free memory a collective still fills */
   if (keep) {
-    gaaw_tensor_t mine = gaaw_zero_view(k->whole_params, opt->dtype, gaaw_zero_rank(opt, k) * k->piece, k->piece);
+    gaaw_tensor_t mine = gaaw_zero_view(k->whole_params, opt->dtype, gaaw_zero_piece_at(opt, k), k->piece);
     GAAW_CHECK(gaaw_zero_shard_from_device(opt, b, &mine));
   }
   bind_bucket(opt, b, 0, NULL);
@@ -125,7 +125,7 @@ static gaaw_status_t start_reduction(gaaw_optimizer_t opt, int b)
                                             : gaaw_params_span(&opt->model->params, 1, k->lo, k->len);
   if (!whole.buf) return GAAW_SUCCESS;
   gaaw_tensor_t mine = whole; /* (piece) this rank's */
-  mine.offset += (size_t)(gaaw_zero_rank(opt, k) * k->piece) * gaaw_dtype_size(opt->dtype);
+  mine.offset += (size_t)gaaw_zero_piece_at(opt, k) * gaaw_dtype_size(opt->dtype);
   mine.shape[0] = k->piece;
   if (gaaw_zero_size(opt, k) > 1 && !opt->is.shard_state)
     GAAW_CHECK(gaaw_comm_allreduce_start(gaaw_zero_comm(opt, k), &whole, &whole, GAAW_SUM, &k->reduce));
@@ -146,7 +146,7 @@ static gaaw_status_t finish_reduction(gaaw_optimizer_t opt, int b)
   GAAW_CHECK(gaaw_comm_wait(&k->reduce));
   k->reduction = ZERO_REDUCED;
   if (!opt->is.shard_grads) return GAAW_SUCCESS;
-  gaaw_tensor_t mine = gaaw_zero_view(k->whole_grads, opt->dtype, gaaw_zero_rank(opt, k) * k->piece, k->piece);
+  gaaw_tensor_t mine = gaaw_zero_view(k->whole_grads, opt->dtype, gaaw_zero_piece_at(opt, k), k->piece);
   gaaw_tensor_t shard = gaaw_zero_grad_piece(opt, b);
   GAAW_CHECK(gaaw_axpy(ctx, 1.0f, &mine, &shard));
   GAAW_CHECK(gaaw_buffer_free(ctx, &k->whole_grads));
@@ -429,7 +429,7 @@ gaaw_status_t gaaw_zero_attach(gaaw_optimizer_t opt)
     GAAW_CHECK(gaaw_zero_shard_create(opt));
     for (int b = 0; b < opt->nbuckets; b++) {
       const zero_bucket *k = &opt->buckets[b];
-      gaaw_tensor_t from = gaaw_params_span(&m->params, 0, k->lo + gaaw_zero_rank(opt, k) * k->piece, k->piece);
+      gaaw_tensor_t from = gaaw_params_span(&m->params, 0, gaaw_zero_piece_lo(opt, k), k->piece);
       GAAW_CHECK(gaaw_zero_shard_from_device(opt, b, &from));
     }
     gaaw_params_release(ctx, &m->params, 0);

@@ -115,7 +115,7 @@ static gaaw_status_t estimate_rank(gaaw_context_t ctx, const gaaw_gpt_config_t *
   opt.replicas = t->dp;
   opt.replica_rank = t->dp_rank;
   opt.edp_size = t->tp * t->cp * t->dp / t->ep; /* expert-dp: a stage's ranks at one ep coordinate */
-  opt.edp_rank = ((t->dp_rank * t->cp + t->cp_rank) * t->tp + t->tp_rank) / t->ep;
+  opt.edp_rank = t->edp_rank;
   opt.bucket_bytes = L->bucket_bytes;
   opt.keep_gathered = opt.is.shard_params && L->keep_gathered;
   opt.store = L->store;

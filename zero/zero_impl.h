@@ -133,6 +133,16 @@ static inline int gaaw_zero_size(const struct gaaw_optimizer_s *opt, const zero_
 {
   return k->expert ? opt->edp_size : opt->dp_size;
 }
+/* Where this rank's piece of bucket k starts: in the bucket (its group rank x piece),
+ * and in the model's flat table (the bucket's start at stage 0, which keeps it whole). */
+static inline int64_t gaaw_zero_piece_at(const struct gaaw_optimizer_s *opt, const zero_bucket *k)
+{
+  return gaaw_zero_rank(opt, k) * k->piece;
+}
+static inline int64_t gaaw_zero_piece_lo(const struct gaaw_optimizer_s *opt, const zero_bucket *k)
+{
+  return k->lo + (opt->is.shard_state ? gaaw_zero_piece_at(opt, k) : 0);
+}
 /* The bucket holding parameter p (-1: none). */
 int gaaw_zero_bucket_of_param(gaaw_optimizer_t opt, const gaaw_param *p);
 /* Whether bucket b holds parameters of layer i (its own or its experts'). */
