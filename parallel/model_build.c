@@ -139,9 +139,14 @@ gaaw_status_t gaaw_model_plan(gaaw_context_t ctx, const gaaw_model_builder *b, c
 
 /* Each layer's parameters start a bucket that splits into dp x cp equal, 64-byte
  * aligned shards (the ranks that hold the same weights). */
-static void close_bucket(gaaw_model_t m)
+static void align_bucket(gaaw_model_t m)
 {
   gaaw_params_align(&m->params, 16 * (int64_t)m->dp_size * m->cp_size);
+}
+
+static void close_bucket(gaaw_model_t m)
+{
+  align_bucket(m);
   gaaw_layer *l = m->nlayers ? &m->layers[m->nlayers - 1] : NULL;
   if (l) l->param_hi = m->params.numel;
   if (l && l->expert_lo < 0) l->expert_lo = l->param_hi;
@@ -150,7 +155,7 @@ static void close_bucket(gaaw_model_t m)
 /* The experts' bucket starts aligned as a layer's (expert-dp divides dp x cp at tp 1). */
 void gaaw_layer_begin_experts(gaaw_model_t m, gaaw_layer *l)
 {
-  gaaw_params_align(&m->params, 16 * (int64_t)m->dp_size * m->cp_size);
+  align_bucket(m);
   l->expert_lo = m->params.numel;
 }
 

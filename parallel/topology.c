@@ -93,7 +93,9 @@ gaaw_status_t gaaw_topology_plan_from(gaaw_context_t ctx, gaaw_config_t cfg, int
   t->cp_rank = coords[GAAW_AXIS_CP];
   t->dp_rank = coords[GAAW_AXIS_DP];
   t->pp_rank = coords[GAAW_AXIS_PP];
-  t->ep_rank = ((t->dp_rank * t->cp + t->cp_rank) * t->tp + t->tp_rank) % t->ep;
+  const int stage_index = (t->dp_rank * t->cp + t->cp_rank) * t->tp + t->tp_rank;
+  t->ep_rank = stage_index % t->ep;
+  t->edp_rank = stage_index / t->ep;
   return GAAW_SUCCESS;
 }
 
@@ -129,12 +131,10 @@ gaaw_status_t gaaw_topology_build(gaaw_context_t ctx)
   for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
     GAAW_CHECK(gaaw_comm_split(world, split[i].color, split[i].key, gaaw_group_name(split[i].group),
                                &t->comms[split[i].group]));
-  /* ep and expert-dp fold onto a stage's tp x cp x dp ranks: index i (tp fastest) is
-   * ep rank i % ep of group i / ep */
-  int stage_index = index_on(t, TP | CP | DP), edp_rank = stage_index / t->ep;
-  GAAW_CHECK(gaaw_comm_split(world, t->pp_rank * (t->dp * t->cp * t->tp / t->ep) + edp_rank, t->ep_rank, "ep",
+  /* ep and expert-dp fold onto a stage's tp x cp x dp ranks (the plan's ep_rank, edp_rank) */
+  GAAW_CHECK(gaaw_comm_split(world, t->pp_rank * (t->dp * t->cp * t->tp / t->ep) + t->edp_rank, t->ep_rank, "ep",
                              &t->comms[GAAW_GROUP_EP]));
-  GAAW_CHECK(gaaw_comm_split(world, t->pp_rank * t->ep + t->ep_rank, edp_rank, "edp", &t->comms[GAAW_GROUP_EDP]));
+  GAAW_CHECK(gaaw_comm_split(world, t->pp_rank * t->ep + t->ep_rank, t->edp_rank, "edp", &t->comms[GAAW_GROUP_EDP]));
   /* groups whose members are all CUDA ranks talk through NCCL (the world last: the
    * others were split from it) */
   for (int g = GAAW_GROUP_COUNT - 1; g >= 0; g--) GAAW_CHECK(gaaw_comm_prefer_nccl(&t->comms[g]));

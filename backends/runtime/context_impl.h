@@ -14,7 +14,8 @@
 typedef struct {
   int dp, pp, cp, tp;
   int dp_rank, pp_rank, cp_rank, tp_rank;
-  int ep, ep_rank; /* expert parallelism, folded onto a stage's tp x cp x dp ranks (ep fastest) */
+  int ep, ep_rank, edp_rank; /* expert parallelism, folded onto a stage's tp x cp x dp ranks: the
+                                stage index (tp fastest) is ep_rank + ep x edp_rank */
   int order[4]; /* gaaw_grid_axis values (runtime/config_impl.h), fastest-varying first */
   gaaw_comm_t comms[GAAW_GROUP_COUNT];
 } gaaw_topology;

@@ -106,7 +106,8 @@ int main(int argc, char **argv)
    * 2, dp 2, pp 2) is stage index 5, ep rank 1 of 4; ep 3 does not fold */
   gaaw_config_parse(c, "tp=2 pp=2 cp=2 dp=0 ep=4 rank_order=tp-cp-dp-pp");
   expect_status_ctx(ctx, gaaw_topology_plan(ctx, 16, 13, &t), GAAW_SUCCESS);
-  expect_true(t.ep == 4 && t.ep_rank == 1, "rank 13: ep rank %d of %d", t.ep_rank, t.ep);
+  expect_true(t.ep == 4 && t.ep_rank == 1 && t.edp_rank == 1, "rank 13: ep rank %d of %d, expert-dp rank %d", t.ep_rank,
+              t.ep, t.edp_rank);
   gaaw_config_parse(c, "ep=3");
   expect_status_ctx(ctx, gaaw_topology_plan(ctx, 16, 13, &t), GAAW_ERR_INVALID_ARG);
   expect_true(strstr(gaaw_last_error(ctx), "ep 3 does not fold onto a stage's tp x cp x dp = 2 x 2 x 2 = 8") != NULL,
